@@ -1,0 +1,401 @@
+//! Typed configuration from CLI flags and `VESTIBULE_*` environment variables.
+//!
+//! Every flag has an environment twin; every default works with no setup (DESIGN.md
+//! "Configuration"). [`Config::validate`] rejects an invalid configuration with a one-line reason.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use vestibule_shared::is_valid_room_slug;
+
+/// Default protected prefix: the demo checkout's order endpoint.
+pub const DEFAULT_PROTECTED_PREFIX: &str = "/api/v1/rooms/{room}/orders";
+
+/// Vestibule: a virtual waiting room for flash sales.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "vestibule", version, about, long_about = None)]
+pub struct Config {
+    /// Address to listen on (use port 0 for any free port; the bound address is printed).
+    #[arg(long, env = "VESTIBULE_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+
+    /// Redis URL (`redis://host:port/db` or `redis+unix:///path.sock`); unset = embedded store.
+    #[arg(long, env = "VESTIBULE_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+
+    /// Comma-separated room slugs, each `[a-z0-9-]{1,64}`.
+    #[arg(
+        long,
+        env = "VESTIBULE_ROOMS",
+        default_value = "main",
+        value_delimiter = ','
+    )]
+    pub rooms: Vec<String>,
+
+    /// Shoppers admitted per second per room (0–100000). A room's first start writes it to the
+    /// store; later changes go through the admin API.
+    #[arg(long, env = "VESTIBULE_ADMISSION_RATE", default_value_t = 175.0)]
+    pub admission_rate: f64,
+
+    /// Scheduler tick in milliseconds (10–10000); fixed delay between the end of one tick and the
+    /// start of the next.
+    #[arg(long, env = "VESTIBULE_TICK_MS", default_value_t = 100)]
+    pub tick_ms: u64,
+
+    /// Entry token TTL in seconds (1–86400).
+    #[arg(long, env = "VESTIBULE_TOKEN_TTL_SECS", default_value_t = 300)]
+    pub token_ttl_secs: u64,
+
+    /// ETA safety margin as a fraction (0–10): ETA = position ÷ rate × (1 + margin).
+    #[arg(long, env = "VESTIBULE_ETA_MARGIN", default_value_t = 0.2)]
+    pub eta_margin: f64,
+
+    /// Poll-hint tiers `maxPosition:ms,…,*:ms`, ascending; see [`PollTiers`].
+    #[arg(
+        long,
+        env = "VESTIBULE_POLL_TIERS",
+        default_value = "10:3000,100:10000,*:30000"
+    )]
+    pub poll_tiers: PollTiers,
+
+    /// Cap on active users (entry tokens outstanding) per room; unset = no cap.
+    #[arg(long, env = "VESTIBULE_MAX_ACTIVE_USERS")]
+    pub max_active_users: Option<u64>,
+
+    /// Bearer token for the admin API (≥ 16 chars); unset = one is generated and printed once.
+    #[arg(long, env = "VESTIBULE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Turn the admin API off entirely (every admin request answers 403).
+    #[arg(long, env = "VESTIBULE_DISABLE_ADMIN", default_value_t = false)]
+    pub disable_admin: bool,
+
+    /// Comma-separated path prefixes that need an entry token; `{room}` matches a room slug.
+    #[arg(
+        long,
+        env = "VESTIBULE_PROTECTED_PREFIXES",
+        default_value = DEFAULT_PROTECTED_PREFIX,
+        value_delimiter = ','
+    )]
+    pub protected_prefixes: Vec<String>,
+
+    /// Comma-separated origins allowed by CORS and allowed to frame the page; none by default.
+    #[arg(long, env = "VESTIBULE_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// Secret (≥ 16 chars) for storefront-signed user assertions (HMAC-SHA256); unset = off.
+    #[arg(long, env = "VESTIBULE_USER_ASSERTION_SECRET", hide_env_values = true)]
+    pub user_assertion_secret: Option<String>,
+
+    /// Scheduler leader lease in milliseconds (≥ 2 ticks); a new leader may take over this long
+    /// after the old one stops renewing.
+    #[arg(long, env = "VESTIBULE_LEASE_MS", default_value_t = 1000)]
+    pub lease_ms: u64,
+
+    /// Bound on every store call in milliseconds; past it the call fails as an outage.
+    #[arg(long, env = "VESTIBULE_STORE_TIMEOUT_MS", default_value_t = 1000)]
+    pub store_timeout_ms: u64,
+
+    /// `Retry-After` seconds sent with 503 when the store is unreachable.
+    #[arg(long, env = "VESTIBULE_RETRY_AFTER_SECS", default_value_t = 2)]
+    pub retry_after_secs: u64,
+
+    /// What protected paths do while the store is unreachable.
+    #[arg(long, env = "VESTIBULE_OUTAGE_POLICY", value_enum, default_value_t = OutagePolicy::Reject)]
+    pub outage_policy: OutagePolicy,
+
+    /// Seconds a finished ticket (completed, expired, left) stays queryable.
+    #[arg(
+        long,
+        env = "VESTIBULE_TERMINAL_TICKET_TTL_SECS",
+        default_value_t = 3600
+    )]
+    pub terminal_ticket_ttl_secs: u64,
+
+    /// How often SSE streams re-read their tickets, in milliseconds (one batched store call per
+    /// room per process, however many streams are open).
+    #[arg(long, env = "VESTIBULE_SSE_REFRESH_MS", default_value_t = 500)]
+    pub sse_refresh_ms: u64,
+
+    /// Largest request body in bytes.
+    #[arg(long, env = "VESTIBULE_MAX_BODY_BYTES", default_value_t = 16 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Seconds a request may take before it is answered 408 (SSE streams are exempt).
+    #[arg(long, env = "VESTIBULE_REQUEST_TIMEOUT_SECS", default_value_t = 10)]
+    pub request_timeout_secs: u64,
+
+    /// Folder with the built page (trunk's `dist/`); served at `/` when present.
+    #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
+    pub static_dir: PathBuf,
+}
+
+/// What the protected paths do while the store is unreachable (a business choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutagePolicy {
+    /// Answer 503 + `Retry-After`: nobody reaches checkout without a verified token.
+    Reject,
+    /// Let requests through unverified: checkout stays open while the waiting room is down.
+    Pass,
+}
+
+/// Poll-hint tiers: the first tier whose `max_position` is ≥ the position gives the hint.
+///
+/// Parsed from `10:3000,100:10000,*:30000` (DESIGN.md: 1–10 → 3 s, 11–100 → 10 s, >100 → 30 s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollTiers(pub Vec<PollTier>);
+
+/// One poll-hint tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollTier {
+    /// Largest position of the tier; `None` = every position (`*`).
+    pub max_position: Option<u64>,
+    /// Poll hint for the tier in milliseconds.
+    pub after_ms: u64,
+}
+
+impl PollTiers {
+    /// The tier hint for a 1-based position, in milliseconds.
+    pub fn after_ms(&self, position: u64) -> u64 {
+        self.0
+            .iter()
+            .find(|tier| tier.max_position.is_none_or(|max| position <= max))
+            .map_or(30_000, |tier| tier.after_ms)
+    }
+}
+
+impl FromStr for PollTiers {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut tiers = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let (max, ms) = part
+                .split_once(':')
+                .ok_or_else(|| format!("poll tier {part:?} is not maxPosition:ms"))?;
+            let max_position = match max.trim() {
+                "*" => None,
+                n => Some(
+                    n.parse::<u64>()
+                        .map_err(|_| format!("poll tier position {n:?} is not a number"))?,
+                ),
+            };
+            let after_ms = ms
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("poll tier delay {ms:?} is not milliseconds"))?;
+            if after_ms < 1000 {
+                return Err(format!("poll tier delay {after_ms} ms is under 1000 ms"));
+            }
+            tiers.push(PollTier {
+                max_position,
+                after_ms,
+            });
+        }
+        let ascending =
+            tiers
+                .windows(2)
+                .all(|pair| match (pair[0].max_position, pair[1].max_position) {
+                    (Some(a), Some(b)) => a < b,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                });
+        if !ascending {
+            return Err("poll tiers must ascend by position, with `*` last".into());
+        }
+        if tiers.last().is_none_or(|tier| tier.max_position.is_some()) {
+            return Err("poll tiers must end with a `*:ms` tier".into());
+        }
+        Ok(Self(tiers))
+    }
+}
+
+impl Config {
+    /// Checks every field's range and form.
+    ///
+    /// # Errors
+    /// A one-line reason naming the flag, e.g. `--tick-ms must be 10–10000, got 0`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rooms.is_empty() {
+            return Err("--rooms needs at least one room".into());
+        }
+        for (i, room) in self.rooms.iter().enumerate() {
+            if !is_valid_room_slug(room) {
+                return Err(format!(
+                    "--rooms: {room:?} is not a room slug [a-z0-9-]{{1,64}}"
+                ));
+            }
+            if self.rooms[..i].contains(room) {
+                return Err(format!("--rooms names {room:?} twice"));
+            }
+        }
+        if !(self.admission_rate.is_finite() && (0.0..=100_000.0).contains(&self.admission_rate)) {
+            return Err(format!(
+                "--admission-rate must be 0–100000 shoppers/s, got {}",
+                self.admission_rate
+            ));
+        }
+        if !(10..=10_000).contains(&self.tick_ms) {
+            return Err(format!("--tick-ms must be 10–10000, got {}", self.tick_ms));
+        }
+        if !(1..=86_400).contains(&self.token_ttl_secs) {
+            return Err(format!(
+                "--token-ttl-secs must be 1–86400, got {}",
+                self.token_ttl_secs
+            ));
+        }
+        if !(self.eta_margin.is_finite() && (0.0..=10.0).contains(&self.eta_margin)) {
+            return Err(format!(
+                "--eta-margin must be 0–10, got {}",
+                self.eta_margin
+            ));
+        }
+        if let Some(token) = &self.admin_token {
+            if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err("--admin-token must be at least 16 printable ASCII characters".into());
+            }
+        }
+        if let Some(secret) = &self.user_assertion_secret {
+            if secret.len() < 16 {
+                return Err("--user-assertion-secret must be at least 16 bytes".into());
+            }
+        }
+        for prefix in &self.protected_prefixes {
+            if !prefix.starts_with('/') {
+                return Err(format!(
+                    "--protected-prefixes: {prefix:?} must start with /"
+                ));
+            }
+        }
+        for origin in &self.cors_origins {
+            if !(origin.starts_with("http://") || origin.starts_with("https://"))
+                || origin.ends_with('/')
+            {
+                return Err(format!(
+                    "--cors-origins: {origin:?} must look like https://shop.example (no path)"
+                ));
+            }
+        }
+        if self.lease_ms < 2 * self.tick_ms {
+            return Err(format!(
+                "--lease-ms must be at least two ticks ({} ms), got {}",
+                2 * self.tick_ms,
+                self.lease_ms
+            ));
+        }
+        if !(50..=30_000).contains(&self.store_timeout_ms) {
+            return Err(format!(
+                "--store-timeout-ms must be 50–30000, got {}",
+                self.store_timeout_ms
+            ));
+        }
+        if !(50..=60_000).contains(&self.sse_refresh_ms) {
+            return Err(format!(
+                "--sse-refresh-ms must be 50–60000, got {}",
+                self.sse_refresh_ms
+            ));
+        }
+        if self.max_body_bytes < 256 {
+            return Err("--max-body-bytes must be at least 256".into());
+        }
+        if self.request_timeout_secs == 0 {
+            return Err("--request-timeout-secs must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The scheduler tick.
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms)
+    }
+
+    /// The bound on each store call.
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms)
+    }
+
+    /// The Redis URL with any password replaced by `***`, safe to log.
+    pub fn redis_url_for_logs(&self) -> Option<String> {
+        self.redis_url.as_deref().map(redact_url_password)
+    }
+}
+
+/// Replaces the password of `scheme://user:password@host` with `***`.
+pub fn redact_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        let mut all = vec!["vestibule"];
+        all.extend_from_slice(args);
+        Config::try_parse_from(all).expect("parses")
+    }
+
+    #[test]
+    fn defaults_are_valid_and_match_the_design() {
+        let config = parse(&[]);
+        config.validate().unwrap();
+        assert_eq!(config.rooms, ["main"]);
+        assert_eq!(config.admission_rate, 175.0);
+        assert_eq!(config.tick_ms, 100);
+        assert_eq!(config.token_ttl_secs, 300);
+        assert_eq!(config.poll_tiers.after_ms(10), 3000);
+        assert_eq!(config.poll_tiers.after_ms(11), 10_000);
+        assert_eq!(config.poll_tiers.after_ms(100), 10_000);
+        assert_eq!(config.poll_tiers.after_ms(101), 30_000);
+    }
+
+    #[test]
+    fn invalid_settings_are_rejected_with_the_flag_named() {
+        for (args, flag) in [
+            (vec!["--rooms", "Main"], "--rooms"),
+            (vec!["--rooms", "a,a"], "--rooms"),
+            (vec!["--tick-ms", "0"], "--tick-ms"),
+            (vec!["--admission-rate=-1"], "--admission-rate"),
+            (vec!["--token-ttl-secs", "0"], "--token-ttl-secs"),
+            (vec!["--admin-token", "short"], "--admin-token"),
+            (vec!["--cors-origins", "shop.example"], "--cors-origins"),
+            (vec!["--lease-ms", "100"], "--lease-ms"),
+        ] {
+            let reason = parse(&args).validate().unwrap_err();
+            assert!(reason.contains(flag), "{args:?} gave {reason}");
+        }
+    }
+
+    #[test]
+    fn poll_tiers_must_ascend_and_end_with_a_catch_all() {
+        assert!("10:3000,*:30000".parse::<PollTiers>().is_ok());
+        assert!("100:3000,10:30000,*:1000".parse::<PollTiers>().is_err());
+        assert!("10:3000".parse::<PollTiers>().is_err());
+        assert!("10:500,*:3000".parse::<PollTiers>().is_err());
+        assert!("x:3000,*:3000".parse::<PollTiers>().is_err());
+    }
+
+    #[test]
+    fn redis_passwords_never_reach_the_logs() {
+        assert_eq!(
+            redact_url_password("redis://app:s3cret@redis:6379/0"),
+            "redis://app:***@redis:6379/0"
+        );
+        assert_eq!(
+            redact_url_password("redis://redis:6379"),
+            "redis://redis:6379"
+        );
+    }
+}

@@ -1,0 +1,249 @@
+//! The HTTP edge's one error type, mapped to the JSON body `{"error": code, "message": …}`.
+//!
+//! Also the extractor wrappers [`Json`] and [`Path`], whose rejections become [`ApiError`] so that
+//! bad input gets the same JSON shape as every other error, and the [`json_error_bodies`]
+//! middleware that gives a JSON body to errors made by layers (405, 408, 413 …).
+
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use vestibule_shared::{error_code, ErrorBody};
+
+use crate::store::StoreError;
+
+/// Every error an API request can end in.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 `bad_request`: malformed body, path or header.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 400 `invalid_field`: a well-formed value out of range.
+    #[error("{0}")]
+    InvalidField(String),
+    /// 401 `unauthorized`: the admin API needs a bearer token.
+    #[error("this endpoint needs Authorization: Bearer <admin token>")]
+    Unauthorized,
+    /// 403 `forbidden`: wrong admin token, or the admin API is off.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 403 `entry_token_*`: the entry token layer refused the request.
+    #[error("{message}")]
+    EntryToken {
+        /// One of the `entry_token_*` codes of [`error_code`].
+        code: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+    /// 403 `user_assertion_invalid`.
+    #[error("{0}")]
+    UserAssertion(String),
+    /// 404 `room_not_found`.
+    #[error("no room named {0:?}")]
+    RoomNotFound(String),
+    /// 404 `ticket_not_found`.
+    #[error("no such ticket in room {0}")]
+    TicketNotFound(String),
+    /// 404 `not_found`: no such route.
+    #[error("no such endpoint")]
+    NotFound,
+    /// 405 `method_not_allowed`.
+    #[error("this endpoint does not take that method")]
+    MethodNotAllowed,
+    /// 409 `conflict`.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413 `payload_too_large`.
+    #[error("the request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 415 `unsupported_media_type`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 429 `rate_limited`, with `Retry-After`.
+    #[error("too many requests from this client; retry after {retry_after_secs} s")]
+    RateLimited {
+        /// Seconds to wait.
+        retry_after_secs: u64,
+    },
+    /// 503 `store_unavailable`, with `Retry-After`.
+    #[error("the waiting room's store is unreachable; retry after {retry_after_secs} s")]
+    StoreUnavailable {
+        /// Seconds to wait.
+        retry_after_secs: u64,
+        /// What failed (logged, not sent).
+        #[source]
+        source: StoreError,
+    },
+    /// 500 `internal`: a fault of our own; logged in full, answered generically.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) | Self::InvalidField(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) | Self::EntryToken { .. } | Self::UserAssertion(_) => {
+                StatusCode::FORBIDDEN
+            }
+            Self::RoomNotFound(_) | Self::TicketNotFound(_) | Self::NotFound => {
+                StatusCode::NOT_FOUND
+            }
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable code of the JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => error_code::BAD_REQUEST,
+            Self::InvalidField(_) => error_code::INVALID_FIELD,
+            Self::Unauthorized => error_code::UNAUTHORIZED,
+            Self::Forbidden(_) => error_code::FORBIDDEN,
+            Self::EntryToken { code, .. } => code,
+            Self::UserAssertion(_) => error_code::USER_ASSERTION_INVALID,
+            Self::RoomNotFound(_) => error_code::ROOM_NOT_FOUND,
+            Self::TicketNotFound(_) => error_code::TICKET_NOT_FOUND,
+            Self::NotFound => error_code::NOT_FOUND,
+            Self::MethodNotAllowed => error_code::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => error_code::CONFLICT,
+            Self::PayloadTooLarge(_) => error_code::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => error_code::UNSUPPORTED_MEDIA_TYPE,
+            Self::RateLimited { .. } => error_code::RATE_LIMITED,
+            Self::StoreUnavailable { .. } => error_code::STORE_UNAVAILABLE,
+            Self::Internal(_) => error_code::INTERNAL,
+        }
+    }
+
+    /// Wraps a store failure: an outage becomes 503 + `Retry-After`, anything else 500.
+    pub fn store(source: StoreError, retry_after_secs: u64) -> Self {
+        match source {
+            StoreError::Unavailable(_) => Self::StoreUnavailable {
+                retry_after_secs,
+                source,
+            },
+            StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
+        }
+    }
+}
+
+/// The JSON error response for a status and message.
+pub fn error_response(status: StatusCode, code: &str, message: String) -> Response {
+    let body = ErrorBody {
+        error: code.to_owned(),
+        message,
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        match &self {
+            Self::Internal(error) => tracing::error!(error = ?error, "internal error"),
+            Self::StoreUnavailable { source, .. } => {
+                tracing::warn!(error = %source, "store unavailable")
+            }
+            _ => {}
+        }
+        let retry_after = match &self {
+            Self::RateLimited { retry_after_secs }
+            | Self::StoreUnavailable {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        };
+        let mut response = error_response(status, self.code(), self.to_string());
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => Self::PayloadTooLarge(0),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                Self::UnsupportedMediaType("send the body as Content-Type: application/json".into())
+            }
+            _ => Self::BadRequest(rejection.body_text()),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::BadRequest(rejection.body_text())
+    }
+}
+
+/// `axum::Json` whose rejection is an [`ApiError`] (JSON body, right status).
+#[derive(Debug, Clone, Copy, Default, FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// `axum::extract::Path` whose rejection is an [`ApiError`].
+#[derive(Debug, Clone, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct Path<T>(pub T);
+
+/// Gives every error response without a JSON body one (errors made by layers and by axum itself:
+/// 405, 408, 413, …), so clients only ever see the one error shape.
+pub async fn json_error_bodies(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return response;
+    }
+    let (code, message) = match status {
+        StatusCode::METHOD_NOT_ALLOWED => (
+            error_code::METHOD_NOT_ALLOWED,
+            "this endpoint does not take that method",
+        ),
+        StatusCode::REQUEST_TIMEOUT => (error_code::BAD_REQUEST, "the request took too long"),
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            error_code::PAYLOAD_TOO_LARGE,
+            "the request body is too large",
+        ),
+        StatusCode::NOT_FOUND => (error_code::NOT_FOUND, "no such endpoint"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            error_code::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported content type",
+        ),
+        status if status.is_server_error() => (error_code::INTERNAL, "internal error"),
+        _ => (error_code::BAD_REQUEST, "the request was not understood"),
+    };
+    let mut replaced = error_response(status, code, message.to_owned());
+    for name in [header::RETRY_AFTER, header::ALLOW] {
+        if let Some(value) = response.headers().get(&name) {
+            replaced.headers_mut().insert(name, value.clone());
+        }
+    }
+    replaced
+}

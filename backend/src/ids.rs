@@ -1,0 +1,70 @@
+//! Ticket ids, entry tokens and order ids: 128 random bits from the OS CSPRNG, URL-safe base64.
+//!
+//! An entry token is `{room}.{secret}`: the room prefix lets the token layer tell a token of
+//! another room from a made-up one; only the 22-char secret is looked up.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+/// Length of an encoded 128-bit id: 22 URL-safe base64 characters.
+pub const ID_LEN: usize = 22;
+
+/// A fresh 128-bit random id, 22 URL-safe base64 characters.
+///
+/// # Panics
+/// If the operating system's random source fails, which leaves no safe way to make secrets.
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A fresh entry token for `room`.
+pub fn entry_token(room: &str) -> String {
+    format!("{room}.{}", random_id())
+}
+
+/// Whether `id` has the form of a ticket id (it may still be unknown).
+pub fn is_well_formed_id(id: &str) -> bool {
+    id.len() == ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Splits a token into (room, secret) when it has the form `{room}.{22-char secret}`.
+pub fn split_token(token: &str) -> Option<(&str, &str)> {
+    let (room, secret) = token.rsplit_once('.')?;
+    (vestibule_shared::is_valid_room_slug(room) && is_well_formed_id(secret))
+        .then_some((room, secret))
+}
+
+/// The secret part of a token (the whole string when it has no room prefix).
+pub fn token_secret(token: &str) -> &str {
+    token.rsplit_once('.').map_or(token, |(_, secret)| secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_128_bit_url_safe_and_distinct() {
+        let a = random_id();
+        let b = random_id();
+        assert!(is_well_formed_id(&a));
+        assert_ne!(a, b);
+        assert_eq!(URL_SAFE_NO_PAD.decode(&a).unwrap().len(), 16);
+    }
+
+    #[test]
+    fn tokens_carry_their_room() {
+        let token = entry_token("black-friday");
+        let (room, secret) = split_token(&token).unwrap();
+        assert_eq!(room, "black-friday");
+        assert_eq!(token_secret(&token), secret);
+        assert!(split_token("nope").is_none());
+        assert!(split_token("main.short").is_none());
+        assert!(split_token("Main.AAAAAAAAAAAAAAAAAAAAAA").is_none());
+    }
+}

@@ -1,0 +1,37 @@
+//! The `vestibule` binary: reads config, sets up tracing, runs the application.
+
+use clap::Parser as _;
+use vestibule::{Application, Config};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    vestibule::telemetry::init_tracing();
+    let config = Config::parse();
+    if let Err(reason) = config.validate() {
+        eprintln!("vestibule: invalid configuration: {reason}");
+        return std::process::ExitCode::from(2);
+    }
+    let application = match Application::build(config).await {
+        Ok(application) => application,
+        Err(error) => {
+            eprintln!("vestibule: cannot start: {error:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Tests and scripts read this line to find the port; keep its form.
+    println!(
+        "vestibule listening on http://{} (store: {})",
+        application.local_addr(),
+        application.store_kind()
+    );
+    if let Some(token) = application.generated_admin_token() {
+        println!("admin token (generated, shown once): {token}");
+    }
+    match application.run_until_stopped().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("vestibule: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! `GET /api/v1/rooms/{room}/tickets/{ticketId}/events`: a ticket's status as Server-Sent Events.
+//!
+//! Sends `event: status` with the TicketStatus JSON at once, then whenever it changes (fed by the
+//! room's [`crate::sse_hub`]), with an increasing `id` and keep-alive comments; ends after a
+//! terminal status or when the server shuts down.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, HeaderName, HeaderValue};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use futures_util::{stream, StreamExt};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::tickets::checked_ticket_id;
+use crate::error::{ApiError, Path};
+use crate::state::AppState;
+use crate::store::now_ms;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new().route(
+        "/api/v1/rooms/{room}/tickets/{ticket_id}/events",
+        get(events),
+    )
+}
+
+/// Seconds between keep-alive comments.
+const KEEP_ALIVE_SECS: u64 = 15;
+
+/// Streams a ticket's status changes.
+#[utoipa::path(
+    get,
+    path = "/api/v1/rooms/{room}/tickets/{ticketId}/events",
+    params(("room" = String, Path), ("ticketId" = String, Path)),
+    responses(
+        (status = 200, description = "text/event-stream of `status` events (TicketStatus JSON)", content_type = "text/event-stream"),
+        (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
+        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+    )
+)]
+pub async fn events(
+    State(state): State<AppState>,
+    Path((room, ticket_id)): Path<(String, String)>,
+) -> Result<impl IntoResponse, ApiError> {
+    let runtime = state.room(&room)?;
+    checked_ticket_id(&ticket_id)?;
+    let record = state
+        .store
+        .ticket(&room, &ticket_id, now_ms())
+        .await
+        .map_err(|error| state.store_error(error))?
+        .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
+    let first = state.ticket_status(&runtime, &record);
+    let updates = if first.status.is_terminal() {
+        None
+    } else {
+        Some(ReceiverStream::new(
+            runtime.hub.subscribe(&ticket_id, first.clone()),
+        ))
+    };
+    let mut shutdown = state.shutdown.clone();
+    let stopped = async move {
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
+    };
+    let statuses = stream::once(async move { first })
+        .chain(stream::iter(updates).flatten())
+        // End right after the first terminal status.
+        .scan(false, |ended, status| {
+            let out = (!*ended).then(|| {
+                *ended = status.status.is_terminal();
+                status
+            });
+            async move { out }
+        })
+        .take_until(stopped)
+        .enumerate()
+        .map(|(index, status)| {
+            let json = serde_json::to_string(&status).unwrap_or_default();
+            Ok::<_, Infallible>(
+                Event::default()
+                    .event("status")
+                    .id(index.to_string())
+                    .data(json),
+            )
+        });
+    let sse = Sse::new(statuses)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(KEEP_ALIVE_SECS)));
+    Ok((
+        [
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (
+                HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        sse,
+    ))
+}

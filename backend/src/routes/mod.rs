@@ -1,0 +1,142 @@
+//! HTTP routes, one module per resource, merged by [`router`].
+//!
+//! - [`tickets`]: join, poll, leave.
+//! - [`events`]: a ticket's SSE stream.
+//! - [`rooms`]: public room info.
+//! - [`orders`]: the demo checkout behind the entry-token layer.
+//! - [`admin`]: live room settings (bearer token).
+//! - [`health`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`openapi`]: the generated OpenAPI document.
+//! - [`page`]: the built WASM page and its assets.
+
+pub mod admin;
+pub mod events;
+pub mod health;
+pub mod openapi;
+pub mod orders;
+pub mod page;
+pub mod rooms;
+pub mod tickets;
+
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::error::{json_error_bodies, ApiError};
+use crate::state::AppState;
+use crate::token_layer::require_entry_token;
+
+/// The whole application's router, without a socket (tests can `oneshot` it).
+pub fn router(state: AppState) -> Router {
+    let config = state.config.clone();
+    let api = Router::new()
+        .merge(tickets::router())
+        .merge(events::router())
+        .merge(rooms::router())
+        .merge(orders::router())
+        .merge(admin::router())
+        .merge(health::router())
+        .merge(openapi::router())
+        .route("/api/{*rest}", axum::routing::any(unknown_endpoint))
+        .method_not_allowed_fallback(method_not_allowed);
+    let mut app = api
+        .merge(page::router(&config.static_dir))
+        .fallback(unknown_endpoint)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_entry_token,
+        ))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn(no_store_for_api));
+    if !config.cors_origins.is_empty() {
+        app = app.layer(cors(&config.cors_origins));
+    }
+    app.layer(middleware::from_fn(frame_ancestors(&config.cors_origins)))
+        .layer(middleware::from_fn(json_error_bodies))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_secs(config.request_timeout_secs),
+        ))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn unknown_endpoint() -> ApiError {
+    ApiError::NotFound
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// CORS for the configured storefront origins only.
+fn cors(origins: &[String]) -> CorsLayer {
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(origins))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::PATCH])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            HeaderName::from_static("idempotency-key"),
+            HeaderName::from_static("x-entry-token"),
+            HeaderName::from_static("x-user-assertion"),
+        ])
+        .expose_headers([header::RETRY_AFTER, header::LOCATION])
+        .max_age(Duration::from_secs(600))
+}
+
+/// API answers carry tickets and tokens: never cache them anywhere.
+async fn no_store_for_api(request: Request, next: Next) -> Response {
+    let is_api = request.uri().path().starts_with("/api/");
+    let mut response = next.run(request).await;
+    if is_api {
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// Who may frame the page: the page itself and the configured storefront origins.
+fn frame_ancestors(
+    origins: &[String],
+) -> impl Fn(Request, Next) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
+    let policy = std::iter::once("'self'".to_owned())
+        .chain(origins.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let value = HeaderValue::from_str(&format!("frame-ancestors {policy}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("frame-ancestors 'self'"));
+    move |request: Request, next: Next| {
+        let value = value.clone();
+        Box::pin(async move {
+            let mut response = next.run(request).await;
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_SECURITY_POLICY, value);
+            headers.insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            );
+            headers.insert(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            );
+            response
+        })
+    }
+}

@@ -1,0 +1,182 @@
+//! Tickets: join (`POST`), poll (`GET`) and leave (`DELETE`).
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use vestibule_shared::{TicketStatus, IDEMPOTENCY_KEY_HEADER, USER_ASSERTION_HEADER};
+
+use crate::error::{ApiError, Json, Path};
+use crate::ids::{is_well_formed_id, random_id};
+use crate::state::AppState;
+use crate::store::{now_ms, LeaveOutcome};
+use crate::user_assertion;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/rooms/{room}/tickets", post(join))
+        .route(
+            "/api/v1/rooms/{room}/tickets/{ticket_id}",
+            get(poll).delete(leave),
+        )
+}
+
+/// The dedup key of a join: a verified user id beats an `Idempotency-Key`.
+fn dedup_key(
+    state: &AppState,
+    room: &str,
+    headers: &HeaderMap,
+) -> Result<Option<String>, ApiError> {
+    if let Some(value) = headers.get(USER_ASSERTION_HEADER) {
+        let text = value
+            .to_str()
+            .map_err(|_| ApiError::UserAssertion("the user assertion is not ASCII".into()))?;
+        let now_secs = now_ms() / 1000;
+        let secret = state
+            .config
+            .user_assertion_secret
+            .as_deref()
+            .map(str::as_bytes);
+        let user = user_assertion::verify(secret, room, text, now_secs)
+            .map_err(|error| ApiError::UserAssertion(error.to_string()))?;
+        return Ok(Some(format!("u:{user}")));
+    }
+    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|key| (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()));
+    match key {
+        Some(key) => Ok(Some(format!("k:{key}"))),
+        None => Err(ApiError::BadRequest(format!(
+            "{IDEMPOTENCY_KEY_HEADER} must be 1–128 printable ASCII characters without spaces"
+        ))),
+    }
+}
+
+/// Checks the form of a ticket id from a path.
+pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
+    if is_well_formed_id(ticket_id) {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(
+            "a ticket id is 22 URL-safe base64 characters".into(),
+        ))
+    }
+}
+
+/// `POST /api/v1/rooms/{room}/tickets`: join the queue.
+///
+/// 201 with a new ticket, or 200 with the existing one when the `Idempotency-Key` (or a signed
+/// user assertion) names a live ticket — same id, same place.
+#[utoipa::path(
+    post,
+    path = "/api/v1/rooms/{room}/tickets",
+    params(
+        ("room" = String, Path, description = "Room slug"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Dedup key, 1–128 printable ASCII"),
+        ("X-User-Assertion" = Option<String>, Header, description = "userId.expiry.hexHmac signed by the storefront"),
+    ),
+    responses(
+        (status = 201, description = "New ticket", body = TicketStatus),
+        (status = 200, description = "Existing ticket for this key", body = TicketStatus),
+        (status = 400, description = "Malformed header", body = vestibule_shared::ErrorBody),
+        (status = 403, description = "Invalid user assertion", body = vestibule_shared::ErrorBody),
+        (status = 404, description = "Unknown room", body = vestibule_shared::ErrorBody),
+        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+    )
+)]
+pub async fn join(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let runtime = state.room(&room)?;
+    let key = dedup_key(&state, &room, &headers)?;
+    let outcome = state
+        .store
+        .join(&room, key.as_deref(), &random_id(), state.keep_ms())
+        .await
+        .map_err(|error| state.store_error(error))?;
+    let status_code = if outcome.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let created = if outcome.created { "new" } else { "existing" };
+    metrics::counter!("vestibule_joins_total", "room" => room.clone(), "outcome" => created)
+        .increment(1);
+    let body = state.ticket_status(&runtime, &outcome.ticket);
+    let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);
+    let mut response = (status_code, Json(body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// `GET /api/v1/rooms/{room}/tickets/{ticketId}`: poll a ticket.
+#[utoipa::path(
+    get,
+    path = "/api/v1/rooms/{room}/tickets/{ticketId}",
+    params(("room" = String, Path), ("ticketId" = String, Path)),
+    responses(
+        (status = 200, body = TicketStatus),
+        (status = 400, description = "Malformed ticket id", body = vestibule_shared::ErrorBody),
+        (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
+        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+    )
+)]
+pub async fn poll(
+    State(state): State<AppState>,
+    Path((room, ticket_id)): Path<(String, String)>,
+) -> Result<Json<TicketStatus>, ApiError> {
+    let runtime = state.room(&room)?;
+    checked_ticket_id(&ticket_id)?;
+    let record = state
+        .store
+        .ticket(&room, &ticket_id, now_ms())
+        .await
+        .map_err(|error| state.store_error(error))?
+        .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
+    metrics::counter!("vestibule_polls_total", "room" => room).increment(1);
+    Ok(Json(state.ticket_status(&runtime, &record)))
+}
+
+/// `DELETE /api/v1/rooms/{room}/tickets/{ticketId}`: leave the queue (or give back a token).
+///
+/// 204 also when the ticket had already ended; everyone behind a waiting ticket moves up one.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/rooms/{room}/tickets/{ticketId}",
+    params(("room" = String, Path), ("ticketId" = String, Path)),
+    responses(
+        (status = 204, description = "Left (or had already ended)"),
+        (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
+        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+    )
+)]
+pub async fn leave(
+    State(state): State<AppState>,
+    Path((room, ticket_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.room(&room)?;
+    checked_ticket_id(&ticket_id)?;
+    let outcome = state
+        .store
+        .leave(&room, &ticket_id, now_ms(), state.keep_ms())
+        .await
+        .map_err(|error| state.store_error(error))?;
+    match outcome {
+        LeaveOutcome::Left => {
+            metrics::counter!("vestibule_leaves_total", "room" => room).increment(1);
+            Ok(StatusCode::NO_CONTENT)
+        }
+        LeaveOutcome::AlreadyEnded(_) => Ok(StatusCode::NO_CONTENT),
+        LeaveOutcome::NotFound => Err(ApiError::TicketNotFound(room)),
+    }
+}

@@ -1,0 +1,210 @@
+//! The admission scheduler: one loop per room per process, one leader per room across replicas.
+//!
+//! Each tick (fixed delay: the next starts `--tick-ms` after this one ends) the loop takes or
+//! renews the room's lease, which also refreshes the room's settings in this process. The leader
+//! then computes its quota — rate × elapsed + fractional carry, capped at ⌈rate × tick⌉ + 1 — and
+//! asks the store to admit that many in one fenced atomic step (DESIGN.md "Admission",
+//! "Leadership").
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::ids::{entry_token, random_id};
+use crate::state::{AppState, RoomRuntime};
+use crate::store::{now_ms, AdmitRequest};
+
+/// The quota arithmetic of one room, kept by its leader.
+#[derive(Debug, Clone, Default)]
+pub struct Quota {
+    /// Fractional (and late-tick) admissions owed from earlier ticks.
+    carry: f64,
+}
+
+impl Quota {
+    /// How many to admit this tick at `rate_per_sec` after `elapsed`, for a nominal `tick`.
+    ///
+    /// Never more than ⌈rate × tick⌉ + 1 at once (no burst above one tick's quota); what a late
+    /// tick could not admit is carried, up to one tick's worth, so the average rate holds.
+    pub fn take(&mut self, rate_per_sec: f64, elapsed: Duration, tick: Duration) -> u64 {
+        if rate_per_sec <= 0.0 {
+            self.carry = 0.0;
+            return 0;
+        }
+        let per_tick = rate_per_sec * tick.as_secs_f64();
+        let ceiling = per_tick.ceil() + 1.0;
+        let budget = self.carry + rate_per_sec * elapsed.as_secs_f64();
+        let granted = budget.floor().min(ceiling);
+        self.carry = (budget - granted).min(per_tick.max(1.0));
+        granted as u64
+    }
+
+    /// Forgets what is owed: the queue ran dry or a cap held admission back, and capacity unused
+    /// then must not turn into a burst later.
+    pub fn settle_short(&mut self, granted: u64, admitted: u64) {
+        if admitted < granted {
+            self.carry = 0.0;
+        }
+    }
+
+    /// Forgets everything (lost the lease, paused).
+    pub fn reset(&mut self) {
+        self.carry = 0.0;
+    }
+}
+
+/// Runs a room's scheduler until shutdown; gives up the lease on the way out.
+pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
+    let holder = random_id();
+    let tick = state.config.tick();
+    let lease_ms = state.config.lease_ms;
+    let labels = [("room", room.name.clone())];
+    let mut quota = Quota::default();
+    let mut last_tick: Option<Instant> = None;
+    let mut largest_tick = 0u64;
+    let mut was_leader = false;
+    let mut shutdown = state.shutdown.clone();
+    let mut outage_logged = false;
+
+    loop {
+        let started = Instant::now();
+        match state.store.lease(&room.name, &holder, lease_ms).await {
+            Ok(lease) => {
+                outage_logged = false;
+                room.set_config(lease.config.clone());
+                let is_leader = lease.epoch.is_some();
+                if is_leader != was_leader {
+                    tracing::info!(room = %room.name, leader = is_leader, epoch = ?lease.epoch, "scheduler leadership changed");
+                    metrics::gauge!("vestibule_scheduler_leader", &labels)
+                        .set(f64::from(u8::from(is_leader)));
+                    was_leader = is_leader;
+                }
+                match lease.epoch {
+                    Some(epoch) => {
+                        let elapsed = last_tick.map_or(tick, |at| started - at);
+                        last_tick = Some(started);
+                        let config = lease.config;
+                        let granted = if config.paused {
+                            quota.reset();
+                            0
+                        } else {
+                            quota.take(config.admission_rate_per_sec, elapsed, tick)
+                        };
+                        let tokens: Vec<String> =
+                            (0..granted).map(|_| entry_token(&room.name)).collect();
+                        let request = AdmitRequest {
+                            holder: &holder,
+                            epoch,
+                            now_ms: now_ms(),
+                            token_ttl_ms: config.token_ttl_ms,
+                            keep_ms: state.keep_ms(),
+                            max_active_users: config.max_active_users,
+                            tokens: &tokens,
+                        };
+                        match state.store.admit(&room.name, &request).await {
+                            Ok(outcome) if outcome.fenced => {
+                                tracing::warn!(room = %room.name, epoch, "admission refused: lease lost (fenced)");
+                                metrics::counter!("vestibule_admissions_fenced_total", &labels)
+                                    .increment(1);
+                                quota.reset();
+                                last_tick = None;
+                            }
+                            Ok(outcome) => {
+                                quota.settle_short(granted, outcome.admitted);
+                                metrics::counter!("vestibule_admission_ticks_total", &labels)
+                                    .increment(1);
+                                metrics::counter!("vestibule_admissions_total", &labels)
+                                    .increment(outcome.admitted);
+                                metrics::counter!("vestibule_tokens_expired_total", &labels)
+                                    .increment(outcome.expired);
+                                metrics::gauge!("vestibule_waiting", &labels)
+                                    .set(outcome.waiting as f64);
+                                metrics::gauge!("vestibule_active_users", &labels)
+                                    .set(outcome.active as f64);
+                                if outcome.admitted > largest_tick {
+                                    largest_tick = outcome.admitted;
+                                    metrics::gauge!("vestibule_largest_tick_admissions", &labels)
+                                        .set(largest_tick as f64);
+                                }
+                                if outcome.admitted > 0 {
+                                    room.hub.wake();
+                                }
+                            }
+                            Err(error) => {
+                                quota.reset();
+                                if !outage_logged {
+                                    tracing::warn!(room = %room.name, %error, "admission failed");
+                                    outage_logged = true;
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        quota.reset();
+                        last_tick = None;
+                    }
+                }
+            }
+            Err(error) => {
+                quota.reset();
+                last_tick = None;
+                if !outage_logged {
+                    tracing::warn!(room = %room.name, %error, "scheduler cannot reach the store; retrying every tick");
+                    outage_logged = true;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    if was_leader {
+        if let Err(error) = state.store.release_lease(&room.name, &holder).await {
+            tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TICK: Duration = Duration::from_millis(100);
+
+    #[test]
+    fn quota_carries_fractions_so_175_per_second_is_exact_over_a_second() {
+        let mut quota = Quota::default();
+        let per_tick: Vec<u64> = (0..10).map(|_| quota.take(175.0, TICK, TICK)).collect();
+        assert_eq!(per_tick.iter().sum::<u64>(), 175);
+        assert!(
+            per_tick.iter().all(|n| *n == 17 || *n == 18),
+            "{per_tick:?}"
+        );
+    }
+
+    #[test]
+    fn a_late_tick_is_capped_and_the_rest_carried() {
+        let mut quota = Quota::default();
+        // A tick that ran 500 ms late may not admit 5 ticks' worth at once.
+        let late = quota.take(100.0, Duration::from_millis(600), TICK);
+        assert_eq!(late, 11);
+        // At most one tick's worth is still owed and paid over the next ticks within the cap.
+        let next = quota.take(100.0, TICK, TICK);
+        assert!(next <= 11, "{next}");
+    }
+
+    #[test]
+    fn an_empty_queue_banks_no_capacity() {
+        let mut quota = Quota::default();
+        let granted = quota.take(175.0, TICK, TICK);
+        quota.settle_short(granted, 0);
+        assert!(quota.take(175.0, TICK, TICK) <= 18);
+    }
+
+    #[test]
+    fn a_slow_rate_admits_one_every_few_ticks() {
+        let mut quota = Quota::default();
+        let total: u64 = (0..100).map(|_| quota.take(2.5, TICK, TICK)).sum();
+        assert_eq!(total, 25);
+    }
+}

@@ -1,0 +1,176 @@
+//! Building and running the application: store, rooms, schedulers, SSE hubs and the server.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::ids::random_id;
+use crate::routes;
+use crate::scheduler;
+use crate::sse_hub;
+use crate::state::{AppState, RoomRuntime};
+use crate::store::memory::MemoryStore;
+use crate::store::redis::RedisStore;
+use crate::store::{RoomConfig, Store};
+use crate::telemetry;
+
+/// A built application: bound socket, state and background tasks, ready to serve.
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    shutdown: watch::Sender<bool>,
+    generated_admin_token: Option<String>,
+}
+
+impl Application {
+    /// Connects the store, initialises the rooms and binds the socket.
+    ///
+    /// # Errors
+    /// Invalid config, an unreachable Redis, or a socket that cannot be bound.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        config.validate().map_err(anyhow::Error::msg)?;
+        let store: Arc<dyn Store> = match &config.redis_url {
+            Some(url) => Arc::new(
+                RedisStore::connect(url, config.store_timeout())
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "connecting to Redis at {}",
+                            config.redis_url_for_logs().unwrap_or_default()
+                        )
+                    })?,
+            ),
+            None => Arc::new(MemoryStore::new()),
+        };
+        let defaults = RoomConfig {
+            admission_rate_per_sec: config.admission_rate,
+            paused: false,
+            token_ttl_ms: config.token_ttl_secs * 1000,
+            max_active_users: config.max_active_users,
+        };
+        let mut rooms = HashMap::new();
+        for room in &config.rooms {
+            let in_force = store
+                .init_room(room, &defaults)
+                .await
+                .with_context(|| format!("initialising room {room}"))?;
+            rooms.insert(
+                room.clone(),
+                Arc::new(RoomRuntime::new(room.clone(), in_force)),
+            );
+        }
+        let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
+        {
+            (_, true) => (None, None),
+            (Some(token), false) => (Some(Arc::from(token.as_str())), None),
+            (None, false) => {
+                let token = format!("vst_{}", random_id());
+                (Some(Arc::from(token.as_str())), Some(token))
+            }
+        };
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .with_context(|| format!("binding {}", config.bind))?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let state = AppState {
+            store,
+            config: Arc::new(config),
+            rooms: Arc::new(rooms),
+            admin_token,
+            metrics: telemetry::metrics_handle(),
+            shutdown: shutdown_rx,
+        };
+        Ok(Self {
+            listener,
+            state,
+            shutdown,
+            generated_admin_token,
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The admin token generated at start, if none was configured (print it once).
+    pub fn generated_admin_token(&self) -> Option<&str> {
+        self.generated_admin_token.as_deref()
+    }
+
+    /// The store kind in use.
+    pub fn store_kind(&self) -> &'static str {
+        self.state.store.kind()
+    }
+
+    /// Serves until `stop` resolves; then ends SSE streams, stops the schedulers (releasing their
+    /// leases) and finishes in-flight requests.
+    ///
+    /// # Errors
+    /// A fatal server error.
+    pub async fn run_until(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let Self {
+            listener,
+            state,
+            shutdown,
+            ..
+        } = self;
+        let mut tasks = JoinSet::new();
+        for room in state.rooms.values() {
+            tasks.spawn(scheduler::run(state.clone(), room.clone()));
+            tasks.spawn(sse_hub::run(state.clone(), room.clone()));
+        }
+        let app = routes::router(state);
+        let signal = async move {
+            stop.await;
+            tracing::info!("shutting down");
+            let _ = shutdown.send(true);
+        };
+        axum::serve(listener, app)
+            .with_graceful_shutdown(signal)
+            .await
+            .context("serving HTTP")?;
+        while tasks.join_next().await.is_some() {}
+        Ok(())
+    }
+
+    /// Serves until Ctrl-C or SIGTERM.
+    ///
+    /// # Errors
+    /// A fatal server error.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,160 @@
+//! Shared application state: cheap handles cloned into every request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+use vestibule_shared::{RoomState, TicketState, TicketStatus};
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::eta;
+use crate::sse_hub::SseHub;
+use crate::store::{RoomConfig, Store, StoreError, TicketRecord};
+
+/// State handed to every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// The queue store (Redis or embedded).
+    pub store: Arc<dyn Store>,
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// The configured rooms by slug.
+    pub rooms: Arc<HashMap<String, Arc<RoomRuntime>>>,
+    /// The admin bearer token; `None` when the admin API is off.
+    pub admin_token: Option<Arc<str>>,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+    /// Flips to `true` when the server starts shutting down (ends SSE streams).
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// One room's in-process view: its settings as last read from the store, and its SSE hub.
+pub struct RoomRuntime {
+    /// Room slug.
+    pub name: String,
+    config: RwLock<RoomConfig>,
+    /// Fan-out of ticket updates to this process's SSE streams.
+    pub hub: SseHub,
+}
+
+impl RoomRuntime {
+    /// A room with its settings in force.
+    pub fn new(name: String, config: RoomConfig) -> Self {
+        Self {
+            name,
+            config: RwLock::new(config),
+            hub: SseHub::default(),
+        }
+    }
+
+    /// The settings last read from the store (refreshed every scheduler tick).
+    pub fn config(&self) -> RoomConfig {
+        self.config
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Replaces the cached settings.
+    pub fn set_config(&self, config: RoomConfig) {
+        *self
+            .config
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
+    }
+}
+
+impl AppState {
+    /// The runtime of a configured room.
+    ///
+    /// # Errors
+    /// [`ApiError::RoomNotFound`] for any other name.
+    pub fn room(&self, room: &str) -> Result<Arc<RoomRuntime>, ApiError> {
+        self.rooms.get(room).cloned().ok_or_else(|| {
+            let shown: String = room.chars().take(64).collect();
+            ApiError::RoomNotFound(shown)
+        })
+    }
+
+    /// Maps a store failure to the HTTP error (503 + `Retry-After` for outages).
+    pub fn store_error(&self, error: StoreError) -> ApiError {
+        ApiError::store(error, self.config.retry_after_secs)
+    }
+
+    /// How long finished tickets stay queryable, in milliseconds.
+    pub fn keep_ms(&self) -> u64 {
+        self.config.terminal_ticket_ttl_secs * 1000
+    }
+
+    /// The public status of a ticket: position, ETA and poll hint by DESIGN.md's formulas.
+    pub fn ticket_status(&self, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
+        let config = room.config();
+        let room_state = if config.paused {
+            RoomState::Paused
+        } else {
+            RoomState::Open
+        };
+        let (eta_seconds, next_poll_after_ms) = match (record.state, record.position) {
+            (TicketState::Waiting, Some(position)) => {
+                let rate = eta::effective_rate(
+                    config.admission_rate_per_sec,
+                    config.max_active_users,
+                    config.token_ttl_ms as f64 / 1000.0,
+                );
+                let exact =
+                    eta::eta_exact_secs(position, rate, self.config.eta_margin, config.paused);
+                (
+                    exact.map(eta::eta_display_secs),
+                    eta::next_poll_after_ms(position, exact, &self.config.poll_tiers),
+                )
+            }
+            _ => (None, self.config.poll_tiers.after_ms(u64::MAX)),
+        };
+        let issued = record.state == TicketState::TokenIssued;
+        TicketStatus {
+            ticket_id: record.id.clone(),
+            room: room.name.clone(),
+            status: record.state,
+            position: record
+                .position
+                .filter(|_| record.state == TicketState::Waiting),
+            eta_seconds,
+            next_poll_after_ms,
+            entry_token: record.entry_token.clone().filter(|_| issued),
+            token_expires_at: record
+                .token_expires_at_ms
+                .filter(|_| issued)
+                .map(rfc3339_from_ms),
+            checkout_url: issued.then(|| format!("/checkout?room={}", room.name)),
+            room_state,
+        }
+    }
+}
+
+/// Unix milliseconds as RFC 3339 UTC, e.g. `2026-11-27T09:00:00.250Z`.
+pub fn rfc3339_from_ms(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|at| {
+            at.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_from_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_from_ms(1_795_000_000_250),
+            "2026-11-18T11:06:40.25Z"
+        );
+    }
+}

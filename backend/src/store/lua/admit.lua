@@ -1,0 +1,50 @@
+-- One scheduler tick: expire overdue tokens, then pop shoppers in arrival order and issue their
+-- entry tokens, all atomically, only for the current lease holder and epoch (fencing).
+-- KEYS[1] queue   KEYS[2] active (ZSET id -> token expiry ms)   KEYS[3] leader   KEYS[4] epoch
+-- ARGV[1] holder   ARGV[2] epoch   ARGV[3] now ms   ARGV[4] token TTL ms   ARGV[5] keep ms
+-- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8..] tokens "room.secret"
+-- Returns {admitted (-1 = fenced), expired, waiting, active}.
+if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
+  return {-1, 0, 0, 0}
+end
+local now = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local keep = ttl + tonumber(ARGV[5])
+local prefix = ARGV[7]
+
+local overdue = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+local expired = 0
+for _, id in ipairs(overdue) do
+  local key = prefix .. 'ticket:' .. id
+  if redis.call('HGET', key, 'state') == 'TOKEN_ISSUED' then
+    redis.call('HSET', key, 'state', 'EXPIRED')
+    expired = expired + 1
+  end
+end
+if #overdue > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+end
+
+local active = redis.call('ZCARD', KEYS[2])
+local quota = #ARGV - 7
+local cap = tonumber(ARGV[6])
+if cap >= 0 then
+  quota = math.min(quota, math.max(0, cap - active))
+end
+local admitted = 0
+if quota > 0 then
+  local popped = redis.call('ZPOPMIN', KEYS[1], quota)
+  local expires_at = now + ttl
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    admitted = admitted + 1
+    local token = ARGV[7 + admitted]
+    local secret = string.match(token, '([^.]+)$')
+    local key = prefix .. 'ticket:' .. id
+    redis.call('HSET', key, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
+    redis.call('PEXPIRE', key, keep)
+    redis.call('SET', prefix .. 'token:' .. secret, id, 'PX', keep)
+    redis.call('ZADD', KEYS[2], expires_at, id)
+  end
+end
+return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted}

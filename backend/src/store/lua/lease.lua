@@ -1,0 +1,15 @@
+-- Take or renew a room's scheduler lease, and read the room's settings in the same step.
+-- KEYS[1] leader (STRING holder, PX lease)   KEYS[2] epoch (STRING counter)   KEYS[3] settings (HASH)
+-- ARGV[1] holder   ARGV[2] lease in ms
+-- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap}.
+local current = redis.call('GET', KEYS[1])
+local epoch = 0
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  epoch = tonumber(redis.call('GET', KEYS[2]) or '0')
+elseif not current then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  epoch = redis.call('INCR', KEYS[2])
+end
+local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap')
+return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or ''}

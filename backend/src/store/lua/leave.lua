@@ -1,0 +1,26 @@
+-- Leave a room: a waiting ticket leaves the queue; a ticket holding a token gives it back.
+-- KEYS[1] queue   KEYS[2] active   ARGV[1] ticket id   ARGV[2] now ms   ARGV[3] keep ms
+-- ARGV[4] key prefix
+-- Returns {outcome, state}: outcome LEFT, ENDED (state says which) or NOT_FOUND.
+local prefix = ARGV[4]
+local key = prefix .. 'ticket:' .. ARGV[1]
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HSET', key, 'state', 'LEFT')
+  redis.call('PEXPIRE', key, ARGV[3])
+  return {'LEFT', 'LEFT'}
+end
+local ticket = redis.call('HMGET', key, 'state', 'tok', 'exp')
+if not ticket[1] then
+  return {'NOT_FOUND', ''}
+end
+if ticket[1] == 'TOKEN_ISSUED' and tonumber(ticket[3]) > tonumber(ARGV[2]) then
+  redis.call('HSET', key, 'state', 'LEFT')
+  redis.call('PEXPIRE', key, ARGV[3])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('DEL', prefix .. 'token:' .. string.match(ticket[2], '([^.]+)$'))
+  return {'LEFT', 'LEFT'}
+end
+if ticket[1] == 'TOKEN_ISSUED' then
+  return {'ENDED', 'EXPIRED'}
+end
+return {'ENDED', ticket[1]}

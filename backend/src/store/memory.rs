@@ -1,0 +1,462 @@
+//! `MemoryStore`: the embedded store for a single process, with no setup.
+//!
+//! Same semantics as the Redis store (see the module docs of [`crate::store`]); each room is one
+//! mutex-guarded state, never held across an `.await`. Positions come from an [`OrderIndex`] in
+//! O(log N). Nothing survives a restart: use Redis for a sale that must.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use vestibule_shared::TicketState;
+
+use super::order_index::OrderIndex;
+use super::{
+    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, RoomConfig,
+    RoomConfigPatch, RoomCounts, Store, StoreError, TicketRecord, TokenCheck,
+};
+use crate::ids::token_secret;
+
+/// A ticket that has left the queue (admitted or ended).
+#[derive(Debug, Clone)]
+struct Settled {
+    state: TicketState,
+    token: Option<String>,
+    expires_at_ms: u64,
+    /// When to forget the ticket, Unix milliseconds.
+    forget_at_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct Lease {
+    holder: String,
+    until_ms: u64,
+}
+
+#[derive(Debug)]
+struct Room {
+    config: RoomConfig,
+    seq: u64,
+    queue: OrderIndex<Arc<str>>,
+    seq_of: HashMap<Arc<str>, u64>,
+    settled: HashMap<Arc<str>, Settled>,
+    /// Forget order of settled tickets, roughly by time; checked against `forget_at_ms`.
+    forget_queue: VecDeque<(u64, Arc<str>)>,
+    tokens: HashMap<String, Arc<str>>,
+    /// Issued, unused tokens by expiry: the active users.
+    active: BTreeSet<(u64, Arc<str>)>,
+    dedup: HashMap<String, Arc<str>>,
+    lease: Option<Lease>,
+    epoch: u64,
+}
+
+impl Room {
+    fn new(config: RoomConfig) -> Self {
+        Self {
+            config,
+            seq: 0,
+            queue: OrderIndex::default(),
+            seq_of: HashMap::new(),
+            settled: HashMap::new(),
+            forget_queue: VecDeque::new(),
+            tokens: HashMap::new(),
+            active: BTreeSet::new(),
+            dedup: HashMap::new(),
+            lease: None,
+            epoch: 0,
+        }
+    }
+
+    fn record(&self, id: &str, now_ms: u64) -> Option<TicketRecord> {
+        if let Some(seq) = self.seq_of.get(id) {
+            return Some(TicketRecord {
+                id: id.to_owned(),
+                state: TicketState::Waiting,
+                position: self.queue.position(*seq),
+                entry_token: None,
+                token_expires_at_ms: None,
+            });
+        }
+        let settled = self.settled.get(id)?;
+        if settled.forget_at_ms <= now_ms {
+            return None;
+        }
+        let mut state = settled.state;
+        if state == TicketState::TokenIssued && settled.expires_at_ms <= now_ms {
+            state = TicketState::Expired;
+        }
+        let issued = state == TicketState::TokenIssued;
+        Some(TicketRecord {
+            id: id.to_owned(),
+            state,
+            position: None,
+            entry_token: settled.token.clone().filter(|_| issued),
+            token_expires_at_ms: issued.then_some(settled.expires_at_ms),
+        })
+    }
+
+    fn settle(&mut self, id: &Arc<str>, settled: Settled) {
+        self.forget_queue
+            .push_back((settled.forget_at_ms, id.clone()));
+        self.settled.insert(id.clone(), settled);
+    }
+
+    fn expire_tokens(&mut self, now_ms: u64) -> u64 {
+        let mut expired = 0;
+        while let Some((exp, id)) = self.active.first().cloned() {
+            if exp > now_ms {
+                break;
+            }
+            self.active.pop_first();
+            if let Some(ticket) = self.settled.get_mut(&id) {
+                if ticket.state == TicketState::TokenIssued {
+                    ticket.state = TicketState::Expired;
+                    expired += 1;
+                }
+            }
+        }
+        expired
+    }
+
+    fn forget_finished(&mut self, now_ms: u64) {
+        while let Some((at, _)) = self.forget_queue.front() {
+            if *at > now_ms {
+                break;
+            }
+            let (_, id) = self.forget_queue.pop_front().expect("front exists");
+            let due = self
+                .settled
+                .get(&id)
+                .is_some_and(|ticket| ticket.forget_at_ms <= now_ms);
+            if due {
+                if let Some(ticket) = self.settled.remove(&id) {
+                    if let Some(token) = ticket.token {
+                        self.tokens.remove(token_secret(&token));
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_live_for_dedup(&self, id: &str, now_ms: u64) -> bool {
+        self.record(id, now_ms).is_some_and(|ticket| {
+            matches!(
+                ticket.state,
+                TicketState::Waiting | TicketState::TokenIssued | TicketState::Completed
+            )
+        })
+    }
+}
+
+/// The embedded store: all rooms in this process's memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn room(&self, room: &str) -> Result<Arc<Mutex<Room>>, StoreError> {
+        lock(&self.rooms)
+            .get(room)
+            .cloned()
+            .ok_or_else(|| StoreError::Corrupt(format!("room {room} was never initialised")))
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it: every change below is
+/// made in an order that leaves the room consistent at each step.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn init_room(&self, room: &str, defaults: &RoomConfig) -> Result<RoomConfig, StoreError> {
+        let mut rooms = lock(&self.rooms);
+        let state = rooms
+            .entry(room.to_owned())
+            .or_insert_with(|| Arc::new(Mutex::new(Room::new(defaults.clone()))));
+        let config = lock(state).config.clone();
+        Ok(config)
+    }
+
+    async fn update_room(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+    ) -> Result<RoomConfig, StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        state.config = state.config.patched(patch);
+        Ok(state.config.clone())
+    }
+
+    async fn join(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        _keep_ms: u64,
+    ) -> Result<JoinOutcome, StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        let now = super::now_ms();
+        if let Some(key) = dedup_key {
+            if let Some(existing) = state.dedup.get(key).cloned() {
+                if state.is_live_for_dedup(&existing, now) {
+                    let ticket = state
+                        .record(&existing, now)
+                        .expect("live ticket has a record");
+                    return Ok(JoinOutcome {
+                        ticket,
+                        created: false,
+                    });
+                }
+            }
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        let id: Arc<str> = Arc::from(new_id);
+        state.queue.push(seq, id.clone());
+        state.seq_of.insert(id.clone(), seq);
+        if let Some(key) = dedup_key {
+            state.dedup.insert(key.to_owned(), id.clone());
+        }
+        let position = state.queue.position(seq);
+        Ok(JoinOutcome {
+            ticket: TicketRecord {
+                id: new_id.to_owned(),
+                state: TicketState::Waiting,
+                position,
+                entry_token: None,
+                token_expires_at_ms: None,
+            },
+            created: true,
+        })
+    }
+
+    async fn ticket(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let room = self.room(room)?;
+        let state = lock(&room);
+        Ok(state.record(id, now_ms))
+    }
+
+    async fn tickets(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        let room = self.room(room)?;
+        let state = lock(&room);
+        Ok(ids.iter().map(|id| state.record(id, now_ms)).collect())
+    }
+
+    async fn leave(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        if let Some((key, seq)) = state.seq_of.remove_entry(id) {
+            state.queue.remove(seq);
+            // The dedup entry stays: a later join under that key sees a LEFT ticket and enqueues anew.
+            let left = Settled {
+                state: TicketState::Left,
+                token: None,
+                expires_at_ms: 0,
+                forget_at_ms: now_ms + keep_ms,
+            };
+            state.settle(&key, left);
+            return Ok(LeaveOutcome::Left);
+        }
+        let Some(current) = state.record(id, now_ms) else {
+            return Ok(LeaveOutcome::NotFound);
+        };
+        if current.state != TicketState::TokenIssued {
+            return Ok(LeaveOutcome::AlreadyEnded(current.state));
+        }
+        let (key, mut ticket) = state
+            .settled
+            .remove_entry(id)
+            .expect("issued ticket is settled");
+        state.active.remove(&(ticket.expires_at_ms, key.clone()));
+        if let Some(token) = ticket.token.take() {
+            state.tokens.remove(token_secret(&token));
+        }
+        ticket.state = TicketState::Left;
+        ticket.forget_at_ms = now_ms + keep_ms;
+        state.settle(&key, ticket);
+        Ok(LeaveOutcome::Left)
+    }
+
+    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+        let room = self.room(room)?;
+        let state = lock(&room);
+        let active = state.active.iter().filter(|(exp, _)| *exp > now_ms).count();
+        Ok(RoomCounts {
+            waiting: state.queue.len() as u64,
+            active: active as u64,
+        })
+    }
+
+    async fn lease(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+    ) -> Result<LeaseOutcome, StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        let now = super::now_ms();
+        let epoch = match &mut state.lease {
+            Some(lease) if lease.holder == holder && lease.until_ms > now => {
+                lease.until_ms = now + lease_ms;
+                Some(state.epoch)
+            }
+            Some(lease) if lease.until_ms > now => None,
+            _ => {
+                state.epoch += 1;
+                state.lease = Some(Lease {
+                    holder: holder.to_owned(),
+                    until_ms: now + lease_ms,
+                });
+                Some(state.epoch)
+            }
+        };
+        Ok(LeaseOutcome {
+            epoch,
+            config: state.config.clone(),
+        })
+    }
+
+    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        if state
+            .lease
+            .as_ref()
+            .is_some_and(|lease| lease.holder == holder)
+        {
+            state.lease = None;
+        }
+        Ok(())
+    }
+
+    async fn admit(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        let now = request.now_ms;
+        let holds_lease = state.lease.as_ref().is_some_and(|lease| {
+            lease.holder == request.holder && lease.until_ms > super::now_ms()
+        });
+        if !holds_lease || state.epoch != request.epoch {
+            return Ok(AdmitOutcome {
+                fenced: true,
+                ..AdmitOutcome::default()
+            });
+        }
+        let expired = state.expire_tokens(now);
+        state.forget_finished(now);
+        let active = state.active.len() as u64;
+        let mut quota = request.tokens.len() as u64;
+        if let Some(cap) = request.max_active_users {
+            quota = quota.min(cap.saturating_sub(active));
+        }
+        let expires_at_ms = now + request.token_ttl_ms;
+        let mut admitted = 0;
+        for token in request.tokens.iter().take(quota as usize) {
+            let Some((_, id)) = state.queue.pop_front() else {
+                break;
+            };
+            state.seq_of.remove(&id);
+            state
+                .tokens
+                .insert(token_secret(token).to_owned(), id.clone());
+            state.active.insert((expires_at_ms, id.clone()));
+            let issued = Settled {
+                state: TicketState::TokenIssued,
+                token: Some(token.clone()),
+                expires_at_ms,
+                forget_at_ms: expires_at_ms + request.keep_ms,
+            };
+            state.settle(&id, issued);
+            admitted += 1;
+        }
+        Ok(AdmitOutcome {
+            fenced: false,
+            admitted,
+            expired,
+            waiting: state.queue.len() as u64,
+            active: state.active.len() as u64,
+        })
+    }
+
+    async fn check_token(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+        consume: bool,
+        keep_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        let room = self.room(room)?;
+        let mut state = lock(&room);
+        let Some(id) = state.tokens.get(token_secret(token)).cloned() else {
+            return Ok(TokenCheck::Unknown);
+        };
+        let Some(ticket) = state.settled.get(&id).cloned() else {
+            return Ok(TokenCheck::Unknown);
+        };
+        if ticket.forget_at_ms <= now_ms || ticket.token.as_deref() != Some(token) {
+            return Ok(TokenCheck::Unknown);
+        }
+        match ticket.state {
+            TicketState::Completed | TicketState::Left => return Ok(TokenCheck::Used),
+            TicketState::Expired => return Ok(TokenCheck::Expired),
+            TicketState::Waiting | TicketState::TokenIssued => {}
+        }
+        if ticket.expires_at_ms <= now_ms {
+            return Ok(TokenCheck::Expired);
+        }
+        if consume {
+            state.active.remove(&(ticket.expires_at_ms, id.clone()));
+            let used = Settled {
+                state: TicketState::Completed,
+                forget_at_ms: now_ms + keep_ms,
+                ..ticket
+            };
+            state.settle(&id, used);
+        }
+        Ok(TokenCheck::Valid {
+            ticket_id: id.to_string(),
+        })
+    }
+}

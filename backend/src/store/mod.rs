@@ -1,0 +1,273 @@
+//! The queue store: one trait, two real implementations with the same semantics.
+//!
+//! - [`redis`]: `RedisStore`, production; many replicas share it; every multi-step change is one
+//!   Lua script.
+//! - [`memory`]: `MemoryStore`, the embedded default for a single process; no setup.
+//! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
+//!
+//! Semantics both must keep (DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
+//! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
+//! atomic step fenced by the leader epoch, and tokens consumed exactly once.
+
+pub mod memory;
+pub mod order_index;
+pub mod redis;
+
+use async_trait::async_trait;
+use vestibule_shared::TicketState;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached or did not answer in time (answered 503 + `Retry-After`).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The store answered something this code does not understand (a bug or a foreign key).
+    #[error("store answered unexpectedly: {0}")]
+    Corrupt(String),
+}
+
+/// A room's live settings as the store keeps them (shared by every replica).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoomConfig {
+    /// Shoppers admitted per second.
+    pub admission_rate_per_sec: f64,
+    /// Admission stopped.
+    pub paused: bool,
+    /// Entry token TTL in milliseconds.
+    pub token_ttl_ms: u64,
+    /// Cap on active users; `None` = no cap.
+    pub max_active_users: Option<u64>,
+}
+
+/// A partial change of [`RoomConfig`]; `None` fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoomConfigPatch {
+    /// New admission rate, shoppers per second.
+    pub admission_rate_per_sec: Option<f64>,
+    /// Pause or resume.
+    pub paused: Option<bool>,
+    /// New token TTL in milliseconds.
+    pub token_ttl_ms: Option<u64>,
+    /// New cap: `Some(None)` clears it.
+    pub max_active_users: Option<Option<u64>>,
+}
+
+impl RoomConfig {
+    /// This config with `patch` applied.
+    pub fn patched(&self, patch: &RoomConfigPatch) -> Self {
+        Self {
+            admission_rate_per_sec: patch
+                .admission_rate_per_sec
+                .unwrap_or(self.admission_rate_per_sec),
+            paused: patch.paused.unwrap_or(self.paused),
+            token_ttl_ms: patch.token_ttl_ms.unwrap_or(self.token_ttl_ms),
+            max_active_users: patch.max_active_users.unwrap_or(self.max_active_users),
+        }
+    }
+}
+
+/// What the store knows of one ticket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TicketRecord {
+    /// The ticket id (bearer secret).
+    pub id: String,
+    /// Life-cycle state; `TOKEN_ISSUED` past its expiry is reported as `EXPIRED`.
+    pub state: TicketState,
+    /// 1-based position while `WAITING`.
+    pub position: Option<u64>,
+    /// The entry token while `TOKEN_ISSUED`.
+    pub entry_token: Option<String>,
+    /// Token expiry, Unix milliseconds, while `TOKEN_ISSUED`.
+    pub token_expires_at_ms: Option<u64>,
+}
+
+/// The answer to a join.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinOutcome {
+    /// The new or existing ticket.
+    pub ticket: TicketRecord,
+    /// True when this join created the ticket; false when the dedup key named a live one.
+    pub created: bool,
+}
+
+/// The answer to a leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaveOutcome {
+    /// The ticket was waiting or held a token, and is now `LEFT`.
+    Left,
+    /// The ticket had already ended in this state; nothing changed.
+    AlreadyEnded(TicketState),
+    /// No such ticket.
+    NotFound,
+}
+
+/// What a token look-up found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenCheck {
+    /// Valid (and, for a consuming look-up, now used); names its ticket.
+    Valid {
+        /// The ticket the token was issued to.
+        ticket_id: String,
+    },
+    /// Never issued in this room (or forgotten).
+    Unknown,
+    /// Its TTL passed.
+    Expired,
+    /// Already used by an order, or its ticket left.
+    Used,
+}
+
+/// Counts of a room at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RoomCounts {
+    /// Shoppers waiting.
+    pub waiting: u64,
+    /// Active users: tokens issued and neither used nor expired.
+    pub active: u64,
+}
+
+/// The answer to a lease call: who leads, and the room's settings in force.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseOutcome {
+    /// The fencing epoch when the caller holds the lease; `None` when another holder does.
+    pub epoch: Option<u64>,
+    /// The room's settings as stored.
+    pub config: RoomConfig,
+}
+
+/// One scheduler tick's admission request.
+#[derive(Debug, Clone)]
+pub struct AdmitRequest<'a> {
+    /// The lease holder asking.
+    pub holder: &'a str,
+    /// The fencing epoch the holder got with the lease; a stale epoch is refused.
+    pub epoch: u64,
+    /// Now, Unix milliseconds.
+    pub now_ms: u64,
+    /// Token TTL in milliseconds.
+    pub token_ttl_ms: u64,
+    /// How long a finished ticket stays queryable, in milliseconds.
+    pub keep_ms: u64,
+    /// Cap on active users after this admission; `None` = no cap.
+    pub max_active_users: Option<u64>,
+    /// Fresh entry tokens; at most `tokens.len()` shoppers are admitted.
+    pub tokens: &'a [String],
+}
+
+/// What one admission did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdmitOutcome {
+    /// The epoch was stale or the lease lost: nothing was done.
+    pub fenced: bool,
+    /// Shoppers admitted (popped and given a token).
+    pub admitted: u64,
+    /// Tokens found expired unused (their tickets are now `EXPIRED`).
+    pub expired: u64,
+    /// Shoppers still waiting after this admission.
+    pub waiting: u64,
+    /// Active users after this admission.
+    pub active: u64,
+}
+
+/// The queue store. Routes and the scheduler see only this trait.
+///
+/// Every method is atomic with respect to the others for the room it names.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `"redis"` or `"memory"`, for logs and `/readyz`.
+    fn kind(&self) -> &'static str;
+
+    /// Whether the store answers.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when it does not.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Writes `defaults` as the room's settings unless some replica already did; returns the
+    /// settings in force.
+    async fn init_room(&self, room: &str, defaults: &RoomConfig) -> Result<RoomConfig, StoreError>;
+
+    /// Applies a settings change and returns the result.
+    async fn update_room(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+    ) -> Result<RoomConfig, StoreError>;
+
+    /// Joins the queue. With `dedup_key`, a live ticket already joined under that key is returned
+    /// unchanged (original place); otherwise `new_id` is enqueued at the back.
+    async fn join(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        keep_ms: u64,
+    ) -> Result<JoinOutcome, StoreError>;
+
+    /// One ticket, with its exact position while waiting.
+    async fn ticket(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError>;
+
+    /// Many tickets at once (for SSE fan-out): one answer per id, in order.
+    async fn tickets(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
+
+    /// Leaves the queue (or gives back an unused token).
+    async fn leave(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError>;
+
+    /// Waiting and active counts.
+    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError>;
+
+    /// Takes or renews the room's scheduler lease for `holder` (`lease_ms` long) and reads the
+    /// room's settings in the same step. A new holder gets a new, larger fencing epoch.
+    async fn lease(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+    ) -> Result<LeaseOutcome, StoreError>;
+
+    /// Gives up the lease if `holder` has it (on shutdown), so another replica takes over at once.
+    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError>;
+
+    /// Expires overdue tokens, then pops up to `tokens.len()` shoppers in arrival order and issues
+    /// their tokens, all in one atomic step, refused when `epoch` is not the current lease's.
+    async fn admit(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError>;
+
+    /// Checks an entry token (the token's secret part); with `consume`, marks it used in the same
+    /// atomic step so that it works exactly once.
+    async fn check_token(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+        consume: bool,
+        keep_ms: u64,
+    ) -> Result<TokenCheck, StoreError>;
+}
+
+/// Now as Unix milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}

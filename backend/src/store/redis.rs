@@ -1,0 +1,573 @@
+//! `RedisStore`: the production store, shared by every replica.
+//!
+//! One multiplexed connection that reconnects by itself (`ConnectionManager`); every call bounded
+//! by the store timeout so nothing hangs during an outage. Every multi-step change is one Lua
+//! script (`store/lua/*.lua`); all keys of a room share the hash tag `{room}` so a room lives on
+//! one Redis Cluster slot. The key layout is documented in ARCHITECTURE.md.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+use vestibule_shared::TicketState;
+
+use super::{
+    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, RoomConfig,
+    RoomConfigPatch, RoomCounts, Store, StoreError, TicketRecord, TokenCheck,
+};
+
+/// Seconds the dedup hash of a room lives after its last keyed join.
+const DEDUP_TTL_SECS: u64 = 24 * 3600;
+
+struct Scripts {
+    join: Script,
+    lease: Script,
+    admit: Script,
+    token: Script,
+    leave: Script,
+    tickets: Script,
+    init_room: Script,
+}
+
+/// The Redis-backed store.
+pub struct RedisStore {
+    connection: ConnectionManager,
+    timeout: Duration,
+    scripts: Scripts,
+}
+
+/// The names of one room's keys.
+struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    fn new(room: &str) -> Self {
+        Self {
+            prefix: format!("vestibule:{{{room}}}:"),
+        }
+    }
+    fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+}
+
+fn unavailable(error: redis::RedisError) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://…`, `rediss://…` or `redis+unix://…`).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the URL is invalid or Redis does not answer within
+    /// `timeout` × 5.
+    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = tokio::time::timeout(
+            timeout * 5,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
+        .map_err(unavailable)?;
+        Ok(Self {
+            connection,
+            timeout,
+            scripts: Scripts {
+                join: Script::new(include_str!("lua/join.lua")),
+                lease: Script::new(include_str!("lua/lease.lua")),
+                admit: Script::new(include_str!("lua/admit.lua")),
+                token: Script::new(include_str!("lua/token.lua")),
+                leave: Script::new(include_str!("lua/leave.lua")),
+                tickets: Script::new(include_str!("lua/tickets.lua")),
+                init_room: Script::new(include_str!("lua/init_room.lua")),
+            },
+        })
+    }
+
+    /// A clone of the connection, for tools that read Redis directly (benchmarks, tests).
+    pub fn connection(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(unavailable),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "Redis did not answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+        }
+    }
+}
+
+fn as_u64(value: &Value) -> Result<u64, StoreError> {
+    match value {
+        Value::Int(n) => u64::try_from(*n).map_err(|_| corrupt("negative count", value)),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| corrupt("number", value)),
+        _ => Err(corrupt("number", value)),
+    }
+}
+
+fn as_i64(value: &Value) -> Result<i64, StoreError> {
+    match value {
+        Value::Int(n) => Ok(*n),
+        _ => as_u64(value).map(|n| n as i64),
+    }
+}
+
+fn as_string(value: &Value) -> Result<String, StoreError> {
+    match value {
+        Value::BulkString(bytes) => {
+            String::from_utf8(bytes.clone()).map_err(|_| corrupt("text", value))
+        }
+        Value::SimpleString(text) => Ok(text.clone()),
+        Value::Nil => Ok(String::new()),
+        Value::Int(n) => Ok(n.to_string()),
+        _ => Err(corrupt("text", value)),
+    }
+}
+
+fn as_array(value: Value) -> Result<Vec<Value>, StoreError> {
+    match value {
+        Value::Array(items) => Ok(items),
+        other => Err(corrupt("array", &other)),
+    }
+}
+
+fn corrupt(expected: &str, value: &Value) -> StoreError {
+    StoreError::Corrupt(format!("expected {expected}, got {value:?}"))
+}
+
+fn parse_state(text: &str) -> Result<TicketState, StoreError> {
+    Ok(match text {
+        "WAITING" => TicketState::Waiting,
+        "TOKEN_ISSUED" => TicketState::TokenIssued,
+        "COMPLETED" => TicketState::Completed,
+        "EXPIRED" => TicketState::Expired,
+        "LEFT" => TicketState::Left,
+        other => {
+            return Err(StoreError::Corrupt(format!(
+                "unknown ticket state {other:?}"
+            )))
+        }
+    })
+}
+
+/// Settings fields `rate, paused, ttl_ms, cap` as stored (empty = absent) → a config.
+fn parse_config(fields: &[Value]) -> Result<RoomConfig, StoreError> {
+    let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
+    let [rate, paused, ttl_ms, cap] = text.as_slice() else {
+        return Err(StoreError::Corrupt("room settings need 4 fields".into()));
+    };
+    if rate.is_empty() {
+        return Err(StoreError::Corrupt("room settings are missing".into()));
+    }
+    Ok(RoomConfig {
+        admission_rate_per_sec: rate
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("rate {rate:?}")))?,
+        paused: paused == "1",
+        token_ttl_ms: ttl_ms
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("ttl {ttl_ms:?}")))?,
+        max_active_users: if cap.is_empty() {
+            None
+        } else {
+            Some(
+                cap.parse()
+                    .map_err(|_| StoreError::Corrupt(format!("cap {cap:?}")))?,
+            )
+        },
+    })
+}
+
+/// A ticket off the queue from its stored hash fields `state, tok, exp`.
+fn settled_record(
+    id: &str,
+    state: &str,
+    token: String,
+    expires: &str,
+    now_ms: u64,
+) -> Result<Option<TicketRecord>, StoreError> {
+    if state.is_empty() {
+        return Ok(None);
+    }
+    let mut state = parse_state(state)?;
+    let expires_at_ms = expires.parse::<u64>().ok();
+    if state == TicketState::TokenIssued && expires_at_ms.is_none_or(|exp| exp <= now_ms) {
+        state = TicketState::Expired;
+    }
+    let issued = state == TicketState::TokenIssued;
+    Ok(Some(TicketRecord {
+        id: id.to_owned(),
+        state,
+        position: None,
+        entry_token: issued.then_some(token),
+        token_expires_at_ms: expires_at_ms.filter(|_| issued),
+    }))
+}
+
+fn waiting_record(id: &str, position: u64) -> TicketRecord {
+    TicketRecord {
+        id: id.to_owned(),
+        state: TicketState::Waiting,
+        position: Some(position),
+        entry_token: None,
+        token_expires_at_ms: None,
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        self.bounded(redis::cmd("PING").query_async::<String>(&mut connection))
+            .await
+            .map(drop)
+    }
+
+    async fn init_room(&self, room: &str, defaults: &RoomConfig) -> Result<RoomConfig, StoreError> {
+        let keys = Keys::new(room);
+        let mut connection = self.connection.clone();
+        let mut invocation = self.scripts.init_room.key(keys.key("settings"));
+        invocation
+            .arg(defaults.admission_rate_per_sec)
+            .arg(if defaults.paused { "1" } else { "0" })
+            .arg(defaults.token_ttl_ms)
+            .arg(
+                defaults
+                    .max_active_users
+                    .map(|cap| cap.to_string())
+                    .unwrap_or_default(),
+            );
+        let fields: Vec<Value> = self
+            .bounded(invocation.invoke_async(&mut connection))
+            .await?;
+        parse_config(&fields)
+    }
+
+    async fn update_room(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+    ) -> Result<RoomConfig, StoreError> {
+        let keys = Keys::new(room);
+        let settings = keys.key("settings");
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        if let Some(rate) = patch.admission_rate_per_sec {
+            pipe.hset(&settings, "rate", rate).ignore();
+        }
+        if let Some(paused) = patch.paused {
+            pipe.hset(&settings, "paused", if paused { "1" } else { "0" })
+                .ignore();
+        }
+        if let Some(ttl_ms) = patch.token_ttl_ms {
+            pipe.hset(&settings, "ttl_ms", ttl_ms).ignore();
+        }
+        if let Some(cap) = patch.max_active_users {
+            pipe.hset(
+                &settings,
+                "cap",
+                cap.map(|c| c.to_string()).unwrap_or_default(),
+            )
+            .ignore();
+        }
+        pipe.cmd("HMGET")
+            .arg(&settings)
+            .arg(&["rate", "paused", "ttl_ms", "cap"]);
+        let mut connection = self.connection.clone();
+        let (fields,): (Vec<Value>,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        parse_config(&fields)
+    }
+
+    async fn join(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        _keep_ms: u64,
+    ) -> Result<JoinOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.join.key(keys.key("queue"));
+        invocation
+            .key(keys.key("seq"))
+            .key(keys.key("dedup"))
+            .arg(new_id)
+            .arg(dedup_key.unwrap_or(""))
+            .arg(&keys.prefix)
+            .arg(DEDUP_TTL_SECS);
+        let mut connection = self.connection.clone();
+        let reply = as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )?;
+        let [id, created, position] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
+        };
+        let id = as_string(id)?;
+        let created = as_i64(created)? == 1;
+        let position = as_i64(position)?;
+        let ticket = if position > 0 {
+            waiting_record(&id, position as u64)
+        } else {
+            // The deduplicated ticket has been admitted since: read it whole.
+            self.ticket(room, &id, super::now_ms())
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?
+        };
+        Ok(JoinOutcome { ticket, created })
+    }
+
+    async fn ticket(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let keys = Keys::new(room);
+        // ZRANK first: if it finds the ticket it is waiting, whatever happens after.
+        let mut pipe = redis::pipe();
+        pipe.zrank(keys.key("queue"), id)
+            .cmd("HMGET")
+            .arg(keys.key(&format!("ticket:{id}")))
+            .arg(&["state", "tok", "exp"]);
+        let mut connection = self.connection.clone();
+        let (rank, fields): (Option<u64>, Vec<Option<String>>) =
+            self.bounded(pipe.query_async(&mut connection)).await?;
+        if let Some(rank) = rank {
+            return Ok(Some(waiting_record(id, rank + 1)));
+        }
+        let mut fields = fields.into_iter().map(Option::unwrap_or_default);
+        let state = fields.next().unwrap_or_default();
+        let token = fields.next().unwrap_or_default();
+        let expires = fields.next().unwrap_or_default();
+        settled_record(id, &state, token, &expires, now_ms)
+    }
+
+    async fn tickets(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.tickets.key(keys.key("queue"));
+        invocation.arg(&keys.prefix);
+        for id in ids {
+            invocation.arg(id);
+        }
+        let mut connection = self.connection.clone();
+        let flat = as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )?;
+        if flat.len() != ids.len() * 4 {
+            return Err(StoreError::Corrupt(
+                "tickets reply has the wrong length".into(),
+            ));
+        }
+        ids.iter()
+            .zip(flat.chunks_exact(4))
+            .map(|(id, entry)| {
+                let position = as_u64(&entry[0])?;
+                if position > 0 {
+                    return Ok(Some(waiting_record(id, position)));
+                }
+                settled_record(
+                    id,
+                    &as_string(&entry[1])?,
+                    as_string(&entry[2])?,
+                    &as_string(&entry[3])?,
+                    now_ms,
+                )
+            })
+            .collect()
+    }
+
+    async fn leave(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.leave.key(keys.key("queue"));
+        invocation
+            .key(keys.key("active"))
+            .arg(id)
+            .arg(now_ms)
+            .arg(keep_ms)
+            .arg(&keys.prefix);
+        let mut connection = self.connection.clone();
+        let reply = as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )?;
+        let outcome = reply
+            .first()
+            .map(as_string)
+            .transpose()?
+            .unwrap_or_default();
+        let state = reply.get(1).map(as_string).transpose()?.unwrap_or_default();
+        Ok(match outcome.as_str() {
+            "LEFT" => LeaveOutcome::Left,
+            "NOT_FOUND" => LeaveOutcome::NotFound,
+            _ => LeaveOutcome::AlreadyEnded(parse_state(&state)?),
+        })
+    }
+
+    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+        let keys = Keys::new(room);
+        let mut pipe = redis::pipe();
+        pipe.zcard(keys.key("queue"))
+            .zcount(keys.key("active"), format!("({now_ms}"), "+inf");
+        let mut connection = self.connection.clone();
+        let (waiting, active): (u64, u64) = self.bounded(pipe.query_async(&mut connection)).await?;
+        Ok(RoomCounts { waiting, active })
+    }
+
+    async fn lease(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+    ) -> Result<LeaseOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.lease.key(keys.key("leader"));
+        invocation
+            .key(keys.key("epoch"))
+            .key(keys.key("settings"))
+            .arg(holder)
+            .arg(lease_ms);
+        let mut connection = self.connection.clone();
+        let reply = as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )?;
+        let (epoch, settings) = reply
+            .split_first()
+            .ok_or_else(|| StoreError::Corrupt("empty lease reply".into()))?;
+        let epoch = as_u64(epoch)?;
+        Ok(LeaseOutcome {
+            epoch: (epoch > 0).then_some(epoch),
+            config: parse_config(settings)?,
+        })
+    }
+
+    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+        let keys = Keys::new(room);
+        let script = Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end return 1",
+        );
+        let mut invocation = script.key(keys.key("leader"));
+        invocation.arg(holder);
+        let mut connection = self.connection.clone();
+        self.bounded(invocation.invoke_async::<i64>(&mut connection))
+            .await
+            .map(drop)
+    }
+
+    async fn admit(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.admit.key(keys.key("queue"));
+        invocation
+            .key(keys.key("active"))
+            .key(keys.key("leader"))
+            .key(keys.key("epoch"))
+            .arg(request.holder)
+            .arg(request.epoch)
+            .arg(request.now_ms)
+            .arg(request.token_ttl_ms)
+            .arg(request.keep_ms)
+            .arg(request.max_active_users.map_or(-1, |cap| cap as i64))
+            .arg(&keys.prefix);
+        for token in request.tokens {
+            invocation.arg(token);
+        }
+        let mut connection = self.connection.clone();
+        let reply = as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )?;
+        let numbers: Vec<i64> = reply.iter().map(as_i64).collect::<Result<_, _>>()?;
+        let [admitted, expired, waiting, active] = numbers.as_slice() else {
+            return Err(StoreError::Corrupt("admit reply needs 4 fields".into()));
+        };
+        if *admitted < 0 {
+            return Ok(AdmitOutcome {
+                fenced: true,
+                ..AdmitOutcome::default()
+            });
+        }
+        Ok(AdmitOutcome {
+            fenced: false,
+            admitted: *admitted as u64,
+            expired: *expired as u64,
+            waiting: *waiting as u64,
+            active: *active as u64,
+        })
+    }
+
+    async fn check_token(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+        consume: bool,
+        keep_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.token.key(keys.key("active"));
+        invocation
+            .arg(token)
+            .arg(now_ms)
+            .arg(if consume { "1" } else { "0" })
+            .arg(keep_ms)
+            .arg(&keys.prefix);
+        let mut connection = self.connection.clone();
+        let reply = as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )?;
+        let verdict = reply
+            .first()
+            .map(as_string)
+            .transpose()?
+            .unwrap_or_default();
+        let ticket_id = reply.get(1).map(as_string).transpose()?.unwrap_or_default();
+        Ok(match verdict.as_str() {
+            "VALID" => TokenCheck::Valid { ticket_id },
+            "EXPIRED" => TokenCheck::Expired,
+            "USED" => TokenCheck::Used,
+            _ => TokenCheck::Unknown,
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! Logs (tracing) and metrics (Prometheus via the `metrics` crate), set up once per process.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global Prometheus recorder (once; later calls return the same handle).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Fails only if another recorder was installed first; metrics then go there.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        "vestibule_joins_total",
+        "Joins by outcome (new ticket or existing one)"
+    );
+    describe_counter!("vestibule_polls_total", "Ticket polls");
+    describe_counter!("vestibule_leaves_total", "Tickets that left the queue");
+    describe_counter!(
+        "vestibule_admissions_total",
+        "Shoppers admitted (entry tokens issued)"
+    );
+    describe_counter!(
+        "vestibule_admission_ticks_total",
+        "Scheduler ticks that ran an admission as leader"
+    );
+    describe_counter!(
+        "vestibule_admissions_fenced_total",
+        "Admissions refused because the lease was lost"
+    );
+    describe_counter!(
+        "vestibule_tokens_used_total",
+        "Entry tokens consumed by an order"
+    );
+    describe_counter!(
+        "vestibule_tokens_expired_total",
+        "Entry tokens whose TTL passed unused"
+    );
+    describe_gauge!(
+        "vestibule_waiting",
+        "Shoppers waiting (as seen by the leader's last tick)"
+    );
+    describe_gauge!(
+        "vestibule_active_users",
+        "Active users: tokens issued, not used, not expired"
+    );
+    describe_gauge!(
+        "vestibule_largest_tick_admissions",
+        "Most shoppers admitted in one tick by this process"
+    );
+    describe_gauge!(
+        "vestibule_scheduler_leader",
+        "1 when this process leads the room's scheduler"
+    );
+    describe_gauge!("vestibule_sse_streams", "Open SSE streams in this process");
+}
+
+/// Installs the tracing subscriber: `RUST_LOG` filter, default `info`.
+pub fn init_tracing() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
+}

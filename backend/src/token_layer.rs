@@ -1,0 +1,189 @@
+//! The entry-token layer: a middleware in front of the protected path prefixes.
+//!
+//! A request under a protected prefix (default `/api/v1/rooms/{room}/orders`) must carry
+//! `X-Entry-Token` with a live token of that room; otherwise 403 with a JSON error naming what is
+//! wrong: missing, unknown, expired, another room's, or already used (DESIGN.md "Entry token").
+//! The layer only checks; the order handler consumes the token atomically, so it works once.
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use vestibule_shared::{error_code, ENTRY_TOKEN_HEADER};
+
+use crate::config::OutagePolicy;
+use crate::error::ApiError;
+use crate::ids::split_token;
+use crate::state::AppState;
+use crate::store::{now_ms, StoreError, TokenCheck};
+
+/// The room a protected prefix pattern matches in `path`, if it matches.
+///
+/// A pattern is a path whose segments are literals or `{room}`; it matches a path that starts
+/// with those segments. Returns `Some(None)` for a match of a pattern without `{room}`.
+pub fn match_prefix<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
+    let mut room = None;
+    let mut segments = path.trim_start_matches('/').split('/');
+    for expected in pattern
+        .trim_start_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+    {
+        let actual = segments.next()?;
+        if expected == "{room}" {
+            room = Some(actual);
+        } else if expected != actual {
+            return None;
+        }
+    }
+    Some(room)
+}
+
+/// Rejection for a token problem.
+fn refuse(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::EntryToken {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Checks `token` for `room` without consuming it.
+///
+/// # Errors
+/// 403 for every token problem; 503 when the store is unreachable.
+pub async fn verify(
+    state: &AppState,
+    room: &str,
+    token: &str,
+    consume: bool,
+) -> Result<String, ApiError> {
+    let Some((token_room, _)) = split_token(token) else {
+        return Err(refuse(
+            error_code::TOKEN_UNKNOWN,
+            "this entry token was never issued",
+        ));
+    };
+    if token_room != room {
+        // Tell "another room's" from "made up" only when the other room really issued it.
+        let known = state.rooms.contains_key(token_room)
+            && !matches!(
+                state
+                    .store
+                    .check_token(token_room, token, now_ms(), false, state.keep_ms())
+                    .await
+                    .map_err(|error| state.store_error(error))?,
+                TokenCheck::Unknown
+            );
+        return Err(if known {
+            refuse(
+                error_code::TOKEN_WRONG_ROOM,
+                format!("this entry token is for another room, not {room}"),
+            )
+        } else {
+            refuse(
+                error_code::TOKEN_UNKNOWN,
+                "this entry token was never issued",
+            )
+        });
+    }
+    let check = state
+        .store
+        .check_token(room, token, now_ms(), consume, state.keep_ms())
+        .await
+        .map_err(|error| state.store_error(error))?;
+    match check {
+        TokenCheck::Valid { ticket_id } => Ok(ticket_id),
+        TokenCheck::Unknown => Err(refuse(
+            error_code::TOKEN_UNKNOWN,
+            "this entry token was never issued",
+        )),
+        TokenCheck::Expired => Err(refuse(
+            error_code::TOKEN_EXPIRED,
+            "this entry token has expired; join the queue again",
+        )),
+        TokenCheck::Used => Err(refuse(
+            error_code::TOKEN_USED,
+            "this entry token was already used",
+        )),
+    }
+}
+
+/// The middleware: lets a request under a protected prefix through only with a live token.
+pub async fn require_entry_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    let matched = state
+        .config
+        .protected_prefixes
+        .iter()
+        .find_map(|pattern| match_prefix(pattern, &path));
+    let Some(room) = matched else {
+        return next.run(request).await;
+    };
+    let room = match room {
+        Some(room) if state.rooms.contains_key(room) => room.to_owned(),
+        Some(room) => {
+            return ApiError::RoomNotFound(room.chars().take(64).collect()).into_response()
+        }
+        None => state.config.rooms[0].clone(),
+    };
+    let token = match request
+        .headers()
+        .get(ENTRY_TOKEN_HEADER)
+        .map(|v| v.to_str())
+    {
+        None => {
+            return refuse(
+                error_code::TOKEN_MISSING,
+                format!("send the entry token in {ENTRY_TOKEN_HEADER}"),
+            )
+            .into_response()
+        }
+        Some(Err(_)) => {
+            return refuse(
+                error_code::TOKEN_UNKNOWN,
+                "this entry token was never issued",
+            )
+            .into_response()
+        }
+        Some(Ok(token)) => token.trim().to_owned(),
+    };
+    match verify(&state, &room, &token, false).await {
+        Ok(_) => next.run(request).await,
+        Err(ApiError::StoreUnavailable {
+            source: StoreError::Unavailable(reason),
+            ..
+        }) if state.config.outage_policy == OutagePolicy::Pass => {
+            tracing::warn!(%room, %reason, "store down: protected path passed unverified (outage policy = pass)");
+            metrics::counter!("vestibule_outage_passes_total", "room" => room).increment(1);
+            next.run(request).await
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_by_segment_and_capture_the_room() {
+        let pattern = "/api/v1/rooms/{room}/orders";
+        assert_eq!(
+            match_prefix(pattern, "/api/v1/rooms/main/orders"),
+            Some(Some("main"))
+        );
+        assert_eq!(
+            match_prefix(pattern, "/api/v1/rooms/main/orders/42"),
+            Some(Some("main"))
+        );
+        assert_eq!(match_prefix(pattern, "/api/v1/rooms/main/ordersx"), None);
+        assert_eq!(match_prefix(pattern, "/api/v1/rooms/main/tickets"), None);
+        assert_eq!(
+            match_prefix("/checkout-api", "/checkout-api/pay"),
+            Some(None)
+        );
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs what the build and the test suite need, skipping every step already done.
+# Pinned versions: keep them equal to Cargo.lock / Trunk.toml (see TOOLCHAIN notes in README).
+#   --page   : wasm32 target, trunk, wasm-bindgen-cli, wasm-opt (binaryen from npm)
+#   --test   : the above plus redis-server, Chromium and ChromeDriver
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+TRUNK_VERSION=0.21.14
+WASM_BINDGEN_VERSION=0.2.130
+BINARYEN_VERSION=132
+
+want_test=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) want_test=1 ;;
+    --page) ;;
+    *) echo "setup-tools: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+export PATH="$HOME/.cargo/bin:$PATH"
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  log "adding rust target wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+if ! trunk --version 2>/dev/null | grep -q " $TRUNK_VERSION"; then
+  log "installing trunk $TRUNK_VERSION (takes several minutes once)"
+  cargo install trunk --locked --version "$TRUNK_VERSION" -j 2
+fi
+
+if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION"; then
+  log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+  # Not --locked: its lock file names a webpki-roots that the index no longer has.
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force -j 2
+fi
+
+tools="$here/.tools"
+if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
+  command -v npm >/dev/null || { log "npm is missing: apt-get install -y npm"; apt-get install -y npm; }
+  log "installing wasm-opt (binaryen@$BINARYEN_VERSION from npm) into .tools/"
+  mkdir -p "$tools"
+  (cd "$tools" && npm install --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION" >/dev/null)
+fi
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+if [ "$want_test" = 1 ]; then
+  command -v redis-server >/dev/null || apt_install redis-server
+  if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    apt_install chromium chromium-driver
+  fi
+fi
+log "tools ready"

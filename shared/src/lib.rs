@@ -1,0 +1,323 @@
+//! Vestibule's JSON API v1 types, shared by the backend, the WASM page and mobile apps.
+//!
+//! Every type serializes with camelCase field names; enums use SCREAMING_SNAKE_CASE values.
+//! This crate holds serde types and pure validation only, so it builds for `wasm32-unknown-unknown`.
+//!
+//! - [`TicketStatus`] / [`TicketState`]: a shopper's place in a room (join, poll, SSE `status` event).
+//! - [`RoomInfo`] / [`RoomState`]: the public view of a room.
+//! - [`RoomSettings`] / [`RoomSettingsPatch`]: the operator's live knobs (admin API).
+//! - [`OrderRequest`] / [`OrderReceipt`]: the demo checkout behind the entry-token layer.
+//! - [`ErrorBody`] / [`error_code`]: the one error shape of every 4xx/5xx answer.
+//! - [`is_valid_room_slug`]: the room-name rule.
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// Header that carries the entry token on protected paths.
+pub const ENTRY_TOKEN_HEADER: &str = "X-Entry-Token";
+/// Header that makes a join idempotent (any printable ASCII, 1–128 chars).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+/// Header that carries a storefront-signed user assertion (`userId.expiryUnixSecs.hexHmac`).
+pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
+
+/// Where a ticket is in its life cycle (DESIGN.md "Ticket states").
+///
+/// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TicketState {
+    /// In the queue; `position` is set.
+    Waiting,
+    /// Admitted; `entryToken`, `tokenExpiresAt` and `checkoutUrl` are set.
+    TokenIssued,
+    /// The entry token was used by an order (terminal).
+    Completed,
+    /// The entry token's TTL passed unused (terminal).
+    Expired,
+    /// The shopper left the queue (terminal).
+    Left,
+}
+
+impl TicketState {
+    /// Whether no further change can happen to a ticket in this state.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Expired | Self::Left)
+    }
+
+    /// The wire name, e.g. `"TOKEN_ISSUED"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Waiting => "WAITING",
+            Self::TokenIssued => "TOKEN_ISSUED",
+            Self::Completed => "COMPLETED",
+            Self::Expired => "EXPIRED",
+            Self::Left => "LEFT",
+        }
+    }
+}
+
+/// Whether a room is admitting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RoomState {
+    /// The scheduler admits shoppers at the admission rate.
+    Open,
+    /// An operator paused admission; shoppers keep their places, ETA is null.
+    Paused,
+}
+
+/// A shopper's ticket as returned by join, poll and the SSE `status` event.
+///
+/// Example:
+/// `{"ticketId":"k3J…","room":"main","status":"WAITING","position":42,"etaSeconds":1,
+///   "nextPollAfterMs":1000,"entryToken":null,"tokenExpiresAt":null,"checkoutUrl":null,
+///   "roomState":"OPEN"}`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TicketStatus {
+    /// Bearer secret naming this ticket: 22 URL-safe base64 chars (128 random bits).
+    /// Example: `"Zb3n0W6m1q8VqL2pX9cT4A"`. Anyone holding it can read or cancel the ticket.
+    pub ticket_id: String,
+    /// Room slug, `[a-z0-9-]{1,64}`. Example: `"main"`.
+    pub room: String,
+    /// Life-cycle state. Example: `"WAITING"`.
+    pub status: TicketState,
+    /// 1-based place in the queue (1 = next to be admitted); null unless `WAITING`. Example: `42`.
+    pub position: Option<u64>,
+    /// Estimated seconds until admission: position ÷ admission rate × (1 + margin), rounded up;
+    /// null unless `WAITING` or while the room is paused. Example: `3`.
+    pub eta_seconds: Option<u64>,
+    /// Milliseconds the client should wait before polling again (never under 1000, never more
+    /// than half the ETA). Example: `3000`.
+    pub next_poll_after_ms: u64,
+    /// Entry token for the protected checkout, sent back in `X-Entry-Token`; only when
+    /// `TOKEN_ISSUED`. 22 URL-safe base64 chars after a room prefix. Example: `"main.Qm9…"`.
+    pub entry_token: Option<String>,
+    /// When the entry token stops working (RFC 3339, UTC). Example: `"2026-11-27T09:00:00Z"`.
+    pub token_expires_at: Option<String>,
+    /// Where to send the shopper with the token; only when `TOKEN_ISSUED`.
+    /// Example: `"/checkout?room=main"`.
+    pub checkout_url: Option<String>,
+    /// Whether the room is admitting right now. Example: `"OPEN"`.
+    pub room_state: RoomState,
+}
+
+/// Public facts about a room (`GET /api/v1/rooms/{room}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RoomInfo {
+    /// Room slug. Example: `"main"`.
+    pub room: String,
+    /// Whether the room is admitting. Example: `"OPEN"`.
+    pub state: RoomState,
+    /// Shoppers waiting in the queue. Example: `1200`.
+    pub waiting: u64,
+    /// Active users: entry tokens issued and neither used nor expired. Example: `310`.
+    pub active_users: u64,
+    /// Configured admission rate, shoppers per second. Example: `175.0`.
+    pub admission_rate_per_sec: f64,
+    /// Entry token TTL in seconds. Example: `300`.
+    pub token_ttl_secs: u64,
+}
+
+/// The operator's live knobs for a room (`GET`/`PATCH /api/v1/admin/rooms/{room}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RoomSettings {
+    /// Room slug. Example: `"main"`.
+    pub room: String,
+    /// Shoppers admitted per second, 0–100000. Example: `175.0`.
+    pub admission_rate_per_sec: f64,
+    /// Admission stopped; places are kept. Example: `false`.
+    pub paused: bool,
+    /// Entry token TTL in seconds, 1–86400. Example: `300`.
+    pub token_ttl_secs: u64,
+    /// Cap on active users (tokens outstanding); null = no cap. Example: `500`.
+    pub max_active_users: Option<u64>,
+    /// Shoppers waiting now. Example: `1200`.
+    pub waiting: u64,
+    /// Active users now. Example: `310`.
+    pub active_users: u64,
+}
+
+/// A partial update of [`RoomSettings`]; absent fields stay as they are.
+///
+/// `maxActiveUsers: null` removes the cap. Example: `{"admissionRatePerSec": 50, "paused": false}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoomSettingsPatch {
+    /// New admission rate, shoppers per second, 0–100000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_rate_per_sec: Option<f64>,
+    /// Pause (true) or resume (false) admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    /// New entry token TTL in seconds, 1–86400 (applies to tokens issued from now on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ttl_secs: Option<u64>,
+    /// New active-users cap; `null` clears it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    pub max_active_users: Option<Option<u64>>,
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// The demo checkout's order body (`POST /api/v1/rooms/{room}/orders`); the body may be omitted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrderRequest {
+    /// Product identifier, 1–64 chars. Example: `"sneaker-42"`.
+    #[serde(default)]
+    pub sku: Option<String>,
+    /// Units, 1–10. Example: `1`.
+    #[serde(default)]
+    pub quantity: Option<u32>,
+}
+
+/// The demo checkout's answer to a successful order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct OrderReceipt {
+    /// Order identifier (random). Example: `"ord_5cQx…"`.
+    pub order_id: String,
+    /// Room slug. Example: `"main"`.
+    pub room: String,
+    /// Product ordered. Example: `"sneaker-42"`.
+    pub sku: String,
+    /// Units ordered. Example: `1`.
+    pub quantity: u32,
+}
+
+/// The body of every error answer: `{"error": "snake_code", "message": "…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ErrorBody {
+    /// Stable machine-readable code from [`error_code`]. Example: `"ticket_not_found"`.
+    pub error: String,
+    /// Human-readable explanation (English). Example: `"no such ticket in room main"`.
+    pub message: String,
+}
+
+/// The stable error codes of [`ErrorBody::error`], with the HTTP status each comes with.
+pub mod error_code {
+    /// 400: the request body, path or a header is malformed.
+    pub const BAD_REQUEST: &str = "bad_request";
+    /// 400: a field has a value out of range.
+    pub const INVALID_FIELD: &str = "invalid_field";
+    /// 401: the admin API needs `Authorization: Bearer <admin token>`.
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// 403: no `X-Entry-Token` on a protected path.
+    pub const TOKEN_MISSING: &str = "entry_token_missing";
+    /// 403: the entry token was never issued (or is malformed).
+    pub const TOKEN_UNKNOWN: &str = "entry_token_unknown";
+    /// 403: the entry token's TTL passed.
+    pub const TOKEN_EXPIRED: &str = "entry_token_expired";
+    /// 403: the entry token belongs to another room.
+    pub const TOKEN_WRONG_ROOM: &str = "entry_token_wrong_room";
+    /// 403: the entry token was already used (or its ticket left).
+    pub const TOKEN_USED: &str = "entry_token_used";
+    /// 403: the signed user assertion is malformed, expired or forged.
+    pub const USER_ASSERTION_INVALID: &str = "user_assertion_invalid";
+    /// 403: the admin API is disabled or the bearer token is wrong.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// 404: no such room.
+    pub const ROOM_NOT_FOUND: &str = "room_not_found";
+    /// 404: no such ticket in the room (never issued, or forgotten an hour after it ended).
+    pub const TICKET_NOT_FOUND: &str = "ticket_not_found";
+    /// 404: no such route.
+    pub const NOT_FOUND: &str = "not_found";
+    /// 405: the route exists but not with this method.
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    /// 409: the request conflicts with the ticket's state.
+    pub const CONFLICT: &str = "conflict";
+    /// 413: the request body is larger than allowed.
+    pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
+    /// 415: the body is not `application/json`.
+    pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+    /// 429: a per-client abuse limit was hit (see `Retry-After`).
+    pub const RATE_LIMITED: &str = "rate_limited";
+    /// 503: the store is unreachable (see `Retry-After`).
+    pub const STORE_UNAVAILABLE: &str = "store_unavailable";
+    /// 500: a fault of Vestibule's own; never caused by client input.
+    pub const INTERNAL: &str = "internal";
+}
+
+/// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}` (DESIGN.md "Configuration").
+pub fn is_valid_room_slug(slug: &str) -> bool {
+    (1..=64).contains(&slug.len())
+        && slug
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
+        let status = TicketStatus {
+            ticket_id: "t".into(),
+            room: "main".into(),
+            status: TicketState::TokenIssued,
+            position: None,
+            eta_seconds: None,
+            next_poll_after_ms: 1000,
+            entry_token: Some("main.x".into()),
+            token_expires_at: Some("2026-11-27T09:00:00Z".into()),
+            checkout_url: Some("/checkout?room=main".into()),
+            room_state: RoomState::Open,
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["status"], "TOKEN_ISSUED");
+        assert_eq!(json["nextPollAfterMs"], 1000);
+        assert_eq!(json["entryToken"], "main.x");
+        assert!(json["position"].is_null());
+        assert_eq!(json["roomState"], "OPEN");
+    }
+
+    #[test]
+    fn settings_patch_tells_absent_cap_from_null_cap() {
+        let absent: RoomSettingsPatch = serde_json::from_str("{}").unwrap();
+        assert_eq!(absent.max_active_users, None);
+        let cleared: RoomSettingsPatch =
+            serde_json::from_str(r#"{"maxActiveUsers":null}"#).unwrap();
+        assert_eq!(cleared.max_active_users, Some(None));
+        let set: RoomSettingsPatch = serde_json::from_str(r#"{"maxActiveUsers":5}"#).unwrap();
+        assert_eq!(set.max_active_users, Some(Some(5)));
+        assert!(serde_json::from_str::<RoomSettingsPatch>(r#"{"bogus":1}"#).is_err());
+    }
+
+    #[test]
+    fn room_slugs_follow_the_design_rule() {
+        assert!(is_valid_room_slug("main"));
+        assert!(is_valid_room_slug("black-friday-2026"));
+        assert!(!is_valid_room_slug(""));
+        assert!(!is_valid_room_slug("Main"));
+        assert!(!is_valid_room_slug("a_b"));
+        assert!(!is_valid_room_slug("방"));
+        assert!(!is_valid_room_slug(&"a".repeat(65)));
+    }
+}
