@@ -1,0 +1,329 @@
+//! Every visible string of the page in English and Korean, and the ETA in words.
+
+/// The page's language: from `?lang=`, else the browser's, else English.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// English (`en`).
+    En,
+    /// Korean (`ko`).
+    Ko,
+}
+
+impl Lang {
+    /// The BCP 47 tag written to `<html lang>` and `?lang=`, e.g. `"ko"`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::En => "en",
+            Self::Ko => "ko",
+        }
+    }
+
+    /// The language a tag such as `"ko-KR"` or `"en"` asks for; `None` for any other language.
+    pub fn from_tag(tag: &str) -> Option<Self> {
+        let primary = tag.split(['-', '_']).next()?.trim().to_ascii_lowercase();
+        match primary.as_str() {
+            "ko" => Some(Self::Ko),
+            "en" => Some(Self::En),
+            _ => None,
+        }
+    }
+
+    /// The other language, for the switch link.
+    pub fn other(self) -> Self {
+        match self {
+            Self::En => Self::Ko,
+            Self::Ko => Self::En,
+        }
+    }
+
+    /// The language's own name, shown on the switch link that leads to it.
+    pub fn native_name(self) -> &'static str {
+        match self {
+            Self::En => "English",
+            Self::Ko => "한국어",
+        }
+    }
+}
+
+/// A fixed string of the page; [`t`] gives its text in a language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Text {
+    WaitingRoom,
+    Joining,
+    JoiningDetail,
+    InLine,
+    InLineDetail,
+    Paused,
+    PausedDetail,
+    YourTurn,
+    YourTurnDetail,
+    ContinueToCheckout,
+    Completed,
+    CompletedDetail,
+    Expired,
+    ExpiredDetail,
+    Left,
+    LeftDetail,
+    JoinAgain,
+    RoomNotFound,
+    RoomNotFoundDetail,
+    Failed,
+    FailedDetail,
+    TryAgain,
+    Position,
+    Ahead,
+    Eta,
+    EtaPaused,
+    EtaUnknown,
+    Progress,
+    ConnConnecting,
+    ConnLiveSse,
+    ConnLivePoll,
+    ConnHidden,
+    ConnStopped,
+    RetryNow,
+    SayConnectionLost,
+    SayReconnected,
+    SayPaused,
+    SayResumed,
+    SayYourTurn,
+    Checkout,
+    CheckoutTitle,
+    CheckoutIntro,
+    Product,
+    Quantity,
+    PlaceOrder,
+    PlacingOrder,
+    NoToken,
+    Ordered,
+    OrderNumber,
+    OrderExpired,
+    OrderUsed,
+    OrderFailed,
+    OrderNetwork,
+    BackToLine,
+    SwitchLanguage,
+}
+
+/// The text of `text` in `lang`.
+pub fn t(lang: Lang, text: Text) -> &'static str {
+    use Text::*;
+    let (en, ko) = match text {
+        WaitingRoom => ("Waiting room", "대기실"),
+        Joining => ("Getting your place in line…", "대기 순번을 받는 중…"),
+        JoiningDetail => (
+            "This takes a moment. Please keep this page open.",
+            "잠시만 기다려 주세요. 이 페이지를 열어 두세요.",
+        ),
+        InLine => ("You're in line", "대기 중입니다"),
+        InLineDetail => (
+            "Keep this page open. When it's your turn, we'll take you to checkout automatically.",
+            "이 페이지를 열어 두세요. 차례가 되면 결제 페이지로 자동으로 이동합니다.",
+        ),
+        Paused => ("Entry is paused", "입장이 일시 중지되었습니다"),
+        PausedDetail => (
+            "The shop has paused entry for a moment. You keep your place in line.",
+            "쇼핑몰이 잠시 입장을 멈췄습니다. 대기 순번은 그대로 유지됩니다.",
+        ),
+        YourTurn => ("It's your turn!", "고객님 차례입니다!"),
+        YourTurnDetail => ("Taking you to checkout…", "결제 페이지로 이동하는 중…"),
+        ContinueToCheckout => ("Continue to checkout", "결제 페이지로 이동"),
+        Completed => ("Your order is complete", "주문이 완료되었습니다"),
+        CompletedDetail => (
+            "Your entry was used for an order. Thank you!",
+            "입장권이 주문에 사용되었습니다. 감사합니다!",
+        ),
+        Expired => ("Your entry time ran out", "입장 시간이 만료되었습니다"),
+        ExpiredDetail => (
+            "Your turn came, but checkout wasn't opened in time.",
+            "차례가 되었지만 제한 시간 안에 결제 페이지를 열지 않았습니다.",
+        ),
+        Left => ("You left the line", "대기열에서 나갔습니다"),
+        LeftDetail => (
+            "This ticket is no longer in the line.",
+            "이 대기표는 더 이상 대기열에 없습니다.",
+        ),
+        JoinAgain => ("Join the line again", "다시 줄 서기"),
+        RoomNotFound => (
+            "This waiting room isn't open",
+            "열려 있지 않은 대기실입니다",
+        ),
+        RoomNotFoundDetail => (
+            "The room doesn't exist or has closed. Please check the link from the shop.",
+            "존재하지 않거나 종료된 대기실입니다. 쇼핑몰에서 받은 링크를 확인해 주세요.",
+        ),
+        Failed => ("Something went wrong", "문제가 발생했습니다"),
+        FailedDetail => (
+            "The waiting room could not handle this request.",
+            "대기실이 이 요청을 처리하지 못했습니다.",
+        ),
+        TryAgain => ("Try again", "다시 시도"),
+        Position => ("Your place", "내 순번"),
+        Ahead => ("People ahead", "앞선 대기자"),
+        Eta => ("Estimated wait", "예상 대기 시간"),
+        EtaPaused => ("paused", "일시 중지"),
+        EtaUnknown => ("calculating…", "계산 중…"),
+        Progress => ("Progress in line", "대기 진행률"),
+        ConnConnecting => ("Connecting…", "연결 중…"),
+        ConnLiveSse => ("Live updates", "실시간 업데이트 중"),
+        ConnLivePoll => ("Updating automatically", "자동으로 업데이트 중"),
+        ConnHidden => (
+            "Updates pause while this tab is hidden",
+            "탭이 가려져 있는 동안 업데이트를 멈춥니다",
+        ),
+        ConnStopped => ("Updates stopped", "업데이트 종료"),
+        RetryNow => ("Retry now", "지금 다시 시도"),
+        SayConnectionLost => (
+            "Connection lost. Your place is kept.",
+            "연결이 끊겼습니다. 대기 순번은 유지됩니다.",
+        ),
+        SayReconnected => ("Reconnected.", "다시 연결되었습니다."),
+        SayPaused => (
+            "Entry is paused. You keep your place.",
+            "입장이 일시 중지되었습니다. 대기 순번은 유지됩니다.",
+        ),
+        SayResumed => ("Entry has resumed.", "입장이 다시 시작되었습니다."),
+        SayYourTurn => (
+            "It's your turn! Taking you to checkout.",
+            "고객님 차례입니다! 결제 페이지로 이동합니다.",
+        ),
+        Checkout => ("Checkout", "결제"),
+        CheckoutTitle => ("You're in!", "입장하셨습니다!"),
+        CheckoutIntro => (
+            "Complete your order while your entry is valid.",
+            "입장권이 유효한 동안 주문을 완료해 주세요.",
+        ),
+        Product => ("Demo sneaker", "데모 스니커즈"),
+        Quantity => ("Quantity: 1", "수량: 1"),
+        PlaceOrder => ("Place order", "주문하기"),
+        PlacingOrder => ("Placing order…", "주문하는 중…"),
+        NoToken => (
+            "No entry token was found in this tab. Please join the line first.",
+            "이 탭에서 입장권을 찾을 수 없습니다. 먼저 줄을 서 주세요.",
+        ),
+        Ordered => ("Order placed.", "주문이 완료되었습니다."),
+        OrderNumber => ("Order number", "주문 번호"),
+        OrderExpired => (
+            "Your entry expired before the order. Please join the line again.",
+            "주문 전에 입장권이 만료되었습니다. 다시 줄을 서 주세요.",
+        ),
+        OrderUsed => (
+            "This entry was already used for an order.",
+            "이 입장권은 이미 주문에 사용되었습니다.",
+        ),
+        OrderFailed => ("The order could not be placed.", "주문하지 못했습니다."),
+        OrderNetwork => (
+            "The order could not be sent. Check your connection and try again.",
+            "주문을 보내지 못했습니다. 연결을 확인하고 다시 시도해 주세요.",
+        ),
+        BackToLine => ("Back to the waiting room", "대기실로 돌아가기"),
+        SwitchLanguage => ("Language", "언어"),
+    };
+    match lang {
+        Lang::En => en,
+        Lang::Ko => ko,
+    }
+}
+
+/// A margin-adjusted ETA in words, rounded up to the minute: `"about 2 min"` / `"약 2분"`.
+///
+/// Rounding up keeps the promise honest: the server's ETA already includes its safety margin.
+pub fn eta_words(lang: Lang, eta_secs: u64) -> String {
+    if eta_secs < 60 {
+        return match lang {
+            Lang::En => "less than a minute".to_owned(),
+            Lang::Ko => "1분 미만".to_owned(),
+        };
+    }
+    let minutes = eta_secs.div_ceil(60);
+    let (hours, rest) = (minutes / 60, minutes % 60);
+    match (lang, hours, rest) {
+        (Lang::En, 0, m) => format!("about {m} min"),
+        (Lang::En, h, 0) => format!("about {h} h"),
+        (Lang::En, h, m) => format!("about {h} h {m} min"),
+        (Lang::Ko, 0, m) => format!("약 {m}분"),
+        (Lang::Ko, h, 0) => format!("약 {h}시간"),
+        (Lang::Ko, h, m) => format!("약 {h}시간 {m}분"),
+    }
+}
+
+/// The connection line while retrying: `"Connection lost. Retrying in 4 s — your place is kept."`
+pub fn retrying_in(lang: Lang, secs: u64) -> String {
+    match lang {
+        Lang::En => format!("Connection lost. Retrying in {secs} s — your place is kept."),
+        Lang::Ko => {
+            format!("연결이 끊겼습니다. {secs}초 후 다시 시도합니다. 대기 순번은 유지됩니다.")
+        }
+    }
+}
+
+/// What the live region says about a place in line, e.g. `"You are number 42 in line, …"`.
+pub fn say_position(lang: Lang, position: u64, eta_secs: Option<u64>) -> String {
+    let ahead = position.saturating_sub(1);
+    let eta = eta_secs.map(|s| eta_words(lang, s));
+    match (lang, eta) {
+        (Lang::En, Some(eta)) => {
+            format!("You are number {position} in line, {ahead} ahead of you. Wait: {eta}.")
+        }
+        (Lang::En, None) => format!("You are number {position} in line, {ahead} ahead of you."),
+        (Lang::Ko, Some(eta)) => {
+            format!("대기 순번 {position}번, 앞에 {ahead}명이 있습니다. 예상 대기 시간: {eta}.")
+        }
+        (Lang::Ko, None) => format!("대기 순번 {position}번, 앞에 {ahead}명이 있습니다."),
+    }
+}
+
+/// When the entry token stops working, e.g. `"Your entry is valid until 09:05:00."`
+pub fn valid_until(lang: Lang, time: &str) -> String {
+    match lang {
+        Lang::En => format!("Your entry is valid until {time}."),
+        Lang::Ko => format!("입장권은 {time}까지 유효합니다."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_under_a_minute_is_said_as_less_than_a_minute() {
+        assert_eq!(eta_words(Lang::En, 0), "less than a minute");
+        assert_eq!(eta_words(Lang::Ko, 59), "1분 미만");
+    }
+
+    #[test]
+    fn eta_rounds_up_to_whole_minutes() {
+        assert_eq!(eta_words(Lang::En, 120), "about 2 min");
+        assert_eq!(eta_words(Lang::En, 121), "about 3 min");
+        assert_eq!(eta_words(Lang::Ko, 120), "약 2분");
+    }
+
+    #[test]
+    fn eta_over_an_hour_is_said_in_hours_and_minutes() {
+        assert_eq!(eta_words(Lang::En, 3600), "about 1 h");
+        assert_eq!(eta_words(Lang::En, 3700), "about 1 h 2 min");
+        assert_eq!(eta_words(Lang::Ko, 7200), "약 2시간");
+        assert_eq!(eta_words(Lang::Ko, 5400), "약 1시간 30분");
+    }
+
+    #[test]
+    fn language_tags_pick_korean_or_english_only() {
+        assert_eq!(Lang::from_tag("ko-KR"), Some(Lang::Ko));
+        assert_eq!(Lang::from_tag("KO"), Some(Lang::Ko));
+        assert_eq!(Lang::from_tag("en_GB"), Some(Lang::En));
+        assert_eq!(Lang::from_tag("fr"), None);
+        assert_eq!(Lang::from_tag(""), None);
+    }
+
+    #[test]
+    fn the_live_region_says_how_many_are_ahead() {
+        assert_eq!(
+            say_position(Lang::En, 3, Some(30)),
+            "You are number 3 in line, 2 ahead of you. Wait: less than a minute."
+        );
+        assert_eq!(
+            say_position(Lang::Ko, 1, None),
+            "대기 순번 1번, 앞에 0명이 있습니다."
+        );
+    }
+}

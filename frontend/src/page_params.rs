@@ -1,0 +1,125 @@
+//! The page's query parameters: `?room=`, `?lang=`, `?transport=`.
+
+use crate::i18n::Lang;
+use leptos::prelude::{document, window};
+use vestibule_shared::is_valid_room_slug;
+
+/// Room shown when the URL names none.
+pub const DEFAULT_ROOM: &str = "main";
+
+/// How the waiting view hears about its ticket (`?transport=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Server-sent events, falling back to polling when the stream errors twice (default).
+    Auto,
+    /// Server-sent events only (reconnecting with back-off).
+    Sse,
+    /// Polling, each poll scheduled by the server's `nextPollAfterMs`.
+    Poll,
+}
+
+impl Transport {
+    fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "sse" => Some(Self::Sse),
+            "poll" => Some(Self::Poll),
+            _ => None,
+        }
+    }
+
+    /// The `?transport=` value, e.g. `"sse"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Sse => "sse",
+            Self::Poll => "poll",
+        }
+    }
+}
+
+/// What the URL asks of the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageParams {
+    /// Room slug as given (default `main`); see [`PageParams::room_is_valid`].
+    pub room: String,
+    /// Page language.
+    pub lang: Lang,
+    /// Whether `lang` came from `?lang=` (then links carry it on).
+    pub lang_from_url: bool,
+    /// Requested transport.
+    pub transport: Transport,
+}
+
+impl PageParams {
+    /// Reads the current location and, for the language, `navigator.language`.
+    pub fn from_location() -> Self {
+        let search = window().location().search().unwrap_or_default();
+        let query = web_sys::UrlSearchParams::new_with_str(&search).ok();
+        let get = |name: &str| query.as_ref().and_then(|q| q.get(name));
+
+        let room = get("room")
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| DEFAULT_ROOM.to_owned());
+        let url_lang = get("lang").as_deref().and_then(Lang::from_tag);
+        let lang = url_lang
+            .or_else(|| {
+                window()
+                    .navigator()
+                    .language()
+                    .as_deref()
+                    .and_then(Lang::from_tag)
+            })
+            .unwrap_or(Lang::En);
+        let transport = get("transport")
+            .as_deref()
+            .and_then(Transport::parse)
+            .unwrap_or(Transport::Auto);
+        Self {
+            room,
+            lang,
+            lang_from_url: url_lang.is_some(),
+            transport,
+        }
+    }
+
+    /// Whether the room name can exist at all (`[a-z0-9-]{1,64}`); no request is made otherwise.
+    pub fn room_is_valid(&self) -> bool {
+        is_valid_room_slug(&self.room)
+    }
+
+    /// A same-page link with the language switched, keeping room and transport.
+    pub fn href_with_lang(&self, lang: Lang) -> String {
+        let mut href = format!("?room={}&lang={}", encode(&self.room), lang.code());
+        if self.transport != Transport::Auto {
+            href.push_str("&transport=");
+            href.push_str(self.transport.as_str());
+        }
+        href
+    }
+
+    /// The waiting view of this room, carrying the language if the URL chose it.
+    pub fn waiting_href(&self) -> String {
+        let mut href = format!("/?room={}", encode(&self.room));
+        if self.lang_from_url {
+            href.push_str("&lang=");
+            href.push_str(self.lang.code());
+        }
+        href
+    }
+}
+
+/// Writes the language to `<html lang>` (screen readers pick their voice from it) and the title.
+pub fn apply_document_lang(lang: Lang, title: &str) {
+    let doc = document();
+    if let Some(html) = doc.document_element() {
+        // Ignoring the error: a read-only document is no reason to stop the page.
+        let _ = html.set_attribute("lang", lang.code());
+    }
+    doc.set_title(title);
+}
+
+fn encode(value: &str) -> String {
+    String::from(js_sys::encode_uri_component(value))
+}

@@ -1,0 +1,163 @@
+//! What the page remembers per room: ticket id, idempotency key, starting position, entry token.
+//!
+//! The ticket id lives in `localStorage` so a refresh or a second tab resumes the same place.
+//! The entry token lives in `sessionStorage`: it is a short-lived bearer secret for this tab.
+//! Where storage is unavailable (a sandboxed or storage-partitioned iframe, private modes) the
+//! page keeps the values in memory for as long as it is open instead of failing.
+
+use std::{cell::RefCell, collections::HashMap};
+
+use leptos::prelude::window;
+
+thread_local! {
+    static IN_MEMORY: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Area {
+    Local,
+    Session,
+}
+
+fn web_storage(area: Area) -> Option<web_sys::Storage> {
+    // Both getters throw (SecurityError) when storage is blocked, e.g. in a sandboxed frame.
+    match area {
+        Area::Local => window().local_storage().ok().flatten(),
+        Area::Session => window().session_storage().ok().flatten(),
+    }
+}
+
+fn memory_key(area: Area, key: &str) -> String {
+    format!("{area:?}/{key}")
+}
+
+fn get(area: Area, key: &str) -> Option<String> {
+    if let Some(value) = web_storage(area).and_then(|s| s.get_item(key).ok().flatten()) {
+        return Some(value);
+    }
+    IN_MEMORY.with(|m| m.borrow().get(&memory_key(area, key)).cloned())
+}
+
+fn set(area: Area, key: &str, value: &str) {
+    let stored = web_storage(area).is_some_and(|s| s.set_item(key, value).is_ok());
+    IN_MEMORY.with(|m| {
+        let mut m = m.borrow_mut();
+        if stored {
+            m.remove(&memory_key(area, key));
+        } else {
+            m.insert(memory_key(area, key), value.to_owned());
+        }
+    });
+}
+
+fn remove(area: Area, key: &str) {
+    if let Some(s) = web_storage(area) {
+        let _ = s.remove_item(key);
+    }
+    IN_MEMORY.with(|m| m.borrow_mut().remove(&memory_key(area, key)));
+}
+
+/// 128 random bits from `crypto.getRandomValues`, as 32 lowercase hex digits.
+pub fn random_hex_128() -> String {
+    let mut bytes = [0u8; 16];
+    let filled = window()
+        .crypto()
+        .and_then(|c| c.get_random_values_with_u8_array(&mut bytes))
+        .is_ok();
+    if !filled {
+        // No Web Crypto (very old browser): an idempotency key only has to be unlikely to
+        // collide within one room, it is not a secret.
+        for b in &mut bytes {
+            *b = (js_sys::Math::random() * 256.0) as u8;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The stored state of one room, under keys `vestibule:{room}:…`.
+#[derive(Debug, Clone)]
+pub struct RoomMemory {
+    room: String,
+}
+
+impl RoomMemory {
+    /// The memory of `room` (a valid room slug).
+    pub fn new(room: &str) -> Self {
+        Self {
+            room: room.to_owned(),
+        }
+    }
+
+    fn key(&self, what: &str) -> String {
+        format!("vestibule:{}:{what}", self.room)
+    }
+
+    /// The ticket id held in this room, if any.
+    pub fn ticket_id(&self) -> Option<String> {
+        get(Area::Local, &self.key("ticket")).filter(|id| !id.is_empty())
+    }
+
+    /// Remembers the ticket id held in this room.
+    pub fn set_ticket_id(&self, ticket_id: &str) {
+        set(Area::Local, &self.key("ticket"), ticket_id);
+    }
+
+    /// The `Idempotency-Key` for joining this room, created on first use.
+    ///
+    /// It is kept with the ticket, so a join retried after a lost answer gets the same place.
+    pub fn idempotency_key(&self) -> String {
+        let key = self.key("idempotency-key");
+        if let Some(existing) = get(Area::Local, &key).filter(|k| !k.is_empty()) {
+            return existing;
+        }
+        let fresh = random_hex_128();
+        set(Area::Local, &key, &fresh);
+        fresh
+    }
+
+    /// The position this ticket was first seen at, recording `position` if none is stored yet.
+    ///
+    /// Stored as `"{ticketId} {position}"`, so a new ticket starts a new progress bar.
+    pub fn starting_position(&self, ticket_id: &str, position: u64) -> u64 {
+        let key = self.key("start");
+        let stored = get(Area::Local, &key).and_then(|v| {
+            let (id, pos) = v.split_once(' ')?;
+            (id == ticket_id).then(|| pos.parse::<u64>().ok()).flatten()
+        });
+        match stored {
+            Some(start) if start >= position => start,
+            _ => {
+                set(Area::Local, &key, &format!("{ticket_id} {position}"));
+                position
+            }
+        }
+    }
+
+    /// Forgets the ticket and everything kept with it; the next join starts a new place.
+    pub fn forget_ticket(&self) {
+        for what in ["ticket", "idempotency-key", "start"] {
+            remove(Area::Local, &self.key(what));
+        }
+        self.forget_entry_token();
+    }
+
+    /// Keeps the entry token (and its expiry, RFC 3339) for the checkout page of this tab.
+    pub fn set_entry_token(&self, token: &str, expires_at: Option<&str>) {
+        set(Area::Session, &self.key("entry-token"), token);
+        match expires_at {
+            Some(at) => set(Area::Session, &self.key("entry-token-expires"), at),
+            None => remove(Area::Session, &self.key("entry-token-expires")),
+        }
+    }
+
+    /// The entry token kept by this tab and its expiry, if any.
+    pub fn entry_token(&self) -> Option<(String, Option<String>)> {
+        let token = get(Area::Session, &self.key("entry-token")).filter(|t| !t.is_empty())?;
+        Some((token, get(Area::Session, &self.key("entry-token-expires"))))
+    }
+
+    fn forget_entry_token(&self) {
+        remove(Area::Session, &self.key("entry-token"));
+        remove(Area::Session, &self.key("entry-token-expires"));
+    }
+}

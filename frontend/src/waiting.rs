@@ -1,0 +1,264 @@
+//! The waiting view (`/`): room, position, people ahead, ETA, progress, connection state.
+
+use leptos::prelude::*;
+use vestibule_shared::{RoomState, TicketState};
+
+use crate::{
+    i18n::{eta_words, retrying_in, t, Lang, Text},
+    page_params::PageParams,
+    queue::{checkout_href, ActiveTransport, Connection, Phase, Queue},
+    LanguageSwitch,
+};
+
+/// How far along the line the shopper is, in percent, from the first position seen.
+///
+/// 0 at the starting position, approaching 100 at position 1 (100 means admitted).
+pub fn progress_percent(starting_position: u64, position: u64) -> u8 {
+    if starting_position == 0 {
+        return 0;
+    }
+    let position = position.min(starting_position);
+    ((starting_position - position) * 100 / starting_position) as u8
+}
+
+/// The status headline and explanation for a phase.
+fn headline(phase: &Phase) -> (Text, Text) {
+    match phase {
+        Phase::Joining => (Text::Joining, Text::JoiningDetail),
+        Phase::RoomNotFound => (Text::RoomNotFound, Text::RoomNotFoundDetail),
+        Phase::Failed => (Text::Failed, Text::FailedDetail),
+        Phase::Ticket(s) => match (s.status, s.room_state) {
+            (TicketState::Waiting, RoomState::Open) => (Text::InLine, Text::InLineDetail),
+            (TicketState::Waiting, RoomState::Paused) => (Text::Paused, Text::PausedDetail),
+            (TicketState::TokenIssued, _) => (Text::YourTurn, Text::YourTurnDetail),
+            (TicketState::Completed, _) => (Text::Completed, Text::CompletedDetail),
+            (TicketState::Expired, _) => (Text::Expired, Text::ExpiredDetail),
+            (TicketState::Left, _) => (Text::Left, Text::LeftDetail),
+        },
+    }
+}
+
+/// What the status section offers to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NextStep {
+    None,
+    Checkout(String),
+    JoinAgain,
+    Reload,
+}
+
+/// The waiting view of the room named in the URL.
+#[component]
+pub fn WaitingView(params: PageParams) -> impl IntoView {
+    let lang: Lang = params.lang;
+    let queue = Queue::start(&params);
+    let state = queue.view();
+    let queue = StoredValue::new_local(queue);
+    let phase = state.phase;
+    let connection = state.connection;
+    let transport = state.transport;
+    let starting = state.starting_position;
+
+    let waiting_position = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) if s.status == TicketState::Waiting => s.position,
+            _ => None,
+        })
+    };
+    let has_position = move || waiting_position().is_some();
+    let data_status = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) => s.status.as_str(),
+            _ => "",
+        })
+    };
+    let data_room_state = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) => match s.room_state {
+                RoomState::Open => "OPEN",
+                RoomState::Paused => "PAUSED",
+            },
+            Phase::RoomNotFound => "NOT_FOUND",
+            Phase::Joining | Phase::Failed => "",
+        })
+    };
+    let eta_seconds = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) if s.status == TicketState::Waiting => s.eta_seconds,
+            _ => None,
+        })
+    };
+    let eta_text = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) if s.status == TicketState::Waiting => {
+                match (s.room_state, s.eta_seconds) {
+                    (RoomState::Paused, _) => t(lang, Text::EtaPaused).to_owned(),
+                    (RoomState::Open, Some(secs)) => eta_words(lang, secs),
+                    (RoomState::Open, None) => t(lang, Text::EtaUnknown).to_owned(),
+                }
+            }
+            _ => String::new(),
+        })
+    };
+    let progress = move || {
+        let admitted = phase.with(|p| {
+            matches!(p, Phase::Ticket(s) if matches!(s.status, TicketState::TokenIssued | TicketState::Completed))
+        });
+        if admitted {
+            return 100;
+        }
+        match (starting.get(), waiting_position()) {
+            (Some(start), Some(position)) => progress_percent(start, position),
+            _ => 0,
+        }
+    };
+    let paused = move || {
+        phase.with(|p| matches!(p, Phase::Ticket(s) if s.room_state == RoomState::Paused && s.status == TicketState::Waiting))
+    };
+
+    let room_name = params.room.clone();
+    let room_for_links = params.room.clone();
+    let lang_in_links = params.lang_from_url.then_some(lang);
+    let next_step = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) => match s.status {
+                TicketState::TokenIssued => NextStep::Checkout(checkout_href(
+                    &room_for_links,
+                    lang_in_links,
+                    s.checkout_url.as_deref(),
+                )),
+                TicketState::Completed | TicketState::Expired | TicketState::Left => {
+                    NextStep::JoinAgain
+                }
+                TicketState::Waiting => NextStep::None,
+            },
+            Phase::Failed => NextStep::Reload,
+            Phase::Joining | Phase::RoomNotFound => NextStep::None,
+        })
+    };
+    let next_step_view = move || match next_step() {
+        NextStep::None => ().into_any(),
+        NextStep::Checkout(href) => view! {
+            <a class="button" href=href>{t(lang, Text::ContinueToCheckout)}</a>
+        }
+        .into_any(),
+        NextStep::JoinAgain => view! {
+            <button type="button" class="button" id="join-again"
+                on:click=move |_| queue.with_value(|q| q.join_again())>
+                {t(lang, Text::JoinAgain)}
+            </button>
+        }
+        .into_any(),
+        NextStep::Reload => view! {
+            <button type="button" class="button"
+                on:click=move |_| { let _ = window().location().reload(); }>
+                {t(lang, Text::TryAgain)}
+            </button>
+        }
+        .into_any(),
+    };
+
+    let connection_text = move || match connection.get() {
+        Connection::Connecting => t(lang, Text::ConnConnecting).to_owned(),
+        Connection::Live => match transport.get() {
+            ActiveTransport::Sse => t(lang, Text::ConnLiveSse).to_owned(),
+            ActiveTransport::Poll => t(lang, Text::ConnLivePoll).to_owned(),
+        },
+        Connection::Hidden => t(lang, Text::ConnHidden).to_owned(),
+        Connection::Retrying { in_secs } => retrying_in(lang, in_secs),
+        Connection::Stopped => t(lang, Text::ConnStopped).to_owned(),
+    };
+    let retrying = move || matches!(connection.get(), Connection::Retrying { .. });
+
+    view! {
+        <main class="card" aria-labelledby="room-name">
+            <header class="card-header">
+                <p class="eyebrow">{t(lang, Text::WaitingRoom)}</p>
+                <h1 id="room-name">{room_name}</h1>
+            </header>
+
+            <section
+                id="status"
+                class="status"
+                class:status-paused=paused
+                data-status=data_status
+                data-room-state=data_room_state
+            >
+                <h2 class="headline">{move || t(lang, phase.with(headline).0)}</h2>
+                <p class="detail">{move || t(lang, phase.with(headline).1)}</p>
+                {next_step_view}
+            </section>
+
+            <dl class="stats" class:stale=retrying hidden=move || !has_position()>
+                <div class="stat stat-position">
+                    <dt>{t(lang, Text::Position)}</dt>
+                    <dd id="position">{move || waiting_position().map(|p| p.to_string())}</dd>
+                </div>
+                <div class="stat">
+                    <dt>{t(lang, Text::Ahead)}</dt>
+                    <dd id="ahead">
+                        {move || waiting_position().map(|p| p.saturating_sub(1).to_string())}
+                    </dd>
+                </div>
+                <div class="stat">
+                    <dt>{t(lang, Text::Eta)}</dt>
+                    <dd id="eta" data-seconds=move || eta_seconds().map(|s| s.to_string())>
+                        {eta_text}
+                    </dd>
+                </div>
+            </dl>
+
+            <div
+                id="progress"
+                class="progress"
+                role="progressbar"
+                aria-label=t(lang, Text::Progress)
+                aria-valuemin="0"
+                aria-valuemax="100"
+                aria-valuenow=move || progress().to_string()
+            >
+                <div class="progress-fill" style:width=move || format!("{}%", progress())></div>
+            </div>
+
+            <p
+                id="connection"
+                class="connection"
+                data-transport=move || transport.get().as_str()
+                data-state=move || connection.get().as_str()
+            >
+                <span class="dot" aria-hidden="true"></span>
+                <span class="connection-text">{connection_text}</span>
+                <Show when=retrying>
+                    <button type="button" class="link-button" id="retry-now"
+                        on:click=move |_| queue.with_value(|q| q.retry_now())>
+                        {t(lang, Text::RetryNow)}
+                    </button>
+                </Show>
+            </p>
+
+            <div id="announcer" class="visually-hidden" role="status" aria-live="polite" aria-atomic="true">
+                {move || state.announcement.get()}
+            </div>
+        </main>
+        <LanguageSwitch params=params />
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_starts_at_zero_and_grows_as_the_line_moves() {
+        assert_eq!(progress_percent(200, 200), 0);
+        assert_eq!(progress_percent(200, 100), 50);
+        assert_eq!(progress_percent(200, 1), 99);
+    }
+
+    #[test]
+    fn progress_is_clamped_when_the_position_is_above_the_start() {
+        assert_eq!(progress_percent(10, 15), 0);
+        assert_eq!(progress_percent(0, 5), 0);
+        assert_eq!(progress_percent(1, 1), 0);
+    }
+}
