@@ -307,6 +307,16 @@ impl Config {
         Ok(())
     }
 
+    /// A room's settings before any operator change.
+    pub fn default_room_config(&self) -> crate::store::RoomConfig {
+        crate::store::RoomConfig {
+            admission_rate_per_sec: self.admission_rate,
+            paused: false,
+            token_ttl_ms: self.token_ttl_secs * 1000,
+            max_active_users: self.max_active_users,
+        }
+    }
+
     /// The scheduler tick.
     pub fn tick(&self) -> Duration {
         Duration::from_millis(self.tick_ms)

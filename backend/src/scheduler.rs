@@ -64,10 +64,15 @@ pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
     let mut was_leader = false;
     let mut shutdown = state.shutdown.clone();
     let mut outage_logged = false;
+    let defaults = state.default_room_config();
 
     loop {
         let started = Instant::now();
-        match state.store.lease(&room.name, &holder, lease_ms).await {
+        match state
+            .store
+            .lease(&room.name, &holder, lease_ms, &defaults)
+            .await
+        {
             Ok(lease) => {
                 outage_logged = false;
                 room.set_config(lease.config.clone());

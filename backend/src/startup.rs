@@ -17,7 +17,7 @@ use crate::sse_hub;
 use crate::state::{AppState, RoomRuntime};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
-use crate::store::{RoomConfig, Store};
+use crate::store::Store;
 use crate::telemetry;
 
 /// A built application: bound socket, state and background tasks, ready to serve.
@@ -48,12 +48,7 @@ impl Application {
             ),
             None => Arc::new(MemoryStore::new()),
         };
-        let defaults = RoomConfig {
-            admission_rate_per_sec: config.admission_rate,
-            paused: false,
-            token_ttl_ms: config.token_ttl_secs * 1000,
-            max_active_users: config.max_active_users,
-        };
+        let defaults = config.default_room_config();
         let mut rooms = HashMap::new();
         for room in &config.rooms {
             let in_force = store

@@ -83,6 +83,11 @@ impl AppState {
         ApiError::store(error, self.config.retry_after_secs)
     }
 
+    /// A room's settings from the configuration (before any operator change).
+    pub fn default_room_config(&self) -> RoomConfig {
+        self.config.default_room_config()
+    }
+
     /// How long finished tickets stay queryable, in milliseconds.
     pub fn keep_ms(&self) -> u64 {
         self.config.terminal_ticket_ttl_secs * 1000

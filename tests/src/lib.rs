@@ -1,1 +1,417 @@
-//! Test helpers (placeholder)
+//! Helpers for Vestibule's black-box suite.
+//!
+//! - [`RedisServer`]: a private `redis-server` on a Unix socket in a temp folder (stop, restart).
+//! - [`TestApp`]: the real `vestibule` binary on `127.0.0.1:0`, with typed request methods and
+//!   its log captured.
+//! - [`Backend`]: which store a test runs against; [`both_stores!`] makes one test per store.
+//!
+//! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use vestibule_shared::TicketStatus;
+
+/// The admin token every [`TestApp`] is started with.
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+/// Where the test binaries live (`target/<profile>`).
+fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test-binary>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Path of the `vestibule` binary: `$VESTIBULE_BIN`, else next to the test binaries.
+///
+/// # Panics
+/// When it is not built: run `cargo build -p vestibule` first (scripts/test.sh does).
+pub fn vestibule_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("VESTIBULE_BIN") {
+        return PathBuf::from(path);
+    }
+    let path = target_profile_dir().join("vestibule");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build -p vestibule` (scripts/test.sh does this)",
+        path.display()
+    );
+    path
+}
+
+/// A private `redis-server` listening on a Unix socket in its own temp folder.
+pub struct RedisServer {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    extra_args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts one with no persistence.
+    pub fn start() -> Self {
+        Self::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts one with extra arguments (e.g. AOF settings).
+    ///
+    /// # Panics
+    /// When `redis-server` is not installed or does not come up within 5 s.
+    pub fn start_with(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut server = Self {
+            child: None,
+            dir,
+            extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        let socket = self.socket_path();
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
+            .args(["--unixsocketperm", "700", "--dir"])
+            .arg(self.dir.path())
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/setup-tools.sh --test installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not come up on {}", socket.display());
+    }
+
+    /// The socket path.
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// The URL to give `--redis-url`.
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket_path().display())
+    }
+
+    /// Kills the server (SIGKILL: an outage, not a clean stop).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.socket_path());
+    }
+
+    /// Starts it again on the same socket and folder (AOF files, if any, are replayed).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch();
+    }
+
+    /// Runs `redis-cli` against it and returns stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .arg("-s")
+            .arg(self.socket_path())
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Which store a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded store.
+    Memory,
+    /// A private `redis-server`.
+    Redis,
+}
+
+/// The real `vestibule` process on a free port.
+pub struct TestApp {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// An HTTP client (no pooling surprises: fresh per app).
+    pub client: reqwest::Client,
+    log: Arc<Mutex<String>>,
+    /// The private Redis, when the app runs on one it owns.
+    pub redis: Option<RedisServer>,
+}
+
+impl TestApp {
+    /// Starts the binary on `backend` with extra flags (a fresh Redis for [`Backend::Redis`]).
+    pub async fn spawn(backend: Backend, args: &[&str]) -> Self {
+        match backend {
+            Backend::Memory => Self::spawn_with_url(None, args).await,
+            Backend::Redis => {
+                let redis = RedisServer::start();
+                let mut app = Self::spawn_with_url(Some(&redis.url()), args).await;
+                app.redis = Some(redis);
+                app
+            }
+        }
+    }
+
+    /// Starts the binary with `--redis-url url` (or the embedded store) and extra flags.
+    ///
+    /// # Panics
+    /// When the process does not print its listening line within 15 s.
+    pub async fn spawn_with_url(url: Option<&str>, args: &[&str]) -> Self {
+        let mut command = Command::new(vestibule_binary());
+        command
+            .args(["--bind", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("VESTIBULE_REDIS_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(url) = url {
+            command.args(["--redis-url", url]);
+        }
+        let mut child = command.spawn().expect("vestibule binary starts");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (address_tx, address_rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        for (stream, sender) in [
+            (
+                Box::new(stdout) as Box<dyn std::io::Read + Send>,
+                Some(address_tx),
+            ),
+            (Box::new(stderr), None),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if let (Some(sender), Some(rest)) =
+                        (&sender, line.split("listening on http://").nth(1))
+                    {
+                        let address = rest.split_whitespace().next().unwrap_or("").to_owned();
+                        let _ = sender.send(address);
+                    }
+                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
+        let address =
+            tokio::task::spawn_blocking(move || address_rx.recv_timeout(Duration::from_secs(15)))
+                .await
+                .expect("join");
+        let Ok(address) = address else {
+            let _ = child.kill();
+            let log = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            panic!("vestibule did not start; its output:\n{log}");
+        };
+        Self {
+            child,
+            base: format!("http://{address}"),
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("client"),
+            log,
+            redis: None,
+        }
+    }
+
+    /// Everything the process printed so far (stdout and stderr).
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `base` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Joins `room`, with an `Idempotency-Key` when given.
+    pub async fn join(&self, room: &str, key: Option<&str>) -> (StatusCode, TicketStatus) {
+        let mut request = self
+            .client
+            .post(self.url(&format!("/api/v1/rooms/{room}/tickets")));
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let response = request.send().await.expect("join request");
+        let status = response.status();
+        let body = response.text().await.expect("join body");
+        let ticket = serde_json::from_str(&body)
+            .unwrap_or_else(|_| panic!("join answered {status} with {body}"));
+        (status, ticket)
+    }
+
+    /// Polls a ticket (panics unless 200).
+    pub async fn poll(&self, room: &str, ticket_id: &str) -> TicketStatus {
+        let (status, body) = self
+            .get_json(&format!("/api/v1/rooms/{room}/tickets/{ticket_id}"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "poll answered {body}");
+        serde_json::from_value(body).expect("TicketStatus")
+    }
+
+    /// Leaves the queue; returns the status code.
+    pub async fn leave(&self, room: &str, ticket_id: &str) -> StatusCode {
+        self.client
+            .delete(self.url(&format!("/api/v1/rooms/{room}/tickets/{ticket_id}")))
+            .send()
+            .await
+            .expect("leave request")
+            .status()
+    }
+
+    /// GET returning status and JSON body (Null when the body is not JSON).
+    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.client.get(self.url(path)).send().await.expect("GET");
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// PATCHes the admin settings of `room` (panics unless 200).
+    pub async fn patch_room(&self, room: &str, patch: Value) -> Value {
+        let response = self
+            .client
+            .patch(self.url(&format!("/api/v1/admin/rooms/{room}")))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&patch)
+            .send()
+            .await
+            .expect("PATCH");
+        let status = response.status();
+        let body: Value = response.json().await.expect("settings JSON");
+        assert_eq!(status, StatusCode::OK, "PATCH answered {body}");
+        body
+    }
+
+    /// Places a demo order with `token` (none = no header); returns status and JSON body.
+    pub async fn order(&self, room: &str, token: Option<&str>) -> (StatusCode, Value) {
+        let mut request = self
+            .client
+            .post(self.url(&format!("/api/v1/rooms/{room}/orders")))
+            .json(&serde_json::json!({"sku": "sneaker-42", "quantity": 1}));
+        if let Some(token) = token {
+            request = request.header("X-Entry-Token", token);
+        }
+        let response = request.send().await.expect("order request");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
+    /// The value of one metric line (`name{labels}`), 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        metric_value(&self.metrics().await, series)
+    }
+
+    /// Polls `ticket_id` until `done` holds or `timeout` passes; returns the last status.
+    pub async fn poll_until(
+        &self,
+        room: &str,
+        ticket_id: &str,
+        timeout: Duration,
+        done: impl Fn(&TicketStatus) -> bool,
+    ) -> TicketStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.poll(room, ticket_id).await;
+            if done(&status) || Instant::now() > deadline {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends a signal to the process (`kill -<signal> <pid>`).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of `series` (exact `name{labels}` prefix) in Prometheus text, 0 when absent.
+pub fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}
+
+/// Makes one `#[tokio::test]` per store from `async fn name(backend: Backend)`.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),+ $(,)?) => {
+        mod on_memory_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::Memory).await;
+                }
+            )+
+        }
+        mod on_redis_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::Redis).await;
+                }
+            )+
+        }
+    };
+}

@@ -328,6 +328,7 @@ impl Store for MemoryStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
+        _defaults: &RoomConfig,
     ) -> Result<LeaseOutcome, StoreError> {
         let room = self.room(room)?;
         let mut state = lock(&room);

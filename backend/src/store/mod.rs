@@ -234,12 +234,14 @@ pub trait Store: Send + Sync + 'static {
     async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError>;
 
     /// Takes or renews the room's scheduler lease for `holder` (`lease_ms` long) and reads the
-    /// room's settings in the same step. A new holder gets a new, larger fencing epoch.
+    /// room's settings in the same step (writing `defaults` if they are gone). A new holder gets
+    /// a new, larger fencing epoch.
     async fn lease(
         &self,
         room: &str,
         holder: &str,
         lease_ms: u64,
+        defaults: &RoomConfig,
     ) -> Result<LeaseOutcome, StoreError>;
 
     /// Gives up the lease if `holder` has it (on shutdown), so another replica takes over at once.

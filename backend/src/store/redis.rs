@@ -455,6 +455,7 @@ impl Store for RedisStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
+        defaults: &RoomConfig,
     ) -> Result<LeaseOutcome, StoreError> {
         let keys = Keys::new(room);
         let mut invocation = self.scripts.lease.key(keys.key("leader"));
@@ -462,7 +463,16 @@ impl Store for RedisStore {
             .key(keys.key("epoch"))
             .key(keys.key("settings"))
             .arg(holder)
-            .arg(lease_ms);
+            .arg(lease_ms)
+            .arg(defaults.admission_rate_per_sec)
+            .arg(if defaults.paused { "1" } else { "0" })
+            .arg(defaults.token_ttl_ms)
+            .arg(
+                defaults
+                    .max_active_users
+                    .map(|cap| cap.to_string())
+                    .unwrap_or_default(),
+            );
         let mut connection = self.connection.clone();
         let reply = as_array(
             self.bounded(invocation.invoke_async(&mut connection))

@@ -1,6 +1,7 @@
 -- Take or renew a room's scheduler lease, and read the room's settings in the same step.
 -- KEYS[1] leader (STRING holder, PX lease)   KEYS[2] epoch (STRING counter)   KEYS[3] settings (HASH)
--- ARGV[1] holder   ARGV[2] lease in ms
+-- ARGV[1] holder   ARGV[2] lease in ms   ARGV[3..6] default rate, paused, ttl_ms, cap: written when the
+-- settings are gone (a Redis restarted without persistence), so the room keeps working.
 -- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
@@ -10,6 +11,9 @@ if current == ARGV[1] then
 elseif not current then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   epoch = redis.call('INCR', KEYS[2])
+end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('HSET', KEYS[3], 'rate', ARGV[3], 'paused', ARGV[4], 'ttl_ms', ARGV[5], 'cap', ARGV[6])
 end
 local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap')
 return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or ''}

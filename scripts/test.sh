@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine with only the Rust toolchain and apt:
+# installs what it needs (scripts/setup-tools.sh --test), checks format and lints, builds the page
+# and the binary, then runs every test (unit, contract, black-box on the embedded store and on
+# private redis-server processes, and the headless-Chromium page test).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+export PATH="$HOME/.cargo/bin:$here/.tools/node_modules/.bin:$PATH"
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "tools"
+bash scripts/setup-tools.sh --test
+
+step "format"
+cargo fmt --all -- --check
+
+step "lints"
+cargo clippy --all-targets -- -D warnings
+cargo clippy -p vestibule-frontend --target wasm32-unknown-unknown -- -D warnings
+
+step "page (release WASM)"
+bash scripts/build-page.sh
+
+step "binary"
+cargo build -p vestibule
+
+step "tests"
+cargo test --no-fail-fast "$@"
