@@ -1,0 +1,2 @@
+//! Flash-sale benchmark (placeholder).
+fn main() {}
