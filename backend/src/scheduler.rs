@@ -53,121 +53,137 @@ impl Quota {
 }
 
 /// Runs a room's scheduler until shutdown; gives up the lease on the way out.
+///
+/// A follower calls the lease script each tick (which also refreshes this process's copy of the
+/// room's settings). The leader calls only the admission script, which renews the lease, checks
+/// the fencing epoch and returns the settings for the next tick: one store round trip per tick.
+/// A leader that was paused past its lease therefore meets the fence on its very first call.
 pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
     let holder = random_id();
     let tick = state.config.tick();
-    let lease_ms = state.config.lease_ms;
     let labels = [("room", room.name.clone())];
+    let defaults = state.default_room_config();
     let mut quota = Quota::default();
-    let mut last_tick: Option<Instant> = None;
+    let mut leader: Option<Leadership> = None;
     let mut largest_tick = 0u64;
-    let mut was_leader = false;
     let mut shutdown = state.shutdown.clone();
     let mut outage_logged = false;
-    let defaults = state.default_room_config();
 
     loop {
         let started = Instant::now();
-        match state
-            .store
-            .lease(&room.name, &holder, lease_ms, &defaults)
-            .await
-        {
-            Ok(lease) => {
-                outage_logged = false;
-                room.set_config(lease.config.clone());
-                let is_leader = lease.epoch.is_some();
-                if is_leader != was_leader {
-                    tracing::info!(room = %room.name, leader = is_leader, epoch = ?lease.epoch, "scheduler leadership changed");
-                    metrics::gauge!("vestibule_scheduler_leader", &labels)
-                        .set(f64::from(u8::from(is_leader)));
-                    was_leader = is_leader;
-                }
-                match lease.epoch {
-                    Some(epoch) => {
-                        let elapsed = last_tick.map_or(tick, |at| started - at);
-                        last_tick = Some(started);
-                        let config = lease.config;
-                        let granted = if config.paused {
-                            quota.reset();
-                            0
-                        } else {
-                            quota.take(config.admission_rate_per_sec, elapsed, tick)
-                        };
-                        let tokens: Vec<String> =
-                            (0..granted).map(|_| entry_token(&room.name)).collect();
-                        let request = AdmitRequest {
-                            holder: &holder,
+        let result = match leader.as_mut() {
+            None => match state
+                .store
+                .lease(&room.name, &holder, state.config.lease_ms, &defaults)
+                .await
+            {
+                Ok(lease) => {
+                    room.set_config(lease.config);
+                    if let Some(epoch) = lease.epoch {
+                        tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
+                        metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
+                        // The first tick as leader admits one tick's worth, not the time since the
+                        // last leader's tick (unknown here).
+                        leader = Some(Leadership {
                             epoch,
-                            now_ms: now_ms(),
-                            token_ttl_ms: config.token_ttl_ms,
-                            keep_ms: state.keep_ms(),
-                            max_active_users: config.max_active_users,
-                            tokens: &tokens,
-                        };
-                        match state.store.admit(&room.name, &request).await {
-                            Ok(outcome) if outcome.fenced => {
-                                tracing::warn!(room = %room.name, epoch, "admission refused: lease lost (fenced)");
-                                metrics::counter!("vestibule_admissions_fenced_total", &labels)
-                                    .increment(1);
-                                quota.reset();
-                                last_tick = None;
-                            }
-                            Ok(outcome) => {
-                                quota.settle_short(granted, outcome.admitted);
-                                metrics::counter!("vestibule_admission_ticks_total", &labels)
-                                    .increment(1);
-                                metrics::counter!("vestibule_admissions_total", &labels)
-                                    .increment(outcome.admitted);
-                                metrics::counter!("vestibule_tokens_expired_total", &labels)
-                                    .increment(outcome.expired);
-                                metrics::gauge!("vestibule_waiting", &labels)
-                                    .set(outcome.waiting as f64);
-                                metrics::gauge!("vestibule_active_users", &labels)
-                                    .set(outcome.active as f64);
-                                if outcome.admitted > largest_tick {
-                                    largest_tick = outcome.admitted;
-                                    metrics::gauge!("vestibule_largest_tick_admissions", &labels)
-                                        .set(largest_tick as f64);
-                                }
-                                if outcome.admitted > 0 {
-                                    room.hub.wake();
-                                }
-                            }
-                            Err(error) => {
-                                quota.reset();
-                                if !outage_logged {
-                                    tracing::warn!(room = %room.name, %error, "admission failed");
-                                    outage_logged = true;
-                                }
-                            }
-                        }
-                    }
-                    None => {
+                            last_tick: started - tick,
+                        });
                         quota.reset();
-                        last_tick = None;
+                    }
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
+            Some(leadership) => {
+                let elapsed = started - leadership.last_tick;
+                leadership.last_tick = started;
+                let config = room.config();
+                let granted = if config.paused {
+                    quota.reset();
+                    0
+                } else {
+                    quota.take(config.admission_rate_per_sec, elapsed, tick)
+                };
+                let tokens: Vec<String> = (0..granted).map(|_| entry_token(&room.name)).collect();
+                let request = AdmitRequest {
+                    holder: &holder,
+                    epoch: leadership.epoch,
+                    lease_ms: state.config.lease_ms,
+                    now_ms: now_ms(),
+                    token_ttl_ms: config.token_ttl_ms,
+                    keep_ms: state.keep_ms(),
+                    max_active_users: config.max_active_users,
+                    tokens: &tokens,
+                };
+                match state.store.admit(&room.name, &request).await {
+                    Ok(outcome) if outcome.fenced => {
+                        tracing::warn!(room = %room.name, epoch = leadership.epoch, "admission refused by the fencing epoch: another process leads now");
+                        metrics::counter!("vestibule_admissions_fenced_total", &labels)
+                            .increment(1);
+                        metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+                        leader = None;
+                        quota.reset();
+                        Ok(())
+                    }
+                    Ok(outcome) => {
+                        quota.settle_short(granted, outcome.admitted);
+                        if let Some(config) = outcome.config {
+                            room.set_config(config);
+                        }
+                        metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
+                        metrics::counter!("vestibule_admissions_total", &labels)
+                            .increment(outcome.admitted);
+                        metrics::counter!("vestibule_tokens_expired_total", &labels)
+                            .increment(outcome.expired);
+                        metrics::gauge!("vestibule_waiting", &labels).set(outcome.waiting as f64);
+                        metrics::gauge!("vestibule_active_users", &labels)
+                            .set(outcome.active as f64);
+                        if outcome.admitted > largest_tick {
+                            largest_tick = outcome.admitted;
+                            metrics::gauge!("vestibule_largest_tick_admissions", &labels)
+                                .set(largest_tick as f64);
+                        }
+                        if outcome.admitted > 0 {
+                            room.hub.wake();
+                        }
+                        Ok(())
+                    }
+                    Err(error) => {
+                        // Unknown whether the lease survived: start over as a follower.
+                        metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+                        leader = None;
+                        quota.reset();
+                        Err(error)
                     }
                 }
             }
-            Err(error) => {
-                quota.reset();
-                last_tick = None;
-                if !outage_logged {
-                    tracing::warn!(room = %room.name, %error, "scheduler cannot reach the store; retrying every tick");
-                    outage_logged = true;
-                }
+        };
+        match result {
+            Ok(()) => outage_logged = false,
+            Err(error) if !outage_logged => {
+                tracing::warn!(room = %room.name, %error, "scheduler cannot reach the store; retrying every tick");
+                outage_logged = true;
             }
+            Err(_) => {}
         }
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = shutdown.changed() => break,
         }
     }
-    if was_leader {
+    if leader.is_some() {
         if let Err(error) = state.store.release_lease(&room.name, &holder).await {
             tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
         }
     }
+}
+
+/// What the leader keeps between ticks.
+struct Leadership {
+    /// Fencing epoch of the lease.
+    epoch: u64,
+    /// When the last admission tick started.
+    last_tick: Instant,
 }
 
 #[cfg(test)]

@@ -375,14 +375,19 @@ impl Store for MemoryStore {
         let room = self.room(room)?;
         let mut state = lock(&room);
         let now = request.now_ms;
-        let holds_lease = state.lease.as_ref().is_some_and(|lease| {
-            lease.holder == request.holder && lease.until_ms > super::now_ms()
-        });
+        let clock = super::now_ms();
+        let holds_lease = state
+            .lease
+            .as_ref()
+            .is_some_and(|lease| lease.holder == request.holder && lease.until_ms > clock);
         if !holds_lease || state.epoch != request.epoch {
             return Ok(AdmitOutcome {
                 fenced: true,
                 ..AdmitOutcome::default()
             });
+        }
+        if let Some(lease) = state.lease.as_mut() {
+            lease.until_ms = clock + request.lease_ms;
         }
         let expired = state.expire_tokens(now);
         state.forget_finished(now);
@@ -417,6 +422,7 @@ impl Store for MemoryStore {
             expired,
             waiting: state.queue.len() as u64,
             active: state.active.len() as u64,
+            config: Some(state.config.clone()),
         })
     }
 

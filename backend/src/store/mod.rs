@@ -143,6 +143,8 @@ pub struct AdmitRequest<'a> {
     pub holder: &'a str,
     /// The fencing epoch the holder got with the lease; a stale epoch is refused.
     pub epoch: u64,
+    /// The lease is renewed for this long (milliseconds) when the epoch is current.
+    pub lease_ms: u64,
     /// Now, Unix milliseconds.
     pub now_ms: u64,
     /// Token TTL in milliseconds.
@@ -156,7 +158,7 @@ pub struct AdmitRequest<'a> {
 }
 
 /// What one admission did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct AdmitOutcome {
     /// The epoch was stale or the lease lost: nothing was done.
     pub fenced: bool,
@@ -168,6 +170,8 @@ pub struct AdmitOutcome {
     pub waiting: u64,
     /// Active users after this admission.
     pub active: u64,
+    /// The room's settings in force now (`None` when fenced), for the next tick.
+    pub config: Option<RoomConfig>,
 }
 
 /// The queue store. Routes and the scheduler see only this trait.
@@ -247,8 +251,9 @@ pub trait Store: Send + Sync + 'static {
     /// Gives up the lease if `holder` has it (on shutdown), so another replica takes over at once.
     async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError>;
 
-    /// Expires overdue tokens, then pops up to `tokens.len()` shoppers in arrival order and issues
-    /// their tokens, all in one atomic step, refused when `epoch` is not the current lease's.
+    /// One leader tick in one atomic step: refused (fenced) unless `holder` holds the lease with
+    /// `epoch`; else renews the lease, expires overdue tokens, pops up to `tokens.len()` shoppers
+    /// in arrival order and issues their tokens, and reads the settings for the next tick.
     async fn admit(
         &self,
         room: &str,

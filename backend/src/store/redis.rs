@@ -512,13 +512,15 @@ impl Store for RedisStore {
             .key(keys.key("active"))
             .key(keys.key("leader"))
             .key(keys.key("epoch"))
+            .key(keys.key("settings"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)
             .arg(request.token_ttl_ms)
             .arg(request.keep_ms)
             .arg(request.max_active_users.map_or(-1, |cap| cap as i64))
-            .arg(&keys.prefix);
+            .arg(&keys.prefix)
+            .arg(request.lease_ms);
         for token in request.tokens {
             invocation.arg(token);
         }
@@ -527,9 +529,12 @@ impl Store for RedisStore {
             self.bounded(invocation.invoke_async(&mut connection))
                 .await?,
         )?;
-        let numbers: Vec<i64> = reply.iter().map(as_i64).collect::<Result<_, _>>()?;
+        if reply.len() != 8 {
+            return Err(StoreError::Corrupt("admit reply needs 8 fields".into()));
+        }
+        let numbers: Vec<i64> = reply[..4].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active] = numbers.as_slice() else {
-            return Err(StoreError::Corrupt("admit reply needs 4 fields".into()));
+            unreachable!("four numbers");
         };
         if *admitted < 0 {
             return Ok(AdmitOutcome {
@@ -543,6 +548,7 @@ impl Store for RedisStore {
             expired: *expired as u64,
             waiting: *waiting as u64,
             active: *active as u64,
+            config: parse_config(&reply[4..]).ok(),
         })
     }
 

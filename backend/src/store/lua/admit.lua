@@ -1,12 +1,16 @@
--- One scheduler tick: expire overdue tokens, then pop shoppers in arrival order and issue their
--- entry tokens, all atomically, only for the current lease holder and epoch (fencing).
+-- One leader tick: check the lease holder and epoch (fencing), renew the lease, expire overdue
+-- tokens, then pop shoppers in arrival order and issue their entry tokens, all atomically.
 -- KEYS[1] queue   KEYS[2] active (ZSET id -> token expiry ms)   KEYS[3] leader   KEYS[4] epoch
+-- KEYS[5] settings
 -- ARGV[1] holder   ARGV[2] epoch   ARGV[3] now ms   ARGV[4] token TTL ms   ARGV[5] keep ms
--- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8..] tokens "room.secret"
--- Returns {admitted (-1 = fenced), expired, waiting, active}.
+-- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8] lease ms
+-- ARGV[9..] tokens "room.secret"
+-- Returns {admitted (-1 = fenced), expired, waiting, active, rate, paused, ttl_ms, cap}: the
+-- settings are those in force now, for the next tick's quota.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0}
+  return {-1, 0, 0, 0, '', '', '', ''}
 end
+redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
 local keep = ttl + tonumber(ARGV[5])
@@ -26,7 +30,7 @@ if #overdue > 0 then
 end
 
 local active = redis.call('ZCARD', KEYS[2])
-local quota = #ARGV - 7
+local quota = #ARGV - 8
 local cap = tonumber(ARGV[6])
 if cap >= 0 then
   quota = math.min(quota, math.max(0, cap - active))
@@ -38,7 +42,7 @@ if quota > 0 then
   for i = 1, #popped, 2 do
     local id = popped[i]
     admitted = admitted + 1
-    local token = ARGV[7 + admitted]
+    local token = ARGV[8 + admitted]
     local secret = string.match(token, '([^.]+)$')
     local key = prefix .. 'ticket:' .. id
     redis.call('HSET', key, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
@@ -47,4 +51,6 @@ if quota > 0 then
     redis.call('ZADD', KEYS[2], expires_at, id)
   end
 end
-return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted}
+local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap')
+return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted,
+        s[1] or '', s[2] or '', s[3] or '', s[4] or ''}

@@ -1,0 +1,364 @@
+//! The store contract: the same checks against `MemoryStore` and `RedisStore` (a private
+//! `redis-server`), so both keep DESIGN.md's queue semantics.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use vestibule::ids::{entry_token, random_id};
+use vestibule::store::memory::MemoryStore;
+use vestibule::store::redis::RedisStore;
+use vestibule::store::{now_ms, AdmitRequest, LeaveOutcome, RoomConfig, Store, TokenCheck};
+use vestibule_shared::TicketState;
+use vestibule_tests::RedisServer;
+
+const ROOM: &str = "main";
+const KEEP_MS: u64 = 3_600_000;
+const LEASE_MS: u64 = 5_000;
+
+fn defaults() -> RoomConfig {
+    RoomConfig {
+        admission_rate_per_sec: 100.0,
+        paused: false,
+        token_ttl_ms: 60_000,
+        max_active_users: None,
+    }
+}
+
+/// A store with `main` initialised; the Redis server lives as long as the store is used.
+async fn stores() -> Vec<(Arc<dyn Store>, Option<RedisServer>)> {
+    let redis = RedisServer::start();
+    let redis_store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("private redis-server answers");
+    let all: Vec<(Arc<dyn Store>, Option<RedisServer>)> = vec![
+        (Arc::new(MemoryStore::new()), None),
+        (Arc::new(redis_store), Some(redis)),
+    ];
+    for (store, _) in &all {
+        store.init_room(ROOM, &defaults()).await.unwrap();
+    }
+    all
+}
+
+async fn lead(store: &dyn Store, holder: &str) -> u64 {
+    store
+        .lease(ROOM, holder, LEASE_MS, &defaults())
+        .await
+        .unwrap()
+        .epoch
+        .expect("a free lease is taken")
+}
+
+async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms: u64) -> u64 {
+    let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
+    let outcome = store
+        .admit(
+            ROOM,
+            &AdmitRequest {
+                holder,
+                epoch,
+                lease_ms: LEASE_MS,
+                now_ms: now_ms(),
+                token_ttl_ms: ttl_ms,
+                keep_ms: KEEP_MS,
+                max_active_users: None,
+                tokens: &tokens,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        !outcome.fenced,
+        "{}: the current leader was fenced",
+        store.kind()
+    );
+    outcome.admitted
+}
+
+#[tokio::test]
+async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let mut ids = Vec::new();
+        for i in 0..10 {
+            let id = random_id();
+            let outcome = store
+                .join(ROOM, Some(&format!("k{i}")), &id, KEEP_MS)
+                .await
+                .unwrap();
+            assert!(outcome.created);
+            assert_eq!(outcome.ticket.position, Some(i + 1), "{kind}");
+            ids.push(id);
+        }
+        let again = store
+            .join(ROOM, Some("k3"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(!again.created, "{kind}");
+        assert_eq!(again.ticket.id, ids[3]);
+        assert_eq!(again.ticket.position, Some(4));
+
+        assert_eq!(
+            store.leave(ROOM, &ids[0], now_ms(), KEEP_MS).await.unwrap(),
+            LeaveOutcome::Left
+        );
+        let records = store.tickets(ROOM, &ids, now_ms()).await.unwrap();
+        assert_eq!(
+            records[0].as_ref().unwrap().state,
+            TicketState::Left,
+            "{kind}"
+        );
+        for (i, record) in records.iter().enumerate().skip(1) {
+            assert_eq!(record.as_ref().unwrap().position, Some(i as u64), "{kind}");
+        }
+        // After leaving, the same key gets a fresh place at the back.
+        let rejoin = store
+            .join(ROOM, Some("k0"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(rejoin.created, "{kind}");
+        assert_eq!(rejoin.ticket.position, Some(10));
+        let counts = store.counts(ROOM, now_ms()).await.unwrap();
+        assert_eq!(counts.waiting, 10, "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        for _ in 0..5 {
+            store.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+        }
+        let epoch = lead(store.as_ref(), "a").await;
+        let follower = store.lease(ROOM, "b", LEASE_MS, &defaults()).await.unwrap();
+        assert_eq!(follower.epoch, None, "{kind}: two leaders");
+        let tokens = vec![entry_token(ROOM)];
+        let request = |holder, epoch| AdmitRequest {
+            holder,
+            epoch,
+            lease_ms: LEASE_MS,
+            now_ms: now_ms(),
+            token_ttl_ms: 60_000,
+            keep_ms: KEEP_MS,
+            max_active_users: None,
+            tokens: &tokens,
+        };
+        assert!(
+            store
+                .admit(ROOM, &request("b", epoch))
+                .await
+                .unwrap()
+                .fenced,
+            "{kind}"
+        );
+        assert!(
+            store
+                .admit(ROOM, &request("a", epoch + 1))
+                .await
+                .unwrap()
+                .fenced,
+            "{kind}"
+        );
+        assert_eq!(
+            store
+                .admit(ROOM, &request("a", epoch))
+                .await
+                .unwrap()
+                .admitted,
+            1
+        );
+        store.release_lease(ROOM, "a").await.unwrap();
+        let next = lead(store.as_ref(), "b").await;
+        assert!(next > epoch, "{kind}: epochs must grow");
+        assert!(
+            store
+                .admit(ROOM, &request("a", epoch))
+                .await
+                .unwrap()
+                .fenced,
+            "{kind}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_token_is_consumed_exactly_once_even_when_raced() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let id = random_id();
+        store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+        let epoch = lead(store.as_ref(), "a").await;
+        assert_eq!(admit(store.as_ref(), "a", epoch, 5, 60_000).await, 1);
+        let token = store
+            .ticket(ROOM, &id, now_ms())
+            .await
+            .unwrap()
+            .unwrap()
+            .entry_token
+            .unwrap();
+        let attempts = (0..16).map(|_| {
+            let store = store.clone();
+            let token = token.clone();
+            tokio::spawn(async move {
+                store
+                    .check_token(ROOM, &token, now_ms(), true, KEEP_MS)
+                    .await
+                    .unwrap()
+            })
+        });
+        let verdicts: Vec<TokenCheck> = futures_util::future::join_all(attempts)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let valid = verdicts
+            .iter()
+            .filter(|v| matches!(v, TokenCheck::Valid { .. }))
+            .count();
+        assert_eq!(valid, 1, "{kind}: {verdicts:?}");
+        assert!(verdicts
+            .iter()
+            .all(|v| matches!(v, TokenCheck::Valid { .. } | TokenCheck::Used)));
+        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        assert_eq!(ticket.state, TicketState::Completed, "{kind}");
+        assert_eq!(
+            store.counts(ROOM, now_ms()).await.unwrap().active,
+            0,
+            "{kind}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn expired_tokens_are_refused_and_free_their_active_slot() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let id = random_id();
+        store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+        let epoch = lead(store.as_ref(), "a").await;
+        assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        assert_eq!(ticket.state, TicketState::Expired, "{kind}");
+        assert_eq!(ticket.entry_token, None);
+        // The next tick sweeps it out of the active set.
+        admit(store.as_ref(), "a", epoch, 0, 1).await;
+        assert_eq!(
+            store.counts(ROOM, now_ms()).await.unwrap().active,
+            0,
+            "{kind}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_active_users_cap_holds_admission_back() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        for _ in 0..10 {
+            store.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+        }
+        let epoch = lead(store.as_ref(), "a").await;
+        let tokens: Vec<String> = (0..10).map(|_| entry_token(ROOM)).collect();
+        let outcome = store
+            .admit(
+                ROOM,
+                &AdmitRequest {
+                    holder: "a",
+                    epoch,
+                    lease_ms: LEASE_MS,
+                    now_ms: now_ms(),
+                    token_ttl_ms: 60_000,
+                    keep_ms: KEEP_MS,
+                    max_active_users: Some(3),
+                    tokens: &tokens,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (outcome.admitted, outcome.active, outcome.waiting),
+            (3, 3, 7),
+            "{kind}"
+        );
+    }
+}
+
+/// One step of a random sale.
+#[derive(Debug, Clone)]
+enum Step {
+    Join,
+    Leave(usize),
+    Admit(usize),
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(
+        prop_oneof![
+            5 => Just(Step::Join),
+            1 => any::<usize>().prop_map(Step::Leave),
+            2 => (0usize..6).prop_map(Step::Admit),
+        ],
+        1..120,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    // Under any mix of joins, leaves and admissions, on both stores: waiting positions are a
+    // permutation of 1..=N in arrival order, admission follows arrival order, every ticket is
+    // admitted at most once, and tokens are all distinct.
+    #[test]
+    fn random_sales_keep_fifo_order_and_admit_each_ticket_at_most_once(plan in steps()) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            for (store, _redis) in stores().await {
+                let kind = store.kind();
+                let epoch = lead(store.as_ref(), "a").await;
+                let mut arrivals: Vec<String> = Vec::new();
+                let mut admitted_order: Vec<String> = Vec::new();
+                let mut seen_tokens = HashSet::new();
+                for step in &plan {
+                    match step {
+                        Step::Join => {
+                            let id = random_id();
+                            store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+                            arrivals.push(id);
+                        }
+                        Step::Leave(pick) if !arrivals.is_empty() => {
+                            let id = &arrivals[pick % arrivals.len()];
+                            store.leave(ROOM, id, now_ms(), KEEP_MS).await.unwrap();
+                        }
+                        Step::Leave(_) => {}
+                        Step::Admit(count) => {
+                            let before: Vec<_> = store.tickets(ROOM, &arrivals, now_ms()).await.unwrap();
+                            admit(store.as_ref(), "a", epoch, *count, 60_000).await;
+                            let after = store.tickets(ROOM, &arrivals, now_ms()).await.unwrap();
+                            for ((id, b), a) in arrivals.iter().zip(before).zip(after) {
+                                let (b, a) = (b.unwrap(), a.unwrap());
+                                if b.state == TicketState::Waiting && a.state == TicketState::TokenIssued {
+                                    admitted_order.push(id.clone());
+                                    prop_assert!(seen_tokens.insert(a.entry_token.clone().unwrap()), "{} token reused", kind);
+                                }
+                                prop_assert!(!(b.state == TicketState::TokenIssued && a.state == TicketState::Waiting));
+                            }
+                        }
+                    }
+                }
+                // FIFO: admitted tickets appear in arrival order, and none twice.
+                let rank: std::collections::HashMap<&String, usize> =
+                    arrivals.iter().enumerate().map(|(i, id)| (id, i)).collect();
+                let order: Vec<usize> = admitted_order.iter().map(|id| rank[id]).collect();
+                prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "{}: {:?}", kind, order);
+                // Waiting positions are 1..=N in arrival order.
+                let records = store.tickets(ROOM, &arrivals, now_ms()).await.unwrap();
+                let positions: Vec<u64> = records.iter().flatten().filter_map(|r| r.position).collect();
+                prop_assert_eq!(positions, (1..=store.counts(ROOM, now_ms()).await.unwrap().waiting).collect::<Vec<_>>(), "{}", kind);
+            }
+            Ok(())
+        })?;
+    }
+}
