@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use vestibule_shared::is_valid_room_slug;
 
 /// Default protected prefix: the demo checkout's order endpoint.
@@ -103,9 +103,21 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_RETRY_AFTER_SECS", default_value_t = 2)]
     pub retry_after_secs: u64,
 
-    /// What protected paths do while the store is unreachable.
-    #[arg(long, env = "VESTIBULE_OUTAGE_POLICY", value_enum, default_value_t = OutagePolicy::Reject)]
-    pub outage_policy: OutagePolicy,
+    /// What protected paths do while the store is unreachable: `reject` or `pass` for every
+    /// room, optionally followed by per-room exceptions, e.g. `reject,flash=pass`.
+    #[arg(long, env = "VESTIBULE_OUTAGE_POLICY", default_value = "reject")]
+    pub outage_policy: OutagePolicies,
+
+    /// Joins allowed per client IP per minute (a burst of that size, refilled evenly); unset =
+    /// no limit. Over it a join gets 429 + `Retry-After`.
+    #[arg(long, env = "VESTIBULE_JOINS_PER_IP_PER_MINUTE")]
+    pub joins_per_ip_per_minute: Option<std::num::NonZeroU32>,
+
+    /// Header set by a trusted reverse proxy with the client's IP (e.g. `X-Forwarded-For`; the
+    /// last address in it is used). Unset = the TCP peer address. Only set this behind a proxy
+    /// that overwrites or appends the header, or clients can pick their own IP.
+    #[arg(long, env = "VESTIBULE_CLIENT_IP_HEADER")]
+    pub client_ip_header: Option<String>,
 
     /// Seconds a finished ticket (completed, expired, left) stays queryable.
     #[arg(
@@ -134,12 +146,60 @@ pub struct Config {
 }
 
 /// What the protected paths do while the store is unreachable (a business choice).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutagePolicy {
     /// Answer 503 + `Retry-After`: nobody reaches checkout without a verified token.
     Reject,
     /// Let requests through unverified: checkout stays open while the waiting room is down.
     Pass,
+}
+
+impl FromStr for OutagePolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "reject" => Ok(Self::Reject),
+            "pass" => Ok(Self::Pass),
+            other => Err(format!("outage policy {other:?} is not reject or pass")),
+        }
+    }
+}
+
+/// The outage policy of every room: a default and per-room exceptions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutagePolicies {
+    /// For rooms without an exception.
+    pub default: OutagePolicy,
+    /// `(room, policy)` exceptions.
+    pub rooms: Vec<(String, OutagePolicy)>,
+}
+
+impl OutagePolicies {
+    /// The policy of `room`.
+    pub fn for_room(&self, room: &str) -> OutagePolicy {
+        self.rooms
+            .iter()
+            .find(|(name, _)| name == room)
+            .map_or(self.default, |(_, policy)| *policy)
+    }
+}
+
+impl FromStr for OutagePolicies {
+    type Err = String;
+
+    /// `reject`, `pass`, or either followed by `,room=policy` exceptions.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut default = OutagePolicy::Reject;
+        let mut rooms = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part.split_once('=') {
+                Some((room, policy)) => rooms.push((room.trim().to_owned(), policy.parse()?)),
+                None => default = part.parse()?,
+            }
+        }
+        Ok(Self { default, rooms })
+    }
 }
 
 /// Poll-hint tiers: the first tier whose `max_position` is ≥ the position gives the hint.
@@ -261,6 +321,20 @@ impl Config {
         if let Some(secret) = &self.user_assertion_secret {
             if secret.len() < 16 {
                 return Err("--user-assertion-secret must be at least 16 bytes".into());
+            }
+        }
+        for (room, _) in &self.outage_policy.rooms {
+            if !self.rooms.contains(room) {
+                return Err(format!(
+                    "--outage-policy names {room:?}, which is not in --rooms"
+                ));
+            }
+        }
+        if let Some(header) = &self.client_ip_header {
+            if axum::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err(format!(
+                    "--client-ip-header {header:?} is not a header name"
+                ));
             }
         }
         for prefix in &self.protected_prefixes {
@@ -386,6 +460,22 @@ mod tests {
             let reason = parse(&args).validate().unwrap_err();
             assert!(reason.contains(flag), "{args:?} gave {reason}");
         }
+    }
+
+    #[test]
+    fn outage_policies_have_a_default_and_per_room_exceptions() {
+        let policies: OutagePolicies = "reject,flash=pass".parse().unwrap();
+        assert_eq!(policies.for_room("main"), OutagePolicy::Reject);
+        assert_eq!(policies.for_room("flash"), OutagePolicy::Pass);
+        assert_eq!(
+            "pass".parse::<OutagePolicies>().unwrap().for_room("x"),
+            OutagePolicy::Pass
+        );
+        assert!("maybe".parse::<OutagePolicies>().is_err());
+        let reason = parse(&["--outage-policy", "reject,ghost=pass"])
+            .validate()
+            .unwrap_err();
+        assert!(reason.contains("--outage-policy"), "{reason}");
     }
 
     #[test]

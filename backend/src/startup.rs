@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::ids::random_id;
+use crate::join_limit::JoinLimiter;
 use crate::routes;
 use crate::scheduler;
 use crate::sse_hub;
@@ -73,8 +74,12 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.bind))?;
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let join_limiter = config
+            .joins_per_ip_per_minute
+            .map(|per_minute| Arc::new(JoinLimiter::new(per_minute)));
         let state = AppState {
             store,
+            join_limiter,
             config: Arc::new(config),
             rooms: Arc::new(rooms),
             admin_token,
@@ -132,10 +137,13 @@ impl Application {
             tracing::info!("shutting down");
             let _ = shutdown.send(true);
         };
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .await
-            .context("serving HTTP")?;
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(signal)
+        .await
+        .context("serving HTTP")?;
         while tasks.join_next().await.is_some() {}
         Ok(())
     }

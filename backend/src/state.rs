@@ -10,6 +10,7 @@ use vestibule_shared::{RoomState, TicketState, TicketStatus};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::eta;
+use crate::join_limit::JoinLimiter;
 use crate::sse_hub::SseHub;
 use crate::store::{RoomConfig, Store, StoreError, TicketRecord};
 
@@ -28,6 +29,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Flips to `true` when the server starts shutting down (ends SSE streams).
     pub shutdown: watch::Receiver<bool>,
+    /// Per-client-IP join limit, when configured.
+    pub join_limiter: Option<Arc<JoinLimiter>>,
 }
 
 /// One room's in-process view: its settings as last read from the store, and its SSE hub.

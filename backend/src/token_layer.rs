@@ -155,7 +155,7 @@ pub async fn require_entry_token(
         Err(ApiError::StoreUnavailable {
             source: StoreError::Unavailable(reason),
             ..
-        }) if state.config.outage_policy == OutagePolicy::Pass => {
+        }) if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass => {
             tracing::warn!(%room, %reason, "store down: protected path passed unverified (outage policy = pass)");
             metrics::counter!("vestibule_outage_passes_total", "room" => room).increment(1);
             next.run(request).await

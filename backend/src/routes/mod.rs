@@ -27,7 +27,7 @@ use axum::response::Response;
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::error::{json_error_bodies, ApiError};
 use crate::state::AppState;
@@ -64,8 +64,36 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(config.request_timeout_secs),
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request| {
+                    tracing::info_span!(
+                        "request",
+                        method = %request.method(),
+                        path = %redacted_path(request.uri().path()),
+                    )
+                })
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
+        )
         .with_state(state)
+}
+
+/// A path safe to log: ticket ids (bearer secrets) replaced by `:id`.
+pub fn redacted_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut previous = "";
+    for (i, segment) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        if previous == "tickets" && !segment.is_empty() {
+            out.push_str(":id");
+        } else {
+            out.push_str(&segment.chars().take(80).collect::<String>());
+        }
+        previous = segment;
+    }
+    out
 }
 
 async fn unknown_endpoint() -> ApiError {
@@ -74,6 +102,21 @@ async fn unknown_endpoint() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn logged_paths_never_carry_ticket_ids() {
+        assert_eq!(
+            super::redacted_path("/api/v1/rooms/main/tickets/Zb3n0W6m1q8VqL2pX9cT4A/events"),
+            "/api/v1/rooms/main/tickets/:id/events"
+        );
+        assert_eq!(
+            super::redacted_path("/api/v1/rooms/main/tickets"),
+            "/api/v1/rooms/main/tickets"
+        );
+    }
 }
 
 /// CORS for the configured storefront origins only.

@@ -77,7 +77,7 @@ pub async fn place_order(
         Ok(_) => {}
         // The operator chose to keep checkout open while the store is down.
         Err(ApiError::StoreUnavailable { .. })
-            if state.config.outage_policy == OutagePolicy::Pass =>
+            if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass =>
         {
             tracing::warn!(%room, "store down: order accepted unverified (outage policy = pass)");
         }

@@ -1,7 +1,7 @@
 //! Tickets: join (`POST`), poll (`GET`) and leave (`DELETE`).
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -9,6 +9,7 @@ use vestibule_shared::{TicketStatus, IDEMPOTENCY_KEY_HEADER, USER_ASSERTION_HEAD
 
 use crate::error::{ApiError, Json, Path};
 use crate::ids::{is_well_formed_id, random_id};
+use crate::join_limit::client_ip;
 use crate::state::AppState;
 use crate::store::{now_ms, LeaveOutcome};
 use crate::user_assertion;
@@ -87,6 +88,7 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
         (status = 400, description = "Malformed header", body = vestibule_shared::ErrorBody),
         (status = 403, description = "Invalid user assertion", body = vestibule_shared::ErrorBody),
         (status = 404, description = "Unknown room", body = vestibule_shared::ErrorBody),
+        (status = 429, description = "Per-IP join limit (see Retry-After)", body = vestibule_shared::ErrorBody),
         (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
     )
 )]
@@ -94,8 +96,23 @@ pub async fn join(
     State(state): State<AppState>,
     Path(room): Path<String>,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Response, ApiError> {
     let runtime = state.room(&room)?;
+    if let Some(limiter) = &state.join_limiter {
+        let ip = client_ip(
+            &headers,
+            &extensions,
+            state.config.client_ip_header.as_deref(),
+        );
+        if let Some(ip) = ip {
+            limiter.check(ip).map_err(|retry_after_secs| {
+                metrics::counter!("vestibule_joins_rate_limited_total", "room" => room.clone())
+                    .increment(1);
+                ApiError::RateLimited { retry_after_secs }
+            })?;
+        }
+    }
     let key = dedup_key(&state, &room, &headers)?;
     let outcome = state
         .store
