@@ -104,21 +104,6 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn logged_paths_never_carry_ticket_ids() {
-        assert_eq!(
-            super::redacted_path("/api/v1/rooms/main/tickets/Zb3n0W6m1q8VqL2pX9cT4A/events"),
-            "/api/v1/rooms/main/tickets/:id/events"
-        );
-        assert_eq!(
-            super::redacted_path("/api/v1/rooms/main/tickets"),
-            "/api/v1/rooms/main/tickets"
-        );
-    }
-}
-
 /// CORS for the configured storefront origins only.
 fn cors(origins: &[String]) -> CorsLayer {
     let origins: Vec<HeaderValue> = origins
@@ -181,5 +166,20 @@ fn frame_ancestors(
             );
             response
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn logged_paths_never_carry_ticket_ids() {
+        assert_eq!(
+            super::redacted_path("/api/v1/rooms/main/tickets/Zb3n0W6m1q8VqL2pX9cT4A/events"),
+            "/api/v1/rooms/main/tickets/:id/events"
+        );
+        assert_eq!(
+            super::redacted_path("/api/v1/rooms/main/tickets"),
+            "/api/v1/rooms/main/tickets"
+        );
     }
 }
