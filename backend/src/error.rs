@@ -55,8 +55,8 @@ pub enum ApiError {
     #[error("{0}")]
     Conflict(String),
     /// 413 `payload_too_large`.
-    #[error("the request body is larger than {0} bytes")]
-    PayloadTooLarge(usize),
+    #[error("the request body is larger than this server accepts")]
+    PayloadTooLarge,
     /// 415 `unsupported_media_type`.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -94,7 +94,7 @@ impl ApiError {
             }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -116,7 +116,7 @@ impl ApiError {
             Self::NotFound => error_code::NOT_FOUND,
             Self::MethodNotAllowed => error_code::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => error_code::CONFLICT,
-            Self::PayloadTooLarge(_) => error_code::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge => error_code::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => error_code::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => error_code::RATE_LIMITED,
             Self::StoreUnavailable { .. } => error_code::STORE_UNAVAILABLE,
@@ -175,7 +175,7 @@ impl IntoResponse for ApiError {
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => Self::PayloadTooLarge(0),
+            StatusCode::PAYLOAD_TOO_LARGE => Self::PayloadTooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => {
                 Self::UnsupportedMediaType("send the body as Content-Type: application/json".into())
             }

@@ -181,11 +181,16 @@ impl TestApp {
     /// # Panics
     /// When the process does not print its listening line within 15 s.
     pub async fn spawn_with_url(url: Option<&str>, args: &[&str]) -> Self {
+        Self::spawn_logging(url, args, "info").await
+    }
+
+    /// [`TestApp::spawn_with_url`] with a `RUST_LOG` filter (e.g. `debug`).
+    pub async fn spawn_logging(url: Option<&str>, args: &[&str], log_filter: &str) -> Self {
         let mut command = Command::new(vestibule_binary());
         command
             .args(["--bind", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
             .args(args)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", log_filter)
             .env("NO_COLOR", "1")
             .env_remove("VESTIBULE_REDIS_URL")
             .stdout(Stdio::piped())

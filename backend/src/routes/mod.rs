@@ -23,7 +23,7 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
@@ -48,22 +48,25 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed);
     let mut app = api
         .merge(page::router(&config.static_dir))
-        .fallback(unknown_endpoint)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             require_entry_token,
         ))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            config.max_body_bytes,
+            read_whole_body,
+        ))
         .layer(middleware::from_fn(no_store_for_api));
     if !config.cors_origins.is_empty() {
         app = app.layer(cors(&config.cors_origins));
     }
     app.layer(middleware::from_fn(frame_ancestors(&config.cors_origins)))
-        .layer(middleware::from_fn(json_error_bodies))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(config.request_timeout_secs),
         ))
+        .layer(middleware::from_fn(json_error_bodies))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
@@ -96,7 +99,8 @@ pub fn redacted_path(path: &str) -> String {
     out
 }
 
-async fn unknown_endpoint() -> ApiError {
+/// 404 for paths no route serves.
+pub async fn unknown_endpoint() -> ApiError {
     ApiError::NotFound
 }
 
@@ -122,6 +126,24 @@ fn cors(origins: &[String]) -> CorsLayer {
         ])
         .expose_headers([header::RETRY_AFTER, header::LOCATION])
         .max_age(Duration::from_secs(600))
+}
+
+/// Reads every request body (up to the limit) before routing, so an early answer (404, 403, …)
+/// never leaves unread bytes on the connection: the client always gets its answer and keeps its
+/// connection. Over the limit: 413, and the connection closes.
+async fn read_whole_body(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Err(_) => ApiError::PayloadTooLarge.into_response(),
+    }
 }
 
 /// API answers carry tickets and tokens: never cache them anywhere.

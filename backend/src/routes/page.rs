@@ -12,13 +12,16 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::state::AppState;
 
-/// Routes of this module: the page when `static_dir` holds one, else a hint how to build it.
+/// Routes of this module: the page when `static_dir` holds one (any other path outside `/api/`
+/// is a static asset, or the page itself so client-side routes survive a reload), else a hint
+/// how to build it and JSON 404s.
 pub fn router(static_dir: &std::path::Path) -> Router<AppState> {
     let index = static_dir.join("index.html");
     if !index.is_file() {
         return Router::new()
             .route("/", axum::routing::get(not_built))
-            .route("/checkout", axum::routing::get(not_built));
+            .route("/checkout", axum::routing::get(not_built))
+            .fallback(super::unknown_endpoint);
     }
     let html = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::overriding(
