@@ -1,2 +1,122 @@
-//! Flash-sale benchmark (placeholder).
-fn main() {}
+//! `vestibule-bench`: `run` the flash-sale benchmark, or serve the `hello` baseline.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use vestibule_bench::procs::vestibule_binary;
+use vestibule_bench::profile::Profile;
+use vestibule_bench::runner::{self, RunOptions, STAGES};
+
+/// Vestibule's flash-sale benchmark.
+#[derive(Debug, Parser)]
+#[command(name = "vestibule-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Debug, Subcommand)]
+enum Commands {
+    /// Runs the benchmark and prints the table (Markdown) on stdout.
+    Run {
+        /// Profile: tiny (seconds), short (≤ 5 min), full (~20 min).
+        #[arg(long, default_value = "short")]
+        profile: String,
+        /// The vestibule binary (default: next to this one).
+        #[arg(long)]
+        vestibule_bin: Option<PathBuf>,
+        /// Comma-separated stages (default all): baselines, sale, capacity, position, sse.
+        #[arg(long, value_delimiter = ',')]
+        stages: Vec<String>,
+        /// Spike rate of the arrival curve, joins/s (overrides the profile).
+        #[arg(long)]
+        spike_per_sec: Option<f64>,
+        /// Ramp seconds of the arrival curve (overrides the profile).
+        #[arg(long)]
+        ramp_secs: Option<f64>,
+        /// Seconds the spike holds (overrides the profile).
+        #[arg(long)]
+        spike_secs: Option<f64>,
+        /// Configured admission rate, shoppers/s (overrides the profile).
+        #[arg(long)]
+        admission_rate: Option<f64>,
+        /// SSE stream counts to hold, comma-separated (overrides the profile).
+        #[arg(long, value_delimiter = ',')]
+        sse_steps: Vec<u64>,
+        /// Also write the table here (Markdown).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write every figure here (JSON).
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Serves `GET /` → `hello` (the HTTP-ceiling baseline) until killed.
+    Hello {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: std::net::SocketAddr,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.command {
+        Commands::Hello { bind } => runtime.block_on(vestibule_bench::baselines::serve_hello(bind)),
+        Commands::Run {
+            profile,
+            vestibule_bin,
+            stages,
+            spike_per_sec,
+            ramp_secs,
+            spike_secs,
+            admission_rate,
+            sse_steps,
+            out,
+            json,
+        } => {
+            let mut profile = Profile::named(&profile)?;
+            if let Some(rate) = spike_per_sec {
+                profile.spike_per_sec = rate;
+            }
+            if let Some(secs) = ramp_secs {
+                profile.ramp_secs = secs;
+            }
+            if let Some(secs) = spike_secs {
+                profile.spike_secs = secs;
+            }
+            if let Some(rate) = admission_rate {
+                profile.admission_rate = rate;
+            }
+            if !sse_steps.is_empty() {
+                profile.sse_steps = sse_steps;
+            }
+            let stages = if stages.is_empty() {
+                STAGES.iter().map(|s| (*s).to_owned()).collect()
+            } else {
+                if let Some(unknown) = stages.iter().find(|s| !STAGES.contains(&s.as_str())) {
+                    anyhow::bail!("unknown stage {unknown:?}: one of {STAGES:?}");
+                }
+                stages
+            };
+            let options = RunOptions {
+                profile,
+                vestibule: vestibule_binary(vestibule_bin.as_deref())?,
+                stages,
+            };
+            let report = runtime.block_on(runner::run(&options));
+            let table = report.markdown();
+            println!("{table}");
+            if let Some(path) = out {
+                std::fs::write(&path, &table)?;
+            }
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report.json())?)?;
+            }
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            Ok(())
+        }
+    }
+}

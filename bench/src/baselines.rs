@@ -1,0 +1,190 @@
+//! Ceilings measured in the same run, so figures can be read as ratios on a noisy machine: a bare
+//! axum "hello" route (the HTTP ceiling of this box with this load generator) and
+//! `redis-benchmark` ZADD/ZRANK (the store ceiling).
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use axum::routing::get;
+use axum::Router;
+
+use crate::http::{short, HttpClient};
+use crate::load::{closed_loop, LoadResult};
+use crate::procs::{CpuMeter, RedisProcess, ServerProcess};
+use crate::profile::Profile;
+use crate::report::{Report, Verdict};
+
+/// Serves `GET /` → `hello` on `bind` until killed (the `hello` subcommand).
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn serve_hello(bind: std::net::SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    println!("hello listening on http://{}", listener.local_addr()?);
+    let app = Router::new().route("/", get(|| async { "hello" }));
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+/// What the ceilings came to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ceilings {
+    /// Hello requests per second.
+    pub http_per_sec: f64,
+    /// ZADD per second (50 clients, no pipelining).
+    pub zadd_per_sec: f64,
+    /// ZRANK per second on a 200k ZSET.
+    pub zrank_per_sec: f64,
+}
+
+/// Measures both ceilings.
+///
+/// # Errors
+/// When a process cannot start.
+pub async fn run(profile: &Profile, report: &mut Report) -> anyhow::Result<Ceilings> {
+    let mut ceilings = Ceilings::default();
+    let exe = std::env::current_exe()?;
+    let hello = ServerProcess::start(
+        &exe,
+        &["hello".into(), "--bind".into(), "127.0.0.1:0".into()],
+    )?;
+    let client = HttpClient::new(&hello.base(), profile.capacity_connections);
+    // Warm the pool.
+    let _ = closed_loop(
+        profile.capacity_connections,
+        Duration::from_millis(300),
+        10_000,
+        hello_request(client.clone()),
+    )
+    .await;
+    let cpu = CpuMeter::start(&[("hello", hello.pid()), ("bench", std::process::id())]);
+    let result: LoadResult = closed_loop(
+        profile.capacity_connections,
+        Profile::secs(profile.baseline_secs),
+        u64::MAX,
+        hello_request(client),
+    )
+    .await;
+    ceilings.http_per_sec = result.rate();
+    report.value("http_ceiling_per_sec", result.rate());
+    report.row(
+        "HTTP ceiling: bare axum `GET /` (closed loop)",
+        format!(
+            "{} req/s, {}",
+            short(result.rate()),
+            result.percentiles().triple()
+        ),
+        "baseline",
+        Verdict::Info,
+        format!(
+            "{} connections; CPU: {}; errors {}",
+            profile.capacity_connections,
+            cpu.summary(),
+            result.errors
+        ),
+    );
+    drop(hello);
+
+    let redis = RedisProcess::start()?;
+    let n = profile.redis_benchmark_requests;
+    match redis_benchmark(
+        redis.port,
+        n,
+        &["ZADD", "bench:zset", "__rand_int__", "m:__rand_int__"],
+    ) {
+        Ok((rps, p50, p99)) => {
+            ceilings.zadd_per_sec = rps;
+            report.value("redis_zadd_per_sec", rps);
+            report.row(
+                "Store ceiling: redis-benchmark ZADD",
+                format!("{} ops/s, p50 {p50} / p99 {p99} ms", short(rps)),
+                "baseline",
+                Verdict::Info,
+                format!("50 clients, no pipelining, {n} requests, random members of 1M"),
+            );
+        }
+        Err(error) => report.note(format!("redis-benchmark ZADD failed: {error:#}")),
+    }
+    match redis_benchmark(redis.port, n, &["ZRANK", "bench:zset", "m:__rand_int__"]) {
+        Ok((rps, p50, p99)) => {
+            ceilings.zrank_per_sec = rps;
+            report.value("redis_zrank_per_sec", rps);
+            report.row(
+                "Store ceiling: redis-benchmark ZRANK",
+                format!("{} ops/s, p50 {p50} / p99 {p99} ms", short(rps)),
+                "baseline",
+                Verdict::Info,
+                "50 clients, no pipelining, on the ZSET the ZADD run filled",
+            );
+        }
+        Err(error) => report.note(format!("redis-benchmark ZRANK failed: {error:#}")),
+    }
+    Ok(ceilings)
+}
+
+fn hello_request(
+    client: HttpClient,
+) -> impl Fn(
+    usize,
+    u64,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+       + Send
+       + Sync
+       + 'static {
+    move |_, _| {
+        let client = client.clone();
+        Box::pin(async move {
+            match client.get("/").await {
+                Ok(answer) if answer.status.is_success() => Ok(()),
+                Ok(answer) => Err(format!("hello answered {}", answer.status)),
+                Err(error) => Err(format!("{error:#}")),
+            }
+        })
+    }
+}
+
+/// Runs `redis-benchmark … --csv <command>` and returns (ops/s, p50 ms, p99 ms).
+fn redis_benchmark(
+    port: u16,
+    requests: u64,
+    command: &[&str],
+) -> anyhow::Result<(f64, String, String)> {
+    let output = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-c",
+            "50",
+            "-n",
+            &requests.to_string(),
+            "-r",
+            "1000000",
+            "--csv",
+        ])
+        .args(command)
+        .output()
+        .context("redis-benchmark must be installed (it comes with redis-tools)")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms",…
+    let Some(line) = text
+        .lines()
+        .filter(|l| !l.starts_with("\"test\""))
+        .find(|l| l.contains(','))
+    else {
+        bail!(
+            "no CSV line in redis-benchmark output: {text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let fields: Vec<String> = line
+        .split("\",\"")
+        .map(|f| f.trim_matches('"').to_owned())
+        .collect();
+    let rps: f64 = fields
+        .get(1)
+        .and_then(|f| f.parse().ok())
+        .with_context(|| format!("rps in {line}"))?;
+    let p50 = fields.get(4).cloned().unwrap_or_default();
+    let p99 = fields.get(6).cloned().unwrap_or_default();
+    Ok((rps, p50, p99))
+}

@@ -1,0 +1,228 @@
+//! Capacity on the Redis store: joins/s and polls/s at saturation (closed loop), poll latency at
+//! a fixed 10,000/s (open loop), and Redis memory per waiting shopper as the server writes it.
+//! The room admits nobody (rate 0), so every poll reads a waiting ticket's exact position.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::Method;
+use vestibule_shared::TicketStatus;
+
+use crate::baselines::Ceilings;
+use crate::http::{short, HttpClient};
+use crate::load::{closed_loop, open_loop};
+use crate::procs::{start_vestibule, CpuMeter, RedisProcess};
+use crate::profile::Profile;
+use crate::redis_probe::{key, memory_usage, zcard, RedisSample};
+use crate::report::{Report, Verdict};
+
+const ROOM: &str = "cap";
+
+/// Runs the capacity figures.
+///
+/// # Errors
+/// When a process cannot start or Redis does not answer.
+pub async fn run(
+    profile: &Profile,
+    vestibule: &std::path::Path,
+    ceilings: &Ceilings,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let redis = RedisProcess::start()?;
+    let server = start_vestibule(vestibule, &redis.url(), ROOM, 0.0, profile.tick_ms, &[])?;
+    let mut probe = redis.connection()?;
+    let client = HttpClient::new(&server.base(), profile.capacity_connections);
+    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let join_path: Arc<str> = Arc::from(format!("/api/v1/rooms/{ROOM}/tickets"));
+    let join = {
+        let client = client.clone();
+        let ids = ids.clone();
+        move |worker: usize, n: u64| {
+            let client = client.clone();
+            let ids = ids.clone();
+            let path = join_path.clone();
+            async move {
+                let key = format!("cap-{worker}-{n}");
+                let answer = client
+                    .send(Method::POST, &path, &[("idempotency-key", &key)], None)
+                    .await
+                    .map_err(|e| format!("{e:#}"))?;
+                if answer.status.as_u16() != 201 {
+                    return Err(format!("join answered {}", answer.status));
+                }
+                let ticket: TicketStatus =
+                    serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+                let mut ids = ids.lock().unwrap_or_else(|p| p.into_inner());
+                if ids.len() < 200_000 {
+                    ids.push(ticket.ticket_id);
+                }
+                Ok(())
+            }
+        }
+    };
+    let join = Arc::new(join);
+    // Warm-up: connections open, scripts loaded.
+    let warm = join.clone();
+    let _ = closed_loop(
+        profile.capacity_connections,
+        Duration::from_millis(300),
+        2_000,
+        move |w, n| warm(w, n),
+    )
+    .await;
+    let queue = key(ROOM, "queue");
+    let dedup = key(ROOM, "dedup");
+    let before = RedisSample::take(&mut probe)?;
+    let waiting_before = zcard(&mut probe, &queue)?;
+    let cpu = CpuMeter::start(&[
+        ("vestibule", server.pid()),
+        ("redis", redis.pid()),
+        ("bench", std::process::id()),
+    ]);
+    let timed = join.clone();
+    let joins = closed_loop(
+        profile.capacity_connections,
+        Profile::secs(profile.capacity_secs),
+        u64::MAX,
+        move |w, n| timed(w, 1_000_000_000 + n),
+    )
+    .await;
+    let after = RedisSample::take(&mut probe)?;
+    let cpu_joins = cpu.summary();
+    let waiting_after = zcard(&mut probe, &queue)?;
+    let added = waiting_after.saturating_sub(waiting_before).max(1);
+    let per_join_cmds =
+        (after.commands.saturating_sub(before.commands + 1)) as f64 / joins.ok.max(1) as f64;
+    let joins_p = joins.percentiles();
+    report.value("joins_per_sec", joins.rate());
+    report.value("join_p99_ms", joins_p.p99_ms);
+    report.row(
+        "Joins/s at saturation (closed loop), p50/p99/p99.9",
+        format!("{} /s, {}", short(joins.rate()), joins_p.triple()),
+        "≥ 20,000 /s",
+        Verdict::from(joins.rate() >= 20_000.0),
+        format!(
+            "{} connections; {:.0}% of the HTTP ceiling; CPU: {cpu_joins}; Redis {} cmd/s ({:.1} per join, {:.0}% CPU); errors {}{}",
+            profile.capacity_connections,
+            joins.rate() / ceilings.http_per_sec.max(1.0) * 100.0,
+            short(after.commands_per_sec_since(&before)),
+            per_join_cmds,
+            after.cpu_percent_since(&before),
+            joins.errors,
+            joins.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
+        ),
+    );
+
+    // Memory per waiting shopper as the server writes it: queue entry plus dedup entry.
+    let memory_delta = after.used_memory.saturating_sub(before.used_memory) as f64 / added as f64;
+    let queue_bytes = memory_usage(&mut probe, &queue)? as f64 / waiting_after.max(1) as f64;
+    let dedup_bytes = memory_usage(&mut probe, &dedup)? as f64 / waiting_after.max(1) as f64;
+    report.value("redis_bytes_per_waiting_shopper", memory_delta);
+    report.value("redis_queue_bytes_per_shopper", queue_bytes);
+    report.value("redis_dedup_bytes_per_shopper", dedup_bytes);
+    report.row(
+        "Redis memory per waiting shopper (joined over HTTP with an Idempotency-Key)",
+        format!(
+            "{memory_delta:.0} B (INFO used_memory Δ / {added}); MEMORY USAGE: queue {queue_bytes:.0} B + dedup {dedup_bytes:.0} B"
+        ),
+        "≤ 150 B",
+        Verdict::from(memory_delta <= 150.0),
+        "queue ZSET entry (22-char id, skiplist+dict) and the dedup HASH entry (key → id); see PROPOSALS.md",
+    );
+
+    let ids: Arc<Vec<String>> = Arc::new(std::mem::take(
+        &mut *ids.lock().unwrap_or_else(|p| p.into_inner()),
+    ));
+    if ids.is_empty() {
+        anyhow::bail!(
+            "no ticket joined in the capacity run: {:?}",
+            joins.first_error
+        );
+    }
+    let poll = {
+        let client = client.clone();
+        let ids = ids.clone();
+        move |n: u64| {
+            let client = client.clone();
+            let id = ids[(n.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize].clone();
+            async move {
+                let answer = client
+                    .get(&format!("/api/v1/rooms/{ROOM}/tickets/{id}"))
+                    .await
+                    .map_err(|e| format!("{e:#}"))?;
+                if answer.status.is_success() {
+                    Ok(())
+                } else {
+                    Err(format!("poll answered {}", answer.status))
+                }
+            }
+        }
+    };
+    let poll = Arc::new(poll);
+    let before = RedisSample::take(&mut probe)?;
+    let cpu = CpuMeter::start(&[
+        ("vestibule", server.pid()),
+        ("redis", redis.pid()),
+        ("bench", std::process::id()),
+    ]);
+    let closed = poll.clone();
+    let polls = closed_loop(
+        profile.capacity_connections,
+        Profile::secs(profile.capacity_secs),
+        u64::MAX,
+        move |w, n| closed(n.wrapping_add(w as u64)),
+    )
+    .await;
+    let after = RedisSample::take(&mut probe)?;
+    let polls_p = polls.percentiles();
+    report.value("polls_per_sec", polls.rate());
+    report.row(
+        "Polls/s at saturation (closed loop), p50/p99/p99.9",
+        format!("{} /s, {}", short(polls.rate()), polls_p.triple()),
+        "≥ 30,000 /s",
+        Verdict::from(polls.rate() >= 30_000.0),
+        format!(
+            "{} connections, {} waiting; {:.0}% of the HTTP ceiling; CPU: {}; Redis {} cmd/s ({:.0}% CPU); errors {}",
+            profile.capacity_connections,
+            waiting_after,
+            polls.rate() / ceilings.http_per_sec.max(1.0) * 100.0,
+            cpu.summary(),
+            short(after.commands_per_sec_since(&before)),
+            after.cpu_percent_since(&before),
+            polls.errors,
+        ),
+    );
+
+    let cpu = CpuMeter::start(&[
+        ("vestibule", server.pid()),
+        ("redis", redis.pid()),
+        ("bench", std::process::id()),
+    ]);
+    let open = poll.clone();
+    let at_rate = open_loop(
+        profile.poll_rate,
+        Profile::secs(profile.poll_rate_secs),
+        4_096,
+        move |n| open(n),
+    )
+    .await;
+    let p = at_rate.percentiles();
+    report.value("poll_p99_ms_at_rate", p.p99_ms);
+    report.value("poll_rate_offered", profile.poll_rate);
+    report.row(
+        format!(
+            "Poll latency at {} /s (open loop), p50/p99/p99.9",
+            short(profile.poll_rate)
+        ),
+        format!("{} (achieved {} /s)", p.triple(), short(at_rate.rate())),
+        "p99 < 10 ms",
+        Verdict::from(p.p99_ms < 10.0 && at_rate.dropped == 0),
+        format!(
+            "latency from the moment each poll was due; CPU: {}; errors {}, not sent {}",
+            cpu.summary(),
+            at_rate.errors,
+            at_rate.dropped
+        ),
+    );
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! The shopper model: arrivals on a ramp-then-spike curve; each shopper joins (with an
+//! `Idempotency-Key`, retrying like the page does), then polls by `nextPollAfterMs` or holds an SSE
+//! stream, and when admitted takes its entry token to the order endpoint once.
+//!
+//! What each shopper saw is kept; admission times come from the store afterwards (a ticket's
+//! token expiry minus the token TTL is the tick time that admitted it, to the millisecond).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hyper::Method;
+use vestibule_shared::{TicketState, TicketStatus};
+
+use crate::http::{HttpClient, SharedHistogram};
+use crate::sse::SseStream;
+
+/// The arrival curve and shopper behaviour of one flash sale.
+#[derive(Debug, Clone)]
+pub struct FlashSalePlan {
+    /// Room slug.
+    pub room: String,
+    /// Seconds of the linear ramp from 0 to the spike rate.
+    pub ramp_secs: f64,
+    /// Joins per second at the spike.
+    pub spike_per_sec: f64,
+    /// Seconds the spike holds.
+    pub spike_secs: f64,
+    /// Share of shoppers (0–1) that hold an SSE stream instead of polling.
+    pub sse_share: f64,
+    /// How long shoppers wait for admission after the last arrival before giving up.
+    pub drain_timeout: Duration,
+    /// Requests in flight at most (= connections the client opens).
+    pub connections: usize,
+}
+
+impl FlashSalePlan {
+    /// Shoppers the curve brings.
+    pub fn shoppers(&self) -> u64 {
+        (self.spike_per_sec * (self.ramp_secs / 2.0 + self.spike_secs)).round() as u64
+    }
+
+    /// When shopper `n` (0-based) arrives, seconds from the start.
+    pub fn arrival_secs(&self, n: u64) -> f64 {
+        let k = n as f64 + 0.5;
+        let in_ramp = self.spike_per_sec * self.ramp_secs / 2.0;
+        if k < in_ramp {
+            (2.0 * self.ramp_secs * k / self.spike_per_sec).sqrt()
+        } else {
+            self.ramp_secs + (k - in_ramp) / self.spike_per_sec
+        }
+    }
+
+    /// Seconds from the first arrival to the last.
+    pub fn arrival_span_secs(&self) -> f64 {
+        self.ramp_secs + self.spike_secs
+    }
+}
+
+/// What one shopper saw.
+#[derive(Debug, Clone, Default)]
+pub struct Shopper {
+    /// Join sent, µs from the start (the first attempt).
+    pub join_sent_us: u64,
+    /// Join answered, µs from the start.
+    pub join_answered_us: u64,
+    /// Join answered, Unix ms.
+    pub join_answered_unix_ms: u64,
+    /// The ticket, once joined.
+    pub ticket_id: Option<String>,
+    /// The ETA shown at join, seconds.
+    pub first_eta_secs: Option<u64>,
+    /// Whether any later status showed a larger position than an earlier one.
+    pub position_rose: bool,
+    /// Polls sent.
+    pub polls: u64,
+    /// Whether it held an SSE stream.
+    pub used_sse: bool,
+    /// When it first saw its token, Unix ms.
+    pub token_seen_unix_ms: Option<u64>,
+    /// The order endpoint's status code.
+    pub order_status: Option<u16>,
+    /// Why it stopped early.
+    pub error: Option<String>,
+}
+
+/// Counters shared by all shoppers of a run.
+pub struct Shared {
+    client: HttpClient,
+    server: std::net::SocketAddr,
+    room: String,
+    started: Instant,
+    deadline: Instant,
+    /// Join latency from the moment the shopper arrived, µs.
+    pub joins: SharedHistogram,
+    /// Poll latency, µs.
+    pub polls: SharedHistogram,
+    /// Order latency, µs.
+    pub orders: SharedHistogram,
+    /// Joins answered per second since the start.
+    pub joins_per_sec: Vec<AtomicU64>,
+    /// Polls answered per second since the start.
+    pub polls_per_sec: Vec<AtomicU64>,
+}
+
+impl Shared {
+    fn count(&self, series: &[AtomicU64]) {
+        let second = self.started.elapsed().as_secs() as usize;
+        if let Some(slot) = series.get(second) {
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn micros(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+}
+
+/// Unix milliseconds now.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The result of a flash sale: every shopper, and the shared histograms.
+pub struct FlashSaleRun {
+    /// Shoppers in arrival order.
+    pub shoppers: Vec<Shopper>,
+    /// Histograms and per-second counters.
+    pub shared: Arc<Shared>,
+    /// Seconds from the start until the last shopper finished.
+    pub secs: f64,
+}
+
+/// Runs the plan against `server` (bounded: arrivals end with the curve, shoppers give up at the
+/// drain deadline).
+pub async fn run(plan: &FlashSalePlan, server: std::net::SocketAddr) -> FlashSaleRun {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(plan.arrival_span_secs()) + plan.drain_timeout;
+    let seconds = (plan.arrival_span_secs() + plan.drain_timeout.as_secs_f64()) as usize + 30;
+    let shared = Arc::new(Shared {
+        client: HttpClient::new(&format!("http://{server}"), plan.connections),
+        server,
+        room: plan.room.clone(),
+        started,
+        deadline,
+        joins: SharedHistogram::default(),
+        polls: SharedHistogram::default(),
+        orders: SharedHistogram::default(),
+        joins_per_sec: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
+        polls_per_sec: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let total = plan.shoppers();
+    let sse_every = if plan.sse_share > 0.0 {
+        (1.0 / plan.sse_share).round().max(1.0) as u64
+    } else {
+        u64::MAX
+    };
+    let mut tasks = Vec::with_capacity(total as usize);
+    let mut n = 0;
+    while n < total {
+        let elapsed = started.elapsed().as_secs_f64();
+        while n < total && plan.arrival_secs(n) <= elapsed {
+            let due = started + Duration::from_secs_f64(plan.arrival_secs(n));
+            let use_sse = n % sse_every == sse_every - 1;
+            tasks.push(tokio::spawn(shopper(shared.clone(), n, due, use_sse)));
+            n += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut shoppers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        shoppers.push(task.await.unwrap_or_else(|error| Shopper {
+            error: Some(format!("shopper task failed: {error}")),
+            ..Shopper::default()
+        }));
+    }
+    FlashSaleRun {
+        shoppers,
+        secs: started.elapsed().as_secs_f64(),
+        shared,
+    }
+}
+
+async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Shopper {
+    let mut me = Shopper {
+        used_sse: use_sse,
+        ..Shopper::default()
+    };
+    let key = format!("bench-shopper-{n}");
+    let path = format!("/api/v1/rooms/{}/tickets", shared.room);
+    me.join_sent_us = shared.micros();
+    let mut status: Option<TicketStatus> = None;
+    let mut last_error = String::new();
+    // The page retries a failed join with the same key: the same place comes back.
+    for attempt in 0..3 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(250 * attempt)).await;
+        }
+        match shared
+            .client
+            .send(Method::POST, &path, &[("idempotency-key", &key)], None)
+            .await
+        {
+            Ok(answer) if answer.status.is_success() => {
+                match serde_json::from_slice::<TicketStatus>(&answer.body) {
+                    Ok(ticket) => {
+                        status = Some(ticket);
+                        break;
+                    }
+                    Err(error) => last_error = format!("join body: {error}"),
+                }
+            }
+            Ok(answer) => last_error = format!("join answered {}", answer.status),
+            Err(error) => last_error = format!("join: {error:#}"),
+        }
+    }
+    let Some(mut status) = status else {
+        me.error = Some(last_error);
+        return me;
+    };
+    shared.joins.record_since(due);
+    shared.count(&shared.joins_per_sec);
+    me.join_answered_us = shared.micros();
+    me.join_answered_unix_ms = unix_ms();
+    me.ticket_id = Some(status.ticket_id.clone());
+    me.first_eta_secs = status.eta_seconds;
+    let ticket_path = format!("{path}/{}", status.ticket_id);
+    let mut stream = if use_sse {
+        let events = format!("{ticket_path}/events");
+        match SseStream::open(shared.server, None, &events).await {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                me.error = Some(format!("SSE: {error:#} (fell back to polling)"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    me.used_sse = stream.is_some();
+    let mut last_position = status.position;
+    loop {
+        if let (Some(before), Some(now)) = (last_position, status.position) {
+            if now > before {
+                me.position_rose = true;
+            }
+        }
+        last_position = status.position.or(last_position);
+        match status.status {
+            TicketState::Waiting => {}
+            TicketState::TokenIssued => {
+                me.token_seen_unix_ms = Some(unix_ms());
+                let token = status.entry_token.clone().unwrap_or_default();
+                let sent = Instant::now();
+                let order = shared
+                    .client
+                    .send(
+                        Method::POST,
+                        &format!("/api/v1/rooms/{}/orders", shared.room),
+                        &[("x-entry-token", &token)],
+                        Some(r#"{"sku":"bench-item","quantity":1}"#),
+                    )
+                    .await;
+                match order {
+                    Ok(answer) => {
+                        shared.orders.record_since(sent);
+                        me.order_status = Some(answer.status.as_u16());
+                    }
+                    Err(error) => me.error = Some(format!("order: {error:#}")),
+                }
+                return me;
+            }
+            other => {
+                me.error = Some(format!("ticket became {}", other.as_str()));
+                return me;
+            }
+        }
+        if Instant::now() >= shared.deadline {
+            return me;
+        }
+        let next = match stream.as_mut() {
+            Some(events) => {
+                match tokio::time::timeout_at(shared.deadline.into(), events.next_status()).await {
+                    Err(_) => return me,
+                    Ok(Ok(Some(next))) => next,
+                    Ok(Ok(None)) => {
+                        me.error = Some("SSE stream ended while waiting".into());
+                        return me;
+                    }
+                    Ok(Err(error)) => {
+                        me.error = Some(format!("SSE: {error:#}"));
+                        return me;
+                    }
+                }
+            }
+            None => {
+                let wake = Instant::now() + Duration::from_millis(status.next_poll_after_ms);
+                tokio::time::sleep_until(wake.min(shared.deadline).into()).await;
+                if Instant::now() >= shared.deadline {
+                    return me;
+                }
+                let sent = Instant::now();
+                me.polls += 1;
+                match shared.client.get(&ticket_path).await {
+                    Ok(answer) if answer.status.is_success() => {
+                        shared.polls.record_since(sent);
+                        shared.count(&shared.polls_per_sec);
+                        match serde_json::from_slice(&answer.body) {
+                            Ok(next) => next,
+                            Err(error) => {
+                                me.error = Some(format!("poll body: {error}"));
+                                return me;
+                            }
+                        }
+                    }
+                    // A failed poll is retried at the next hint, as the page does.
+                    Ok(_) | Err(_) => continue,
+                }
+            }
+        };
+        status = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_curve_ramps_then_holds_the_spike() {
+        let plan = FlashSalePlan {
+            room: "main".into(),
+            ramp_secs: 2.0,
+            spike_per_sec: 1000.0,
+            spike_secs: 1.0,
+            sse_share: 0.0,
+            drain_timeout: Duration::from_secs(1),
+            connections: 1,
+        };
+        assert_eq!(plan.shoppers(), 2000);
+        // Half the ramp's shoppers arrive in its last 0.6 s (the rate grows linearly).
+        assert!(plan.arrival_secs(0) < 0.1);
+        assert!((plan.arrival_secs(499) - 1.414).abs() < 0.01);
+        assert!((plan.arrival_secs(1999) - 3.0).abs() < 0.01);
+        let arrivals: Vec<f64> = (0..2000).map(|n| plan.arrival_secs(n)).collect();
+        assert!(arrivals.windows(2).all(|w| w[0] <= w[1]));
+    }
+}

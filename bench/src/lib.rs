@@ -1,0 +1,29 @@
+//! Vestibule's flash-sale benchmark: a load generator with a shopper model, and the report.
+//!
+//! - [`profile`]: tiny / short / full sizes of a run.
+//! - [`runner`]: all stages in order into one [`report::Report`].
+//! - [`baselines`]: the HTTP ceiling (bare axum hello) and the store ceiling (redis-benchmark).
+//! - [`sale`]: the flash-sale stage and its figures; [`flash_sale`]: the shopper model itself.
+//! - [`capacity`]: joins/s and polls/s at saturation, poll latency at a fixed rate, memory.
+//! - [`position_cost`]: poll latency with 1K vs 1M waiting.
+//! - [`sse_capacity`]: SSE streams per process, RSS per stream, Redis load as they grow.
+//! - [`analysis`]: Kendall-tau distance, admission-rate fit, tick bursts.
+//! - [`http`], [`sse`], [`load`]: the client, the SSE reader, closed and open load loops.
+//! - [`procs`], [`redis_probe`]: the processes under test and direct reads of Redis.
+//! - [`report`]: the Markdown table and its JSON twin.
+
+pub mod analysis;
+pub mod baselines;
+pub mod capacity;
+pub mod flash_sale;
+pub mod http;
+pub mod load;
+pub mod position_cost;
+pub mod procs;
+pub mod profile;
+pub mod redis_probe;
+pub mod report;
+pub mod runner;
+pub mod sale;
+pub mod sse;
+pub mod sse_capacity;

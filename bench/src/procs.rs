@@ -1,0 +1,342 @@
+//! The processes a benchmark runs against: a private `redis-server`, the `vestibule` binary and
+//! the bare axum "hello" baseline; plus CPU and memory readings of any process from `/proc`.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+/// The admin token every benchmarked server is started with.
+pub const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
+
+/// A free TCP port on 127.0.0.1 (free when asked; the caller binds it right after).
+///
+/// # Errors
+/// When no port can be bound.
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A private `redis-server` on a free TCP port of 127.0.0.1, without persistence.
+pub struct RedisProcess {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl RedisProcess {
+    /// Starts one and waits until it answers.
+    ///
+    /// # Errors
+    /// When `redis-server` is missing or does not come up within 5 s.
+    pub fn start() -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--maxclients", "10000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("redis-server must be installed (apt-get install redis-server)")?;
+        let redis = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(mut connection) = redis.connection() {
+                if redis::cmd("PING").query::<String>(&mut connection).is_ok() {
+                    return Ok(redis);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("redis-server did not come up on port {port}")
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A fresh synchronous connection.
+    ///
+    /// # Errors
+    /// When Redis does not answer.
+    pub fn connection(&self) -> anyhow::Result<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        Ok(client.get_connection_with_timeout(Duration::from_secs(5))?)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server process that prints `… listening on http://ADDR …` when ready.
+pub struct ServerProcess {
+    child: Child,
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    /// Starts `program args…` and waits (up to 15 s) for its listening line.
+    ///
+    /// # Errors
+    /// When it cannot start or does not print the line in time.
+    pub fn start(program: &Path, args: &[String]) -> anyhow::Result<Self> {
+        let mut child = Command::new(program)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .env_remove("VESTIBULE_REDIS_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = mpsc::channel();
+        let stdout = child.stdout.take().context("piped stdout")?;
+        let stderr = child.stderr.take().context("piped stderr")?;
+        for (stream, sender) in [
+            (
+                Box::new(stdout) as Box<dyn std::io::Read + Send>,
+                Some(address_tx),
+            ),
+            (Box::new(stderr), None),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if let (Some(sender), Some(rest)) =
+                        (&sender, line.split("listening on http://").nth(1))
+                    {
+                        let address = rest.split_whitespace().next().unwrap_or("").to_owned();
+                        let _ = sender.send(address);
+                    }
+                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                    // Keep the last lines only: a long run must not grow this without bound.
+                    if log.len() > 200 {
+                        log.remove(0);
+                    }
+                    log.push(line);
+                }
+            });
+        }
+        let address = address_rx.recv_timeout(Duration::from_secs(15));
+        let Ok(address) = address else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = log.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+            bail!("{} did not start; its output:\n{log}", program.display());
+        };
+        let addr = address
+            .parse()
+            .with_context(|| format!("listening address {address:?}"))?;
+        Ok(Self { child, addr, log })
+    }
+
+    /// `http://ADDR`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines it printed.
+    pub fn log_tail(&self) -> String {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .join("\n")
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `vestibule` on a free port with `--redis-url` and the given rooms and rate.
+///
+/// # Errors
+/// When it does not start.
+pub fn start_vestibule(
+    binary: &Path,
+    redis_url: &str,
+    rooms: &str,
+    admission_rate: f64,
+    tick_ms: u64,
+    extra: &[&str],
+) -> anyhow::Result<ServerProcess> {
+    let mut args: Vec<String> = [
+        "--bind",
+        "127.0.0.1:0",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--redis-url",
+        redis_url,
+        "--rooms",
+        rooms,
+        "--static-dir",
+        "/nonexistent-vestibule-bench-dist",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend([
+        "--admission-rate".to_owned(),
+        admission_rate.to_string(),
+        "--tick-ms".to_owned(),
+        tick_ms.to_string(),
+    ]);
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    ServerProcess::start(binary, &args)
+}
+
+/// Finds the `vestibule` binary: the given path, else `$VESTIBULE_BIN`, else next to this
+/// executable (`target/<profile>/`), else one level up (for test executables in `deps/`).
+///
+/// # Errors
+/// When none exists.
+pub fn vestibule_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        return Ok(path.to_owned());
+    }
+    if let Ok(path) = std::env::var("VESTIBULE_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let mut dir = exe.parent();
+    while let Some(folder) = dir {
+        let candidate = folder.join("vestibule");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        if folder.file_name().is_some_and(|name| name == "target") {
+            break;
+        }
+        dir = folder.parent();
+    }
+    bail!("the vestibule binary is not built: run `cargo build --release -p vestibule` (or pass --vestibule-bin)")
+}
+
+/// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`.
+pub fn cpu_secs(pid: u32) -> f64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The command name may hold spaces: fields count from after its closing parenthesis.
+    let Some(rest) = text.rsplit_once(')').map(|(_, rest)| rest) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    ticks / clock_ticks_per_sec()
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// Resident memory of a process in bytes (`VmRSS`).
+pub fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// CPU use of a few processes over a stage, as percent of one core.
+#[derive(Debug, Clone)]
+pub struct CpuMeter {
+    started: Instant,
+    at_start: Vec<(String, u32, f64)>,
+}
+
+impl CpuMeter {
+    /// Starts measuring the named processes.
+    pub fn start(processes: &[(&str, u32)]) -> Self {
+        Self {
+            started: Instant::now(),
+            at_start: processes
+                .iter()
+                .map(|(name, pid)| ((*name).to_owned(), *pid, cpu_secs(*pid)))
+                .collect(),
+        }
+    }
+
+    /// `name NN%` for each process, e.g. `vestibule 120%, redis 45%, bench 30%`.
+    pub fn summary(&self) -> String {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        self.at_start
+            .iter()
+            .map(|(name, pid, start)| {
+                format!("{name} {:.0}%", (cpu_secs(*pid) - start) / secs * 100.0)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The soft limit on open files of this process.
+pub fn open_files_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("Max open files"))
+                .and_then(|line| line.split_whitespace().nth(3))
+                .and_then(|soft| soft.parse().ok())
+        })
+        .unwrap_or(1024)
+}
+
+/// Tries to raise this process's open-files limit to `wanted` (with `prlimit`, which works as
+/// root); children started afterwards inherit it. Returns the limit in force afterwards.
+pub fn raise_open_files_limit(wanted: u64) -> u64 {
+    if open_files_limit() < wanted {
+        let _ = Command::new("prlimit")
+            .arg("--pid")
+            .arg(std::process::id().to_string())
+            .arg(format!("--nofile={wanted}:{wanted}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    open_files_limit()
+}

@@ -1,0 +1,115 @@
+//! The whole benchmark in one call: the stages in order, each on fresh processes, into one report.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::profile::Profile;
+use crate::report::Report;
+use crate::{baselines, capacity, position_cost, sale, sse_capacity};
+
+/// The stages, in the order they run.
+pub const STAGES: [&str; 5] = ["baselines", "sale", "capacity", "position", "sse"];
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The profile.
+    pub profile: Profile,
+    /// The `vestibule` binary.
+    pub vestibule: PathBuf,
+    /// The stages to run (a subset of [`STAGES`]).
+    pub stages: Vec<String>,
+}
+
+/// Runs the chosen stages and returns the report; a failing stage becomes a note, not an abort,
+/// so one broken stage still leaves the others' figures.
+pub async fn run(options: &RunOptions) -> Report {
+    let mut report = Report::default();
+    report.note(machine());
+    report.note(format!(
+        "profile {}; vestibule binary {}",
+        options.profile.name,
+        options
+            .vestibule
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let wants = |stage: &str| options.stages.iter().any(|s| s == stage);
+    let profile = &options.profile;
+    let mut ceilings = baselines::Ceilings::default();
+    if wants("baselines") {
+        eprintln!("[bench] stage: baselines");
+        match baselines::run(profile, &mut report).await {
+            Ok(found) => ceilings = found,
+            Err(error) => report.note(format!("stage baselines failed: {error:#}")),
+        }
+    }
+    if wants("sale") {
+        eprintln!("[bench] stage: flash sale");
+        if let Err(error) = sale::run(profile, &options.vestibule, &mut report).await {
+            report.note(format!("stage sale failed: {error:#}"));
+        }
+    }
+    if wants("capacity") {
+        eprintln!("[bench] stage: capacity");
+        if let Err(error) = capacity::run(profile, &options.vestibule, &ceilings, &mut report).await
+        {
+            report.note(format!("stage capacity failed: {error:#}"));
+        }
+    }
+    if wants("position") {
+        eprintln!("[bench] stage: position cost");
+        if let Err(error) = position_cost::run(profile, &options.vestibule, &mut report).await {
+            report.note(format!("stage position failed: {error:#}"));
+        }
+    }
+    if wants("sse") {
+        eprintln!("[bench] stage: SSE");
+        if let Err(error) = sse_capacity::run(profile, &options.vestibule, &mut report).await {
+            report.note(format!("stage sse failed: {error:#}"));
+        }
+    }
+    report
+}
+
+/// One line about the machine: CPU, cores, memory, kernel, Redis.
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, m)| m.trim().to_owned())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let redis = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or("")
+                .to_owned()
+        })
+        .unwrap_or_default();
+    format!(
+        "machine: {model}, {cores} cores, {memory_gib:.0} GiB, Linux {kernel}, Redis {}",
+        redis.trim_start_matches("v=")
+    )
+}

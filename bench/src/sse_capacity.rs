@@ -1,0 +1,263 @@
+//! SSE capacity: how many concurrent SSE shoppers one backend process holds, its RSS per stream,
+//! and the Redis load they cause as their number grows. Streams come from several 127.0.0.x
+//! source addresses so that 50,000 of them do not run out of ephemeral ports.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use vestibule_shared::TicketState;
+
+use crate::http::{short, HttpClient};
+use crate::position_cost::fmt_count;
+use crate::procs::{
+    open_files_limit, raise_open_files_limit, rss_bytes, start_vestibule, RedisProcess,
+};
+use crate::profile::Profile;
+use crate::redis_probe::{bulk_load, RedisSample};
+use crate::report::{Report, Verdict};
+use crate::sse::SseStream;
+
+const ROOM: &str = "sse";
+/// Streams per source address (the ephemeral range holds ~28,000 ports per address pair).
+const STREAMS_PER_SOURCE: u64 = 20_000;
+/// Streams being opened at once.
+const OPENING_AT_ONCE: usize = 256;
+
+#[derive(Default)]
+struct Counts {
+    alive: AtomicU64,
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+/// One measured step.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Step {
+    /// Streams asked for.
+    pub target: u64,
+    /// Streams open and answered.
+    pub held: u64,
+    /// Streams the server counts.
+    pub server_streams: f64,
+    /// Streams that failed to open or ended.
+    pub failed: u64,
+    /// Server RSS growth per stream, bytes.
+    pub rss_per_stream: f64,
+    /// Redis commands per second while held.
+    pub redis_commands_per_sec: f64,
+    /// Redis CPU while held, percent of a core.
+    pub redis_cpu_percent: f64,
+    /// Server CPU while held, percent of a core.
+    pub server_cpu_percent: f64,
+    /// Streams opened per second.
+    pub open_rate: f64,
+}
+
+/// Runs the SSE steps.
+///
+/// # Errors
+/// When a process cannot start or Redis does not answer.
+pub async fn run(
+    profile: &Profile,
+    vestibule: &std::path::Path,
+    report: &mut Report,
+) -> anyhow::Result<Vec<Step>> {
+    let wanted_max = profile.sse_steps.iter().copied().max().unwrap_or(0);
+    // Each stream costs one descriptor here and one in the server; keep room for the rest.
+    let limit = raise_open_files_limit(wanted_max + 10_000);
+    let fits = limit.saturating_sub(2_000);
+    let steps: Vec<u64> = profile.sse_steps.iter().map(|&n| n.min(fits)).collect();
+    if steps.iter().zip(&profile.sse_steps).any(|(a, b)| a != b) {
+        report.note(format!(
+            "SSE steps scaled to {steps:?}: open-files limit is {} (run as root or `ulimit -n 200000`)",
+            open_files_limit()
+        ));
+    }
+    let max = steps.iter().copied().max().unwrap_or(0);
+    let redis = RedisProcess::start()?;
+    let server = start_vestibule(vestibule, &redis.url(), ROOM, 0.0, profile.tick_ms, &[])?;
+    let mut probe = redis.connection()?;
+    let (ids, _) = bulk_load(&mut probe, ROOM, max, 3)?;
+    let ids = Arc::new(ids);
+    let metrics_client = HttpClient::new(&server.base(), 2);
+    let counts = Arc::new(Counts::default());
+    let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
+    let mut streams = JoinSet::new();
+    // Let the server settle before its baseline RSS.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_base = rss_bytes(server.pid());
+    let idle_before = RedisSample::take(&mut probe)?;
+    tokio::time::sleep(Profile::secs(profile.sse_hold_secs.min(3.0))).await;
+    let idle_after = RedisSample::take(&mut probe)?;
+    let idle_commands = idle_after.commands_per_sec_since(&idle_before);
+    let mut opened = 0u64;
+    let mut results = Vec::new();
+    for &target in &steps {
+        let started = Instant::now();
+        let from = opened;
+        while opened < target {
+            let permit = opening.clone().acquire_owned().await?;
+            let n = opened;
+            let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (n / STREAMS_PER_SOURCE) as u8));
+            let path = format!("/api/v1/rooms/{ROOM}/tickets/{}/events", ids[n as usize]);
+            let counts = counts.clone();
+            let server_addr = server.addr;
+            streams.spawn(async move {
+                hold_stream(server_addr, source, path, permit, counts).await;
+            });
+            opened += 1;
+        }
+        // Every stream of this step has answered (or failed) once its opening permit is back.
+        drop(opening.acquire_many(OPENING_AT_ONCE as u32).await?);
+        let open_secs = started.elapsed().as_secs_f64();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before = RedisSample::take(&mut probe)?;
+        let cpu_server = crate::procs::cpu_secs(server.pid());
+        let hold_started = Instant::now();
+        tokio::time::sleep(Profile::secs(profile.sse_hold_secs)).await;
+        let after = RedisSample::take(&mut probe)?;
+        let server_cpu = (crate::procs::cpu_secs(server.pid()) - cpu_server)
+            / hold_started.elapsed().as_secs_f64()
+            * 100.0;
+        let held = counts.alive.load(Ordering::Relaxed);
+        let rss = rss_bytes(server.pid());
+        let server_streams = server_stream_gauge(&metrics_client).await;
+        let step = Step {
+            target,
+            held,
+            server_streams,
+            failed: counts.failed.load(Ordering::Relaxed),
+            rss_per_stream: rss.saturating_sub(rss_base) as f64 / held.max(1) as f64,
+            redis_commands_per_sec: after.commands_per_sec_since(&before),
+            redis_cpu_percent: after.cpu_percent_since(&before),
+            server_cpu_percent: server_cpu,
+            open_rate: (target - from) as f64 / open_secs.max(1e-3),
+        };
+        eprintln!("[bench] SSE step {step:?}");
+        results.push(step);
+    }
+    streams.abort_all();
+    let last = results.last().cloned();
+    let first = results.first().cloned();
+    let error = counts
+        .first_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let (Some(first), Some(last)) = (first, last) {
+        let per_step = results
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}: {} held, {:.1} KB/stream, Redis {} cmd/s ({:.0}% CPU), server {:.0}% CPU",
+                    fmt_count(s.target),
+                    fmt_count(s.held),
+                    s.rss_per_stream / 1024.0,
+                    short(s.redis_commands_per_sec),
+                    s.redis_cpu_percent,
+                    s.server_cpu_percent
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        report.value("sse_held", last.held);
+        report.value("sse_rss_per_stream_bytes", last.rss_per_stream);
+        report.value("sse_steps", serde_json::to_value(&results)?);
+        let fifty_k = profile.sse_steps.iter().copied().max().unwrap_or(0);
+        report.row(
+            "SSE shoppers held by one process",
+            format!(
+                "{} of {} (server counts {:.0}); failed {}",
+                fmt_count(last.held),
+                fmt_count(last.target),
+                last.server_streams,
+                last.failed
+            ),
+            format!("≥ {}", fmt_count(fifty_k.max(50_000))),
+            if last.target < 50_000 {
+                Verdict::Info
+            } else {
+                Verdict::from(last.held >= 50_000)
+            },
+            format!(
+                "streams from 127.0.0.2+ ({} per address); opened at ~{} /s{}",
+                fmt_count(STREAMS_PER_SOURCE),
+                short(last.open_rate.max(0.0)),
+                error
+                    .map(|e| format!("; first failure: {e}"))
+                    .unwrap_or_default()
+            ),
+        );
+        report.row(
+            "Server RSS per SSE stream",
+            format!("{:.1} KB", last.rss_per_stream / 1024.0),
+            "≤ 10 KB",
+            Verdict::from(last.rss_per_stream <= 10.0 * 1024.0),
+            "VmRSS growth from the idle server / streams held (connection, hub subscriber, last status)",
+        );
+        let growth = last.redis_commands_per_sec / first.redis_commands_per_sec.max(1.0);
+        let stream_growth = last.held as f64 / first.held.max(1) as f64;
+        report.value("sse_redis_commands_growth", growth);
+        report.row(
+            "Redis load as SSE streams grow",
+            per_step,
+            "flat in the number of streams",
+            Verdict::from(growth <= 1.2 || stream_growth < 1.5),
+            format!(
+                "idle server: {} cmd/s; {:.1}× the commands for {:.1}× the streams: the hub re-reads every stream's ticket (ZRANK in one script per 2,000) every --sse-refresh-ms; see PROPOSALS.md",
+                short(idle_commands),
+                growth,
+                stream_growth
+            ),
+        );
+    }
+    Ok(results)
+}
+
+async fn hold_stream(
+    server: std::net::SocketAddr,
+    source: IpAddr,
+    path: String,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    counts: Arc<Counts>,
+) {
+    let fail = |error: String| {
+        counts.failed.fetch_add(1, Ordering::Relaxed);
+        let mut first = counts.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert(error);
+    };
+    let mut stream = match SseStream::open(server, Some(source), &path).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            drop(permit);
+            fail(format!("{error:#}"));
+            return;
+        }
+    };
+    match stream.next_status().await {
+        Ok(Some(status)) if status.status == TicketState::Waiting && status.position.is_some() => {}
+        other => {
+            drop(permit);
+            fail(format!("first event: {other:?}"));
+            return;
+        }
+    }
+    counts.alive.fetch_add(1, Ordering::Relaxed);
+    drop(permit);
+    // Hold until the server ends the stream (or the run aborts this task).
+    while let Ok(Some(_)) = stream.next_status().await {}
+    counts.alive.fetch_sub(1, Ordering::Relaxed);
+    fail("stream ended early".into());
+}
+
+async fn server_stream_gauge(client: &HttpClient) -> f64 {
+    let Ok(answer) = client.get("/metrics").await else {
+        return 0.0;
+    };
+    let text = String::from_utf8_lossy(&answer.body);
+    crate::sale::metric_value(&text, &format!("vestibule_sse_streams{{room=\"{ROOM}\"}}"))
+}
