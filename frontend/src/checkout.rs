@@ -1,7 +1,7 @@
 //! The demo checkout (`/checkout?room=…`): places one order with the entry token.
 
 use leptos::{prelude::*, task::spawn_local};
-use vestibule_shared::{error_code, OrderReceipt, OrderRequest, TicketState};
+use vestibule_shared::{error_code, is_valid_room_slug, OrderReceipt, OrderRequest, TicketState};
 use wasm_bindgen::JsValue;
 
 use crate::{
@@ -82,7 +82,7 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
         // knows its entry token while it is TOKEN_ISSUED.
         let room = room.clone();
         spawn_local(async move {
-            if let Some(ticket_id) = memory.ticket_id().filter(|_| params_room_ok(&room)) {
+            if let Some(ticket_id) = memory.ticket_id().filter(|_| is_valid_room_slug(&room)) {
                 if let Ok(status) = api::ticket(&room, &ticket_id).await {
                     if let (TicketState::TokenIssued, Some(found)) =
                         (status.status, status.entry_token)
@@ -207,8 +207,4 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
         </main>
         <LanguageSwitch params=params />
     }
-}
-
-fn params_room_ok(room: &str) -> bool {
-    vestibule_shared::is_valid_room_slug(room)
 }

@@ -135,8 +135,8 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         ),
         Expired => ("Your entry time ran out", "입장 시간이 만료되었습니다"),
         ExpiredDetail => (
-            "Your turn came, but checkout wasn't opened in time.",
-            "차례가 되었지만 제한 시간 안에 결제 페이지를 열지 않았습니다.",
+            "Your turn came, but no order was placed before your entry ran out.",
+            "차례가 되었지만 입장 시간 안에 주문하지 않았습니다.",
         ),
         Left => ("You left the line", "대기열에서 나갔습니다"),
         LeftDetail => (

@@ -25,6 +25,9 @@ use crate::{
     storage::RoomMemory,
 };
 
+/// Shortest wait between two polls, whatever `nextPollAfterMs` says.
+const MIN_POLL_MS: u64 = 500;
+
 /// What the page knows about its place in the room.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Phase {
@@ -227,6 +230,12 @@ impl Queue {
         }
         self.cancel_timer();
         self.in_flight.set(true);
+        if matches!(
+            self.view.connection.get_untracked(),
+            Connection::Retrying { .. }
+        ) {
+            self.view.connection.set(Connection::Connecting);
+        }
         let this = Rc::clone(self);
         spawn_local(async move {
             let ticket_id = this.ticket_id.borrow().clone();
@@ -270,7 +279,8 @@ impl Queue {
             }
             self.checkout_href(status.checkout_url.as_deref())
         });
-        let next_poll = Duration::from_millis(status.next_poll_after_ms.max(1_000));
+        // The server never asks for less than 1 s; the floor only guards against a bad hint.
+        let next_poll = Duration::from_millis(status.next_poll_after_ms.max(MIN_POLL_MS));
         self.view.phase.set(Phase::Ticket(status));
 
         match state {

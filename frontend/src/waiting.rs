@@ -100,11 +100,20 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             _ => String::new(),
         })
     };
+    let ticket_state = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) => Some(s.status),
+            _ => None,
+        })
+    };
+    let admitted = move || {
+        matches!(
+            ticket_state(),
+            Some(TicketState::TokenIssued | TicketState::Completed)
+        )
+    };
     let progress = move || {
-        let admitted = phase.with(|p| {
-            matches!(p, Phase::Ticket(s) if matches!(s.status, TicketState::TokenIssued | TicketState::Completed))
-        });
-        if admitted {
+        if admitted() {
             return 100;
         }
         match (starting.get(), waiting_position()) {
@@ -112,8 +121,15 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             _ => 0,
         }
     };
+    // The bar means something while waiting and once admitted; not for an ended or unknown place.
+    let show_progress = move || admitted() || ticket_state() == Some(TicketState::Waiting);
     let paused = move || {
-        phase.with(|p| matches!(p, Phase::Ticket(s) if s.room_state == RoomState::Paused && s.status == TicketState::Waiting))
+        phase.with(|p| match p {
+            Phase::Ticket(s) => {
+                s.status == TicketState::Waiting && s.room_state == RoomState::Paused
+            }
+            _ => false,
+        })
     };
 
     let room_name = params.room.clone();
@@ -212,6 +228,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                 id="progress"
                 class="progress"
                 role="progressbar"
+                hidden=move || !show_progress()
                 aria-label=t(lang, Text::Progress)
                 aria-valuemin="0"
                 aria-valuemax="100"
@@ -236,7 +253,13 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                 </Show>
             </p>
 
-            <div id="announcer" class="visually-hidden" role="status" aria-live="polite" aria-atomic="true">
+            <div
+                id="announcer"
+                class="visually-hidden"
+                role="status"
+                aria-live="polite"
+                aria-atomic="true"
+            >
                 {move || state.announcement.get()}
             </div>
         </main>
