@@ -62,5 +62,7 @@ if [ "$want_test" = 1 ]; then
   if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     apt_install chromium chromium-driver
   fi
+  # Korean glyphs for the page's screenshots (without them Hangul renders as boxes).
+  [ -d /usr/share/fonts/truetype/nanum ] || apt_install fonts-nanum
 fi
 log "tools ready"

@@ -32,6 +32,19 @@ pub fn is_well_formed_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// A short, non-secret tag of a ticket id for logs: the first 12 hex digits of its SHA-256.
+///
+/// Lets an operator (or a test) follow one ticket's requests in the log without the log ever
+/// holding the bearer secret itself.
+pub fn log_tag(ticket_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(ticket_id.as_bytes())
+        .iter()
+        .take(6)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// Splits a token into (room, secret) when it has the form `{room}.{22-char secret}`.
 pub fn split_token(token: &str) -> Option<(&str, &str)> {
     let (room, secret) = token.rsplit_once('.')?;
@@ -55,6 +68,15 @@ mod tests {
         assert!(is_well_formed_id(&a));
         assert_ne!(a, b);
         assert_eq!(URL_SAFE_NO_PAD.decode(&a).unwrap().len(), 16);
+    }
+
+    #[test]
+    fn log_tags_are_short_stable_and_not_the_id() {
+        let id = random_id();
+        assert_eq!(log_tag(&id), log_tag(&id));
+        assert_eq!(log_tag(&id).len(), 12);
+        assert!(!id.contains(&log_tag(&id)));
+        assert_eq!(log_tag("abc"), "ba7816bf8f01");
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub async fn events(
         .map_err(|error| state.store_error(error))?
         .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
     let first = state.ticket_status(&runtime, &record);
+    tracing::debug!(target: "vestibule::poll_log", ticket = %crate::ids::log_tag(&ticket_id), "ticket stream opened");
     let updates = if first.status.is_terminal() {
         None
     } else {

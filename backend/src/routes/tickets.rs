@@ -8,7 +8,7 @@ use axum::Router;
 use vestibule_shared::{TicketStatus, IDEMPOTENCY_KEY_HEADER, USER_ASSERTION_HEADER};
 
 use crate::error::{ApiError, Json, Path};
-use crate::ids::{is_well_formed_id, random_id};
+use crate::ids::{is_well_formed_id, log_tag, random_id};
 use crate::join_limit::client_ip;
 use crate::state::AppState;
 use crate::store::{now_ms, LeaveOutcome};
@@ -161,7 +161,17 @@ pub async fn poll(
         .map_err(|error| state.store_error(error))?
         .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
     metrics::counter!("vestibule_polls_total", "room" => room).increment(1);
-    Ok(Json(state.ticket_status(&runtime, &record)))
+    let status = state.ticket_status(&runtime, &record);
+    // The per-ticket poll log (debug level, target `vestibule::poll_log`): shows whether clients
+    // follow the hints. The tag is a hash; the ticket id itself never reaches a log.
+    tracing::debug!(
+        target: "vestibule::poll_log",
+        ticket = %log_tag(&ticket_id),
+        position = ?status.position,
+        next_poll_after_ms = status.next_poll_after_ms,
+        "ticket polled"
+    );
+    Ok(Json(status))
 }
 
 /// `DELETE /api/v1/rooms/{room}/tickets/{ticketId}`: leave the queue (or give back a token).
