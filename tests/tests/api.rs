@@ -319,6 +319,12 @@ async fn bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged(backend: Ba
     let (_, keeper) = app.join("main", Some("keeper")).await;
     let big = "x".repeat(4096);
     let long_room = "a".repeat(10_000);
+    let admin = || {
+        Some((
+            "Authorization",
+            format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
+        ))
+    };
     let cases: Vec<BadInputCase> = vec![
         ("POST", "/api/v1/rooms/nope/tickets".into(), None, None, 404),
         ("POST", "/api/v1/rooms/MAIN/tickets".into(), None, None, 404),
@@ -388,60 +394,42 @@ async fn bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged(backend: Ba
         (
             "PATCH",
             "/api/v1/admin/rooms/main".into(),
-            Some((
-                "Authorization",
-                format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
-            )),
+            admin(),
             Some("{not json".into()),
             400,
         ),
         (
             "PATCH",
             "/api/v1/admin/rooms/main".into(),
-            Some((
-                "Authorization",
-                format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
-            )),
+            admin(),
             Some(r#"{"admissionRatePerSec":"fast"}"#.into()),
             400,
         ),
         (
             "PATCH",
             "/api/v1/admin/rooms/main".into(),
-            Some((
-                "Authorization",
-                format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
-            )),
+            admin(),
             Some(r#"{"admissionRatePerSec":-5}"#.into()),
             400,
         ),
         (
             "PATCH",
             "/api/v1/admin/rooms/main".into(),
-            Some((
-                "Authorization",
-                format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
-            )),
+            admin(),
             Some(r#"{"tokenTtlSecs":0}"#.into()),
             400,
         ),
         (
             "PATCH",
             "/api/v1/admin/rooms/main".into(),
-            Some((
-                "Authorization",
-                format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
-            )),
+            admin(),
             Some(r#"{"bogus":true}"#.into()),
             400,
         ),
         (
             "PATCH",
             "/api/v1/admin/rooms/main".into(),
-            Some((
-                "Authorization",
-                format!("Bearer {}", vestibule_tests::ADMIN_TOKEN),
-            )),
+            admin(),
             Some(format!(r#"{{"pad":"{big}"}}"#)),
             413,
         ),

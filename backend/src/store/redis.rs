@@ -98,6 +98,18 @@ impl RedisStore {
         self.connection.clone()
     }
 
+    /// Runs a script, bounded by the store timeout, expecting an array reply.
+    async fn run_script(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<Vec<Value>, StoreError> {
+        let mut connection = self.connection.clone();
+        as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )
+    }
+
     async fn bounded<T>(
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
@@ -140,6 +152,18 @@ fn as_string(value: &Value) -> Result<String, StoreError> {
         Value::Int(n) => Ok(n.to_string()),
         _ => Err(corrupt("text", value)),
     }
+}
+
+/// The first two entries of a reply as text (missing = empty).
+fn two_strings(reply: &[Value]) -> Result<(String, String), StoreError> {
+    let text = |index: usize| {
+        reply
+            .get(index)
+            .map(as_string)
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    Ok((text(0)?, text(1)?))
 }
 
 fn as_array(value: Value) -> Result<Vec<Value>, StoreError> {
@@ -316,11 +340,7 @@ impl Store for RedisStore {
             .arg(dedup_key.unwrap_or(""))
             .arg(&keys.prefix)
             .arg(DEDUP_TTL_SECS);
-        let mut connection = self.connection.clone();
-        let reply = as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )?;
+        let reply = self.run_script(&invocation).await?;
         let [id, created, position] = reply.as_slice() else {
             return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
         };
@@ -379,11 +399,7 @@ impl Store for RedisStore {
         for id in ids {
             invocation.arg(id);
         }
-        let mut connection = self.connection.clone();
-        let flat = as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )?;
+        let flat = self.run_script(&invocation).await?;
         if flat.len() != ids.len() * 4 {
             return Err(StoreError::Corrupt(
                 "tickets reply has the wrong length".into(),
@@ -422,17 +438,8 @@ impl Store for RedisStore {
             .arg(now_ms)
             .arg(keep_ms)
             .arg(&keys.prefix);
-        let mut connection = self.connection.clone();
-        let reply = as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )?;
-        let outcome = reply
-            .first()
-            .map(as_string)
-            .transpose()?
-            .unwrap_or_default();
-        let state = reply.get(1).map(as_string).transpose()?.unwrap_or_default();
+        let reply = self.run_script(&invocation).await?;
+        let (outcome, state) = two_strings(&reply)?;
         Ok(match outcome.as_str() {
             "LEFT" => LeaveOutcome::Left,
             "NOT_FOUND" => LeaveOutcome::NotFound,
@@ -473,11 +480,7 @@ impl Store for RedisStore {
                     .map(|cap| cap.to_string())
                     .unwrap_or_default(),
             );
-        let mut connection = self.connection.clone();
-        let reply = as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )?;
+        let reply = self.run_script(&invocation).await?;
         let (epoch, settings) = reply
             .split_first()
             .ok_or_else(|| StoreError::Corrupt("empty lease reply".into()))?;
@@ -524,11 +527,7 @@ impl Store for RedisStore {
         for token in request.tokens {
             invocation.arg(token);
         }
-        let mut connection = self.connection.clone();
-        let reply = as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )?;
+        let reply = self.run_script(&invocation).await?;
         if reply.len() != 8 {
             return Err(StoreError::Corrupt("admit reply needs 8 fields".into()));
         }
@@ -568,17 +567,8 @@ impl Store for RedisStore {
             .arg(if consume { "1" } else { "0" })
             .arg(keep_ms)
             .arg(&keys.prefix);
-        let mut connection = self.connection.clone();
-        let reply = as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )?;
-        let verdict = reply
-            .first()
-            .map(as_string)
-            .transpose()?
-            .unwrap_or_default();
-        let ticket_id = reply.get(1).map(as_string).transpose()?.unwrap_or_default();
+        let reply = self.run_script(&invocation).await?;
+        let (verdict, ticket_id) = two_strings(&reply)?;
         Ok(match verdict.as_str() {
             "VALID" => TokenCheck::Valid { ticket_id },
             "EXPIRED" => TokenCheck::Expired,
