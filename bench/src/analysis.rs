@@ -83,6 +83,12 @@ pub struct RateFit {
     pub windows_1s: u64,
     /// Backlogged span, seconds.
     pub span_secs: f64,
+    /// Where the worst ~1 s window starts, seconds after the first admission.
+    pub worst_window_at_secs: f64,
+    /// Longest time between two ticks that admitted, ms (nominal: the tick).
+    pub largest_tick_gap_ms: u64,
+    /// Ticks that admitted more than their own elapsed time's worth plus one carried shopper.
+    pub ticks_above_own_quota: u64,
 }
 
 /// Fits ticks (all but the last, which may have found the queue short) against the rate.
@@ -95,8 +101,9 @@ pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64) -> RateFit {
     }
     let span_ms = backlogged[backlogged.len() - 1].0 - backlogged[0].0;
     let after_first: u64 = backlogged[1..].iter().map(|t| t.1).sum();
-    let deviation = |window_ms: u64| -> (f64, u64) {
+    let deviation = |window_ms: u64| -> (f64, u64, u64) {
         let mut worst = 0.0f64;
+        let mut worst_at = 0;
         let mut windows = 0;
         let mut end = 0;
         for start in 0..backlogged.len() {
@@ -113,19 +120,31 @@ pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64) -> RateFit {
             }
             let admitted: u64 = backlogged[start + 1..=end].iter().map(|t| t.1).sum();
             let expected = rate_per_sec * span as f64 / 1000.0;
-            worst = worst.max(((admitted as f64 - expected) / expected).abs());
+            let off = ((admitted as f64 - expected) / expected).abs();
+            if off > worst {
+                worst = off;
+                worst_at = backlogged[start].0 - backlogged[0].0;
+            }
             windows += 1;
         }
-        (worst, windows)
+        (worst, windows, worst_at)
     };
-    let (max_1s, windows_1s) = deviation(1000);
-    let (max_10s, _) = deviation(10_000);
+    let (max_1s, windows_1s, worst_at) = deviation(1000);
+    let (max_10s, _, _) = deviation(10_000);
+    let gaps = backlogged.windows(2).map(|w| (w[1].0 - w[0].0, w[1].1));
+    let largest_tick_gap_ms = gaps.clone().map(|(gap, _)| gap).max().unwrap_or(0);
+    let ticks_above_own_quota = gaps
+        .filter(|&(gap, admitted)| admitted as f64 > rate_per_sec * gap as f64 / 1000.0 + 1.0)
+        .count() as u64;
     RateFit {
         overall_rate: after_first as f64 / (span_ms as f64 / 1000.0).max(1e-3),
         max_deviation_1s: max_1s,
         max_deviation_10s: max_10s,
         windows_1s,
         span_secs: span_ms as f64 / 1000.0,
+        worst_window_at_secs: worst_at as f64 / 1000.0,
+        largest_tick_gap_ms,
+        ticks_above_own_quota,
     }
 }
 

@@ -15,16 +15,45 @@ use crate::procs::{CpuMeter, RedisProcess, ServerProcess};
 use crate::profile::Profile;
 use crate::report::{Report, Verdict};
 
-/// Serves `GET /` → `hello` on `bind` until killed (the `hello` subcommand).
+/// Serves the baselines on `bind` until killed (the `hello` subcommand): `GET /` → `hello`, and
+/// `GET /sse` → one `status` event (a fixed waiting TicketStatus), then keep-alives: the floor
+/// of what an axum SSE stream costs, to read the server's RSS per stream against.
 ///
 /// # Errors
 /// When the address cannot be bound.
 pub async fn serve_hello(bind: std::net::SocketAddr) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(bind).await?;
     println!("hello listening on http://{}", listener.local_addr()?);
-    let app = Router::new().route("/", get(|| async { "hello" }));
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .route("/sse", get(bare_sse));
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+async fn bare_sse() -> impl axum::response::IntoResponse {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures_util::StreamExt as _;
+    let status = vestibule_shared::TicketStatus {
+        ticket_id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
+        room: "sse".into(),
+        status: vestibule_shared::TicketState::Waiting,
+        position: Some(1),
+        eta_seconds: None,
+        next_poll_after_ms: 30_000,
+        entry_token: None,
+        token_expires_at: None,
+        checkout_url: None,
+        room_state: vestibule_shared::RoomState::Paused,
+    };
+    let first = Event::default()
+        .event("status")
+        .id("0")
+        .data(serde_json::to_string(&status).unwrap_or_default());
+    let events =
+        futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(first) })
+            .chain(futures_util::stream::pending());
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
 /// What the ceilings came to.

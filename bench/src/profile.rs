@@ -75,7 +75,7 @@ impl Profile {
                 position_probe_rate: 100.0,
                 position_probe_secs: 0.5,
                 sse_steps: vec![20, 50],
-                sse_hold_secs: 1.0,
+                sse_hold_secs: 0.5,
             },
             "short" => Self {
                 name: "short",

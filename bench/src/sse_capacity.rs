@@ -114,7 +114,8 @@ pub async fn run(
         // Every stream of this step has answered (or failed) once its opening permit is back.
         drop(opening.acquire_many(OPENING_AT_ONCE as u32).await?);
         let open_secs = started.elapsed().as_secs_f64();
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Let the hub's refresh loop see every new stream before measuring.
+        tokio::time::sleep(Profile::secs(profile.sse_hold_secs.min(1.0))).await;
         let before = RedisSample::take(&mut probe)?;
         let cpu_server = crate::procs::cpu_secs(server.pid());
         let hold_started = Instant::now();
@@ -141,6 +142,13 @@ pub async fn run(
         results.push(step);
     }
     streams.abort_all();
+    while streams.join_next().await.is_some() {}
+    drop(server);
+    let floor = bare_axum_floor(max).await;
+    if let Ok((held, per_stream)) = &floor {
+        report.value("sse_bare_axum_rss_per_stream_bytes", *per_stream);
+        report.value("sse_bare_axum_held", *held);
+    }
     let last = results.last().cloned();
     let first = results.first().cloned();
     let error = counts
@@ -192,12 +200,20 @@ pub async fn run(
                     .unwrap_or_default()
             ),
         );
+        let floor_text = match &floor {
+            Ok((held, per_stream)) => format!(
+                "bare axum SSE floor (same client, {} streams): {:.1} KB/stream",
+                fmt_count(*held),
+                per_stream / 1024.0
+            ),
+            Err(error) => format!("bare axum SSE floor not measured: {error:#}"),
+        };
         report.row(
             "Server RSS per SSE stream",
-            format!("{:.1} KB", last.rss_per_stream / 1024.0),
+            format!("{:.1} KB ({floor_text})", last.rss_per_stream / 1024.0),
             "≤ 10 KB",
             Verdict::from(last.rss_per_stream <= 10.0 * 1024.0),
-            "VmRSS growth from the idle server / streams held (connection, hub subscriber, last status)",
+            "VmRSS growth from the idle server / streams held: hyper connection buffers, the SSE body stream, the hub's mpsc channel and last status; see PROPOSALS.md",
         );
         let growth = last.redis_commands_per_sec / first.redis_commands_per_sec.max(1.0);
         let stream_growth = last.held as f64 / first.held.max(1) as f64;
@@ -252,6 +268,36 @@ async fn hold_stream(
     while let Ok(Some(_)) = stream.next_status().await {}
     counts.alive.fetch_sub(1, Ordering::Relaxed);
     fail("stream ended early".into());
+}
+
+/// RSS per stream of the bare axum SSE baseline holding `count` streams: (held, bytes/stream).
+async fn bare_axum_floor(count: u64) -> anyhow::Result<(u64, f64)> {
+    let exe = std::env::current_exe()?;
+    let hello = crate::procs::ServerProcess::start(
+        &exe,
+        &["hello".into(), "--bind".into(), "127.0.0.1:0".into()],
+    )?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let base = rss_bytes(hello.pid());
+    let counts = Arc::new(Counts::default());
+    let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
+    let mut streams = JoinSet::new();
+    for n in 0..count {
+        let permit = opening.clone().acquire_owned().await?;
+        let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (n / STREAMS_PER_SOURCE) as u8));
+        let counts = counts.clone();
+        let addr = hello.addr;
+        streams.spawn(async move {
+            hold_stream(addr, source, "/sse".into(), permit, counts).await;
+        });
+    }
+    drop(opening.acquire_many(OPENING_AT_ONCE as u32).await?);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = counts.alive.load(Ordering::Relaxed);
+    let per_stream = rss_bytes(hello.pid()).saturating_sub(base) as f64 / held.max(1) as f64;
+    streams.abort_all();
+    while streams.join_next().await.is_some() {}
+    Ok((held, per_stream))
 }
 
 async fn server_stream_gauge(client: &HttpClient) -> f64 {
