@@ -91,11 +91,19 @@ pub struct RateFit {
     pub ticks_above_own_quota: u64,
 }
 
-/// Fits ticks (all but the last, which may have found the queue short) against the rate.
-/// A window runs from one tick to the last tick within `window_ms` after it and counts the
-/// admissions of the ticks after its start, so it needs no alignment to seconds.
-pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64) -> RateFit {
-    let backlogged = &ticks[..ticks.len().saturating_sub(1)];
+/// Fits the backlogged ticks against the rate: from the first tick that admitted a full
+/// `full_tick` (before it, the queue was still filling) to the one before the last (which may
+/// have found the queue short). A window runs from one tick to the last tick within `window_ms`
+/// after it and counts the admissions of the ticks after its start, so it needs no alignment.
+pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64, full_tick: u64) -> RateFit {
+    let first_full = ticks
+        .iter()
+        .position(|t| t.1 >= full_tick)
+        .unwrap_or(ticks.len());
+    let backlogged = &ticks[first_full.min(ticks.len())..ticks.len().saturating_sub(1)];
+    if backlogged.is_empty() {
+        return RateFit::default();
+    }
     if backlogged.len() < 2 || rate_per_sec <= 0.0 {
         return RateFit::default();
     }
@@ -190,7 +198,7 @@ mod tests {
         // 175/s at 100 ms: 17, 18, 17, 18, … then a short last tick.
         let mut ticks: Vec<(u64, u64)> = (0..100).map(|i| (i * 100, 17 + (i % 2))).collect();
         ticks.push((10_000, 3));
-        let fit = rate_fit(&ticks, 175.0);
+        let fit = rate_fit(&ticks, 175.0, 17);
         assert!((fit.overall_rate - 175.0).abs() < 1.0, "{fit:?}");
         assert!(fit.max_deviation_1s < 0.01, "{fit:?}");
         assert!(fit.windows_1s > 80);

@@ -70,13 +70,22 @@ pub async fn run(
     // Each stream costs one descriptor here and one in the server; keep room for the rest.
     let limit = raise_open_files_limit(wanted_max + 10_000);
     let fits = limit.saturating_sub(2_000);
-    let steps: Vec<u64> = profile.sse_steps.iter().map(|&n| n.min(fits)).collect();
-    if steps.iter().zip(&profile.sse_steps).any(|(a, b)| a != b) {
+    // Scaled in proportion when the limit is lower, so the growth between steps stays the same.
+    let steps: Vec<u64> = if wanted_max > fits {
+        let scaled = profile
+            .sse_steps
+            .iter()
+            .map(|&n| (n as f64 * fits as f64 / wanted_max as f64) as u64)
+            .collect::<Vec<_>>();
         report.note(format!(
-            "SSE steps scaled to {steps:?}: open-files limit is {} (run as root or `ulimit -n 200000`)",
+            "SSE steps scaled from {:?} to {scaled:?}: this process may open {} files and cannot raise its hard limit (needs CAP_SYS_RESOURCE, or `ulimit -n 200000` as a root that has it)",
+            profile.sse_steps,
             open_files_limit()
         ));
-    }
+        scaled
+    } else {
+        profile.sse_steps.clone()
+    };
     let max = steps.iter().copied().max().unwrap_or(0);
     let redis = RedisProcess::start()?;
     let server = start_vestibule(vestibule, &redis.url(), ROOM, 0.0, profile.tick_ms, &[])?;
@@ -284,7 +293,13 @@ async fn bare_axum_floor(count: u64) -> anyhow::Result<(u64, f64)> {
     let mut streams = JoinSet::new();
     for n in 0..count {
         let permit = opening.clone().acquire_owned().await?;
-        let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (n / STREAMS_PER_SOURCE) as u8));
+        // Other source addresses than the server run's, whose ports may still be in TIME_WAIT.
+        let source = IpAddr::V4(Ipv4Addr::new(
+            127,
+            0,
+            0,
+            20 + (n / STREAMS_PER_SOURCE) as u8,
+        ));
         let counts = counts.clone();
         let addr = hello.addr;
         streams.spawn(async move {
