@@ -28,4 +28,21 @@ step "binary"
 cargo build -p vestibule
 
 step "tests"
-cargo test --no-fail-fast "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+# Native crates (unit, contract, black-box, browser) and the page's own unit tests (run on the host).
+cargo test --no-fail-fast --lib --bins --tests "$@" 2>&1 | tee "$log" || status=$?
+cargo test --no-fail-fast -p vestibule-frontend --bins "$@" 2>&1 | tee -a "$log" || status=$?
+
+# One closing line for the whole suite.
+read -r passed failed < <(awk '/^test result:/ {
+    for (i = 2; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) }
+  } END { print p + 0, f + 0 }' "$log")
+echo
+echo "suite: $passed passed, $failed failed"
+if [ "$passed" -eq 0 ]; then
+  echo "no test ran" >&2
+  exit 1
+fi
+exit "$status"
