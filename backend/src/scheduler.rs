@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::ids::{entry_token, random_id};
 use crate::state::{AppState, RoomRuntime};
-use crate::store::{now_ms, AdmitRequest};
+use crate::store::{now_ms, AdmitRequest, Store};
 
 /// The quota arithmetic of one room, kept by its leader.
 #[derive(Debug, Clone, Default)]
@@ -52,13 +52,13 @@ impl Quota {
     }
 }
 
-/// Runs a room's scheduler until shutdown; gives up the lease on the way out.
+/// Runs a room's scheduler on `store` until shutdown; gives up the lease on the way out.
 ///
 /// A follower calls the lease script each tick (which also refreshes this process's copy of the
 /// room's settings). The leader calls only the admission script, which renews the lease, checks
 /// the fencing epoch and returns the settings for the next tick: one store round trip per tick.
 /// A leader that was paused past its lease therefore meets the fence on its very first call.
-pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
+pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>) {
     let holder = random_id();
     let tick = state.config.tick();
     let labels = [("room", room.name.clone())];
@@ -115,7 +115,7 @@ pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
                     max_active_users: config.max_active_users,
                     tokens: &tokens,
                 };
-                match state.store.admit(&room.name, &request).await {
+                match store.admit(&room.name, &request).await {
                     Ok(outcome) if outcome.fenced => {
                         tracing::warn!(room = %room.name, epoch = leadership.epoch, "admission refused by the fencing epoch: another process leads now");
                         metrics::counter!("vestibule_admissions_fenced_total", &labels)
@@ -172,7 +172,7 @@ pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
         }
     }
     if leader.is_some() {
-        if let Err(error) = state.store.release_lease(&room.name, &holder).await {
+        if let Err(error) = store.release_lease(&room.name, &holder).await {
             tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
         }
     }

@@ -126,9 +126,9 @@ impl Application {
             shutdown,
             ..
         } = self;
+        let schedulers = spawn_scheduler_thread(state.clone())?;
         let mut tasks = JoinSet::new();
         for room in state.rooms.values() {
-            tasks.spawn(scheduler::run(state.clone(), room.clone()));
             tasks.spawn(sse_hub::run(state.clone(), room.clone()));
         }
         let app = routes::router(state);
@@ -145,6 +145,10 @@ impl Application {
         .await
         .context("serving HTTP")?;
         while tasks.join_next().await.is_some() {}
+        tokio::task::spawn_blocking(move || schedulers.join())
+            .await
+            .context("joining the scheduler thread")?
+            .map_err(|_| anyhow::anyhow!("the scheduler thread panicked"))?;
         Ok(())
     }
 
@@ -154,6 +158,51 @@ impl Application {
     /// A fatal server error.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         self.run_until(shutdown_signal()).await
+    }
+}
+
+/// Runs every room's scheduler on a thread of its own, with its own single-threaded runtime and,
+/// on Redis, its own connection: a tick is then never late because request handlers keep the
+/// main runtime's workers or the shared connection's pipeline busy (DESIGN.md "Admission": the
+/// rate must hold while shoppers stampede). Ends when shutdown is signalled and every scheduler
+/// has released its lease.
+fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("vestibule-scheduler".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(%error, "cannot start the scheduler runtime; nobody will be admitted");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let store = scheduler_store(&state).await;
+                let mut tasks = JoinSet::new();
+                for room in state.rooms.values() {
+                    tasks.spawn(scheduler::run(state.clone(), store.clone(), room.clone()));
+                }
+                while tasks.join_next().await.is_some() {}
+            });
+        })
+        .context("starting the scheduler thread")
+}
+
+/// The schedulers' own Redis connection (made on their runtime), or the shared store.
+async fn scheduler_store(state: &AppState) -> Arc<dyn Store> {
+    let Some(url) = &state.config.redis_url else {
+        return state.store.clone();
+    };
+    match RedisStore::connect(url, state.config.store_timeout()).await {
+        Ok(store) => Arc::new(store),
+        Err(error) => {
+            tracing::warn!(%error, "schedulers share the request connection to Redis");
+            state.store.clone()
+        }
     }
 }
 
