@@ -85,6 +85,8 @@ pub struct RateFit {
     pub span_secs: f64,
     /// Where the worst ~1 s window starts, seconds after the first admission.
     pub worst_window_at_secs: f64,
+    /// Where the worst ~1 s window starts, Unix ms (the tick's timestamp).
+    pub worst_window_unix_ms: u64,
     /// Longest time between two ticks that admitted, ms (nominal: the tick).
     pub largest_tick_gap_ms: u64,
     /// Ticks that admitted more than their own elapsed time's worth plus one carried shopper.
@@ -151,6 +153,7 @@ pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64, full_tick: u64) -> Rate
         windows_1s,
         span_secs: span_ms as f64 / 1000.0,
         worst_window_at_secs: worst_at as f64 / 1000.0,
+        worst_window_unix_ms: backlogged[0].0 + worst_at,
         largest_tick_gap_ms,
         ticks_above_own_quota,
     }

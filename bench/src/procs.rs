@@ -281,11 +281,36 @@ pub fn rss_bytes(pid: u32) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// CPU use of a few processes over a stage, as percent of one core.
+/// CPU seconds the whole machine has been busy (all cores), from `/proc/stat`.
+pub fn machine_busy_secs() -> f64 {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let Some(line) = text.lines().next() else {
+        return 0.0;
+    };
+    // cpu user nice system idle iowait irq softirq steal …: busy = all but idle and iowait.
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let busy: f64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
+        .map(|(_, v)| v)
+        .sum();
+    busy / clock_ticks_per_sec()
+}
+
+/// CPU use of a few processes over a stage, as percent of one core, and of everything else on
+/// the machine in the same time (other users' builds make a shared box noisy).
 #[derive(Debug, Clone)]
 pub struct CpuMeter {
     started: Instant,
     at_start: Vec<(String, u32, f64)>,
+    machine_at_start: f64,
 }
 
 impl CpuMeter {
@@ -297,19 +322,27 @@ impl CpuMeter {
                 .iter()
                 .map(|(name, pid)| ((*name).to_owned(), *pid, cpu_secs(*pid)))
                 .collect(),
+            machine_at_start: machine_busy_secs(),
         }
     }
 
-    /// `name NN%` for each process, e.g. `vestibule 120%, redis 45%, bench 30%`.
+    /// `name NN%` for each process and for the rest of the machine, e.g.
+    /// `vestibule 120%, redis 45%, bench 30%, other processes 3%`.
     pub fn summary(&self) -> String {
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
-        self.at_start
+        let mut ours = 0.0;
+        let mut parts: Vec<String> = self
+            .at_start
             .iter()
             .map(|(name, pid, start)| {
-                format!("{name} {:.0}%", (cpu_secs(*pid) - start) / secs * 100.0)
+                let used = cpu_secs(*pid) - start;
+                ours += used;
+                format!("{name} {:.0}%", used / secs * 100.0)
             })
-            .collect::<Vec<_>>()
-            .join(", ")
+            .collect();
+        let others = (machine_busy_secs() - self.machine_at_start - ours).max(0.0);
+        parts.push(format!("other processes {:.0}%", others / secs * 100.0));
+        parts.join(", ")
     }
 }
 

@@ -9,7 +9,7 @@ use crate::analysis::{fifo_discordance, quantile, rate_fit, ticks};
 use crate::flash_sale::{self, FlashSalePlan};
 use crate::http::{short, HttpClient, Percentiles};
 use crate::position_cost::fmt_count;
-use crate::procs::{start_vestibule, CpuMeter, RedisProcess};
+use crate::procs::{cpu_secs, machine_busy_secs, start_vestibule, CpuMeter, RedisProcess};
 use crate::profile::Profile;
 use crate::redis_probe::{key, ticket_states, zcard, RedisSample};
 use crate::report::{Report, Verdict};
@@ -72,18 +72,24 @@ pub async fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let mut sampler_connection = redis.connection()?;
     let queue_key = key(ROOM, "queue");
+    // Also the CPU the rest of the machine used, to tell a late tick caused by a neighbour's
+    // build from one of our own.
+    let ours = [server.pid(), redis.pid(), std::process::id()];
     let sampler = {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let mut samples = Vec::new();
+            let mut others = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 if let Ok(sample) = RedisSample::take(&mut sampler_connection) {
                     let waiting = zcard(&mut sampler_connection, &queue_key).unwrap_or(0);
                     samples.push((sample, waiting));
                 }
+                let own: f64 = ours.iter().map(|pid| cpu_secs(*pid)).sum();
+                others.push((flash_sale::unix_ms(), machine_busy_secs() - own));
                 std::thread::sleep(Duration::from_millis(1000));
             }
-            samples
+            (samples, others)
         })
     };
     let cpu = CpuMeter::start(&[
@@ -103,7 +109,19 @@ pub async fn run(
     let sale = flash_sale::run(&plan, server.addr).await;
     let spike_cpu = spike_cpu.await.unwrap_or_default();
     stop.store(true, Ordering::Relaxed);
-    let samples = sampler.join().unwrap_or_default();
+    let (samples, others) = sampler.join().unwrap_or_default();
+    // Other processes' CPU (percent of one core) per sampling interval: (interval end, percent).
+    let others_percent: Vec<(u64, f64)> = others
+        .windows(2)
+        .map(|w| {
+            let secs = (w[1].0.saturating_sub(w[0].0)) as f64 / 1000.0;
+            (
+                w[1].0,
+                ((w[1].1 - w[0].1) / secs.max(1e-3) * 100.0).max(0.0),
+            )
+        })
+        .collect();
+    let others_peak = others_percent.iter().map(|o| o.1).fold(0.0, f64::max);
     let cpu_summary = cpu.summary();
 
     let mut probe = redis.connection()?;
@@ -204,6 +222,15 @@ pub async fn run(
         &metrics,
         &format!("vestibule_largest_tick_admissions{{room=\"{ROOM}\"}}"),
     );
+    // Other processes around the worst window (the intervals that overlap it).
+    let worst_start = fit.worst_window_unix_ms;
+    let others_at_worst = others_percent
+        .iter()
+        .filter(|(end, _)| *end + 1000 >= worst_start && *end <= worst_start + 2000)
+        .map(|o| o.1)
+        .fold(0.0, f64::max);
+    report.value("sale_other_processes_cpu_peak", others_peak);
+    report.value("sale_other_processes_cpu_at_worst_window", others_at_worst);
     report.value("admissions_overall_rate", fit.overall_rate);
     report.value("admissions_max_deviation_1s", fit.max_deviation_1s);
     report.value("largest_tick", largest_tick);
@@ -229,9 +256,11 @@ pub async fn run(
                 && (fit.overall_rate / profile.admission_rate - 1.0).abs() <= 0.01,
         ),
         format!(
-            "{} ticks while backlogged (from the first full tick); worst 1-s window at +{:.1} s; longest gap between ticks {} ms (nominal {} ms); windows run tick to tick",
+            "{} ticks while backlogged (from the first full tick); worst 1-s window at +{:.1} s, when other processes on the box used {:.0}% CPU (peak over the sale {:.0}%); longest gap between ticks {} ms (nominal {} ms); windows run tick to tick",
             tick_list.len().saturating_sub(1),
             fit.worst_window_at_secs,
+            others_at_worst,
+            others_peak,
             fit.largest_tick_gap_ms,
             profile.tick_ms
         ),

@@ -31,6 +31,10 @@ const OPENING_AT_ONCE: usize = 256;
 struct Counts {
     alive: AtomicU64,
     failed: AtomicU64,
+    /// Status events received after the first, by all streams.
+    updates: AtomicU64,
+    /// Streams that saw their position rise.
+    rose: AtomicU64,
     first_error: Mutex<Option<String>>,
 }
 
@@ -55,6 +59,9 @@ pub struct Step {
     pub server_cpu_percent: f64,
     /// Streams opened per second.
     pub open_rate: f64,
+    /// Status updates the streams received per second while held (positions move with every
+    /// admission).
+    pub updates_per_sec: f64,
 }
 
 /// Runs the SSE steps.
@@ -88,8 +95,20 @@ pub async fn run(
     };
     let max = steps.iter().copied().max().unwrap_or(0);
     let redis = RedisProcess::start()?;
-    let server = start_vestibule(vestibule, &redis.url(), ROOM, 0.0, profile.tick_ms, &[])?;
+    // The room admits at the profile's rate, so every streamed position moves with each tick as
+    // in a real sale; enough shoppers are loaded ahead that no streamed one is admitted.
+    let server = start_vestibule(
+        vestibule,
+        &redis.url(),
+        ROOM,
+        profile.admission_rate,
+        profile.tick_ms,
+        &[],
+    )?;
     let mut probe = redis.connection()?;
+    let stage_secs = 30.0 + max as f64 / 500.0 + steps.len() as f64 * (profile.sse_hold_secs + 5.0);
+    let ahead = (profile.admission_rate * stage_secs * 2.0) as u64;
+    bulk_load(&mut probe, ROOM, ahead, 4)?;
     let (ids, _) = bulk_load(&mut probe, ROOM, max, 3)?;
     let ids = Arc::new(ids);
     let metrics_client = HttpClient::new(&server.base(), 2);
@@ -126,6 +145,7 @@ pub async fn run(
         // Let the hub's refresh loop see every new stream before measuring.
         tokio::time::sleep(Profile::secs(profile.sse_hold_secs.min(1.0))).await;
         let before = RedisSample::take(&mut probe)?;
+        let updates_before = counts.updates.load(Ordering::Relaxed);
         let cpu_server = crate::procs::cpu_secs(server.pid());
         let hold_started = Instant::now();
         tokio::time::sleep(Profile::secs(profile.sse_hold_secs)).await;
@@ -133,6 +153,8 @@ pub async fn run(
         let server_cpu = (crate::procs::cpu_secs(server.pid()) - cpu_server)
             / hold_started.elapsed().as_secs_f64()
             * 100.0;
+        let updates = counts.updates.load(Ordering::Relaxed) - updates_before;
+        let updates_per_sec = updates as f64 / hold_started.elapsed().as_secs_f64();
         let held = counts.alive.load(Ordering::Relaxed);
         let rss = rss_bytes(server.pid());
         let server_streams = server_stream_gauge(&metrics_client).await;
@@ -146,6 +168,7 @@ pub async fn run(
             redis_cpu_percent: after.cpu_percent_since(&before),
             server_cpu_percent: server_cpu,
             open_rate: (target - from) as f64 / open_secs.max(1e-3),
+            updates_per_sec,
         };
         eprintln!("[bench] SSE step {step:?}");
         results.push(step);
@@ -170,18 +193,21 @@ pub async fn run(
             .iter()
             .map(|s| {
                 format!(
-                    "{}: {} held, {:.1} KB/stream, Redis {} cmd/s ({:.0}% CPU), server {:.0}% CPU",
+                    "{}: {} held, {:.1} KB/stream, Redis {} cmd/s ({:.0}% CPU), server {:.0}% CPU, {} updates/s",
                     fmt_count(s.target),
                     fmt_count(s.held),
                     s.rss_per_stream / 1024.0,
                     short(s.redis_commands_per_sec),
                     s.redis_cpu_percent,
-                    s.server_cpu_percent
+                    s.server_cpu_percent,
+                    short(s.updates_per_sec)
                 )
             })
             .collect::<Vec<_>>()
             .join("; ");
         report.value("sse_held", last.held);
+        report.value("sse_position_rose", counts.rose.load(Ordering::Relaxed));
+        report.value("sse_updates_per_sec", last.updates_per_sec);
         report.value("sse_rss_per_stream_bytes", last.rss_per_stream);
         report.value("sse_steps", serde_json::to_value(&results)?);
         let fifty_k = profile.sse_steps.iter().copied().max().unwrap_or(0);
@@ -222,7 +248,7 @@ pub async fn run(
             format!("{:.1} KB ({floor_text})", last.rss_per_stream / 1024.0),
             "≤ 10 KB",
             Verdict::from(last.rss_per_stream <= 10.0 * 1024.0),
-            "VmRSS growth from the idle server / streams held: hyper connection buffers, the SSE body stream, the hub's mpsc channel and last status; see PROPOSALS.md",
+            "VmRSS growth from the idle server / streams held: the HTTP/1.1 connection (hyper's buffers, task, body stream, keep-alive timer) plus the hub's per-ticket state; see PROPOSALS.md",
         );
         let growth = last.redis_commands_per_sec / first.redis_commands_per_sec.max(1.0);
         let stream_growth = last.held as f64 / first.held.max(1) as f64;
@@ -233,11 +259,28 @@ pub async fn run(
             "flat in the number of streams",
             Verdict::from(growth <= 1.2 || stream_growth < 1.5),
             format!(
-                "idle server: {} cmd/s; {:.1}× the commands for {:.1}× the streams: the hub re-reads every stream's ticket (ZRANK in one script per 2,000) every --sse-refresh-ms; see PROPOSALS.md",
+                "room admitting at {} /s, so positions move every tick; without streams: {} cmd/s; {:.1}× the commands for {:.1}× the streams; streams whose position rose: {}",
+                profile.admission_rate,
                 short(idle_commands),
                 growth,
-                stream_growth
+                stream_growth,
+                counts.rose.load(Ordering::Relaxed)
             ),
+        );
+        let cpu_per_1k = last.server_cpu_percent / (last.held.max(1) as f64 / 1000.0);
+        report.value("sse_server_cpu_percent_per_1k_streams", cpu_per_1k);
+        report.row(
+            "Server CPU for SSE updates",
+            format!(
+                "{:.1}% of a core per 1,000 streams ({:.0}% at {}), {} updates/s delivered",
+                cpu_per_1k,
+                last.server_cpu_percent,
+                fmt_count(last.held),
+                short(last.updates_per_sec)
+            ),
+            "–",
+            Verdict::Info,
+            "every admission moves every waiting position, so each stream gets an update per refresh; this CPU grows with the streams even when Redis load does not",
         );
     }
     Ok(results)
@@ -263,18 +306,30 @@ async fn hold_stream(
             return;
         }
     };
-    match stream.next_status().await {
-        Ok(Some(status)) if status.status == TicketState::Waiting && status.position.is_some() => {}
+    let mut last_position = match stream.next_status().await {
+        Ok(Some(status)) if status.status == TicketState::Waiting && status.position.is_some() => {
+            status.position
+        }
         other => {
             drop(permit);
             fail(format!("first event: {other:?}"));
             return;
         }
-    }
+    };
     counts.alive.fetch_add(1, Ordering::Relaxed);
     drop(permit);
     // Hold until the server ends the stream (or the run aborts this task).
-    while let Ok(Some(_)) = stream.next_status().await {}
+    let mut rose = false;
+    while let Ok(Some(status)) = stream.next_status().await {
+        counts.updates.fetch_add(1, Ordering::Relaxed);
+        if let (Some(before), Some(now)) = (last_position, status.position) {
+            if now > before && !rose {
+                rose = true;
+                counts.rose.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        last_position = status.position.or(last_position);
+    }
     counts.alive.fetch_sub(1, Ordering::Relaxed);
     fail("stream ended early".into());
 }
