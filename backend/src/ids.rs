@@ -19,6 +19,20 @@ pub fn random_id() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// The ticket id a dedup key gets on its first join in a room: the first 128 bits of
+/// HMAC-SHA256(`room_secret`, `dedup_key`), 22 URL-safe base64 characters like [`random_id`].
+///
+/// A retried join recomputes it instead of looking it up, so a waiting shopper costs no dedup
+/// entry in the store. Without the room's secret (server-side, never sent to a client) the id
+/// of a key cannot be computed, and the key itself cannot be read back from the id.
+pub fn derived_id(room_secret: &[u8], dedup_key: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac =
+        Hmac::<sha2::Sha256>::new_from_slice(room_secret).expect("HMAC takes keys of any length");
+    mac.update(dedup_key.as_bytes());
+    URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..16])
+}
+
 /// A fresh entry token for `room`.
 pub fn entry_token(room: &str) -> String {
     format!("{room}.{}", random_id())
@@ -77,6 +91,28 @@ mod tests {
         assert_eq!(log_tag(&id).len(), 12);
         assert!(!id.contains(&log_tag(&id)));
         assert_eq!(log_tag("abc"), "ba7816bf8f01");
+    }
+
+    #[test]
+    fn derived_ids_are_well_formed_stable_and_depend_on_secret_and_key() {
+        let secret = [7u8; 32];
+        let id = derived_id(&secret, "k:abc");
+        assert!(is_well_formed_id(&id));
+        assert_eq!(URL_SAFE_NO_PAD.decode(&id).unwrap().len(), 16);
+        assert_eq!(id, derived_id(&secret, "k:abc"));
+        assert_ne!(id, derived_id(&secret, "k:abd"));
+        assert_ne!(id, derived_id(&secret, "u:abc"));
+        assert_ne!(id, derived_id(&[8u8; 32], "k:abc"));
+        // RFC 4231 test case 2: HMAC-SHA256("Jefe", "what do ya want for nothing?") begins
+        // 5bdcc146bf60754e6a042426089575c7.
+        let expected = URL_SAFE_NO_PAD.encode([
+            0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95,
+            0x75, 0xc7,
+        ]);
+        assert_eq!(
+            derived_id(b"Jefe", "what do ya want for nothing?"),
+            expected
+        );
     }
 
     #[test]

@@ -82,14 +82,13 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         let kind = store.kind();
         let mut ids = Vec::new();
         for i in 0..10 {
-            let id = random_id();
             let outcome = store
-                .join(ROOM, Some(&format!("k{i}")), &id, KEEP_MS)
+                .join(ROOM, Some(&format!("k{i}")), &random_id(), KEEP_MS)
                 .await
                 .unwrap();
             assert!(outcome.created);
             assert_eq!(outcome.ticket.position, Some(i + 1), "{kind}");
-            ids.push(id);
+            ids.push(outcome.ticket.id);
         }
         let again = store
             .join(ROOM, Some("k3"), &random_id(), KEEP_MS)
@@ -122,6 +121,256 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         let counts = store.counts(ROOM, now_ms()).await.unwrap();
         assert_eq!(counts.waiting, 10, "{kind}");
     }
+}
+
+/// The dedup hash of `ROOM` in Redis: its field count (0 when the hash does not exist).
+async fn dedup_fields(store: &RedisStore) -> u64 {
+    redis::cmd("HLEN")
+        .arg(format!("vestibule:{{{ROOM}}}:dedup"))
+        .query_async(&mut store.connection())
+        .await
+        .unwrap()
+}
+
+/// The room secret as stored in Redis.
+async fn stored_secret(store: &RedisStore) -> Option<Vec<u8>> {
+    redis::cmd("GET")
+        .arg(format!("vestibule:{{{ROOM}}}:secret"))
+        .query_async(&mut store.connection())
+        .await
+        .unwrap()
+}
+
+async fn redis_store(redis: &RedisServer) -> RedisStore {
+    let store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
+        .await
+        .expect("private redis-server answers");
+    store.init_room(ROOM, &defaults()).await.unwrap();
+    store
+}
+
+#[tokio::test]
+async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_entry() {
+    for (store, redis) in stores().await {
+        let kind = store.kind();
+        for _ in 0..3 {
+            let id = random_id();
+            let plain = store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+            assert_eq!(
+                plain.ticket.id, id,
+                "{kind}: a join without a key keeps its random id"
+            );
+        }
+        let first = store
+            .join(ROOM, Some("k:page-key-1"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(first.created, "{kind}");
+        assert_eq!(first.ticket.position, Some(4), "{kind}");
+        assert!(vestibule::ids::is_well_formed_id(&first.ticket.id));
+        store.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+        for _ in 0..3 {
+            let retry = store
+                .join(ROOM, Some("k:page-key-1"), &random_id(), KEEP_MS)
+                .await
+                .unwrap();
+            assert!(!retry.created, "{kind}");
+            assert_eq!(retry.ticket.id, first.ticket.id, "{kind}");
+            assert_eq!(retry.ticket.position, Some(4), "{kind}");
+        }
+        let user = store
+            .join(ROOM, Some("u:shopper-7"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert_eq!(user.ticket.position, Some(6), "{kind}");
+        assert_ne!(user.ticket.id, first.ticket.id);
+        if let Some(redis) = &redis {
+            let redis_store = redis_store(redis).await;
+            assert_eq!(
+                dedup_fields(&redis_store).await,
+                0,
+                "first joins write no dedup entry"
+            );
+            // Another replica of the same room finds the same ticket.
+            let retry = redis_store
+                .join(ROOM, Some("k:page-key-1"), &random_id(), KEEP_MS)
+                .await
+                .unwrap();
+            assert!(!retry.created);
+            assert_eq!(
+                (retry.ticket.id, retry.ticket.position),
+                (first.ticket.id.clone(), Some(4))
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find() {
+    for (store, redis) in stores().await {
+        let kind = store.kind();
+        let a = store
+            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        store
+            .join(ROOM, Some("k:b"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .leave(ROOM, &a.ticket.id, now_ms(), KEEP_MS)
+                .await
+                .unwrap(),
+            LeaveOutcome::Left
+        );
+        let again = store
+            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(again.created, "{kind}");
+        assert_ne!(again.ticket.id, a.ticket.id, "{kind}: a new ticket");
+        assert_eq!(again.ticket.position, Some(2), "{kind}: at the back");
+        let retry = store
+            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(!retry.created, "{kind}");
+        assert_eq!(retry.ticket.id, again.ticket.id, "{kind}");
+        assert_eq!(retry.ticket.position, Some(2), "{kind}");
+        let old = store.ticket(ROOM, &a.ticket.id, now_ms()).await.unwrap();
+        assert_eq!(old.unwrap().state, TicketState::Left, "{kind}");
+        if let Some(redis) = &redis {
+            let redis_store = redis_store(redis).await;
+            assert_eq!(
+                dedup_fields(&redis_store).await,
+                1,
+                "only the re-join is remembered"
+            );
+        }
+
+        // A live token keeps its ticket; one that expired unused gives a fresh place.
+        let epoch = lead(store.as_ref(), "a").await;
+        assert_eq!(admit(store.as_ref(), "a", epoch, 1, 60_000).await, 1);
+        let issued = store
+            .join(ROOM, Some("k:b"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(!issued.created, "{kind}");
+        assert_eq!(issued.ticket.state, TicketState::TokenIssued, "{kind}");
+        assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let expired = store
+            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
+            .await
+            .unwrap();
+        assert!(
+            expired.created,
+            "{kind}: an expired token is no live ticket"
+        );
+        assert_ne!(expired.ticket.id, again.ticket.id, "{kind}");
+        assert_eq!(expired.ticket.position, Some(1), "{kind}");
+    }
+}
+
+/// Retries `call` while Redis comes back (the connection manager reconnects in the background).
+async fn until_ok<T, F, Fut>(mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, vestibule::store::StoreError>>,
+{
+    for _ in 0..100 {
+        if let Ok(value) = call().await {
+            return value;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("Redis did not come back");
+}
+
+#[tokio::test]
+async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_back() {
+    let mut redis = RedisServer::start();
+    let a = redis_store(&redis).await;
+    let secret = stored_secret(&a)
+        .await
+        .expect("init_room writes the secret");
+    assert_eq!(secret.len(), 32);
+    let before = a
+        .join(ROOM, Some("k:x"), &random_id(), KEEP_MS)
+        .await
+        .unwrap();
+
+    redis.restart();
+    let after = until_ok(|| async { a.join(ROOM, Some("k:x"), &random_id(), KEEP_MS).await }).await;
+    assert!(after.created, "the queue was lost with Redis");
+    assert_eq!(after.ticket.position, Some(1));
+    assert_eq!(after.ticket.id, before.ticket.id, "same secret, same id");
+    let retry = a
+        .join(ROOM, Some("k:x"), &random_id(), KEEP_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        (retry.created, retry.ticket.id),
+        (false, before.ticket.id.clone())
+    );
+    let plain = a.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+    assert_eq!(plain.ticket.position, Some(2));
+    // The next lease call writes this replica's secret back, and the settings.
+    until_ok(|| async { a.lease(ROOM, "a", LEASE_MS, &defaults()).await }).await;
+    assert_eq!(stored_secret(&a).await, Some(secret.clone()));
+
+    // Lost again, and a new replica starts before any lease call: it writes a new secret, which
+    // the older replica takes up at its next lease call, so both derive the same ids again.
+    redis.restart();
+    let b = until_ok(|| async {
+        let store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2)).await?;
+        store.init_room(ROOM, &defaults()).await?;
+        Ok(store)
+    })
+    .await;
+    let new_secret = stored_secret(&b).await.unwrap();
+    assert_ne!(new_secret, secret);
+    until_ok(|| async { a.lease(ROOM, "a", LEASE_MS, &defaults()).await }).await;
+    assert_eq!(stored_secret(&a).await, Some(new_secret));
+    let from_b = b
+        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
+        .await
+        .unwrap();
+    let from_a = a
+        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
+        .await
+        .unwrap();
+    assert!(from_b.created && !from_a.created);
+    assert_eq!(from_a.ticket.id, from_b.ticket.id);
+
+    // A store that never initialised the room reads the secret in force on its first keyed join.
+    let c = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
+    let from_c = c
+        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        (from_c.created, &from_c.ticket.id),
+        (false, &from_b.ticket.id)
+    );
+
+    // Only the secret lost (a leader makes no lease calls while it leads): a later join checks
+    // its copy against Redis again and writes it back.
+    redis.cli(&["DEL", "vestibule:{main}:secret"]);
+    tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
+    let again = a
+        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.created, &again.ticket.id),
+        (false, &from_b.ticket.id)
+    );
+    assert_eq!(stored_secret(&a).await, stored_secret(&b).await);
+    assert!(stored_secret(&a).await.is_some());
 }
 
 #[tokio::test]

@@ -5,20 +5,24 @@
 //! script (`store/lua/*.lua`); all keys of a room share the hash tag `{room}` so a room lives on
 //! one Redis Cluster slot. The key layout is documented in ARCHITECTURE.md.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::time::Duration;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 use vestibule_shared::TicketState;
 
+use crate::ids::derived_id;
+
 use super::{
     AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, RoomConfig,
     RoomConfigPatch, RoomCounts, Store, StoreError, TicketRecord, TokenCheck,
 };
 
-/// Seconds the dedup hash of a room lives after its last keyed join.
+/// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
 const DEDUP_TTL_SECS: u64 = 24 * 3600;
 
 struct Scripts {
@@ -36,7 +40,22 @@ pub struct RedisStore {
     connection: ConnectionManager,
     timeout: Duration,
     scripts: Scripts,
+    /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
+    /// last read from Redis; written back there if Redis lost it. Never logged.
+    secrets: RwLock<HashMap<String, CachedSecret>>,
 }
+
+/// A room secret, and when a join last checked it against Redis (the upkeep round trip of
+/// `RedisStore::room_secret`; lease calls update the secret but not this time).
+#[derive(Clone)]
+struct CachedSecret {
+    secret: Arc<[u8]>,
+    checked: Instant,
+}
+
+/// How long a join trusts a cached room secret before checking it against Redis again (followers
+/// also check at every lease call; the leader makes none while it leads).
+const SECRET_RECHECK: Duration = Duration::from_secs(5);
 
 /// The names of one room's keys.
 struct Keys {
@@ -90,6 +109,7 @@ impl RedisStore {
                 tickets: Script::new(include_str!("lua/tickets.lua")),
                 init_room: Script::new(include_str!("lua/init_room.lua")),
             },
+            secrets: RwLock::new(HashMap::new()),
         })
     }
 
@@ -122,6 +142,98 @@ impl RedisStore {
             ))),
         }
     }
+
+    /// This process's copy of a room's secret, if it has one.
+    fn cached_secret(&self, room: &str) -> Option<Arc<[u8]>> {
+        self.secrets
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(room)
+            .map(|cached| cached.secret.clone())
+    }
+
+    /// Keeps the secret Redis answered for `room` (Nil: none there, nothing to keep). Redis
+    /// wins over an older copy: after Redis lost the key and another replica wrote a new one,
+    /// every replica converges on the one in Redis at its next lease call or join upkeep.
+    /// `upkeep`: this answer came from the join upkeep round trip (or starts the cache entry).
+    fn remember_secret(&self, room: &str, value: &Value, upkeep: bool) -> Result<(), StoreError> {
+        let secret: Arc<[u8]> = match value {
+            Value::BulkString(bytes) if !bytes.is_empty() => bytes.as_slice().into(),
+            Value::BulkString(_) | Value::Nil => return Ok(()),
+            // Not echoed: whatever is stored there is meant to be secret.
+            _ => {
+                return Err(StoreError::Corrupt(
+                    "the room secret is not a string".into(),
+                ))
+            }
+        };
+        let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
+        let checked = match secrets.get(room) {
+            Some(cached) if !upkeep => cached.checked,
+            _ => Instant::now(),
+        };
+        if secrets
+            .get(room)
+            .is_some_and(|cached| cached.secret != secret)
+        {
+            tracing::warn!(
+                room,
+                "the room secret in Redis changed (Redis lost it and another replica wrote a new \
+                 one): retried joins now derive ticket ids with the new one"
+            );
+        }
+        secrets.insert(room.to_owned(), CachedSecret { secret, checked });
+        Ok(())
+    }
+
+    /// A room's secret for a keyed join: this process's copy while it was checked against Redis
+    /// within [`SECRET_RECHECK`]; else (one join per period does this) one round trip writes the
+    /// copy back with `SET NX`, reads the secret in force, and renews the dedup hash's TTL, which
+    /// thus lives [`DEDUP_TTL_SECS`] past the room's last keyed join without a command per join.
+    /// A store whose room was never initialised offers a fresh secret the same way.
+    async fn room_secret(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
+        let offer = {
+            let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
+            match secrets.get_mut(room) {
+                Some(cached) if cached.checked.elapsed() < SECRET_RECHECK => {
+                    return Ok(cached.secret.clone());
+                }
+                Some(cached) => {
+                    // Claimed: the other joins of this period keep using the copy meanwhile.
+                    cached.checked = Instant::now();
+                    cached.secret.clone()
+                }
+                None => Arc::from(&fresh_secret()[..]),
+            }
+        };
+        let keys = Keys::new(room);
+        let key = keys.key("secret");
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(&key)
+            .arg(&*offer)
+            .arg("NX")
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(keys.key("dedup"))
+            .arg(DEDUP_TTL_SECS)
+            .ignore()
+            .cmd("GET")
+            .arg(&key);
+        let mut connection = self.connection.clone();
+        let (value,): (Value,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        self.remember_secret(room, &value, true)?;
+        self.cached_secret(room)
+            .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))
+    }
+}
+
+/// 32 bytes from the OS CSPRNG: a new room's secret.
+fn fresh_secret() -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    bytes
 }
 
 fn as_u64(value: &Value) -> Result<u64, StoreError> {
@@ -274,6 +386,7 @@ impl Store for RedisStore {
         let mut connection = self.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
         invocation
+            .key(keys.key("secret"))
             .arg(defaults.admission_rate_per_sec)
             .arg(if defaults.paused { "1" } else { "0" })
             .arg(defaults.token_ttl_ms)
@@ -282,11 +395,16 @@ impl Store for RedisStore {
                     .max_active_users
                     .map(|cap| cap.to_string())
                     .unwrap_or_default(),
-            );
+            )
+            .arg(&fresh_secret()[..]);
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
-        parse_config(&fields)
+        let [settings @ .., secret] = fields.as_slice() else {
+            return Err(StoreError::Corrupt("init_room reply is empty".into()));
+        };
+        self.remember_secret(room, secret, true)?;
+        parse_config(settings)
     }
 
     async fn update_room(
@@ -332,6 +450,14 @@ impl Store for RedisStore {
         _keep_ms: u64,
     ) -> Result<JoinOutcome, StoreError> {
         let keys = Keys::new(room);
+        // A key's first ticket takes an id derived from the key, so that a retry finds it without
+        // a dedup entry (join.lua); `new_id` serves joins without a key and re-joins after LEFT
+        // or EXPIRED.
+        let derived = match dedup_key {
+            Some(key) => derived_id(&self.room_secret(room).await?, key),
+            None => String::new(),
+        };
+        let now_ms = super::now_ms();
         let mut invocation = self.scripts.join.key(keys.key("queue"));
         invocation
             .key(keys.key("seq"))
@@ -339,7 +465,9 @@ impl Store for RedisStore {
             .arg(new_id)
             .arg(dedup_key.unwrap_or(""))
             .arg(&keys.prefix)
-            .arg(DEDUP_TTL_SECS);
+            .arg(DEDUP_TTL_SECS)
+            .arg(&derived)
+            .arg(now_ms);
         let reply = self.run_script(&invocation).await?;
         let [id, created, position] = reply.as_slice() else {
             return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
@@ -351,7 +479,7 @@ impl Store for RedisStore {
             waiting_record(&id, position as u64)
         } else {
             // The deduplicated ticket has been admitted since: read it whole.
-            self.ticket(room, &id, super::now_ms())
+            self.ticket(room, &id, now_ms)
                 .await?
                 .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?
         };
@@ -465,10 +593,14 @@ impl Store for RedisStore {
         defaults: &RoomConfig,
     ) -> Result<LeaseOutcome, StoreError> {
         let keys = Keys::new(room);
+        // This process's copy of the room secret goes along, so that a Redis restarted without
+        // persistence gets the same secret back and retried joins keep finding their tickets.
+        let secret = self.cached_secret(room);
         let mut invocation = self.scripts.lease.key(keys.key("leader"));
         invocation
             .key(keys.key("epoch"))
             .key(keys.key("settings"))
+            .key(keys.key("secret"))
             .arg(holder)
             .arg(lease_ms)
             .arg(defaults.admission_rate_per_sec)
@@ -479,11 +611,13 @@ impl Store for RedisStore {
                     .max_active_users
                     .map(|cap| cap.to_string())
                     .unwrap_or_default(),
-            );
+            )
+            .arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
-        let (epoch, settings) = reply
-            .split_first()
-            .ok_or_else(|| StoreError::Corrupt("empty lease reply".into()))?;
+        let [epoch, settings @ .., secret] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("lease reply needs 6 fields".into()));
+        };
+        self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),

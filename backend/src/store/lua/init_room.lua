@@ -1,6 +1,12 @@
--- Write a room's default settings unless some replica already did, and return those in force.
--- KEYS[1] settings (HASH)   ARGV[1] rate   ARGV[2] paused   ARGV[3] ttl_ms   ARGV[4] cap ("" = none)
+-- Write a room's default settings and its secret unless some replica already did, and return those
+-- in force.
+-- KEYS[1] settings (HASH)   KEYS[2] secret (STRING: HMAC key of derived ticket ids)
+-- ARGV[1] rate   ARGV[2] paused   ARGV[3] ttl_ms   ARGV[4] cap ("" = none)
+-- ARGV[5] a fresh random secret (32 bytes), written only if the room has none
+-- Returns {rate, paused, ttl_ms, cap, secret}.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'paused', ARGV[2], 'ttl_ms', ARGV[3], 'cap', ARGV[4])
 end
-return redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap')
+redis.call('SET', KEYS[2], ARGV[5], 'NX')
+local s = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap')
+return {s[1] or '', s[2] or '', s[3] or '', s[4] or '', redis.call('GET', KEYS[2])}

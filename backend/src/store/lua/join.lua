@@ -1,28 +1,45 @@
 -- Join a room's queue, idempotently.
 -- KEYS[1] queue (ZSET id -> arrival seq)   KEYS[2] seq (STRING counter)   KEYS[3] dedup (HASH key -> id)
--- ARGV[1] new ticket id   ARGV[2] dedup key or ""   ARGV[3] key prefix "vestibule:{room}:"
--- ARGV[4] dedup hash TTL in seconds
+-- ARGV[1] fresh random ticket id   ARGV[2] dedup key or ""   ARGV[3] key prefix "vestibule:{room}:"
+-- ARGV[4] dedup hash TTL in seconds   ARGV[5] the key's derived id (HMAC of the key with the room
+-- secret, computed by the caller; "" without a key)   ARGV[6] now, Unix ms
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}.
+--
+-- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
+-- and the key costs no dedup entry. Only a re-join after that ticket LEFT or EXPIRED needs another
+-- id: it gets the fresh random one, remembered in the dedup hash.
 local prefix = ARGV[3]
-if ARGV[2] ~= '' then
-  local existing = redis.call('HGET', KEYS[3], ARGV[2])
-  if existing then
-    local rank = redis.call('ZRANK', KEYS[1], existing)
-    if rank then
-      return {existing, 0, rank + 1}
-    end
-    local state = redis.call('HGET', prefix .. 'ticket:' .. existing, 'state')
-    -- A ticket that left or expired is no reason to refuse a fresh place at the back.
-    if state == 'TOKEN_ISSUED' or state == 'COMPLETED' then
-      return {existing, 0, -1}
-    end
+local key = ARGV[2]
+local id = ARGV[1]
+local remember = false
+if key ~= '' then
+  local mapped = redis.call('HGET', KEYS[3], key)
+  local candidate = mapped or ARGV[5]
+  local rank = redis.call('ZRANK', KEYS[1], candidate)
+  if rank then
+    return {candidate, 0, rank + 1}
+  end
+  local ticket = redis.call('HMGET', prefix .. 'ticket:' .. candidate, 'state', 'exp')
+  local state = ticket[1]
+  -- A ticket that left, or whose token expired unused, is no reason to refuse a fresh place.
+  if state == 'COMPLETED'
+      or (state == 'TOKEN_ISSUED' and tonumber(ticket[2] or '0') > tonumber(ARGV[6])) then
+    return {candidate, 0, -1}
+  end
+  if not mapped and not state then
+    -- The key's first join (or its ticket has been forgotten): the derived id, no dedup entry.
+    id = ARGV[5]
+  else
+    remember = true
   end
 end
 local seq = redis.call('INCR', KEYS[2])
--- NX: a join never moves an existing member (ids are fresh random, so this is belt and braces).
-redis.call('ZADD', KEYS[1], 'NX', seq, ARGV[1])
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[3], ARGV[2], ARGV[1])
+-- NX: a join never moves an existing member (belt and braces: a random id is fresh, a derived one
+-- was checked absent above).
+redis.call('ZADD', KEYS[1], 'NX', seq, id)
+if remember then
+  redis.call('HSET', KEYS[3], key, id)
+  -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).
   redis.call('EXPIRE', KEYS[3], ARGV[4])
 end
-return {ARGV[1], 1, redis.call('ZRANK', KEYS[1], ARGV[1]) + 1}
+return {id, 1, redis.call('ZRANK', KEYS[1], id) + 1}

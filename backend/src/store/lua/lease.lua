@@ -1,8 +1,11 @@
 -- Take or renew a room's scheduler lease, and read the room's settings in the same step.
 -- KEYS[1] leader (STRING holder, PX lease)   KEYS[2] epoch (STRING counter)   KEYS[3] settings (HASH)
+-- KEYS[4] secret (STRING: HMAC key of derived ticket ids)
 -- ARGV[1] holder   ARGV[2] lease in ms   ARGV[3..6] default rate, paused, ttl_ms, cap: written when the
 -- settings are gone (a Redis restarted without persistence), so the room keeps working.
--- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap}.
+-- ARGV[7] the caller's cached room secret ("" = none): written back the same way when the secret is
+-- gone, so the room keeps the secret its replicas derive ticket ids with.
+-- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, secret in force ("" = none)}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then
@@ -15,5 +18,8 @@ end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('HSET', KEYS[3], 'rate', ARGV[3], 'paused', ARGV[4], 'ttl_ms', ARGV[5], 'cap', ARGV[6])
 end
+if ARGV[7] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[7], 'NX')
+end
 local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap')
-return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or ''}
+return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', redis.call('GET', KEYS[4]) or ''}
