@@ -1,58 +1,84 @@
-//! Fan-out of ticket updates to this process's SSE streams, one batched store read per refresh.
+//! Fan-out of ticket updates to this process's SSE streams, with store load flat in their number.
 //!
-//! Every open stream subscribes its ticket here. One task per room re-reads all subscribed
-//! tickets in a single store call every `--sse-refresh-ms` (or at once when the scheduler admits),
-//! and sends each stream its status only when it changed. Store load is one call per room per
-//! refresh per process, however many shoppers hold a stream.
+//! Every open stream subscribes its ticket here (one `watch` channel per ticket, shared by all
+//! its streams, holding only the newest status). One task per room refreshes them every
+//! `--sse-refresh-ms`, or at once when the scheduler admits, with ONE store call
+//! ([`Store::sse_refresh`]) that returns what changed in the queue since the last refresh — how
+//! many were admitted, and the arrival sequences of those who left — plus exact reads of the few
+//! tickets that need one (new streams, tickets whose position reached the head, tickets holding
+//! a token). Waiting positions only fall, by admissions (always from the head) and by leaves
+//! ahead, so each stream's position moves exactly without reading it: position −= admitted +
+//! leavers with a smaller sequence.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Notify};
-use vestibule_shared::TicketStatus;
+use tokio::sync::{watch, Notify};
+use vestibule_shared::{TicketState, TicketStatus};
 
 use crate::state::{AppState, RoomRuntime};
-use crate::store::now_ms;
+use crate::store::{now_ms, QueueCursor, RoomConfig, TicketRecord};
 
-/// Ticket ids per store call, so one call never blocks Redis for long.
-const BATCH: usize = 2000;
+/// Most exact reads in one refresh, so one store call never blocks Redis for long.
+const EXACT_BATCH: usize = 2000;
+/// How often a ticket that holds a token is re-read (it ends by an order, expiry or leave, none
+/// of which moves the queue).
+const ISSUED_RECHECK: Duration = Duration::from_secs(5);
 
-struct Subscriber {
-    sender: mpsc::Sender<TicketStatus>,
-    last: Option<TicketStatus>,
+/// What the hub knows of one watched ticket.
+struct Watched {
+    sender: watch::Sender<TicketStatus>,
+    /// Arrival sequence while waiting (known after the first exact read).
+    seq: Option<u64>,
+    /// Position while waiting, as moved by the deltas.
+    position: Option<u64>,
+    /// When to read the ticket exactly; `None` = never (a waiting ticket followed by deltas).
+    read_at: Option<Instant>,
 }
 
-/// The subscribers of one room in this process.
+#[derive(Default)]
+struct Watchers {
+    by_ticket: HashMap<String, Watched>,
+    cursor: Option<QueueCursor>,
+    /// The room settings the published statuses were computed with (ETA, paused).
+    config_seen: Option<RoomConfig>,
+}
+
+/// The watched tickets of one room in this process.
 #[derive(Default)]
 pub struct SseHub {
-    subscribers: Mutex<HashMap<String, Vec<Subscriber>>>,
+    watchers: Mutex<Watchers>,
     streams: AtomicU64,
     wake: Notify,
 }
 
 impl SseHub {
-    /// Subscribes to updates of `ticket_id`, starting from `current` (already sent by the caller).
+    /// Subscribes to updates of `ticket_id`, which the caller has just read as `current`.
     pub fn subscribe(
         &self,
         ticket_id: &str,
         current: TicketStatus,
-    ) -> mpsc::Receiver<TicketStatus> {
-        let (sender, receiver) = mpsc::channel(4);
-        let mut subscribers = self.lock();
-        subscribers
-            .entry(ticket_id.to_owned())
-            .or_default()
-            .push(Subscriber {
+    ) -> watch::Receiver<TicketStatus> {
+        let mut watchers = self.lock();
+        if let Some(watched) = watchers.by_ticket.get(ticket_id) {
+            return watched.sender.subscribe();
+        }
+        let (sender, receiver) = watch::channel(current);
+        watchers.by_ticket.insert(
+            ticket_id.to_owned(),
+            Watched {
                 sender,
-                last: Some(current),
-            });
-        self.streams.fetch_add(1, Ordering::Relaxed);
+                seq: None,
+                position: None,
+                read_at: Some(Instant::now()),
+            },
+        );
         receiver
     }
 
-    /// Open streams in this process for this room.
+    /// Open streams in this process for this room (as of the last refresh).
     pub fn stream_count(&self) -> u64 {
         self.streams.load(Ordering::Relaxed)
     }
@@ -62,42 +88,45 @@ impl SseHub {
         self.wake.notify_one();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Subscriber>>> {
-        self.subscribers
+    fn lock(&self) -> MutexGuard<'_, Watchers> {
+        self.watchers
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Drops closed streams and returns the ids still watched.
-    fn live_ids(&self) -> Vec<String> {
-        let mut subscribers = self.lock();
-        subscribers.retain(|_, list| {
-            list.retain(|subscriber| !subscriber.sender.is_closed());
-            !list.is_empty()
-        });
-        let count = subscribers.values().map(Vec::len).sum::<usize>();
-        self.streams.store(count as u64, Ordering::Relaxed);
-        subscribers.keys().cloned().collect()
+    /// Forgets tickets nobody streams any more; returns the cursor and the ids due an exact read.
+    fn prepare(&self, now: Instant) -> (Option<QueueCursor>, Vec<String>) {
+        let mut watchers = self.lock();
+        watchers
+            .by_ticket
+            .retain(|_, watched| watched.sender.receiver_count() > 0);
+        let streams = watchers
+            .by_ticket
+            .values()
+            .map(|watched| watched.sender.receiver_count() as u64)
+            .sum();
+        self.streams.store(streams, Ordering::Relaxed);
+        let due = watchers
+            .by_ticket
+            .iter()
+            .filter(|(_, watched)| watched.read_at.is_some_and(|at| at <= now))
+            .map(|(id, _)| id.clone())
+            .take(EXACT_BATCH)
+            .collect();
+        (watchers.cursor, due)
     }
+}
 
-    fn deliver(&self, ticket_id: &str, status: &TicketStatus) {
-        let mut subscribers = self.lock();
-        let Some(list) = subscribers.get_mut(ticket_id) else {
-            return;
-        };
-        for subscriber in list.iter_mut() {
-            if subscriber.last.as_ref() == Some(status) {
-                continue;
-            }
-            // A full channel means the client is slow: skip, the next refresh sends the newest.
-            if subscriber.sender.try_send(status.clone()).is_ok() {
-                subscriber.last = Some(status.clone());
-            }
+/// Sends `status` to a ticket's streams if it changed; drops the ticket after a terminal status.
+fn publish(watched: &Watched, status: TicketStatus) {
+    watched.sender.send_if_modified(|current| {
+        if *current == status {
+            false
+        } else {
+            *current = status;
+            true
         }
-        if status.status.is_terminal() {
-            subscribers.remove(ticket_id);
-        }
-    }
+    });
 }
 
 /// Runs one room's refresh loop until shutdown.
@@ -110,23 +139,162 @@ pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
             _ = room.hub.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
-        let ids = room.hub.live_ids();
-        metrics::gauge!("vestibule_sse_streams", "room" => room.name.clone())
-            .set(room.hub.stream_count() as f64);
-        for batch in ids.chunks(BATCH) {
-            match state.store.tickets(&room.name, batch, now_ms()).await {
-                Ok(records) => {
-                    for (id, record) in batch.iter().zip(records) {
-                        if let Some(record) = record {
-                            room.hub.deliver(id, &state.ticket_status(&room, &record));
-                        }
-                    }
-                }
+        // A second round at once when the first found tickets that reached the head.
+        for _ in 0..2 {
+            match refresh_once(&state, &room).await {
+                Ok(more_due) if more_due => continue,
+                Ok(_) => break,
                 Err(error) => {
                     tracing::warn!(room = %room.name, %error, "SSE refresh failed; streams keep their last status");
                     break;
                 }
             }
         }
+        metrics::gauge!("vestibule_sse_streams", "room" => room.name.clone())
+            .set(room.hub.stream_count() as f64);
+    }
+}
+
+/// One refresh. Returns whether tickets became due an exact read (admitted since).
+async fn refresh_once(
+    state: &AppState,
+    room: &RoomRuntime,
+) -> Result<bool, crate::store::StoreError> {
+    let now = Instant::now();
+    let (cursor, due) = room.hub.prepare(now);
+    let idle = due.is_empty() && room.hub.lock().by_ticket.is_empty();
+    if idle {
+        return Ok(false);
+    }
+    let answer = state
+        .store
+        .sse_refresh(&room.name, cursor, &due, now_ms())
+        .await?;
+    let mut watchers = room.hub.lock();
+    let mut more_due = false;
+    let exact: std::collections::HashSet<&str> = due.iter().map(String::as_str).collect();
+    // A pause, resume or rate change moves every ETA (not the positions): republish them all.
+    let config = room.config();
+    let config_changed = watchers.config_seen.as_ref() != Some(&config);
+    watchers.config_seen = Some(config);
+    match &answer.delta {
+        Some(delta) => {
+            for (id, watched) in watchers.by_ticket.iter_mut() {
+                if exact.contains(id.as_str()) {
+                    continue;
+                }
+                let (Some(seq), Some(position)) = (watched.seq, watched.position) else {
+                    continue;
+                };
+                let ahead_left = delta.left_seqs.partition_point(|left| *left < seq) as u64;
+                let this_left = delta.left_seqs.binary_search(&seq).is_ok();
+                let moved = delta.popped + ahead_left;
+                if this_left || moved >= position {
+                    // Admitted or left: read it exactly (in the next round, right away).
+                    watched.read_at = Some(now);
+                    watched.position = None;
+                    more_due = true;
+                } else if moved > 0 || config_changed {
+                    let position = position - moved;
+                    watched.position = Some(position);
+                    let record = waiting(id, position);
+                    publish(watched, state.ticket_status(room, &record));
+                }
+            }
+        }
+        None => {
+            // The cursor could not be followed: every ticket is read again, a batch a refresh.
+            for (id, watched) in watchers.by_ticket.iter_mut() {
+                if !exact.contains(id.as_str()) {
+                    watched.read_at = Some(now);
+                    watched.position = None;
+                }
+            }
+        }
+    }
+    for (id, read) in due.iter().zip(answer.tickets) {
+        let Some(watched) = watchers.by_ticket.get_mut(id) else {
+            continue;
+        };
+        let Some((record, seq)) = read else {
+            // Forgotten (an hour after it ended): nothing more will happen to it.
+            watchers.by_ticket.remove(id);
+            continue;
+        };
+        watched.seq = seq;
+        watched.position = record.position.filter(|_| seq.is_some());
+        watched.read_at = match record.state {
+            TicketState::Waiting if seq.is_some() => None,
+            TicketState::TokenIssued => Some(now + ISSUED_RECHECK),
+            TicketState::Waiting => Some(now),
+            _ => None,
+        };
+        let terminal = record.state.is_terminal();
+        publish(watched, state.ticket_status(room, &record));
+        if terminal {
+            watchers.by_ticket.remove(id);
+        }
+    }
+    watchers.cursor = Some(answer.cursor);
+    Ok(more_due)
+}
+
+fn waiting(id: &str, position: u64) -> TicketRecord {
+    TicketRecord {
+        id: id.to_owned(),
+        state: TicketState::Waiting,
+        position: Some(position),
+        entry_token: None,
+        token_expires_at_ms: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vestibule_shared::RoomState;
+
+    fn status(position: u64) -> TicketStatus {
+        TicketStatus {
+            ticket_id: "t".into(),
+            room: "main".into(),
+            status: TicketState::Waiting,
+            position: Some(position),
+            eta_seconds: None,
+            next_poll_after_ms: 1000,
+            entry_token: None,
+            token_expires_at: None,
+            checkout_url: None,
+            room_state: RoomState::Open,
+        }
+    }
+
+    #[test]
+    fn streams_of_one_ticket_share_one_channel_and_only_changes_are_sent() {
+        let hub = SseHub::default();
+        let mut a = hub.subscribe("t", status(5));
+        let b = hub.subscribe("t", status(5));
+        assert_eq!(hub.lock().by_ticket.len(), 1);
+        let watchers = hub.lock();
+        let watched = &watchers.by_ticket["t"];
+        publish(watched, status(5));
+        assert!(!a.has_changed().unwrap(), "an unchanged status is not sent");
+        publish(watched, status(4));
+        assert!(a.has_changed().unwrap());
+        assert_eq!(a.borrow_and_update().position, Some(4));
+        assert_eq!(b.borrow().position, Some(4));
+    }
+
+    #[test]
+    fn closed_streams_are_forgotten_and_new_ones_are_due_a_read() {
+        let hub = SseHub::default();
+        let receiver = hub.subscribe("t", status(5));
+        let (_, due) = hub.prepare(Instant::now());
+        assert_eq!(due, ["t"]);
+        assert_eq!(hub.stream_count(), 1);
+        drop(receiver);
+        let (_, due) = hub.prepare(Instant::now());
+        assert!(due.is_empty());
+        assert_eq!(hub.stream_count(), 0);
     }
 }

@@ -535,6 +535,61 @@ async fn the_active_users_cap_holds_admission_back() {
     }
 }
 
+#[tokio::test]
+async fn sse_cursors_replay_admissions_and_leaves_exactly() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            let id = random_id();
+            store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+            ids.push(id);
+        }
+        let first = store
+            .sse_refresh(ROOM, None, &ids[5..], now_ms())
+            .await
+            .unwrap();
+        assert_eq!(first.delta, None, "{kind}: no cursor yet");
+        let (record, seq) = first.tickets[0].clone().unwrap();
+        assert_eq!(record.position, Some(6), "{kind}");
+        let seq = seq.expect("a waiting ticket has a seq");
+
+        store.leave(ROOM, &ids[3], now_ms(), KEEP_MS).await.unwrap();
+        let epoch = lead(store.as_ref(), "a").await;
+        assert_eq!(admit(store.as_ref(), "a", epoch, 2, 60_000).await, 2);
+        let next = store
+            .sse_refresh(ROOM, Some(first.cursor), &[], now_ms())
+            .await
+            .unwrap();
+        let delta = next.delta.expect("the cursor can be followed");
+        assert_eq!(delta.popped, 2, "{kind}");
+        assert_eq!(delta.left_seqs.len(), 1, "{kind}");
+        let ahead_left = delta.left_seqs.iter().filter(|left| **left < seq).count() as u64;
+        let moved = 6 - delta.popped - ahead_left;
+        let exact = store
+            .ticket(ROOM, &ids[5], now_ms())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            exact.position,
+            Some(moved),
+            "{kind}: the replayed position is the exact one"
+        );
+
+        // A cursor from the future (an emptied store) cannot be followed.
+        let ahead = vestibule::store::QueueCursor {
+            popped: 1_000,
+            left: 0,
+        };
+        let reset = store
+            .sse_refresh(ROOM, Some(ahead), &[], now_ms())
+            .await
+            .unwrap();
+        assert_eq!(reset.delta, None, "{kind}");
+    }
+}
+
 /// One step of a random sale.
 #[derive(Debug, Clone)]
 enum Step {

@@ -14,7 +14,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use futures_util::{stream, StreamExt};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::wrappers::WatchStream;
 
 use super::tickets::checked_ticket_id;
 use crate::error::{ApiError, Path};
@@ -60,7 +60,7 @@ pub async fn events(
     let updates = if first.status.is_terminal() {
         None
     } else {
-        Some(ReceiverStream::new(
+        Some(WatchStream::from_changes(
             runtime.hub.subscribe(&ticket_id, first.clone()),
         ))
     };

@@ -12,8 +12,9 @@ use vestibule_shared::TicketState;
 
 use super::order_index::OrderIndex;
 use super::{
-    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, RoomConfig,
-    RoomConfigPatch, RoomCounts, Store, StoreError, TicketRecord, TokenCheck,
+    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, QueueCursor, QueueDelta,
+    RoomConfig, RoomConfigPatch, RoomCounts, SseRefresh, Store, StoreError, TicketRecord,
+    TokenCheck,
 };
 use crate::ids::token_secret;
 
@@ -48,7 +49,15 @@ struct Room {
     dedup: HashMap<String, Arc<str>>,
     lease: Option<Lease>,
     epoch: u64,
+    /// Shoppers ever admitted (for SSE hubs' cursors).
+    popped: u64,
+    /// Waiting shoppers that ever left, and the arrival seqs of the last [`LEFT_KEPT`] of them.
+    left_count: u64,
+    left_seqs: VecDeque<u64>,
 }
+
+/// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
+const LEFT_KEPT: usize = 10_000;
 
 impl Room {
     fn new(config: RoomConfig) -> Self {
@@ -64,6 +73,9 @@ impl Room {
             dedup: HashMap::new(),
             lease: None,
             epoch: 0,
+            popped: 0,
+            left_count: 0,
+            left_seqs: VecDeque::new(),
         }
     }
 
@@ -272,6 +284,43 @@ impl Store for MemoryStore {
         Ok(ids.iter().map(|id| state.record(id, now_ms)).collect())
     }
 
+    async fn sse_refresh(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        let room = self.room(room)?;
+        let state = lock(&room);
+        let cursor = QueueCursor {
+            popped: state.popped,
+            left: state.left_count,
+        };
+        let delta = since.and_then(|since| {
+            let new_leavers = usize::try_from(cursor.left.checked_sub(since.left)?).ok()?;
+            let popped = cursor.popped.checked_sub(since.popped)?;
+            (new_leavers <= state.left_seqs.len()).then(|| {
+                let skip = state.left_seqs.len() - new_leavers;
+                let mut left_seqs: Vec<u64> = state.left_seqs.iter().skip(skip).copied().collect();
+                left_seqs.sort_unstable();
+                QueueDelta { popped, left_seqs }
+            })
+        });
+        let tickets = ids
+            .iter()
+            .map(|id| {
+                let seq = state.seq_of.get(id.as_str()).copied();
+                state.record(id, now_ms).map(|record| (record, seq))
+            })
+            .collect();
+        Ok(SseRefresh {
+            cursor,
+            delta,
+            tickets,
+        })
+    }
+
     async fn leave(
         &self,
         room: &str,
@@ -283,6 +332,11 @@ impl Store for MemoryStore {
         let mut state = lock(&room);
         if let Some((key, seq)) = state.seq_of.remove_entry(id) {
             state.queue.remove(seq);
+            state.left_count += 1;
+            state.left_seqs.push_back(seq);
+            if state.left_seqs.len() > LEFT_KEPT {
+                state.left_seqs.pop_front();
+            }
             // The dedup entry stays: a later join under that key sees a LEFT ticket and enqueues anew.
             let left = Settled {
                 state: TicketState::Left,
@@ -416,6 +470,7 @@ impl Store for MemoryStore {
             state.settle(&id, issued);
             admitted += 1;
         }
+        state.popped += admitted;
         Ok(AdmitOutcome {
             fenced: false,
             admitted,

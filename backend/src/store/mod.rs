@@ -174,6 +174,38 @@ pub struct AdmitOutcome {
     pub config: Option<RoomConfig>,
 }
 
+/// Where an SSE hub has followed a room's queue to: counters that only grow (until the store is
+/// emptied, which the store reports as a reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueCursor {
+    /// Shoppers ever admitted in the room.
+    pub popped: u64,
+    /// Waiting shoppers that ever left the room.
+    pub left: u64,
+}
+
+/// What changed in a queue since a cursor: enough to move every waiting position exactly, since
+/// positions only fall, by admissions (always from the head) and by leaves ahead.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueDelta {
+    /// Shoppers admitted since the cursor (all of them were ahead of every waiting shopper).
+    pub popped: u64,
+    /// Arrival sequences of the waiting shoppers that left since the cursor, ascending.
+    pub left_seqs: Vec<u64>,
+}
+
+/// The answer to one SSE refresh, all read at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseRefresh {
+    /// The cursor to pass next time.
+    pub cursor: QueueCursor,
+    /// Changes since the caller's cursor; `None` when the cursor cannot be followed (first call,
+    /// too many leaves to replay, store emptied): every stream must then be re-read.
+    pub delta: Option<QueueDelta>,
+    /// The tickets asked for, each with its arrival sequence while waiting.
+    pub tickets: Vec<Option<(TicketRecord, Option<u64>)>>,
+}
+
 /// The queue store. Routes and the scheduler see only this trait.
 ///
 /// Every method is atomic with respect to the others for the room it names.
@@ -200,7 +232,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<RoomConfig, StoreError>;
 
     /// Joins the queue. With `dedup_key`, a live ticket already joined under that key is returned
-    /// unchanged (original place); otherwise `new_id` is enqueued at the back.
+    /// unchanged (original place); otherwise a ticket is enqueued at the back: `new_id`, or (Redis,
+    /// keyed join) an id derived from the key with the room's secret, which needs no dedup entry.
     async fn join(
         &self,
         room: &str,
@@ -224,6 +257,16 @@ pub trait Store: Send + Sync + 'static {
         ids: &[String],
         now_ms: u64,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
+
+    /// One SSE hub refresh in one atomic step: the queue's changes since `since` and exact reads
+    /// of `ids` (see [`SseRefresh`]). One store call however many streams the hub follows.
+    async fn sse_refresh(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError>;
 
     /// Leaves the queue (or gives back an unused token).
     async fn leave(

@@ -18,8 +18,9 @@ use vestibule_shared::TicketState;
 use crate::ids::derived_id;
 
 use super::{
-    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, RoomConfig,
-    RoomConfigPatch, RoomCounts, Store, StoreError, TicketRecord, TokenCheck,
+    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, QueueCursor, QueueDelta,
+    RoomConfig, RoomConfigPatch, RoomCounts, SseRefresh, Store, StoreError, TicketRecord,
+    TokenCheck,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -32,6 +33,7 @@ struct Scripts {
     token: Script,
     leave: Script,
     tickets: Script,
+    sse_refresh: Script,
     init_room: Script,
 }
 
@@ -107,6 +109,7 @@ impl RedisStore {
                 token: Script::new(include_str!("lua/token.lua")),
                 leave: Script::new(include_str!("lua/leave.lua")),
                 tickets: Script::new(include_str!("lua/tickets.lua")),
+                sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
                 init_room: Script::new(include_str!("lua/init_room.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
@@ -551,6 +554,74 @@ impl Store for RedisStore {
             .collect()
     }
 
+    async fn sse_refresh(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.sse_refresh.key(keys.key("queue"));
+        invocation
+            .key(keys.key("popped"))
+            .key(keys.key("left"))
+            .key(keys.key("left_count"))
+            .arg(&keys.prefix);
+        match since {
+            Some(cursor) => invocation.arg("1").arg(cursor.popped).arg(cursor.left),
+            None => invocation.arg("0").arg(0).arg(0),
+        };
+        for id in ids {
+            invocation.arg(id);
+        }
+        let reply = self.run_script(&invocation).await?;
+        let number = |index: usize| {
+            reply
+                .get(index)
+                .map_or(Err(corrupt("number", &Value::Nil)), as_u64)
+        };
+        let cursor = QueueCursor {
+            popped: number(0)?,
+            left: number(1)?,
+        };
+        let reset = number(2)? == 1;
+        let popped = number(3)?;
+        let leavers = number(4)? as usize;
+        let mut left_seqs: Vec<u64> = (5..5 + leavers).map(number).collect::<Result<_, _>>()?;
+        left_seqs.sort_unstable();
+        let entries = reply.get(5 + leavers..).unwrap_or_default();
+        if entries.len() != ids.len() * 5 {
+            return Err(StoreError::Corrupt(
+                "sse_refresh reply has the wrong length".into(),
+            ));
+        }
+        let tickets = ids
+            .iter()
+            .zip(entries.chunks_exact(5))
+            .map(|(id, entry)| {
+                let position = as_u64(&entry[0])?;
+                if position > 0 {
+                    let seq = as_string(&entry[1])?.parse().ok();
+                    return Ok(Some((waiting_record(id, position), seq)));
+                }
+                let record = settled_record(
+                    id,
+                    &as_string(&entry[2])?,
+                    as_string(&entry[3])?,
+                    &as_string(&entry[4])?,
+                    now_ms,
+                )?;
+                Ok(record.map(|record| (record, None)))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(SseRefresh {
+            cursor,
+            delta: (!reset).then_some(QueueDelta { popped, left_seqs }),
+            tickets,
+        })
+    }
+
     async fn leave(
         &self,
         room: &str,
@@ -562,6 +633,8 @@ impl Store for RedisStore {
         let mut invocation = self.scripts.leave.key(keys.key("queue"));
         invocation
             .key(keys.key("active"))
+            .key(keys.key("left"))
+            .key(keys.key("left_count"))
             .arg(id)
             .arg(now_ms)
             .arg(keep_ms)
@@ -650,6 +723,7 @@ impl Store for RedisStore {
             .key(keys.key("leader"))
             .key(keys.key("epoch"))
             .key(keys.key("settings"))
+            .key(keys.key("popped"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)

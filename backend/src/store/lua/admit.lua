@@ -1,7 +1,7 @@
 -- One leader tick: check the lease holder and epoch (fencing), renew the lease, expire overdue
 -- tokens, then pop shoppers in arrival order and issue their entry tokens, all atomically.
 -- KEYS[1] queue   KEYS[2] active (ZSET id -> token expiry ms)   KEYS[3] leader   KEYS[4] epoch
--- KEYS[5] settings
+-- KEYS[5] settings   KEYS[6] popped (STRING: shoppers ever admitted, for SSE hubs)
 -- ARGV[1] holder   ARGV[2] epoch   ARGV[3] now ms   ARGV[4] token TTL ms   ARGV[5] keep ms
 -- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8] lease ms
 -- ARGV[9..] tokens "room.secret"
@@ -52,5 +52,8 @@ if quota > 0 then
   end
 end
 local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap')
+if admitted > 0 then
+  redis.call('INCRBY', KEYS[6], admitted)
+end
 return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted,
         s[1] or '', s[2] or '', s[3] or '', s[4] or ''}

@@ -1,10 +1,17 @@
 -- Leave a room: a waiting ticket leaves the queue; a ticket holding a token gives it back.
--- KEYS[1] queue   KEYS[2] active   ARGV[1] ticket id   ARGV[2] now ms   ARGV[3] keep ms
--- ARGV[4] key prefix
+-- KEYS[1] queue   KEYS[2] active   KEYS[3] left (LIST of arrival seqs)   KEYS[4] left_count
+-- ARGV[1] ticket id   ARGV[2] now ms   ARGV[3] keep ms   ARGV[4] key prefix
 -- Returns {outcome, state}: outcome LEFT, ENDED (state says which) or NOT_FOUND.
+-- A waiting leaver's seq is appended to `left` (the last 10,000 are kept) and `left_count`
+-- counted, so SSE hubs can move everyone behind up without re-reading their positions.
 local prefix = ARGV[4]
 local key = prefix .. 'ticket:' .. ARGV[1]
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if seq then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('RPUSH', KEYS[3], seq)
+  redis.call('LTRIM', KEYS[3], -10000, -1)
+  redis.call('INCR', KEYS[4])
   redis.call('HSET', key, 'state', 'LEFT')
   redis.call('PEXPIRE', key, ARGV[3])
   return {'LEFT', 'LEFT'}
