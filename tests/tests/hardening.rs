@@ -265,9 +265,11 @@ async fn leader_failover_is_fast_and_a_paused_old_leader_is_fenced() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     println!("takeover after SIGKILL: {takeover:?}");
+    // The lease runs out at most 1000 ms after the dead leader's last renewal (which came before
+    // the kill); a follower takes it on its next tick and admits on the one after.
     assert!(
-        takeover <= Duration::from_millis(1000 + 300),
-        "takeover took {takeover:?} (lease 1000 ms)"
+        takeover <= Duration::from_millis(1000 + 2 * 100 + 300),
+        "takeover took {takeover:?} (lease 1000 ms, tick 100 ms)"
     );
 
     // SIGSTOP the new leader past its lease; the third process takes over; SIGCONT: fenced.
