@@ -112,6 +112,22 @@ pub async fn ticket(room: &str, ticket_id: &str) -> Result<TicketStatus, ApiErro
     decode(response).await
 }
 
+/// Leaves the queue (or gives back an unused token): 204, also when the ticket had ended.
+///
+/// # Errors
+/// 404 `ticket_not_found` / `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`].
+pub async fn leave(room: &str, ticket_id: &str) -> Result<(), ApiError> {
+    let response = Request::delete(&ticket_path(room, ticket_id))
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .map_err(|_| ApiError::Network)?;
+    if response.ok() {
+        return Ok(());
+    }
+    decode::<()>(response).await
+}
+
 /// Places the demo order, sending the entry token (if any) in `X-Entry-Token`.
 ///
 /// # Errors

@@ -82,6 +82,7 @@ pub enum Text {
     ConnHidden,
     ConnStopped,
     RetryNow,
+    LeaveLine,
     SayConnectionLost,
     SayReconnected,
     SayPaused,
@@ -173,6 +174,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         ),
         ConnStopped => ("Updates stopped", "업데이트 종료"),
         RetryNow => ("Retry now", "지금 다시 시도"),
+        LeaveLine => ("Leave the line", "줄에서 나가기"),
         SayConnectionLost => (
             "Connection lost. Your place is kept.",
             "연결이 끊겼습니다. 대기 순번은 유지됩니다.",

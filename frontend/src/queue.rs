@@ -207,6 +207,29 @@ impl Queue {
         self.refresh();
     }
 
+    /// Gives up the place: the server marks the ticket LEFT and everyone behind moves up; the
+    /// page then shows the ended ticket with "Join the line again".
+    pub fn leave(self: &Rc<Self>) {
+        let Some(ticket_id) = self.ticket_id.borrow().clone() else {
+            return;
+        };
+        self.stop();
+        let this = Rc::clone(self);
+        spawn_local(async move {
+            match api::leave(&this.room, &ticket_id).await {
+                // Read the ticket back: the view shows LEFT from the server's own answer.
+                Ok(()) => {
+                    this.stopped.set(false);
+                    this.refresh();
+                }
+                Err(error) => {
+                    this.stopped.set(false);
+                    this.on_failure(error);
+                }
+            }
+        });
+    }
+
     fn listen_to_page(self: &Rc<Self>) {
         let this = Rc::clone(self);
         let on_visibility = Closure::<dyn FnMut()>::new(move || this.on_visibility_change());

@@ -42,6 +42,7 @@ fn headline(phase: &Phase) -> (Text, Text) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum NextStep {
     None,
+    Leave,
     Checkout(String),
     JoinAgain,
     Reload,
@@ -146,7 +147,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                 TicketState::Completed | TicketState::Expired | TicketState::Left => {
                     NextStep::JoinAgain
                 }
-                TicketState::Waiting => NextStep::None,
+                TicketState::Waiting => NextStep::Leave,
             },
             Phase::Failed => NextStep::Reload,
             Phase::Joining | Phase::RoomNotFound => NextStep::None,
@@ -154,6 +155,13 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     };
     let next_step_view = move || match next_step() {
         NextStep::None => ().into_any(),
+        NextStep::Leave => view! {
+            <button type="button" class="link-button" id="leave-line"
+                on:click=move |_| queue.with_value(|q| q.leave())>
+                {t(lang, Text::LeaveLine)}
+            </button>
+        }
+        .into_any(),
         NextStep::Checkout(href) => view! {
             <a class="button" href=href>{t(lang, Text::ContinueToCheckout)}</a>
         }

@@ -385,7 +385,7 @@ async fn a_shopper_waits_and_checks_out_with_server_sent_events() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_waiting_view_speaks_korean() {
+async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
     let dist = dist_dir().to_string_lossy().to_string();
     let app = TestApp::spawn(
         Backend::Memory,
@@ -426,5 +426,26 @@ async fn the_waiting_view_speaks_korean() {
         browser.screenshot().await.unwrap(),
     )
     .unwrap();
+    // Leaving gives the place up on the server and offers to join again.
+    browser
+        .find(Locator::Css("#leave-line"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &browser,
+        "#status",
+        Some("data-status"),
+        Duration::from_secs(10),
+        |s| s == "LEFT",
+    )
+    .await;
+    browser
+        .find(Locator::Css("#join-again"))
+        .await
+        .expect("a way back into the line");
+    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 41);
     browser.close().await.unwrap();
 }
