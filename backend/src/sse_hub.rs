@@ -36,6 +36,19 @@ struct Watched {
     position: Option<u64>,
     /// When to read the ticket exactly; `None` = never (a waiting ticket followed by deltas).
     read_at: Option<Instant>,
+    /// When its streams were last sent a position change (far-back positions are sent less often).
+    published_at: Instant,
+}
+
+/// How often a waiting stream is sent its falling position: the front every refresh, the back
+/// seldom (its ETA barely moves), so an admission tick does not turn into an event for every
+/// stream. Admission and every other state change are sent at once.
+fn publish_every(position: u64) -> Duration {
+    match position {
+        0..=100 => Duration::ZERO,
+        101..=1000 => Duration::from_secs(2),
+        _ => Duration::from_secs(5),
+    }
 }
 
 #[derive(Default)]
@@ -73,6 +86,7 @@ impl SseHub {
                 seq: None,
                 position: None,
                 read_at: Some(Instant::now()),
+                published_at: Instant::now(),
             },
         );
         receiver
@@ -197,8 +211,11 @@ async fn refresh_once(
                 } else if moved > 0 || config_changed {
                     let position = position - moved;
                     watched.position = Some(position);
-                    let record = waiting(id, position);
-                    publish(watched, state.ticket_status(room, &record));
+                    if config_changed || now >= watched.published_at + publish_every(position) {
+                        watched.published_at = now;
+                        let record = waiting(id, position);
+                        publish(watched, state.ticket_status(room, &record));
+                    }
                 }
             }
         }
@@ -230,6 +247,7 @@ async fn refresh_once(
             _ => None,
         };
         let terminal = record.state.is_terminal();
+        watched.published_at = now;
         publish(watched, state.ticket_status(room, &record));
         if terminal {
             watchers.by_ticket.remove(id);
