@@ -35,9 +35,14 @@ pub struct Config {
     )]
     pub rooms: Vec<String>,
 
-    /// Shoppers admitted per second per room (0–100000). A room's first start writes it to the
-    /// store; later changes go through the admin API.
-    #[arg(long, env = "VESTIBULE_ADMISSION_RATE", default_value_t = 175.0)]
+    /// Shoppers admitted per second per room (0–100000). On Redis, only a room's first start
+    /// writes it (later starts keep the live value); change it with the admin API.
+    #[arg(
+        long,
+        env = "VESTIBULE_ADMISSION_RATE",
+        default_value_t = 175.0,
+        allow_negative_numbers = true
+    )]
     pub admission_rate: f64,
 
     /// Scheduler tick in milliseconds (10–10000); fixed delay between the end of one tick and the
@@ -50,10 +55,16 @@ pub struct Config {
     pub token_ttl_secs: u64,
 
     /// ETA safety margin as a fraction (0–10): ETA = position ÷ rate × (1 + margin).
-    #[arg(long, env = "VESTIBULE_ETA_MARGIN", default_value_t = 0.2)]
+    #[arg(
+        long,
+        env = "VESTIBULE_ETA_MARGIN",
+        default_value_t = 0.2,
+        allow_negative_numbers = true
+    )]
     pub eta_margin: f64,
 
-    /// Poll-hint tiers `maxPosition:ms,…,*:ms`, ascending; see [`PollTiers`].
+    /// Poll-hint tiers `maxPosition:ms,…,*:ms`, ascending: the first tier whose position is ≥ the
+    /// shopper's gives the hint (never above half the ETA, never under 1000 ms).
     #[arg(
         long,
         env = "VESTIBULE_POLL_TIERS",
@@ -452,6 +463,7 @@ mod tests {
             (vec!["--rooms", "a,a"], "--rooms"),
             (vec!["--tick-ms", "0"], "--tick-ms"),
             (vec!["--admission-rate=-1"], "--admission-rate"),
+            (vec!["--admission-rate", "-5"], "--admission-rate"),
             (vec!["--token-ttl-secs", "0"], "--token-ttl-secs"),
             (vec!["--admin-token", "short"], "--admin-token"),
             (vec!["--cors-origins", "shop.example"], "--cors-origins"),

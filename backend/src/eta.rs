@@ -1,7 +1,8 @@
 //! The ETA and poll-hint formulas of DESIGN.md ("ETA", "nextPollAfter").
 //!
-//! - ETA = position ÷ effective admission rate × (1 + margin), in seconds rounded up; `None` while
-//!   the room is paused or the rate is 0.
+//! - ETA = position ÷ admission rate × (1 + margin), in seconds rounded up; `None` while the room
+//!   is paused or the rate is 0. With a cap on active users, shoppers beyond the free slots are
+//!   counted at the cap's pace (see [`admission_secs`]).
 //! - Poll hint = the position's tier, but never more than half the ETA and never under 1 s, so
 //!   nobody sleeps through their turn.
 
@@ -10,24 +11,48 @@ use crate::config::PollTiers;
 /// Smallest poll hint in milliseconds.
 pub const MIN_POLL_AFTER_MS: u64 = 1000;
 
-/// The rate an ETA may count on, shoppers per second.
+/// The seconds of admission ahead of a 1-based `position`, before the margin.
 ///
-/// With a cap on active users, at most `cap` tokens are outstanding and each lasts up to the
-/// token TTL, so the sustained rate can fall to `cap ÷ ttl`; the ETA uses the smaller rate.
-pub fn effective_rate(
+/// Without a cap on active users: `position ÷ rate`. With a cap, the first `cap − active`
+/// shoppers still go at the admission rate; after them a slot frees only when a token is used
+/// or expires, so the rest are counted at the cap's worst-case pace, `cap ÷ token TTL`
+/// (nobody ordering). Honest for the part the cap governs, and no slower than the rate before.
+pub fn admission_secs(
+    position: u64,
     rate_per_sec: f64,
-    max_active_users: Option<u64>,
+    cap: Option<(u64, u64)>,
     token_ttl_secs: f64,
 ) -> f64 {
-    match max_active_users {
-        Some(cap) if token_ttl_secs > 0.0 => rate_per_sec.min(cap as f64 / token_ttl_secs),
-        _ => rate_per_sec,
+    let at_rate = |count: f64| count / rate_per_sec;
+    let Some((cap, active)) = cap else {
+        return at_rate(position as f64);
+    };
+    let free = cap.saturating_sub(active);
+    if position <= free || token_ttl_secs <= 0.0 {
+        return at_rate(position as f64);
     }
+    let capped_rate = (cap as f64 / token_ttl_secs).min(rate_per_sec);
+    at_rate(free as f64) + (position - free) as f64 / capped_rate
 }
 
-/// Exact ETA in seconds for a 1-based `position`; `None` when nothing is being admitted.
+/// Exact ETA in seconds for a 1-based `position` (no cap on active users); `None` when nothing
+/// is being admitted.
 pub fn eta_exact_secs(position: u64, rate_per_sec: f64, margin: f64, paused: bool) -> Option<f64> {
-    (!paused && rate_per_sec > 0.0).then(|| position as f64 / rate_per_sec * (1.0 + margin))
+    eta_with_cap(position, rate_per_sec, margin, paused, None, 0.0)
+}
+
+/// Exact ETA in seconds: [`admission_secs`] × (1 + margin); `None` while paused or at rate 0.
+/// `cap` is `(max active users, active users now)`.
+pub fn eta_with_cap(
+    position: u64,
+    rate_per_sec: f64,
+    margin: f64,
+    paused: bool,
+    cap: Option<(u64, u64)>,
+    token_ttl_secs: f64,
+) -> Option<f64> {
+    (!paused && rate_per_sec > 0.0)
+        .then(|| admission_secs(position, rate_per_sec, cap, token_ttl_secs) * (1.0 + margin))
 }
 
 /// ETA as shown to shoppers: whole seconds, rounded up.
@@ -88,9 +113,18 @@ mod tests {
     }
 
     #[test]
-    fn a_cap_on_active_users_slows_the_rate_the_eta_counts_on() {
-        assert_eq!(effective_rate(175.0, None, 300.0), 175.0);
-        assert_eq!(effective_rate(175.0, Some(300), 300.0), 1.0);
-        assert_eq!(effective_rate(1.0, Some(3000), 300.0), 1.0);
+    fn a_cap_on_active_users_slows_only_the_shoppers_it_will_hold_back() {
+        // No cap: position ÷ rate.
+        assert_eq!(admission_secs(30, 10.0, None, 300.0), 3.0);
+        // A cap far from reached changes nothing for those it will not hold back.
+        assert_eq!(admission_secs(30, 10.0, Some((500, 100)), 300.0), 3.0);
+        // Past the free slots the cap's pace (500 per 300 s) counts: 400 at 10/s, then 100 more.
+        let secs = admission_secs(500, 10.0, Some((500, 100)), 300.0);
+        assert!(
+            (secs - (40.0 + 100.0 * 300.0 / 500.0)).abs() < 1e-9,
+            "{secs}"
+        );
+        // A full room: everyone waits for slots.
+        assert!((admission_secs(5, 10.0, Some((500, 500)), 300.0) - 3.0).abs() < 1e-9);
     }
 }

@@ -70,6 +70,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     let mut largest_tick = 0u64;
     let mut shutdown = state.shutdown.clone();
     let mut outage_logged = false;
+    metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
 
     loop {
         let started = Instant::now();
@@ -81,6 +82,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             {
                 Ok(lease) => {
                     room.set_config(lease.config);
+                    room.set_active_users(lease.active);
                     if let Some(epoch) = lease.epoch {
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
@@ -129,6 +131,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     }
                     Ok(outcome) => {
                         quota.settle_short(granted, outcome.admitted);
+                        room.set_active_users(outcome.active);
                         if let Some(config) = outcome.config {
                             room.set_config(config);
                         }

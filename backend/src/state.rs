@@ -40,6 +40,8 @@ pub struct RoomRuntime {
     config: RwLock<RoomConfig>,
     /// Fan-out of ticket updates to this process's SSE streams.
     pub hub: SseHub,
+    /// Active users as of this process's last scheduler tick (for the ETA under a cap).
+    active_users: std::sync::atomic::AtomicU64,
 }
 
 impl RoomRuntime {
@@ -49,6 +51,7 @@ impl RoomRuntime {
             name,
             config: RwLock::new(config),
             hub: SseHub::default(),
+            active_users: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -58,6 +61,17 @@ impl RoomRuntime {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+
+    /// Active users as of the last scheduler tick.
+    pub fn active_users(&self) -> u64 {
+        self.active_users.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records the active users a scheduler tick saw.
+    pub fn set_active_users(&self, active: u64) {
+        self.active_users
+            .store(active, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Replaces the cached settings.
@@ -106,13 +120,16 @@ impl AppState {
         };
         let (eta_seconds, next_poll_after_ms) = match (record.state, record.position) {
             (TicketState::Waiting, Some(position)) => {
-                let rate = eta::effective_rate(
+                let exact = eta::eta_with_cap(
+                    position,
                     config.admission_rate_per_sec,
-                    config.max_active_users,
+                    self.config.eta_margin,
+                    config.paused,
+                    config
+                        .max_active_users
+                        .map(|cap| (cap, room.active_users())),
                     config.token_ttl_ms as f64 / 1000.0,
                 );
-                let exact =
-                    eta::eta_exact_secs(position, rate, self.config.eta_margin, config.paused);
                 (
                     exact.map(eta::eta_display_secs),
                     eta::next_poll_after_ms(position, exact, &self.config.poll_tiers),

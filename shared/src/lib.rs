@@ -22,7 +22,7 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 /// Header that carries a storefront-signed user assertion (`userId.expiryUnixSecs.hexHmac`).
 pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
 
-/// Where a ticket is in its life cycle (DESIGN.md "Ticket states").
+/// Where a ticket is in its life cycle (the README's API section and ARCHITECTURE.md).
 ///
 /// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -264,7 +264,7 @@ pub mod error_code {
     pub const INTERNAL: &str = "internal";
 }
 
-/// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}` (DESIGN.md "Configuration").
+/// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}`.
 pub fn is_valid_room_slug(slug: &str) -> bool {
     (1..=64).contains(&slug.len())
         && slug

@@ -103,9 +103,10 @@ fn checked(patch: &RoomSettingsPatch) -> Result<RoomConfigPatch, ApiError> {
         }
     }
     if let Some(Some(cap)) = patch.max_active_users {
-        if cap > 10_000_000 {
+        if !(1..=10_000_000).contains(&cap) {
             return Err(ApiError::InvalidField(
-                "maxActiveUsers must be at most 10000000".into(),
+                "maxActiveUsers must be 1–10000000 (null removes the cap; pause to stop admission)"
+                    .into(),
             ));
         }
     }
@@ -137,10 +138,18 @@ pub async fn update(
     State(state): State<AppState>,
     Path(room): Path<String>,
     headers: HeaderMap,
-    Json(patch): Json<RoomSettingsPatch>,
+    Json(body): Json<serde_json::Value>,
 ) -> Result<Json<RoomSettings>, ApiError> {
     authorize(&state, &headers)?;
     let runtime = state.room(&room)?;
+    // serde would also read a struct from a JSON array; only an object names its fields.
+    if !body.is_object() {
+        return Err(ApiError::BadRequest(
+            "the settings patch must be a JSON object".into(),
+        ));
+    }
+    let patch: RoomSettingsPatch = serde_json::from_value(body)
+        .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
     let patch = checked(&patch)?;
     let config = state
         .store

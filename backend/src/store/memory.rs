@@ -405,6 +405,7 @@ impl Store for MemoryStore {
         Ok(LeaseOutcome {
             epoch,
             config: state.config.clone(),
+            active: state.active.len() as u64,
         })
     }
 

@@ -134,6 +134,8 @@ pub struct LeaseOutcome {
     pub epoch: Option<u64>,
     /// The room's settings as stored.
     pub config: RoomConfig,
+    /// Active users (tokens out) now.
+    pub active: u64,
 }
 
 /// One scheduler tick's admission request.

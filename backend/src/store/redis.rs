@@ -674,6 +674,7 @@ impl Store for RedisStore {
             .key(keys.key("epoch"))
             .key(keys.key("settings"))
             .key(keys.key("secret"))
+            .key(keys.key("active"))
             .arg(holder)
             .arg(lease_ms)
             .arg(defaults.admission_rate_per_sec)
@@ -687,14 +688,15 @@ impl Store for RedisStore {
             )
             .arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
-        let [epoch, settings @ .., secret] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 6 fields".into()));
+        let [epoch, settings @ .., secret, active] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("lease reply needs 7 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
             config: parse_config(settings)?,
+            active: as_u64(active)?,
         })
     }
 
