@@ -161,7 +161,9 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 <p class="eyebrow">
                     {t(lang, Text::Checkout)} " · " <span id="room-name">{room}</span>
                 </p>
-                <h1 id="checkout-title">{t(lang, Text::CheckoutTitle)}</h1>
+                <h1 id="checkout-title">
+                    {move || t(lang, if no_token() { Text::NoTokenTitle } else { Text::CheckoutTitle })}
+                </h1>
                 <p class="detail">{t(lang, Text::CheckoutIntro)}</p>
             </header>
 
@@ -180,9 +182,11 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 </p>
             </Show>
 
+            // Without a token an order can only be refused: offer the way back instead.
             <button
                 type="button"
                 id="place-order"
+                hidden=no_token
                 class="button button-wide"
                 on:click=place_order
                 disabled=sending

@@ -90,6 +90,7 @@ pub enum Text {
     SayYourTurn,
     Checkout,
     CheckoutTitle,
+    NoTokenTitle,
     CheckoutIntro,
     Product,
     Quantity,
@@ -191,6 +192,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         ),
         Checkout => ("Checkout", "결제"),
         CheckoutTitle => ("You're in!", "입장하셨습니다!"),
+        NoTokenTitle => ("Not your turn yet", "아직 입장 차례가 아닙니다"),
         CheckoutIntro => (
             "Complete your order while your entry is valid.",
             "입장권이 유효한 동안 주문을 완료해 주세요.",

@@ -447,5 +447,27 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         .await
         .expect("a way back into the line");
     assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 41);
+    // Checkout without a token says so and offers no order button, only the way back.
+    browser
+        .goto(&app.url("/checkout?room=main&lang=en"))
+        .await
+        .unwrap();
+    wait_for(&browser, "#no-token", None, Duration::from_secs(10), |t| {
+        !t.is_empty()
+    })
+    .await;
+    let title = browser
+        .find(Locator::Css("#checkout-title"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!title.contains("You're in"), "{title}");
+    let button = browser.find(Locator::Css("#place-order")).await.unwrap();
+    assert!(
+        !button.is_displayed().await.unwrap(),
+        "an order button without a token"
+    );
     browser.close().await.unwrap();
 }
