@@ -127,7 +127,7 @@ pub async fn run(
         ),
         "≤ 150 B",
         Verdict::from(memory_delta <= 150.0),
-        "queue ZSET entry (22-char id, skiplist+dict) and the dedup HASH entry (key → id); see PROPOSALS.md",
+        "queue ZSET entry (22-char id, skiplist+dict); a keyed first join writes no dedup entry (its id is derived from the key), only a re-join after LEAVE/EXPIRED does",
     );
 
     let ids: Arc<Vec<String>> = Arc::new(std::mem::take(

@@ -273,7 +273,7 @@ pub async fn run(
         ),
         "no tick above its quota",
         Verdict::from(largest_tick > 0 && largest_tick <= nominal_quota),
-        "quota = rate × elapsed + carry; the scheduler carries up to one tick's worth after a late tick and caps a tick at ⌈rate × tick⌉ + 1, so catch-up ticks admit one more than the nominal quota (PROPOSALS.md)",
+        "quota = rate × elapsed + carry; a late tick's shortfall is carried (up to a second's worth) and paid back at most one extra per tick: the cap is ⌈rate × tick⌉ + 1, so catch-up ticks admit one more than the nominal quota",
     );
 
     // FIFO: arrival (join answered before the other was sent) vs admission order.
