@@ -213,7 +213,7 @@ async fn refresh_once(
                     watched.position = Some(position);
                     if config_changed || now >= watched.published_at + publish_every(position) {
                         watched.published_at = now;
-                        let record = waiting(id, position);
+                        let record = TicketRecord::waiting(id, position);
                         publish(watched, state.ticket_status(room, &record));
                     }
                 }
@@ -255,16 +255,6 @@ async fn refresh_once(
     }
     watchers.cursor = Some(answer.cursor);
     Ok(more_due)
-}
-
-fn waiting(id: &str, position: u64) -> TicketRecord {
-    TicketRecord {
-        id: id.to_owned(),
-        state: TicketState::Waiting,
-        position: Some(position),
-        entry_token: None,
-        token_expires_at_ms: None,
-    }
 }
 
 #[cfg(test)]

@@ -16,10 +16,9 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use tokio_stream::wrappers::WatchStream;
 
-use super::tickets::checked_ticket_id;
+use super::tickets::current_status;
 use crate::error::{ApiError, Path};
 use crate::state::AppState;
-use crate::store::now_ms;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -47,15 +46,8 @@ pub async fn events(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let first = current_status(&state, &room, &ticket_id).await?;
     let runtime = state.room(&room)?;
-    checked_ticket_id(&ticket_id)?;
-    let record = state
-        .store
-        .ticket(&room, &ticket_id, now_ms())
-        .await
-        .map_err(|error| state.store_error(error))?
-        .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
-    let first = state.ticket_status(&runtime, &record);
     tracing::debug!(target: "vestibule::poll_log", ticket = %crate::ids::log_tag(&ticket_id), "ticket stream opened");
     let updates = if first.status.is_terminal() {
         None

@@ -59,6 +59,26 @@ fn dedup_key(
     }
 }
 
+/// The current status of a ticket named in a path (poll and the first SSE event).
+///
+/// # Errors
+/// 404 unknown room or ticket, 400 malformed id, 503 store unreachable.
+pub async fn current_status(
+    state: &AppState,
+    room: &str,
+    ticket_id: &str,
+) -> Result<TicketStatus, ApiError> {
+    let runtime = state.room(room)?;
+    checked_ticket_id(ticket_id)?;
+    let record = state
+        .store
+        .ticket(room, ticket_id, now_ms())
+        .await
+        .map_err(|error| state.store_error(error))?
+        .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
+    Ok(state.ticket_status(&runtime, &record))
+}
+
 /// Checks the form of a ticket id from a path.
 pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
     if is_well_formed_id(ticket_id) {
@@ -152,16 +172,8 @@ pub async fn poll(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<Json<TicketStatus>, ApiError> {
-    let runtime = state.room(&room)?;
-    checked_ticket_id(&ticket_id)?;
-    let record = state
-        .store
-        .ticket(&room, &ticket_id, now_ms())
-        .await
-        .map_err(|error| state.store_error(error))?
-        .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
+    let status = current_status(&state, &room, &ticket_id).await?;
     metrics::counter!("vestibule_polls_total", "room" => room).increment(1);
-    let status = state.ticket_status(&runtime, &record);
     // The per-ticket poll log (debug level, target `vestibule::poll_log`): shows whether clients
     // follow the hints. The tag is a hash; the ticket id itself never reaches a log.
     tracing::debug!(

@@ -82,6 +82,19 @@ pub struct TicketRecord {
     pub token_expires_at_ms: Option<u64>,
 }
 
+impl TicketRecord {
+    /// A waiting ticket at a 1-based `position`.
+    pub fn waiting(id: &str, position: u64) -> Self {
+        Self {
+            id: id.to_owned(),
+            state: TicketState::Waiting,
+            position: Some(position),
+            entry_token: None,
+            token_expires_at_ms: None,
+        }
+    }
+}
+
 /// The answer to a join.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JoinOutcome {

@@ -59,6 +59,20 @@ struct CachedSecret {
 /// also check at every lease call; the leader makes none while it leads).
 const SECRET_RECHECK: Duration = Duration::from_secs(5);
 
+/// A room's settings as script arguments: rate, paused (`1`/`0`), TTL in ms, cap (`""` = none).
+fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: &RoomConfig) {
+    invocation
+        .arg(config.admission_rate_per_sec)
+        .arg(if config.paused { "1" } else { "0" })
+        .arg(config.token_ttl_ms)
+        .arg(
+            config
+                .max_active_users
+                .map(|cap| cap.to_string())
+                .unwrap_or_default(),
+        );
+}
+
 /// The names of one room's keys.
 struct Keys {
     prefix: String,
@@ -361,16 +375,6 @@ fn settled_record(
     }))
 }
 
-fn waiting_record(id: &str, position: u64) -> TicketRecord {
-    TicketRecord {
-        id: id.to_owned(),
-        state: TicketState::Waiting,
-        position: Some(position),
-        entry_token: None,
-        token_expires_at_ms: None,
-    }
-}
-
 #[async_trait]
 impl Store for RedisStore {
     fn kind(&self) -> &'static str {
@@ -388,18 +392,9 @@ impl Store for RedisStore {
         let keys = Keys::new(room);
         let mut connection = self.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
-        invocation
-            .key(keys.key("secret"))
-            .arg(defaults.admission_rate_per_sec)
-            .arg(if defaults.paused { "1" } else { "0" })
-            .arg(defaults.token_ttl_ms)
-            .arg(
-                defaults
-                    .max_active_users
-                    .map(|cap| cap.to_string())
-                    .unwrap_or_default(),
-            )
-            .arg(&fresh_secret()[..]);
+        invocation.key(keys.key("secret"));
+        config_args(&mut invocation, defaults);
+        invocation.arg(&fresh_secret()[..]);
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
@@ -479,7 +474,7 @@ impl Store for RedisStore {
         let created = as_i64(created)? == 1;
         let position = as_i64(position)?;
         let ticket = if position > 0 {
-            waiting_record(&id, position as u64)
+            TicketRecord::waiting(&id, position as u64)
         } else {
             // The deduplicated ticket has been admitted since: read it whole.
             self.ticket(room, &id, now_ms)
@@ -506,7 +501,7 @@ impl Store for RedisStore {
         let (rank, fields): (Option<u64>, Vec<Option<String>>) =
             self.bounded(pipe.query_async(&mut connection)).await?;
         if let Some(rank) = rank {
-            return Ok(Some(waiting_record(id, rank + 1)));
+            return Ok(Some(TicketRecord::waiting(id, rank + 1)));
         }
         let mut fields = fields.into_iter().map(Option::unwrap_or_default);
         let state = fields.next().unwrap_or_default();
@@ -541,7 +536,7 @@ impl Store for RedisStore {
             .map(|(id, entry)| {
                 let position = as_u64(&entry[0])?;
                 if position > 0 {
-                    return Ok(Some(waiting_record(id, position)));
+                    return Ok(Some(TicketRecord::waiting(id, position)));
                 }
                 settled_record(
                     id,
@@ -603,7 +598,7 @@ impl Store for RedisStore {
                 let position = as_u64(&entry[0])?;
                 if position > 0 {
                     let seq = as_string(&entry[1])?.parse().ok();
-                    return Ok(Some((waiting_record(id, position), seq)));
+                    return Ok(Some((TicketRecord::waiting(id, position), seq)));
                 }
                 let record = settled_record(
                     id,
@@ -676,17 +671,9 @@ impl Store for RedisStore {
             .key(keys.key("secret"))
             .key(keys.key("active"))
             .arg(holder)
-            .arg(lease_ms)
-            .arg(defaults.admission_rate_per_sec)
-            .arg(if defaults.paused { "1" } else { "0" })
-            .arg(defaults.token_ttl_ms)
-            .arg(
-                defaults
-                    .max_active_users
-                    .map(|cap| cap.to_string())
-                    .unwrap_or_default(),
-            )
-            .arg(secret.as_deref().unwrap_or_default());
+            .arg(lease_ms);
+        config_args(&mut invocation, defaults);
+        invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
         let [epoch, settings @ .., secret, active] = reply.as_slice() else {
             return Err(StoreError::Corrupt("lease reply needs 7 fields".into()));
