@@ -147,6 +147,12 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_MAX_BODY_BYTES", default_value_t = 16 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Seconds a client may take to send a request's headers before the connection is closed
+    /// (slowloris protection; also how long an idle keep-alive connection waits for its next
+    /// request's headers).
+    #[arg(long, env = "VESTIBULE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+
     /// Seconds a request may take before it is answered 408 (SSE streams are exempt).
     #[arg(long, env = "VESTIBULE_REQUEST_TIMEOUT_SECS", default_value_t = 10)]
     pub request_timeout_secs: u64,
@@ -385,6 +391,9 @@ impl Config {
         }
         if self.max_body_bytes < 256 {
             return Err("--max-body-bytes must be at least 256".into());
+        }
+        if self.header_read_timeout_secs == 0 {
+            return Err("--header-read-timeout-secs must be at least 1".into());
         }
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
@@ -131,19 +132,16 @@ impl Application {
         for room in state.rooms.values() {
             tasks.spawn(sse_hub::run(state.clone(), room.clone()));
         }
+        let state_header_timeout = Duration::from_secs(state.config.header_read_timeout_secs);
         let app = routes::router(state);
         let signal = async move {
             stop.await;
             tracing::info!("shutting down");
             let _ = shutdown.send(true);
         };
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(signal)
-        .await
-        .context("serving HTTP")?;
+        serve(listener, app, signal, state_header_timeout)
+            .await
+            .context("serving HTTP")?;
         while tasks.join_next().await.is_some() {}
         tokio::task::spawn_blocking(move || schedulers.join())
             .await
@@ -204,6 +202,68 @@ async fn scheduler_store(state: &AppState) -> Arc<dyn Store> {
             state.store.clone()
         }
     }
+}
+
+/// Serves HTTP/1.1 and HTTP/2 on `listener` until `signal` resolves, then lets open connections
+/// finish.
+///
+/// Like `axum::serve`, plus what it does not expose: a bound on how long a client may take to
+/// send a request's headers (`--header-read-timeout-secs`), so a slowloris client cannot hold a
+/// connection open with a half-sent request. Each request carries the peer address as
+/// `ConnectInfo<SocketAddr>` (for the per-IP join limit).
+async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    signal: impl std::future::Future<Output = ()> + Send + 'static,
+    header_read_timeout: Duration,
+) -> std::io::Result<()> {
+    use axum::extract::ConnectInfo;
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceExt as _;
+
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut signal => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = app.clone().map_request(
+            move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request.map(axum::body::Body::new)
+            },
+        );
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service))
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 async fn shutdown_signal() {

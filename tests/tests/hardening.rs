@@ -547,6 +547,33 @@ async fn a_slow_body_is_cut_off_by_the_request_timeout() {
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_headers_cannot_hold_a_connection_open() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn(Backend::Memory, &["--header-read-timeout-secs", "1"]).await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let closed =
+        tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut answer)).await;
+    assert!(
+        closed.is_ok(),
+        "the server kept a half-sent request open for 5 s"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "closed after {:?}",
+        started.elapsed()
+    );
+    // A complete request on a fresh connection is still served.
+    assert_eq!(app.get_json("/healthz").await.0, StatusCode::OK);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Secrets
 // ---------------------------------------------------------------------------------------------
