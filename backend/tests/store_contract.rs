@@ -41,6 +41,19 @@ async fn stores() -> Vec<(Arc<dyn Store>, Option<RedisServer>)> {
     all
 }
 
+/// Many tickets read in one store call, in order.
+async fn read_all(
+    store: &dyn Store,
+    ids: &[String],
+) -> Vec<Option<vestibule::store::TicketRecord>> {
+    let answer = store.sse_refresh(ROOM, None, ids, now_ms()).await.unwrap();
+    answer
+        .tickets
+        .into_iter()
+        .map(|read| read.map(|(record, _)| record))
+        .collect()
+}
+
 async fn lead(store: &dyn Store, holder: &str) -> u64 {
     store
         .lease(ROOM, holder, LEASE_MS, &defaults())
@@ -83,17 +96,14 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         let mut ids = Vec::new();
         for i in 0..10 {
             let outcome = store
-                .join(ROOM, Some(&format!("k{i}")), &random_id(), KEEP_MS)
+                .join(ROOM, Some(&format!("k{i}")), &random_id())
                 .await
                 .unwrap();
             assert!(outcome.created);
             assert_eq!(outcome.ticket.position, Some(i + 1), "{kind}");
             ids.push(outcome.ticket.id);
         }
-        let again = store
-            .join(ROOM, Some("k3"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let again = store.join(ROOM, Some("k3"), &random_id()).await.unwrap();
         assert!(!again.created, "{kind}");
         assert_eq!(again.ticket.id, ids[3]);
         assert_eq!(again.ticket.position, Some(4));
@@ -102,7 +112,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
             store.leave(ROOM, &ids[0], now_ms(), KEEP_MS).await.unwrap(),
             LeaveOutcome::Left
         );
-        let records = store.tickets(ROOM, &ids, now_ms()).await.unwrap();
+        let records = read_all(store.as_ref(), &ids).await;
         assert_eq!(
             records[0].as_ref().unwrap().state,
             TicketState::Left,
@@ -112,10 +122,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
             assert_eq!(record.as_ref().unwrap().position, Some(i as u64), "{kind}");
         }
         // After leaving, the same key gets a fresh place at the back.
-        let rejoin = store
-            .join(ROOM, Some("k0"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let rejoin = store.join(ROOM, Some("k0"), &random_id()).await.unwrap();
         assert!(rejoin.created, "{kind}");
         assert_eq!(rejoin.ticket.position, Some(10));
         let counts = store.counts(ROOM, now_ms()).await.unwrap();
@@ -155,23 +162,23 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
         let kind = store.kind();
         for _ in 0..3 {
             let id = random_id();
-            let plain = store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+            let plain = store.join(ROOM, None, &id).await.unwrap();
             assert_eq!(
                 plain.ticket.id, id,
                 "{kind}: a join without a key keeps its random id"
             );
         }
         let first = store
-            .join(ROOM, Some("k:page-key-1"), &random_id(), KEEP_MS)
+            .join(ROOM, Some("k:page-key-1"), &random_id())
             .await
             .unwrap();
         assert!(first.created, "{kind}");
         assert_eq!(first.ticket.position, Some(4), "{kind}");
         assert!(vestibule::ids::is_well_formed_id(&first.ticket.id));
-        store.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+        store.join(ROOM, None, &random_id()).await.unwrap();
         for _ in 0..3 {
             let retry = store
-                .join(ROOM, Some("k:page-key-1"), &random_id(), KEEP_MS)
+                .join(ROOM, Some("k:page-key-1"), &random_id())
                 .await
                 .unwrap();
             assert!(!retry.created, "{kind}");
@@ -179,7 +186,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
             assert_eq!(retry.ticket.position, Some(4), "{kind}");
         }
         let user = store
-            .join(ROOM, Some("u:shopper-7"), &random_id(), KEEP_MS)
+            .join(ROOM, Some("u:shopper-7"), &random_id())
             .await
             .unwrap();
         assert_eq!(user.ticket.position, Some(6), "{kind}");
@@ -193,7 +200,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
             );
             // Another replica of the same room finds the same ticket.
             let retry = redis_store
-                .join(ROOM, Some("k:page-key-1"), &random_id(), KEEP_MS)
+                .join(ROOM, Some("k:page-key-1"), &random_id())
                 .await
                 .unwrap();
             assert!(!retry.created);
@@ -209,14 +216,8 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
 async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find() {
     for (store, redis) in stores().await {
         let kind = store.kind();
-        let a = store
-            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
-        store
-            .join(ROOM, Some("k:b"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let a = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
+        store.join(ROOM, Some("k:b"), &random_id()).await.unwrap();
         assert_eq!(
             store
                 .leave(ROOM, &a.ticket.id, now_ms(), KEEP_MS)
@@ -224,17 +225,11 @@ async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find(
                 .unwrap(),
             LeaveOutcome::Left
         );
-        let again = store
-            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let again = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
         assert!(again.created, "{kind}");
         assert_ne!(again.ticket.id, a.ticket.id, "{kind}: a new ticket");
         assert_eq!(again.ticket.position, Some(2), "{kind}: at the back");
-        let retry = store
-            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let retry = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
         assert!(!retry.created, "{kind}");
         assert_eq!(retry.ticket.id, again.ticket.id, "{kind}");
         assert_eq!(retry.ticket.position, Some(2), "{kind}");
@@ -252,18 +247,12 @@ async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find(
         // A live token keeps its ticket; one that expired unused gives a fresh place.
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 60_000).await, 1);
-        let issued = store
-            .join(ROOM, Some("k:b"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let issued = store.join(ROOM, Some("k:b"), &random_id()).await.unwrap();
         assert!(!issued.created, "{kind}");
         assert_eq!(issued.ticket.state, TicketState::TokenIssued, "{kind}");
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        let expired = store
-            .join(ROOM, Some("k:a"), &random_id(), KEEP_MS)
-            .await
-            .unwrap();
+        let expired = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
         assert!(
             expired.created,
             "{kind}: an expired token is no live ticket"
@@ -296,25 +285,19 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
         .await
         .expect("init_room writes the secret");
     assert_eq!(secret.len(), 32);
-    let before = a
-        .join(ROOM, Some("k:x"), &random_id(), KEEP_MS)
-        .await
-        .unwrap();
+    let before = a.join(ROOM, Some("k:x"), &random_id()).await.unwrap();
 
     redis.restart();
-    let after = until_ok(|| async { a.join(ROOM, Some("k:x"), &random_id(), KEEP_MS).await }).await;
+    let after = until_ok(|| async { a.join(ROOM, Some("k:x"), &random_id()).await }).await;
     assert!(after.created, "the queue was lost with Redis");
     assert_eq!(after.ticket.position, Some(1));
     assert_eq!(after.ticket.id, before.ticket.id, "same secret, same id");
-    let retry = a
-        .join(ROOM, Some("k:x"), &random_id(), KEEP_MS)
-        .await
-        .unwrap();
+    let retry = a.join(ROOM, Some("k:x"), &random_id()).await.unwrap();
     assert_eq!(
         (retry.created, retry.ticket.id),
         (false, before.ticket.id.clone())
     );
-    let plain = a.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+    let plain = a.join(ROOM, None, &random_id()).await.unwrap();
     assert_eq!(plain.ticket.position, Some(2));
     // The next lease call writes this replica's secret back, and the settings.
     until_ok(|| async { a.lease(ROOM, "a", LEASE_MS, &defaults()).await }).await;
@@ -333,14 +316,8 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     assert_ne!(new_secret, secret);
     until_ok(|| async { a.lease(ROOM, "a", LEASE_MS, &defaults()).await }).await;
     assert_eq!(stored_secret(&a).await, Some(new_secret));
-    let from_b = b
-        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
-        .await
-        .unwrap();
-    let from_a = a
-        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
-        .await
-        .unwrap();
+    let from_b = b.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
+    let from_a = a.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
     assert!(from_b.created && !from_a.created);
     assert_eq!(from_a.ticket.id, from_b.ticket.id);
 
@@ -348,10 +325,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     let c = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
         .await
         .unwrap();
-    let from_c = c
-        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
-        .await
-        .unwrap();
+    let from_c = c.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
     assert_eq!(
         (from_c.created, &from_c.ticket.id),
         (false, &from_b.ticket.id)
@@ -361,10 +335,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     // its copy against Redis again and writes it back.
     redis.cli(&["DEL", "vestibule:{main}:secret"]);
     tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
-    let again = a
-        .join(ROOM, Some("k:y"), &random_id(), KEEP_MS)
-        .await
-        .unwrap();
+    let again = a.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
     assert_eq!(
         (again.created, &again.ticket.id),
         (false, &from_b.ticket.id)
@@ -378,7 +349,7 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
     for (store, _redis) in stores().await {
         let kind = store.kind();
         for _ in 0..5 {
-            store.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+            store.join(ROOM, None, &random_id()).await.unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
         let follower = store.lease(ROOM, "b", LEASE_MS, &defaults()).await.unwrap();
@@ -437,7 +408,7 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
     for (store, _redis) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+        store.join(ROOM, None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 5, 60_000).await, 1);
         let token = store
@@ -485,7 +456,7 @@ async fn expired_tokens_are_refused_and_free_their_active_slot() {
     for (store, _redis) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+        store.join(ROOM, None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -507,7 +478,7 @@ async fn the_active_users_cap_holds_admission_back() {
     for (store, _redis) in stores().await {
         let kind = store.kind();
         for _ in 0..10 {
-            store.join(ROOM, None, &random_id(), KEEP_MS).await.unwrap();
+            store.join(ROOM, None, &random_id()).await.unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
         let tokens: Vec<String> = (0..10).map(|_| entry_token(ROOM)).collect();
@@ -542,7 +513,7 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
         let mut ids = Vec::new();
         for _ in 0..6 {
             let id = random_id();
-            store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+            store.join(ROOM, None, &id).await.unwrap();
             ids.push(id);
         }
         let first = store
@@ -629,7 +600,7 @@ proptest! {
                     match step {
                         Step::Join => {
                             let id = random_id();
-                            store.join(ROOM, None, &id, KEEP_MS).await.unwrap();
+                            store.join(ROOM, None, &id).await.unwrap();
                             arrivals.push(id);
                         }
                         Step::Leave(pick) if !arrivals.is_empty() => {
@@ -638,9 +609,9 @@ proptest! {
                         }
                         Step::Leave(_) => {}
                         Step::Admit(count) => {
-                            let before: Vec<_> = store.tickets(ROOM, &arrivals, now_ms()).await.unwrap();
+                            let before: Vec<_> = read_all(store.as_ref(), &arrivals).await;
                             admit(store.as_ref(), "a", epoch, *count, 60_000).await;
-                            let after = store.tickets(ROOM, &arrivals, now_ms()).await.unwrap();
+                            let after = read_all(store.as_ref(), &arrivals).await;
                             for ((id, b), a) in arrivals.iter().zip(before).zip(after) {
                                 let (b, a) = (b.unwrap(), a.unwrap());
                                 if b.state == TicketState::Waiting && a.state == TicketState::TokenIssued {
@@ -658,7 +629,7 @@ proptest! {
                 let order: Vec<usize> = admitted_order.iter().map(|id| rank[id]).collect();
                 prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "{}: {:?}", kind, order);
                 // Waiting positions are 1..=N in arrival order.
-                let records = store.tickets(ROOM, &arrivals, now_ms()).await.unwrap();
+                let records = read_all(store.as_ref(), &arrivals).await;
                 let positions: Vec<u64> = records.iter().flatten().filter_map(|r| r.position).collect();
                 prop_assert_eq!(positions, (1..=store.counts(ROOM, now_ms()).await.unwrap().waiting).collect::<Vec<_>>(), "{}", kind);
             }

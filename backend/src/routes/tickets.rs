@@ -136,7 +136,7 @@ pub async fn join(
     let key = dedup_key(&state, &room, &headers)?;
     let outcome = state
         .store
-        .join(&room, key.as_deref(), &random_id(), state.keep_ms())
+        .join(&room, key.as_deref(), &random_id())
         .await
         .map_err(|error| state.store_error(error))?;
     let status_code = if outcome.created {

@@ -223,7 +223,6 @@ impl Store for MemoryStore {
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
-        _keep_ms: u64,
     ) -> Result<JoinOutcome, StoreError> {
         let room = self.room(room)?;
         let mut state = lock(&room);
@@ -271,17 +270,6 @@ impl Store for MemoryStore {
         let room = self.room(room)?;
         let state = lock(&room);
         Ok(state.record(id, now_ms))
-    }
-
-    async fn tickets(
-        &self,
-        room: &str,
-        ids: &[String],
-        now_ms: u64,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
-        let room = self.room(room)?;
-        let state = lock(&room);
-        Ok(ids.iter().map(|id| state.record(id, now_ms)).collect())
     }
 
     async fn sse_refresh(

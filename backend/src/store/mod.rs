@@ -254,7 +254,6 @@ pub trait Store: Send + Sync + 'static {
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
-        keep_ms: u64,
     ) -> Result<JoinOutcome, StoreError>;
 
     /// One ticket, with its exact position while waiting.
@@ -264,14 +263,6 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError>;
-
-    /// Many tickets at once (for SSE fan-out): one answer per id, in order.
-    async fn tickets(
-        &self,
-        room: &str,
-        ids: &[String],
-        now_ms: u64,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
 
     /// One SSE hub refresh in one atomic step: the queue's changes since `since` and exact reads
     /// of `ids` (see [`SseRefresh`]). One store call however many streams the hub follows.

@@ -32,7 +32,6 @@ struct Scripts {
     admit: Script,
     token: Script,
     leave: Script,
-    tickets: Script,
     sse_refresh: Script,
     init_room: Script,
 }
@@ -122,7 +121,6 @@ impl RedisStore {
                 admit: Script::new(include_str!("lua/admit.lua")),
                 token: Script::new(include_str!("lua/token.lua")),
                 leave: Script::new(include_str!("lua/leave.lua")),
-                tickets: Script::new(include_str!("lua/tickets.lua")),
                 sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
                 init_room: Script::new(include_str!("lua/init_room.lua")),
             },
@@ -445,7 +443,6 @@ impl Store for RedisStore {
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
-        _keep_ms: u64,
     ) -> Result<JoinOutcome, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
@@ -508,45 +505,6 @@ impl Store for RedisStore {
         let token = fields.next().unwrap_or_default();
         let expires = fields.next().unwrap_or_default();
         settled_record(id, &state, token, &expires, now_ms)
-    }
-
-    async fn tickets(
-        &self,
-        room: &str,
-        ids: &[String],
-        now_ms: u64,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.tickets.key(keys.key("queue"));
-        invocation.arg(&keys.prefix);
-        for id in ids {
-            invocation.arg(id);
-        }
-        let flat = self.run_script(&invocation).await?;
-        if flat.len() != ids.len() * 4 {
-            return Err(StoreError::Corrupt(
-                "tickets reply has the wrong length".into(),
-            ));
-        }
-        ids.iter()
-            .zip(flat.chunks_exact(4))
-            .map(|(id, entry)| {
-                let position = as_u64(&entry[0])?;
-                if position > 0 {
-                    return Ok(Some(TicketRecord::waiting(id, position)));
-                }
-                settled_record(
-                    id,
-                    &as_string(&entry[1])?,
-                    as_string(&entry[2])?,
-                    &as_string(&entry[3])?,
-                    now_ms,
-                )
-            })
-            .collect()
     }
 
     async fn sse_refresh(
