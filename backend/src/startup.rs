@@ -243,7 +243,10 @@ async fn check_store_safety(
 
 fn record_safety_metrics(safety: &StoreSafety) {
     metrics::gauge!("vestibule_store_may_evict").set(f64::from(u8::from(safety.may_evict())));
-    metrics::gauge!("vestibule_store_persistent").set(f64::from(u8::from(safety.persists())));
+    // Not set while unknown (no AOF, snapshot schedule hidden): absent, not a false 0.
+    if let Some(persists) = safety.persists() {
+        metrics::gauge!("vestibule_store_persistent").set(f64::from(u8::from(persists)));
+    }
 }
 
 /// Re-reads Redis's eviction and persistence settings every `--redis-safety-check-secs` (an

@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use vestibule_shared::{TicketState, TicketStatus};
-use vestibule_tests::{both_stores, vestibule_command, Backend, RedisServer, TestApp};
+use vestibule_tests::{both_stores, python_tool, vestibule_command, Backend, RedisServer, TestApp};
 
 /// Joins and waits until the ticket holds an entry token.
 async fn admitted_token(app: &TestApp) -> (TicketStatus, String) {
@@ -149,7 +149,7 @@ async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_re
         filled += 1;
         assert!(filled < 64, "8 MB never filled");
     }
-    let python = tokio::process::Command::new("python3")
+    let python = tokio::process::Command::new(python_tool("python"))
         .arg("-c")
         .arg(PYTHON_RETRYING_ORDER)
         .arg(app.url("/api/v1/rooms/main/orders"))
