@@ -132,3 +132,24 @@ async fn a_python_client_built_from_the_document_can_leave_the_line() {
     assert_eq!(summary["final"], "LEFT", "{summary}");
     assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_a_route_does_not_take_gets_405_even_behind_the_token_layer() {
+    let app = TestApp::spawn(Backend::Memory, &[]).await;
+    for (method, path) in [
+        (reqwest::Method::GET, "/api/v1/rooms/main/orders"),
+        (reqwest::Method::DELETE, "/api/v1/rooms/main/orders"),
+        (reqwest::Method::PUT, "/api/v1/rooms/main/tickets"),
+        (reqwest::Method::POST, "/api/v1/rooms/main"),
+    ] {
+        let answer = app
+            .client
+            .request(method.clone(), app.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 405, "{method} {path}");
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(body["error"], "method_not_allowed", "{method} {path}");
+    }
+}
