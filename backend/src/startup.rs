@@ -168,7 +168,7 @@ impl Application {
 
 /// Runs every room's scheduler on a thread of its own, with its own single-threaded runtime and,
 /// on Redis, its own connection: a tick is then never late because request handlers keep the
-/// main runtime's workers or the shared connection's pipeline busy (DESIGN.md "Admission": the
+/// main runtime's workers or the shared connection's pipeline busy (docs/DESIGN.md "Admission": the
 /// rate must hold while shoppers stampede). Ends when shutdown is signalled and every scheduler
 /// has released its lease.
 fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHandle<()>> {

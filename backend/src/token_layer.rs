@@ -2,7 +2,7 @@
 //!
 //! A request under a protected prefix (default `/api/v1/rooms/{room}/orders`) must carry
 //! `X-Entry-Token` with a live token of that room; otherwise 403 with a JSON error naming what is
-//! wrong: missing, unknown, expired, another room's, or already used (DESIGN.md "Entry token").
+//! wrong: missing, unknown, expired, another room's, or already used (docs/DESIGN.md "Entry tokens").
 //! The layer only checks; the order handler consumes the token atomically, so it works once.
 
 use axum::extract::{Request, State};

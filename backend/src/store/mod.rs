@@ -5,7 +5,7 @@
 //! - [`memory`]: `MemoryStore`, the embedded default for a single process; no setup.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
-//! Semantics both must keep (DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
+//! Semantics both must keep (docs/DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
