@@ -32,8 +32,12 @@ async fn the_document_survives_schemathesis(backend: Backend) {
     let schemathesis = python_tool("schemathesis");
     let document = app.url("/api/v1/openapi.json");
     let base = app.base.clone();
+    // Schemathesis keeps a cache in its working folder: not in the checkout.
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch_path = scratch.path().to_path_buf();
     let output = tokio::task::spawn_blocking(move || {
         Command::new(schemathesis)
+            .current_dir(scratch_path)
             .arg("--config-file")
             .arg(config)
             .args(["run", &document, "--url", &base])
