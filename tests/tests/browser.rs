@@ -6,6 +6,12 @@
 //! itself and the order succeeds. The server's per-ticket poll log shows the page polls exactly by
 //! `nextPollAfterMs` (within 20 %) and not at all over SSE. Screenshots go to
 //! `target/screenshots/`.
+//!
+//! Under real conditions: behind a [`LinkProxy`] that hangs the link, the page says so, and
+//! recovers within 10 s of the link coming back, also when it was admitted meanwhile; an order
+//! double-clicked or whose answer is lost is placed once and shows one receipt, also after a
+//! reload; axe-core finds no violation in any state (waiting, retrying, offline, checkout,
+//! receipt); the first answer moves nothing on screen; page files go out brotli/gzip-compressed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
-use vestibule_tests::{Backend, TestApp};
+use vestibule_tests::{Backend, LinkProxy, LinkState, TestApp};
 
 /// The workspace root (this crate lives in `tests/`).
 fn workspace_root() -> PathBuf {
@@ -131,10 +137,22 @@ async fn wait_for(
     panic!("{css} {attribute:?} never matched; last value {last:?}");
 }
 
+/// The place the page shows once the server answered (a dash stands in until then).
+async fn shown_position(browser: &Client) -> String {
+    wait_for(browser, "#position", None, Duration::from_secs(20), |t| {
+        !t.is_empty() && t.chars().all(|c| c.is_ascii_digit())
+    })
+    .await
+}
+
 async fn stored_ticket(browser: &Client) -> String {
+    stored_ticket_of(browser, "main").await
+}
+
+async fn stored_ticket_of(browser: &Client, room: &str) -> String {
     browser
         .execute(
-            "return localStorage.getItem('vestibule:main:ticket');",
+            &format!("return localStorage.getItem('vestibule:{room}:ticket');"),
             vec![],
         )
         .await
@@ -206,13 +224,10 @@ async fn sale_through_the_page(transport: &str) {
         .goto(&app.url(&format!("/?room=main&transport={transport}&lang=en")))
         .await
         .expect("page loads");
-    let position = wait_for(&browser, "#position", None, Duration::from_secs(20), |t| {
-        !t.is_empty()
-    })
-    .await;
+    let position = shown_position(&browser).await;
     assert_eq!(position, "3", "the page took the third place");
     let eta = wait_for(&browser, "#eta", None, Duration::from_secs(5), |t| {
-        !t.is_empty()
+        !t.is_empty() && t != "–"
     })
     .await;
     wait_for(
@@ -260,10 +275,7 @@ async fn sale_through_the_page(transport: &str) {
 
     // Reload while waiting: same ticket, same place.
     browser.refresh().await.unwrap();
-    let position = wait_for(&browser, "#position", None, Duration::from_secs(20), |t| {
-        !t.is_empty()
-    })
-    .await;
+    let position = shown_position(&browser).await;
     assert_eq!(position, "3");
     assert_eq!(
         stored_ticket(&browser).await,
@@ -400,10 +412,7 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
     let browser = driver.browser(profile.path(), "ko-KR").await;
     // No ?lang: the browser's language decides.
     browser.goto(&app.url("/?room=main")).await.unwrap();
-    let position = wait_for(&browser, "#position", None, Duration::from_secs(20), |t| {
-        !t.is_empty()
-    })
-    .await;
+    let position = shown_position(&browser).await;
     assert_eq!(position, "42");
     let lang = browser
         .execute("return document.documentElement.lang;", vec![])
@@ -426,14 +435,35 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         browser.screenshot().await.unwrap(),
     )
     .unwrap();
-    // Leaving gives the place up on the server and offers to join again.
+    assert_no_layout_shift(&browser).await;
+    assert_accessible(&browser, "waiting (ko)").await;
+
+    // The browser's `offline` event is acted on at once, and `online` brings updates back.
     browser
-        .find(Locator::Css("#leave-line"))
-        .await
-        .unwrap()
-        .click()
+        .execute("window.dispatchEvent(new Event('offline'));", vec![])
         .await
         .unwrap();
+    wait_for_link(&browser, Duration::from_secs(1), |s| s == "offline").await;
+    assert_accessible(&browser, "offline (ko)").await;
+    save_screenshot(&browser, "offline-ko.png").await;
+    browser
+        .execute("window.dispatchEvent(new Event('online'));", vec![])
+        .await
+        .unwrap();
+    wait_for_link(&browser, Duration::from_secs(10), |s| s == "live").await;
+
+    // Leaving asks first; "Stay in line" keeps the place.
+    click(&browser, "#leave-line").await;
+    assert_eq!(focused_id(&browser).await, "leave-question");
+    click(&browser, "#leave-cancel").await;
+    wait_for(&browser, "#leave-line", None, Duration::from_secs(5), |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 42);
+    // Leaving gives the place up on the server and offers to join again.
+    click(&browser, "#leave-line").await;
+    click(&browser, "#leave-confirm").await;
     wait_for(
         &browser,
         "#status",
@@ -470,4 +500,429 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         "an order button without a token"
     );
     browser.close().await.unwrap();
+}
+
+async fn click(browser: &Client, css: &str) {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+async fn save_screenshot(browser: &Client, name: &str) {
+    std::fs::write(
+        screenshot_dir().join(name),
+        browser.screenshot().await.unwrap(),
+    )
+    .unwrap();
+}
+
+/// The id of the element that has keyboard focus ("" for the page body).
+async fn focused_id(browser: &Client) -> String {
+    // One frame for the page's own focus move.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    browser
+        .execute(
+            "return document.activeElement ? document.activeElement.id : '';",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// axe-core (installed from npm by `scripts/setup-tools.sh --test`).
+fn axe_source() -> String {
+    let path = workspace_root().join(".tools/node_modules/axe-core/axe.min.js");
+    std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: scripts/setup-tools.sh --test installs axe-core",
+            path.display()
+        )
+    })
+}
+
+/// Runs axe-core on the page as it is and fails with every violation it reports.
+async fn assert_accessible(browser: &Client, state: &str) {
+    browser
+        .execute(&format!("{}\nreturn true;", axe_source()), vec![])
+        .await
+        .expect("axe-core loads");
+    let violations = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, { resultTypes: ['violations'] })
+               .then(r => done(r.violations.map(v => ({
+                   id: v.id, impact: v.impact,
+                   nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary) }))))
+               .catch(e => done([{ id: 'axe-error', nodes: [String(e)] }]));",
+            vec![],
+        )
+        .await
+        .expect("axe.run answers");
+    let violations = violations.as_array().cloned().unwrap_or_default();
+    assert!(
+        violations.is_empty(),
+        "axe-core, {state}: {}",
+        serde_json::to_string_pretty(&violations).unwrap()
+    );
+    println!("axe-core: 0 violations ({state})");
+}
+
+/// Fails when the page's layout shifted (cumulative layout shift over 0.01) so far.
+async fn assert_no_layout_shift(browser: &Client) {
+    let shift = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             let total = 0;
+             new PerformanceObserver(list => {
+               for (const e of list.getEntries()) if (!e.hadRecentInput) total += e.value;
+             }).observe({ type: 'layout-shift', buffered: true });
+             setTimeout(() => done(total), 200);",
+            vec![],
+        )
+        .await
+        .expect("layout shifts")
+        .as_f64()
+        .expect("a number");
+    println!("cumulative layout shift {shift:.4}");
+    assert!(shift <= 0.01, "the layout shifted by {shift}");
+}
+
+async fn wait_for_path(browser: &Client, path: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let url = browser.current_url().await.unwrap();
+        if url.path() == path {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still on {url}, not {path}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Opens `url` (a room with a free place) and waits until the page has moved to checkout by
+/// itself and offers the order.
+async fn reach_checkout(browser: &Client, url: &str) {
+    browser.goto(url).await.unwrap();
+    wait_for_path(browser, "/checkout", Duration::from_secs(20)).await;
+    wait_for(
+        browser,
+        "#place-order",
+        None,
+        Duration::from_secs(10),
+        |t| t == "Place order",
+    )
+    .await;
+}
+
+/// Waits for the order's final outcome (`ordered`, `used` or `error`).
+async fn final_outcome(browser: &Client, timeout: Duration) -> String {
+    wait_for(
+        browser,
+        "#checkout-result",
+        Some("data-outcome"),
+        timeout,
+        |o| o == "ordered" || o == "used" || o == "error",
+    )
+    .await
+}
+
+/// Waits until `#connection[data-state]` satisfies `done`.
+async fn wait_for_link(browser: &Client, timeout: Duration, done: impl Fn(&str) -> bool) {
+    wait_for(browser, "#connection", Some("data-state"), timeout, done).await;
+}
+
+async fn a_hung_link_is_noticed_and_survived(transport: &str) {
+    let dist = dist_dir().to_string_lossy().to_string();
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--static-dir", &dist, "--admission-rate", "50"],
+    )
+    .await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let proxy = LinkProxy::start(&app.base).await;
+    let driver = ChromeDriver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let browser = driver.browser(profile.path(), "en-US").await;
+    browser
+        .goto(&proxy.url(&format!("/?room=main&lang=en&transport={transport}")))
+        .await
+        .unwrap();
+    wait_for(&browser, "#position", None, Duration::from_secs(20), |t| {
+        t == "1"
+    })
+    .await;
+    wait_for_link(&browser, Duration::from_secs(10), |s| s == "live").await;
+    if transport == "auto" {
+        assert_no_layout_shift(&browser).await;
+        assert_accessible(&browser, "waiting").await;
+    }
+    let ticket = stored_ticket(&browser).await;
+
+    proxy.set(LinkState::Hung);
+    let hung = Instant::now();
+    // The page stops claiming live updates: a silent stream (two keep-alive periods) or a poll
+    // past its deadline shows the link as lost.
+    wait_for_link(&browser, Duration::from_secs(30), |s| {
+        s == "retrying" || s == "reconnecting"
+    })
+    .await;
+    println!(
+        "{transport}: link shown as lost {:?} into the hang",
+        hung.elapsed()
+    );
+    // Admitted while the link hangs.
+    app.patch_room("main", json!({"paused": false})).await;
+    let admitted = app
+        .poll_until("main", &ticket, Duration::from_secs(5), |s| {
+            s.status == vestibule_shared::TicketState::TokenIssued
+        })
+        .await;
+    assert_eq!(admitted.status, vestibule_shared::TicketState::TokenIssued);
+    let countdown = wait_for(
+        &browser,
+        "#connection",
+        None,
+        Duration::from_secs(15),
+        |t| t.contains("Retrying in"),
+    )
+    .await;
+    println!("{transport}: {countdown:?}");
+    if transport == "auto" {
+        assert_accessible(&browser, "retrying").await;
+        save_screenshot(&browser, "retrying-en.png").await;
+        // "Retry now" gives way to the attempt; focus goes to the connection line.
+        click(&browser, "#retry-now").await;
+        assert_eq!(focused_id(&browser).await, "connection");
+    }
+    tokio::time::sleep(Duration::from_secs(20).saturating_sub(hung.elapsed())).await;
+
+    proxy.set(LinkState::Up);
+    let restored = Instant::now();
+    wait_for(
+        &browser,
+        "#status",
+        Some("data-status"),
+        Duration::from_secs(10),
+        |s| s == "TOKEN_ISSUED",
+    )
+    .await;
+    let recovered = restored.elapsed();
+    println!(
+        "{transport}: hung {:?}; turn shown {recovered:?} after the link came back",
+        restored - hung
+    );
+    assert!(recovered <= Duration::from_secs(10), "{recovered:?}");
+    wait_for_path(&browser, "/checkout", Duration::from_secs(5)).await;
+    wait_for(
+        &browser,
+        "#place-order",
+        None,
+        Duration::from_secs(10),
+        |t| !t.is_empty(),
+    )
+    .await;
+    click(&browser, "#place-order").await;
+    let outcome = final_outcome(&browser, Duration::from_secs(15)).await;
+    assert_eq!(outcome, "ordered");
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_link_over_server_sent_events_is_noticed_and_the_turn_is_not_missed() {
+    a_hung_link_is_noticed_and_survived("auto").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_link_while_polling_is_noticed_and_the_turn_is_not_missed() {
+    a_hung_link_is_noticed_and_survived("poll").await;
+}
+
+async fn order_id(browser: &Client) -> String {
+    wait_for(
+        &browser.clone(),
+        "#order-id",
+        None,
+        Duration::from_secs(5),
+        |t| !t.is_empty(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_is_placed_once_when_double_clicked_or_when_its_answer_is_lost() {
+    let dist = dist_dir().to_string_lossy().to_string();
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &[
+            "--static-dir",
+            &dist,
+            "--admission-rate",
+            "50",
+            "--rooms",
+            "main,drop",
+        ],
+    )
+    .await;
+    let proxy = LinkProxy::start(&app.base).await;
+    let driver = ChromeDriver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let browser = driver.browser(profile.path(), "en-US").await;
+
+    // Admitted at once; the page moves to checkout by itself.
+    reach_checkout(&browser, &proxy.url("/?room=main&lang=en")).await;
+    assert_accessible(&browser, "checkout").await;
+    browser
+        .execute(
+            "const b = document.getElementById('place-order'); b.click(); b.click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let outcome = final_outcome(&browser, Duration::from_secs(15)).await;
+    assert_eq!(outcome, "ordered");
+    let first = order_id(&browser).await;
+    assert_eq!(focused_id(&browser).await, "checkout-result");
+    // A third click on the placed order changes nothing.
+    browser
+        .execute("document.getElementById('place-order').click();", vec![])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(order_id(&browser).await, first);
+    let button = browser.find(Locator::Css("#place-order")).await.unwrap();
+    assert!(
+        !button.is_enabled().await.unwrap(),
+        "the order button is still enabled"
+    );
+    assert_eq!(
+        app.metric("vestibule_tokens_used_total{room=\"main\"}")
+            .await,
+        1.0
+    );
+    assert_accessible(&browser, "receipt").await;
+    save_screenshot(&browser, "receipt-en.png").await;
+    // A reload shows the same receipt and offers no second order.
+    browser.refresh().await.unwrap();
+    assert_eq!(order_id(&browser).await, first);
+    let button = browser.find(Locator::Css("#place-order")).await.unwrap();
+    assert!(
+        !button.is_enabled().await.unwrap(),
+        "order offered again after a reload"
+    );
+
+    // The answer to the order is lost: the page asks again with the same key and gets the
+    // same order, never "already used".
+    reach_checkout(&browser, &proxy.url("/?room=drop&lang=en")).await;
+    let ticket = stored_ticket_of(&browser, "drop").await;
+    proxy.set(LinkState::AnswersLost);
+    click(&browser, "#place-order").await;
+    let done = app
+        .poll_until("drop", &ticket, Duration::from_secs(5), |s| {
+            s.status == vestibule_shared::TicketState::Completed
+        })
+        .await;
+    assert_eq!(
+        done.status,
+        vestibule_shared::TicketState::Completed,
+        "the order reached the server"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.set(LinkState::Up);
+    let outcome = final_outcome(&browser, Duration::from_secs(30)).await;
+    assert_eq!(outcome, "ordered", "a lost answer ended as {outcome}");
+    let lost_then_found = order_id(&browser).await;
+    browser.refresh().await.unwrap();
+    assert_eq!(order_id(&browser).await, lost_then_found);
+    assert_eq!(
+        app.metric("vestibule_tokens_used_total{room=\"drop\"}")
+            .await,
+        1.0
+    );
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_files_go_out_compressed_and_only_hashed_names_are_cached_for_long() {
+    let dist = dist_dir();
+    let dist_arg = dist.to_string_lossy().to_string();
+    let app = TestApp::spawn(Backend::Memory, &["--static-dir", &dist_arg]).await;
+    let name_of = |extension: &str| {
+        std::fs::read_dir(&dist)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name().to_string_lossy().to_string())
+            .find(|name| name.ends_with(extension))
+            .unwrap_or_else(|| panic!("no *{extension} in dist/"))
+    };
+    for (name, content_type) in [
+        (name_of(".wasm"), "application/wasm"),
+        (name_of(".js"), "javascript"),
+    ] {
+        let raw = std::fs::metadata(dist.join(&name)).unwrap().len();
+        for (accept, encoding, copy) in [
+            ("br", Some("br"), format!("{name}.br")),
+            ("gzip", Some("gzip"), format!("{name}.gz")),
+            ("gzip, deflate, br", Some("br"), format!("{name}.br")),
+            ("identity", None, name.clone()),
+        ] {
+            let response = app
+                .client
+                .get(app.url(&format!("/{name}")))
+                .header("accept-encoding", accept)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{name} {accept}");
+            let headers = response.headers().clone();
+            assert_eq!(
+                headers.get("content-encoding").map(|v| v.to_str().unwrap()),
+                encoding,
+                "{name} with Accept-Encoding: {accept}"
+            );
+            assert!(
+                headers["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .contains(content_type),
+                "{name}: {:?}",
+                headers["content-type"]
+            );
+            assert_eq!(
+                headers["cache-control"], "public, max-age=31536000, immutable",
+                "{name}"
+            );
+            assert_eq!(headers["vary"], "accept-encoding", "{name}");
+            let body = response.bytes().await.unwrap();
+            let expected = std::fs::metadata(dist.join(&copy)).unwrap().len();
+            assert_eq!(body.len() as u64, expected, "{name} {accept}");
+            if encoding.is_some() {
+                assert!(
+                    (body.len() as u64) < raw * 6 / 10,
+                    "{name}: {accept} {} of {raw} bytes",
+                    body.len()
+                );
+            }
+            println!("{name} ({accept}): {} bytes of {raw}", body.len());
+        }
+    }
+    // The page itself (also for client-side routes) may be kept but is always revalidated.
+    for path in ["/", "/checkout", "/index.html", "/some/client/route"] {
+        let response = app
+            .client
+            .get(app.url(path))
+            .header("accept-encoding", "br")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(response.headers()["cache-control"], "no-cache", "{path}");
+        assert_eq!(response.headers()["content-encoding"], "br", "{path}");
+    }
 }

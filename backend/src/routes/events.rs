@@ -1,8 +1,10 @@
 //! `GET /api/v1/rooms/{room}/tickets/{ticketId}/events`: a ticket's status as Server-Sent Events.
 //!
 //! Sends `event: status` with the TicketStatus JSON at once, then whenever it changes (fed by the
-//! room's [`crate::sse_hub`]), with an increasing `id` and keep-alive comments; ends after a
-//! terminal status or when the server shuts down.
+//! room's [`crate::sse_hub`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
+//! [`KEEP_ALIVE_SECS`] without news; ends after a terminal status or when the server shuts down.
+//! The keep-alive is an event, not a comment, because a browser hands comments to no one: the
+//! page needs to hear it to tell a quiet stream from a hung connection.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -28,8 +30,8 @@ pub fn router() -> Router<AppState> {
     )
 }
 
-/// Seconds between keep-alive comments.
-const KEEP_ALIVE_SECS: u64 = 15;
+/// Seconds without news before a keep-alive event (the page drops a stream silent for two).
+const KEEP_ALIVE_SECS: u64 = 10;
 
 /// Streams a ticket's status changes.
 #[utoipa::path(
@@ -37,7 +39,7 @@ const KEEP_ALIVE_SECS: u64 = 15;
     path = "/api/v1/rooms/{room}/tickets/{ticketId}/events",
     params(("room" = String, Path), ("ticketId" = String, Path)),
     responses(
-        (status = 200, description = "text/event-stream of `status` events (TicketStatus JSON)", content_type = "text/event-stream"),
+        (status = 200, description = "text/event-stream of `status` events (TicketStatus JSON) and `keepalive` events (`{}`) every 10 s without news", content_type = "text/event-stream"),
         (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
         (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
     )
@@ -81,8 +83,11 @@ pub async fn events(
                     .data(json),
             )
         });
-    let sse = Sse::new(statuses)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(KEEP_ALIVE_SECS)));
+    let sse = Sse::new(statuses).keep_alive(
+        KeepAlive::new()
+            .interval(Duration::from_secs(KEEP_ALIVE_SECS))
+            .event(Event::default().event("keepalive").data("{}")),
+    );
     Ok((
         [
             (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
