@@ -265,7 +265,8 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             >
                 <h2 class="headline">{move || t(lang, phase.with(headline).0)}</h2>
                 <p class="detail">{move || t(lang, phase.with(headline).1)}</p>
-                {next_step_view}
+                // Holds the line of "Leave the line" while joining, so nothing moves when it comes.
+                <div class="next-step">{next_step_view}</div>
             </section>
 
             // Shown from the start with placeholders, so the first answer moves nothing.

@@ -432,6 +432,8 @@ pub enum LinkState {
     Hung,
     /// Requests reach the server but its answers never come back: a lost answer.
     AnswersLost,
+    /// Connections are closed at once (open ones too): the server is unreachable.
+    Down,
 }
 
 /// A TCP proxy on `127.0.0.1:<port>` in front of a server, with a switch for the link.
@@ -503,6 +505,9 @@ async fn relay(
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let initial = *link.borrow_and_update();
+    if initial == LinkState::Down {
+        return;
+    }
     let mut hung = initial == LinkState::Hung;
     let mut answers_lost = initial == LinkState::AnswersLost;
     let server = if hung {
@@ -528,6 +533,7 @@ async fn relay(
                 match *link.borrow_and_update() {
                     LinkState::Hung => hung = true,
                     LinkState::AnswersLost => answers_lost = true,
+                    LinkState::Down => return,
                     LinkState::Up => {}
                 }
             }
