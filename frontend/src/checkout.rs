@@ -181,7 +181,7 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
             if busy() {
                 Text::PlacingOrder
             } else if ordered() {
-                Text::Ordered
+                Text::OrderDone
             } else {
                 Text::PlaceOrder
             },
@@ -195,13 +195,15 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                     {t(lang, Text::Checkout)} " · " <span id="room-name">{room}</span>
                 </p>
                 <h1 id="checkout-title">{title}</h1>
-                <p class="detail">{t(lang, Text::CheckoutIntro)}</p>
+                <p class="detail">
+                    {move || t(lang, if ordered() { Text::CompletedDetail } else { Text::CheckoutIntro })}
+                </p>
             </header>
 
             <section class="product">
                 <p class="product-name">{t(lang, Text::Product)}</p>
                 <p class="product-quantity">{t(lang, Text::Quantity)}</p>
-                {move || valid_until_text().map(|text| view! {
+                {move || valid_until_text().filter(|_| !ordered()).map(|text| view! {
                     <p class="detail" id="token-expiry">{text}</p>
                 })}
             </section>

@@ -104,6 +104,7 @@ pub enum Text {
     PlacingOrder,
     NoToken,
     Ordered,
+    OrderDone,
     OrderNumber,
     OrderExpired,
     OrderUsed,
@@ -231,6 +232,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "이 탭에서 입장권을 찾을 수 없습니다. 먼저 줄을 서 주세요.",
         ),
         Ordered => ("Order placed.", "주문이 완료되었습니다."),
+        OrderDone => ("Ordered", "주문 완료"),
         OrderNumber => ("Order number", "주문 번호"),
         OrderExpired => (
             "Your entry expired before the order. Please join the line again.",

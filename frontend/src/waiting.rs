@@ -109,6 +109,19 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
         })
     };
     let has_position = move || waiting_position().is_some();
+    // A user timing (Lighthouse, DevTools) of when the place is first on screen.
+    Effect::new(move |marked: Option<bool>| {
+        if marked == Some(true) {
+            return true;
+        }
+        let shown = has_position();
+        if shown {
+            if let Some(performance) = window().performance() {
+                let _ = performance.mark("vestibule:place-on-screen");
+            }
+        }
+        shown
+    });
     let joining = move || phase.with(|p| *p == Phase::Joining);
     let data_status = move || {
         phase.with(|p| match p {
