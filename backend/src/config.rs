@@ -119,16 +119,24 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_OUTAGE_POLICY", default_value = "reject")]
     pub outage_policy: OutagePolicies,
 
-    /// Joins allowed per client IP per minute (a burst of that size, refilled evenly); unset =
-    /// no limit. Over it a join gets 429 + `Retry-After`.
+    /// Joins that create a ticket allowed per client IP per room per minute (a burst of that
+    /// size, refilled evenly), counted in the store so every replica shares it; unset = no
+    /// limit. Over it a join gets 429 + `Retry-After`; a retried join that finds its ticket
+    /// (same `Idempotency-Key`) is never counted nor refused.
     #[arg(long, env = "VESTIBULE_JOINS_PER_IP_PER_MINUTE")]
     pub joins_per_ip_per_minute: Option<std::num::NonZeroU32>,
 
-    /// Header set by a trusted reverse proxy with the client's IP (e.g. `X-Forwarded-For`; the
-    /// last address in it is used). Unset = the TCP peer address. Only set this behind a proxy
-    /// that overwrites or appends the header, or clients can pick their own IP.
+    /// Header set by trusted reverse proxies with the client's IP (`X-Forwarded-For`, or
+    /// `Forwarded` per RFC 7239). All its lines are read as one list and the address
+    /// `--trusted-proxy-hops` from the end is used; anything malformed falls back to the TCP peer.
+    /// Unset = the TCP peer address.
     #[arg(long, env = "VESTIBULE_CLIENT_IP_HEADER")]
     pub client_ip_header: Option<String>,
+
+    /// How many trusted proxies in front of Vestibule append to `--client-ip-header` (1–16):
+    /// the client's address is that many entries from the end of the header's list.
+    #[arg(long, env = "VESTIBULE_TRUSTED_PROXY_HOPS", default_value_t = 1)]
+    pub trusted_proxy_hops: usize,
 
     /// Seconds a finished ticket (completed, expired, left) stays queryable.
     #[arg(
@@ -156,6 +164,26 @@ pub struct Config {
     /// Seconds a request may take before it is answered 408 (SSE streams are exempt).
     #[arg(long, env = "VESTIBULE_REQUEST_TIMEOUT_SECS", default_value_t = 10)]
     pub request_timeout_secs: u64,
+
+    /// Seconds shutdown waits for open connections to finish after SIGTERM/Ctrl-C (scheduler
+    /// leases are released first); past it the remaining connections are closed.
+    #[arg(long, env = "VESTIBULE_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
+    pub shutdown_grace_secs: u64,
+
+    /// Seconds a write to a client may stay blocked (the client does not read) before its
+    /// connection is closed; bounds what a stalled reader, e.g. an SSE stream, can hold.
+    #[arg(long, env = "VESTIBULE_WRITE_TIMEOUT_SECS", default_value_t = 20)]
+    pub write_timeout_secs: u64,
+
+    /// Refuse to start on a Redis that may evict keys (`maxmemory-policy` other than
+    /// `noeviction`), which would silently lose tickets and tokens.
+    #[arg(long, env = "VESTIBULE_REQUIRE_SAFE_REDIS", default_value_t = false)]
+    pub require_safe_redis: bool,
+
+    /// Seconds between checks of Redis's eviction and persistence settings (warned in the log,
+    /// shown in `/readyz` and as metrics).
+    #[arg(long, env = "VESTIBULE_REDIS_SAFETY_CHECK_SECS", default_value_t = 60)]
+    pub redis_safety_check_secs: u64,
 
     /// Folder with the built page (trunk's `dist/`); served at `/` when present.
     #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
@@ -395,6 +423,30 @@ impl Config {
         if self.header_read_timeout_secs == 0 {
             return Err("--header-read-timeout-secs must be at least 1".into());
         }
+        if !(1..=16).contains(&self.trusted_proxy_hops) {
+            return Err(format!(
+                "--trusted-proxy-hops must be 1–16, got {}",
+                self.trusted_proxy_hops
+            ));
+        }
+        if self.shutdown_grace_secs > 3600 {
+            return Err(format!(
+                "--shutdown-grace-secs must be 0–3600, got {}",
+                self.shutdown_grace_secs
+            ));
+        }
+        if !(1..=3600).contains(&self.write_timeout_secs) {
+            return Err(format!(
+                "--write-timeout-secs must be 1–3600, got {}",
+                self.write_timeout_secs
+            ));
+        }
+        if !(1..=86_400).contains(&self.redis_safety_check_secs) {
+            return Err(format!(
+                "--redis-safety-check-secs must be 1–86400, got {}",
+                self.redis_safety_check_secs
+            ));
+        }
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
@@ -414,6 +466,24 @@ impl Config {
     /// The scheduler tick.
     pub fn tick(&self) -> Duration {
         Duration::from_millis(self.tick_ms)
+    }
+
+    /// How long shutdown waits for open connections.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    /// How long a write to a client may stay blocked.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_secs(self.write_timeout_secs)
+    }
+
+    /// Where to read a client's address from.
+    pub fn client_ip_source(&self) -> crate::client_ip::ClientIpSource<'_> {
+        crate::client_ip::ClientIpSource {
+            header: self.client_ip_header.as_deref(),
+            trusted_hops: self.trusted_proxy_hops,
+        }
     }
 
     /// The bound on each store call.
@@ -477,6 +547,8 @@ mod tests {
             (vec!["--admin-token", "short"], "--admin-token"),
             (vec!["--cors-origins", "shop.example"], "--cors-origins"),
             (vec!["--lease-ms", "100"], "--lease-ms"),
+            (vec!["--trusted-proxy-hops", "0"], "--trusted-proxy-hops"),
+            (vec!["--write-timeout-secs", "0"], "--write-timeout-secs"),
         ] {
             let reason = parse(&args).validate().unwrap_err();
             assert!(reason.contains(flag), "{args:?} gave {reason}");

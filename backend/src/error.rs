@@ -54,6 +54,17 @@ pub enum ApiError {
     /// 409 `conflict`.
     #[error("{0}")]
     Conflict(String),
+    /// 409 `idempotency_key_reused`: the key was used for another request.
+    #[error("{0}")]
+    IdempotencyKeyReused(String),
+    /// 412 `precondition_failed`: `If-Match` names a settings version that is not current.
+    #[error("the room settings changed since version {expected} (now {current}); read them again")]
+    PreconditionFailed {
+        /// The version the client sent.
+        expected: u64,
+        /// The version in force.
+        current: u64,
+    },
     /// 413 `payload_too_large`.
     #[error("the request body is larger than this server accepts")]
     PayloadTooLarge,
@@ -66,11 +77,22 @@ pub enum ApiError {
         /// Seconds to wait.
         retry_after_secs: u64,
     },
-    /// 503 `store_unavailable`, with `Retry-After`.
-    #[error("the waiting room's store is unreachable; retry after {retry_after_secs} s")]
+    /// 503 `store_unavailable`: the store was not reached, nothing changed; `Retry-After` is
+    /// added by the `retry_after` layer.
+    #[error("the waiting room's store is unreachable; nothing was changed, retry later")]
     StoreUnavailable {
-        /// Seconds to wait.
-        retry_after_secs: u64,
+        /// What failed (logged, not sent).
+        #[source]
+        source: StoreError,
+    },
+    /// 504 `store_timeout`: a change was sent to the store and not confirmed in time, so it may
+    /// or may not have happened; `Retry-After` is added by the `retry_after` layer.
+    #[error(
+        "the waiting room's store did not confirm this change in time: it may or may not have \
+         happened; read the resource again before retrying, or retry with the same \
+         Idempotency-Key"
+    )]
+    StoreTimeout {
         /// What failed (logged, not sent).
         #[source]
         source: StoreError,
@@ -93,11 +115,13 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Conflict(_) | Self::IdempotencyKeyReused(_) => StatusCode::CONFLICT,
+            Self::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -116,21 +140,24 @@ impl ApiError {
             Self::NotFound => error_code::NOT_FOUND,
             Self::MethodNotAllowed => error_code::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => error_code::CONFLICT,
+            Self::IdempotencyKeyReused(_) => error_code::IDEMPOTENCY_KEY_REUSED,
+            Self::PreconditionFailed { .. } => error_code::PRECONDITION_FAILED,
             Self::PayloadTooLarge => error_code::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => error_code::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => error_code::RATE_LIMITED,
             Self::StoreUnavailable { .. } => error_code::STORE_UNAVAILABLE,
+            Self::StoreTimeout { .. } => error_code::STORE_TIMEOUT,
             Self::Internal(_) => error_code::INTERNAL,
         }
     }
+}
 
-    /// Wraps a store failure: an outage becomes 503 + `Retry-After`, anything else 500.
-    pub fn store(source: StoreError, retry_after_secs: u64) -> Self {
+impl From<StoreError> for ApiError {
+    /// Not reached → 503, sent but unconfirmed → 504, anything else → 500.
+    fn from(source: StoreError) -> Self {
         match source {
-            StoreError::Unavailable(_) => Self::StoreUnavailable {
-                retry_after_secs,
-                source,
-            },
+            StoreError::Unavailable(_) => Self::StoreUnavailable { source },
+            StoreError::OutcomeUnknown(_) => Self::StoreTimeout { source },
             StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
         }
     }
@@ -150,16 +177,13 @@ impl IntoResponse for ApiError {
         let status = self.status();
         match &self {
             Self::Internal(error) => tracing::error!(error = ?error, "internal error"),
-            Self::StoreUnavailable { source, .. } => {
-                tracing::warn!(error = %source, "store unavailable")
+            Self::StoreUnavailable { source } | Self::StoreTimeout { source } => {
+                tracing::warn!(error = %source, "store call failed")
             }
             _ => {}
         }
         let retry_after = match &self {
-            Self::RateLimited { retry_after_secs }
-            | Self::StoreUnavailable {
-                retry_after_secs, ..
-            } => Some(*retry_after_secs),
+            Self::RateLimited { retry_after_secs } => Some(*retry_after_secs),
             _ => None,
         };
         let mut response = error_response(status, self.code(), self.to_string());
@@ -205,6 +229,25 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
 #[derive(Debug, Clone, FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct Path<T>(pub T);
+
+/// Adds `Retry-After: secs` to every 503 and 504 that has none (store outages: the handler does
+/// not know the configured pause).
+pub async fn retry_after(
+    axum::extract::State(secs): axum::extract::State<u64>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    let status = response.status();
+    if (status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::GATEWAY_TIMEOUT)
+        && !response.headers().contains_key(header::RETRY_AFTER)
+    {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
 
 /// Gives every error response without a JSON body one (errors made by layers and by axum itself:
 /// 405, 408, 413, …), so clients only ever see the one error shape.

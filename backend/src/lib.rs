@@ -15,15 +15,15 @@
 //! - [`state`]: the shared [`state::AppState`] and ticket status building.
 //! - [`error`]: the HTTP edge's error type and JSON extractors.
 //! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
-//! - [`join_limit`]: the optional per-client-IP join limit.
+//! - [`client_ip`]: the client's address, from the peer or trusted forwarding headers.
 //! - [`user_assertion`]: storefront-signed user ids (HMAC-SHA256).
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 
+pub mod client_ip;
 pub mod config;
 pub mod error;
 pub mod eta;
 pub mod ids;
-pub mod join_limit;
 pub mod routes;
 pub mod scheduler;
 pub mod sse_hub;

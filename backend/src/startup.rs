@@ -12,14 +12,13 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::ids::random_id;
-use crate::join_limit::JoinLimiter;
 use crate::routes;
 use crate::scheduler;
 use crate::sse_hub;
 use crate::state::{AppState, RoomRuntime};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
-use crate::store::Store;
+use crate::store::{Store, StoreSafety};
 use crate::telemetry;
 
 /// A built application: bound socket, state and background tasks, ready to serve.
@@ -50,6 +49,9 @@ impl Application {
             ),
             None => Arc::new(MemoryStore::new()),
         };
+        let metrics = telemetry::metrics_handle();
+        let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
+        warn_if_page_missing(&config.static_dir);
         let defaults = config.default_room_config();
         let mut rooms = HashMap::new();
         for room in &config.rooms {
@@ -75,16 +77,13 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.bind))?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let join_limiter = config
-            .joins_per_ip_per_minute
-            .map(|per_minute| Arc::new(JoinLimiter::new(per_minute)));
         let state = AppState {
             store,
-            join_limiter,
+            store_safety: Arc::new(std::sync::RwLock::new(safety)),
             config: Arc::new(config),
             rooms: Arc::new(rooms),
             admin_token,
-            metrics: telemetry::metrics_handle(),
+            metrics,
             shutdown: shutdown_rx,
         };
         Ok(Self {
@@ -132,14 +131,22 @@ impl Application {
         for room in state.rooms.values() {
             tasks.spawn(sse_hub::run(state.clone(), room.clone()));
         }
-        let state_header_timeout = Duration::from_secs(state.config.header_read_timeout_secs);
+        if state.store.kind() == "redis" {
+            tasks.spawn(watch_store_safety(state.clone()));
+        }
+        let limits = ConnectionLimits {
+            header_read_timeout: Duration::from_secs(state.config.header_read_timeout_secs),
+            write_timeout: state.config.write_timeout(),
+            shutdown_grace: state.config.shutdown_grace(),
+        };
         let app = routes::router(state);
+        // The schedulers see the flag first and release their leases while connections drain.
         let signal = async move {
             stop.await;
             tracing::info!("shutting down");
             let _ = shutdown.send(true);
         };
-        serve(listener, app, signal, state_header_timeout)
+        serve(listener, app, signal, limits)
             .await
             .context("serving HTTP")?;
         while tasks.join_next().await.is_some() {}
@@ -204,18 +211,109 @@ async fn scheduler_store(state: &AppState) -> Arc<dyn Store> {
     }
 }
 
-/// Serves HTTP/1.1 and HTTP/2 on `listener` until `signal` resolves, then lets open connections
-/// finish.
+/// Reads how the store is set up where that can lose queue state; warns of each risk, and with
+/// `require_safe` refuses a Redis that may evict keys.
 ///
-/// Like `axum::serve`, plus what it does not expose: a bound on how long a client may take to
-/// send a request's headers (`--header-read-timeout-secs`), so a slowloris client cannot hold a
-/// connection open with a half-sent request. Each request carries the peer address as
-/// `ConnectInfo<SocketAddr>` (for the per-IP join limit).
+/// # Errors
+/// The store's settings could not be read, or `require_safe` and Redis may evict keys.
+async fn check_store_safety(
+    store: &dyn Store,
+    require_safe: bool,
+) -> anyhow::Result<Option<StoreSafety>> {
+    let Some(safety) = store
+        .safety()
+        .await
+        .context("reading Redis's eviction and persistence settings")?
+    else {
+        return Ok(None);
+    };
+    if require_safe && safety.may_evict() {
+        anyhow::bail!(
+            "Redis maxmemory-policy is {:?}, which may evict tickets and entry tokens; set it to \
+             noeviction (or start without --require-safe-redis)",
+            safety.maxmemory_policy
+        );
+    }
+    for warning in safety.warnings() {
+        tracing::warn!("{warning}");
+    }
+    record_safety_metrics(&safety);
+    Ok(Some(safety))
+}
+
+fn record_safety_metrics(safety: &StoreSafety) {
+    metrics::gauge!("vestibule_store_may_evict").set(f64::from(u8::from(safety.may_evict())));
+    metrics::gauge!("vestibule_store_persistent").set(f64::from(u8::from(safety.persists())));
+}
+
+/// Re-reads Redis's eviction and persistence settings every `--redis-safety-check-secs` (an
+/// operator may change them at run time); warns when they turn unsafe. Ends on shutdown.
+async fn watch_store_safety(state: AppState) {
+    let mut shutdown = state.shutdown.clone();
+    let period = Duration::from_secs(state.config.redis_safety_check_secs);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+        let Ok(Some(safety)) = state.store.safety().await else {
+            continue;
+        };
+        record_safety_metrics(&safety);
+        let mut last = state
+            .store_safety
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.as_ref() != Some(&safety) {
+            for warning in safety.warnings() {
+                tracing::warn!("{warning}");
+            }
+            *last = Some(safety);
+        }
+    }
+}
+
+/// Warns when the page's folder has no `index.html`, naming the folder looked in: started
+/// outside the checkout, the relative default `dist` points nowhere and shoppers would see
+/// "not built" with no hint in the log.
+fn warn_if_page_missing(static_dir: &std::path::Path) {
+    if static_dir.join("index.html").is_file() {
+        return;
+    }
+    let looked_in = std::path::absolute(static_dir).unwrap_or_else(|_| static_dir.to_path_buf());
+    tracing::warn!(
+        folder = %looked_in.display(),
+        "the waiting-room page is not served: no index.html in {}; build it with \
+         scripts/build-page.sh and pass --static-dir <checkout>/dist (the JSON API works \
+         without it)",
+        looked_in.display()
+    );
+}
+
+/// The bounds on every client connection.
+#[derive(Debug, Clone, Copy)]
+struct ConnectionLimits {
+    /// How long a client may take to send a request's headers.
+    header_read_timeout: Duration,
+    /// How long a write to a client may stay blocked before the connection is closed.
+    write_timeout: Duration,
+    /// How long shutdown waits for open connections before closing them.
+    shutdown_grace: Duration,
+}
+
+/// Serves HTTP/1.1 and HTTP/2 on `listener` until `signal` resolves, then lets open connections
+/// finish for up to the shutdown grace and closes the rest.
+///
+/// Like `axum::serve`, plus what it does not expose, so that every wait on a client has a bound:
+/// how long a client may take to send a request's headers (slowloris), how long a write may stay
+/// blocked on a client that does not read (its connection is then closed, so a stalled SSE
+/// reader or a pipelining client that never reads holds no memory or shutdown hostage), and how
+/// long shutdown waits. Each request carries the peer address as `ConnectInfo<SocketAddr>`.
 async fn serve(
     listener: TcpListener,
     app: axum::Router,
     signal: impl std::future::Future<Output = ()> + Send + 'static,
-    header_read_timeout: Duration,
+    limits: ConnectionLimits,
 ) -> std::io::Result<()> {
     use axum::extract::ConnectInfo;
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -228,8 +326,9 @@ async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout);
     let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
     let mut signal = std::pin::pin!(signal);
     loop {
         let (stream, peer) = tokio::select! {
@@ -244,7 +343,10 @@ async fn serve(
             },
             () = &mut signal => break,
         };
+        while connections.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(limits.write_timeout));
         let service = app.clone().map_request(
             move |mut request: axum::extract::Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
@@ -252,17 +354,30 @@ async fn serve(
             },
         );
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service))
+            .serve_connection_with_upgrades(
+                TokioIo::new(Box::pin(stream)),
+                TowerToHyperService::new(service),
+            )
             .into_owned();
         let connection = graceful.watch(connection);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            grace_secs = limits.shutdown_grace.as_secs(),
+            "connections still open after the shutdown grace: closing them"
+        );
+    }
+    connections.shutdown().await;
     Ok(())
 }
 

@@ -10,9 +10,8 @@ use vestibule_shared::{RoomState, TicketState, TicketStatus};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::eta;
-use crate::join_limit::JoinLimiter;
 use crate::sse_hub::SseHub;
-use crate::store::{RoomConfig, Store, StoreError, TicketRecord};
+use crate::store::{RoomConfig, Store, TicketRecord, VersionedConfig};
 
 /// State handed to every handler.
 #[derive(Clone)]
@@ -29,15 +28,15 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Flips to `true` when the server starts shutting down (ends SSE streams).
     pub shutdown: watch::Receiver<bool>,
-    /// Per-client-IP join limit, when configured.
-    pub join_limiter: Option<Arc<JoinLimiter>>,
+    /// How the store is set up where that can lose queue state (Redis), as last checked.
+    pub store_safety: Arc<RwLock<Option<crate::store::StoreSafety>>>,
 }
 
 /// One room's in-process view: its settings as last read from the store, and its SSE hub.
 pub struct RoomRuntime {
     /// Room slug.
     pub name: String,
-    config: RwLock<RoomConfig>,
+    config: RwLock<VersionedConfig>,
     /// Fan-out of ticket updates to this process's SSE streams.
     pub hub: SseHub,
     /// Active users as of this process's last scheduler tick (for the ETA under a cap).
@@ -46,7 +45,7 @@ pub struct RoomRuntime {
 
 impl RoomRuntime {
     /// A room with its settings in force.
-    pub fn new(name: String, config: RoomConfig) -> Self {
+    pub fn new(name: String, config: VersionedConfig) -> Self {
         Self {
             name,
             config: RwLock::new(config),
@@ -60,6 +59,7 @@ impl RoomRuntime {
         self.config
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .config
             .clone()
     }
 
@@ -74,12 +74,16 @@ impl RoomRuntime {
             .store(active, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Replaces the cached settings.
-    pub fn set_config(&self, config: RoomConfig) {
-        *self
+    /// Replaces the cached settings, unless they are older than the ones held: a scheduler tick
+    /// that read the store before an admin change must not undo it here when it answers after.
+    pub fn set_config(&self, config: VersionedConfig) {
+        let mut held = self
             .config
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = config;
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if config.version >= held.version {
+            *held = config;
+        }
     }
 }
 
@@ -93,11 +97,6 @@ impl AppState {
             let shown: String = room.chars().take(64).collect();
             ApiError::RoomNotFound(shown)
         })
-    }
-
-    /// Maps a store failure to the HTTP error (503 + `Retry-After` for outages).
-    pub fn store_error(&self, error: StoreError) -> ApiError {
-        ApiError::store(error, self.config.retry_after_secs)
     }
 
     /// A room's settings from the configuration (before any operator change).

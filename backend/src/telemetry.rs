@@ -22,6 +22,14 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge};
+    describe_gauge!(
+        "vestibule_store_may_evict",
+        "1 when Redis's maxmemory-policy lets it delete keys (tickets, tokens) on its own"
+    );
+    describe_gauge!(
+        "vestibule_store_persistent",
+        "1 when Redis keeps an AOF or RDB snapshots (a Redis restart keeps the queue)"
+    );
     describe_counter!(
         "vestibule_joins_total",
         "Joins by outcome (new ticket or existing one)"

@@ -8,7 +8,10 @@ use proptest::prelude::*;
 use vestibule::ids::{entry_token, random_id};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
-use vestibule::store::{now_ms, AdmitRequest, LeaveOutcome, RoomConfig, Store, TokenCheck};
+use vestibule::store::{
+    now_ms, AdmitRequest, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, RoomConfig,
+    RoomConfigPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
+};
 use vestibule_shared::TicketState;
 use vestibule_tests::RedisServer;
 
@@ -418,29 +421,36 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
             .unwrap()
             .entry_token
             .unwrap();
-        let attempts = (0..16).map(|_| {
+        // Sixteen different orders (each with its own key) race for one token.
+        let attempts = (0..16).map(|i| {
             let store = store.clone();
             let token = token.clone();
             tokio::spawn(async move {
+                let key = format!("order-{i}");
+                let claim = OrderClaim {
+                    idempotency_key: Some(&key),
+                    receipt: "{}",
+                };
                 store
-                    .check_token(ROOM, &token, now_ms(), true, KEEP_MS)
+                    .consume_token(ROOM, &token, &claim, now_ms(), KEEP_MS)
                     .await
                     .unwrap()
             })
         });
-        let verdicts: Vec<TokenCheck> = futures_util::future::join_all(attempts)
+        let verdicts: Vec<TokenUse> = futures_util::future::join_all(attempts)
             .await
             .into_iter()
             .map(Result::unwrap)
             .collect();
         let valid = verdicts
             .iter()
-            .filter(|v| matches!(v, TokenCheck::Valid { .. }))
+            .filter(|v| matches!(v, TokenUse::Consumed { .. }))
             .count();
         assert_eq!(valid, 1, "{kind}: {verdicts:?}");
-        assert!(verdicts
-            .iter()
-            .all(|v| matches!(v, TokenCheck::Valid { .. } | TokenCheck::Used)));
+        assert!(verdicts.iter().all(|v| matches!(
+            v,
+            TokenUse::Consumed { .. } | TokenUse::Refused(TokenCheck::Used)
+        )));
         let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
         assert_eq!(ticket.state, TicketState::Completed, "{kind}");
         assert_eq!(
@@ -448,6 +458,161 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
             0,
             "{kind}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_is_refused() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let id = random_id();
+        store.join(ROOM, None, &id).await.unwrap();
+        let epoch = lead(store.as_ref(), "a").await;
+        admit(store.as_ref(), "a", epoch, 1, 60_000).await;
+        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        let token = ticket.entry_token.unwrap();
+        let order = |key: Option<&'static str>, receipt: &'static str| OrderClaim {
+            idempotency_key: key,
+            receipt,
+        };
+        let consume = |claim: OrderClaim<'static>| {
+            let store = store.clone();
+            let token = token.clone();
+            async move {
+                store
+                    .consume_token(ROOM, &token, &claim, now_ms(), KEEP_MS)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(
+            consume(order(Some("k1"), r#"{"orderId":"first"}"#)).await,
+            TokenUse::Consumed {
+                ticket_id: id.clone()
+            },
+            "{kind}"
+        );
+        // The same order again (its answer was lost): the first receipt, nothing changes.
+        assert_eq!(
+            consume(order(Some("k1"), r#"{"orderId":"second"}"#)).await,
+            TokenUse::Replayed {
+                ticket_id: id.clone(),
+                receipt: r#"{"orderId":"first"}"#.into()
+            },
+            "{kind}"
+        );
+        // Another order, or one without a key, finds the token used.
+        for other in [order(Some("k2"), "{}"), order(None, "{}")] {
+            assert_eq!(
+                consume(other).await,
+                TokenUse::Refused(TokenCheck::Used),
+                "{kind}"
+            );
+        }
+        assert_eq!(
+            store.check_token(ROOM, &token, now_ms()).await.unwrap(),
+            TokenCheck::Used,
+            "{kind}"
+        );
+        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        assert_eq!(ticket.state, TicketState::Completed, "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn the_join_limit_counts_only_joins_that_create_a_ticket() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let limit = |client: &str| JoinLimit {
+            client: client.to_owned(),
+            per_minute: 3,
+        };
+        let join = |key: String, client: &'static str| {
+            let store = store.clone();
+            async move {
+                store
+                    .join_with_limit(ROOM, Some(&key), &random_id(), Some(&limit(client)))
+                    .await
+                    .unwrap()
+            }
+        };
+        let mut firsts = Vec::new();
+        for i in 0..3 {
+            match join(format!("k:{i}"), "198.51.100.1").await {
+                JoinReply::Joined(outcome) => {
+                    assert!(outcome.created, "{kind}");
+                    firsts.push(outcome.ticket.id);
+                }
+                other => panic!("{kind}: join {i} refused: {other:?}"),
+            }
+        }
+        let JoinReply::RateLimited { retry_after_ms } = join("k:3".into(), "198.51.100.1").await
+        else {
+            panic!("{kind}: a fourth new ticket within the minute was let in");
+        };
+        assert!(
+            (1..=20_000).contains(&retry_after_ms),
+            "{kind}: {retry_after_ms}"
+        );
+        // Retries of the first three find their tickets, over the limit, any number of times.
+        for _ in 0..3 {
+            for (i, first) in firsts.iter().enumerate() {
+                let JoinReply::Joined(again) = join(format!("k:{i}"), "198.51.100.1").await else {
+                    panic!("{kind}: a retried join was refused by the limit");
+                };
+                assert!(!again.created, "{kind}");
+                assert_eq!(&again.ticket.id, first, "{kind}");
+            }
+        }
+        // Another client has its own allowance; the refused join left nothing behind.
+        assert!(matches!(
+            join("k:other".into(), "198.51.100.2").await,
+            JoinReply::Joined(_)
+        ));
+        assert_eq!(
+            store.counts(ROOM, now_ms()).await.unwrap().waiting,
+            4,
+            "{kind}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
+    for (store, _redis) in stores().await {
+        let kind = store.kind();
+        let start = store.room_settings(ROOM).await.unwrap();
+        assert_eq!(start.config, defaults(), "{kind}");
+        let rate = |rate: f64| RoomConfigPatch {
+            admission_rate_per_sec: Some(rate),
+            ..RoomConfigPatch::default()
+        };
+        let SettingsUpdate::Applied(first) =
+            store.update_room(ROOM, &rate(7.0), None).await.unwrap()
+        else {
+            panic!("{kind}: an unconditional change was refused");
+        };
+        assert_eq!(first.version, start.version + 1, "{kind}");
+        assert_eq!(first.config.admission_rate_per_sec, 7.0, "{kind}");
+        // A change conditional on the version before the first one is refused whole.
+        let stale = store
+            .update_room(ROOM, &rate(9.0), Some(start.version))
+            .await
+            .unwrap();
+        assert_eq!(
+            stale,
+            SettingsUpdate::VersionMismatch(first.clone()),
+            "{kind}"
+        );
+        let SettingsUpdate::Applied(second) = store
+            .update_room(ROOM, &rate(9.0), Some(first.version))
+            .await
+            .unwrap()
+        else {
+            panic!("{kind}: a current If-Match was refused");
+        };
+        assert_eq!(second.version, first.version + 1, "{kind}");
+        assert_eq!(store.room_settings(ROOM).await.unwrap(), second, "{kind}");
     }
 }
 

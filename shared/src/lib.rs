@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 /// Header that carries the entry token on protected paths.
 pub const ENTRY_TOKEN_HEADER: &str = "X-Entry-Token";
-/// Header that makes a join idempotent (any printable ASCII, 1–128 chars).
+/// Header that makes a join or an order idempotent (printable ASCII without spaces, 1–128 chars).
 pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 /// Header that carries a storefront-signed user assertion (`userId.expiryUnixSecs.hexHmac`).
 pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
@@ -252,14 +252,21 @@ pub mod error_code {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the request conflicts with the ticket's state.
     pub const CONFLICT: &str = "conflict";
+    /// 409: an `Idempotency-Key` already used for a different request (another body).
+    pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
+    /// 412: `If-Match` names a version of the room settings that is no longer current.
+    pub const PRECONDITION_FAILED: &str = "precondition_failed";
     /// 413: the request body is larger than allowed.
     pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
     /// 415: the body is not `application/json`.
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
     /// 429: a per-client abuse limit was hit (see `Retry-After`).
     pub const RATE_LIMITED: &str = "rate_limited";
-    /// 503: the store is unreachable (see `Retry-After`).
+    /// 503: the store is unreachable (see `Retry-After`); the request surely changed nothing.
     pub const STORE_UNAVAILABLE: &str = "store_unavailable";
+    /// 504: the store did not confirm a change in time (see `Retry-After`): it may or may not
+    /// have happened. Re-read before retrying, or retry with the same `Idempotency-Key`.
+    pub const STORE_TIMEOUT: &str = "store_timeout";
     /// 500: a fault of Vestibule's own; never caused by client input.
     pub const INTERNAL: &str = "internal";
 }

@@ -125,6 +125,27 @@ impl RedisServer {
         self.launch();
     }
 
+    /// Freezes the server (SIGSTOP): it keeps its connections but answers nothing, like a
+    /// stalled or partitioned Redis. [`RedisServer::resume`] wakes it.
+    pub fn pause(&self) {
+        self.send_signal("STOP");
+    }
+
+    /// Wakes a paused server (SIGCONT); it then runs every command sent meanwhile.
+    pub fn resume(&self) {
+        self.send_signal("CONT");
+    }
+
+    fn send_signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("redis-server runs").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} redis-server failed");
+    }
+
     /// Runs `redis-cli` against it and returns stdout.
     pub fn cli(&self, args: &[&str]) -> String {
         let output = Command::new("redis-cli")
@@ -164,6 +185,22 @@ pub struct TestApp {
     pub redis: Option<RedisServer>,
 }
 
+/// The `vestibule` command line every [`TestApp`] starts from: a free port, the test admin
+/// token, `args`, the store (`url`, none = embedded) and a log filter.
+pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> Command {
+    let mut command = Command::new(vestibule_binary());
+    command
+        .args(["--bind", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
+        .args(args)
+        .env("RUST_LOG", log_filter)
+        .env("NO_COLOR", "1")
+        .env_remove("VESTIBULE_REDIS_URL");
+    if let Some(url) = url {
+        command.args(["--redis-url", url]);
+    }
+    command
+}
+
 impl TestApp {
     /// Starts the binary on `backend` with extra flags (a fresh Redis for [`Backend::Redis`]).
     pub async fn spawn(backend: Backend, args: &[&str]) -> Self {
@@ -188,18 +225,19 @@ impl TestApp {
 
     /// [`TestApp::spawn_with_url`] with a `RUST_LOG` filter (e.g. `debug`).
     pub async fn spawn_logging(url: Option<&str>, args: &[&str], log_filter: &str) -> Self {
-        let mut command = Command::new(vestibule_binary());
-        command
-            .args(["--bind", "127.0.0.1:0", "--admin-token", ADMIN_TOKEN])
-            .args(args)
-            .env("RUST_LOG", log_filter)
-            .env("NO_COLOR", "1")
-            .env_remove("VESTIBULE_REDIS_URL")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(url) = url {
-            command.args(["--redis-url", url]);
-        }
+        Self::spawn_command(vestibule_command(url, args, log_filter)).await
+    }
+
+    /// [`TestApp::spawn_with_url`] started in the folder `dir` (as an operator would, outside
+    /// the checkout).
+    pub async fn spawn_in(dir: &Path, url: Option<&str>, args: &[&str]) -> Self {
+        let mut command = vestibule_command(url, args, "info");
+        command.current_dir(dir);
+        Self::spawn_command(command).await
+    }
+
+    async fn spawn_command(mut command: Command) -> Self {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("vestibule binary starts");
         let log = Arc::new(Mutex::new(String::new()));
         let (address_tx, address_rx) = std::sync::mpsc::channel();
@@ -369,6 +407,40 @@ impl TestApp {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits up to `timeout` for the process to exit; its exit status, or `None` if it still runs.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Places a demo order with `token`, an optional `Idempotency-Key` and `quantity`; returns
+    /// the whole answer.
+    pub async fn order_with_key(
+        &self,
+        room: &str,
+        token: &str,
+        key: Option<&str>,
+        quantity: u32,
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(self.url(&format!("/api/v1/rooms/{room}/orders")))
+            .header("X-Entry-Token", token)
+            .json(&serde_json::json!({"sku": "sneaker-42", "quantity": quantity}));
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send().await.expect("order request")
     }
 
     /// Sends a signal to the process (`kill -<signal> <pid>`).

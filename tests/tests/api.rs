@@ -640,14 +640,18 @@ async fn a_redis_outage_answers_503_fast_and_service_resumes_after_it() {
             "join hung {:?}",
             started.elapsed()
         );
-        assert_eq!(
-            response.status(),
-            StatusCode::SERVICE_UNAVAILABLE,
-            "attempt {attempt}"
-        );
+        // A join that met the connection as it broke may have reached Redis: 504 says "unknown";
+        // once the connection is known down, nothing is sent: 503.
+        let status = response.status();
+        let expected = if attempt == 0 && status == StatusCode::GATEWAY_TIMEOUT {
+            "store_timeout"
+        } else {
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "attempt {attempt}");
+            "store_unavailable"
+        };
         assert!(response.headers().contains_key("retry-after"));
         let body: serde_json::Value = response.json().await.unwrap();
-        assert_eq!(body["error"], "store_unavailable");
+        assert_eq!(body["error"], expected);
         let started = Instant::now();
         let (status, _) = app
             .get_json(&format!("/api/v1/rooms/main/tickets/{}", ticket.ticket_id))

@@ -134,13 +134,15 @@ async fn the_pass_policy_keeps_checkout_open_while_the_store_is_down() {
         .order("flash", Some("flash.AAAAAAAAAAAAAAAAAAAAAA"))
         .await;
     assert_eq!(status, StatusCode::CREATED, "pass room: {body}");
+    // The reject room refuses: 503, or 504 while the connection that just broke is in doubt.
     let (status, body) = app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA")).await;
-    assert_eq!(
-        status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "reject room: {body}"
+    assert!(
+        matches!(
+            (status.as_u16(), body["error"].as_str()),
+            (503, Some("store_unavailable")) | (504, Some("store_timeout"))
+        ),
+        "reject room: {status} {body}"
     );
-    assert_eq!(body["error"], "store_unavailable");
 }
 
 // ---------------------------------------------------------------------------------------------

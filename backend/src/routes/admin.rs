@@ -2,9 +2,16 @@
 //!
 //! Needs `Authorization: Bearer <admin token>` (compared in constant time). A change is written
 //! to the store, so every replica's scheduler picks it up on its next tick.
+//!
+//! Reads come from the store (a change through one replica is seen at once through any other),
+//! and every answer carries the settings' version as `ETag`. A PATCH sets absolute values, so
+//! repeating it cannot apply anything twice; with `If-Match: "<version>"` it applies only if
+//! nobody changed the settings since that version (412 otherwise), which makes a retry after a
+//! 504 safe even when another operator is changing the room too.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use subtle::ConstantTimeEq;
@@ -12,7 +19,7 @@ use vestibule_shared::{RoomSettings, RoomSettingsPatch};
 
 use crate::error::{ApiError, Json, Path};
 use crate::state::AppState;
-use crate::store::{now_ms, RoomConfig, RoomConfigPatch};
+use crate::store::{now_ms, RoomConfigPatch, SettingsUpdate, VersionedConfig};
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -41,17 +48,15 @@ pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
     }
 }
 
-async fn current(
+/// The settings answer: body with the live counts, and the version as `ETag`.
+async fn answer(
     state: &AppState,
     room: &str,
-    config: RoomConfig,
-) -> Result<RoomSettings, ApiError> {
-    let counts = state
-        .store
-        .counts(room, now_ms())
-        .await
-        .map_err(|error| state.store_error(error))?;
-    Ok(RoomSettings {
+    settings: VersionedConfig,
+) -> Result<Response, ApiError> {
+    let counts = state.store.counts(room, now_ms()).await?;
+    let config = settings.config;
+    let body = RoomSettings {
         room: room.to_owned(),
         admission_rate_per_sec: config.admission_rate_per_sec,
         paused: config.paused,
@@ -59,7 +64,35 @@ async fn current(
         max_active_users: config.max_active_users,
         waiting: counts.waiting,
         active_users: counts.active,
-    })
+    };
+    let mut response = Json(body).into_response();
+    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", settings.version)) {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    Ok(response)
+}
+
+/// The version an `If-Match` header names: `None` without the header or with `*`.
+///
+/// # Errors
+/// 400 when it is not one quoted version number (`"7"`).
+fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    text.strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+        .and_then(|version| version.parse().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "If-Match must be one ETag from a settings answer, e.g. \"7\"".into(),
+            )
+        })
 }
 
 /// Reads a room's settings and counts.
@@ -69,21 +102,22 @@ async fn current(
     params(("room" = String, Path)),
     security(("admin_token" = [])),
     responses(
-        (status = 200, body = RoomSettings),
+        (status = 200, body = RoomSettings, headers(("ETag" = String, description = "The settings' version, for If-Match"))),
         (status = 401, body = vestibule_shared::ErrorBody),
         (status = 403, body = vestibule_shared::ErrorBody),
         (status = 404, body = vestibule_shared::ErrorBody),
+        (status = 503, body = vestibule_shared::ErrorBody),
     )
 )]
 pub async fn settings(
     State(state): State<AppState>,
     Path(room): Path<String>,
     headers: HeaderMap,
-) -> Result<Json<RoomSettings>, ApiError> {
+) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
-    let runtime = state.room(&room)?;
-    let config = runtime.config();
-    current(&state, &room, config).await.map(Json)
+    state.room(&room)?;
+    let settings = state.store.room_settings(&room).await?;
+    answer(&state, &room, settings).await
 }
 
 /// Validates a patch and converts it to store units.
@@ -122,16 +156,21 @@ fn checked(patch: &RoomSettingsPatch) -> Result<RoomConfigPatch, ApiError> {
 #[utoipa::path(
     patch,
     path = "/api/v1/admin/rooms/{room}",
-    params(("room" = String, Path)),
+    params(
+        ("room" = String, Path),
+        ("If-Match" = Option<String>, Header, description = "Apply only at this settings version (an ETag of an earlier answer)"),
+    ),
     request_body = RoomSettingsPatch,
     security(("admin_token" = [])),
     responses(
-        (status = 200, body = RoomSettings),
+        (status = 200, body = RoomSettings, headers(("ETag" = String, description = "The settings' new version"))),
         (status = 400, body = vestibule_shared::ErrorBody),
         (status = 401, body = vestibule_shared::ErrorBody),
         (status = 403, body = vestibule_shared::ErrorBody),
         (status = 404, body = vestibule_shared::ErrorBody),
-        (status = 503, body = vestibule_shared::ErrorBody),
+        (status = 412, description = "If-Match names an old version: nothing changed", body = vestibule_shared::ErrorBody),
+        (status = 503, description = "Store unreachable: nothing changed", body = vestibule_shared::ErrorBody),
+        (status = 504, description = "Store did not confirm: GET the settings before changing them again", body = vestibule_shared::ErrorBody),
     )
 )]
 pub async fn update(
@@ -139,7 +178,7 @@ pub async fn update(
     Path(room): Path<String>,
     headers: HeaderMap,
     Json(body): Json<serde_json::Value>,
-) -> Result<Json<RoomSettings>, ApiError> {
+) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
     let runtime = state.room(&room)?;
     // serde would also read a struct from a JSON array; only an object names its fields.
@@ -151,12 +190,17 @@ pub async fn update(
     let patch: RoomSettingsPatch = serde_json::from_value(body)
         .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
     let patch = checked(&patch)?;
-    let config = state
-        .store
-        .update_room(&room, &patch)
-        .await
-        .map_err(|error| state.store_error(error))?;
-    runtime.set_config(config.clone());
-    tracing::info!(%room, ?patch, "room settings changed");
-    current(&state, &room, config).await.map(Json)
+    let expected = if_match(&headers)?;
+    let settings = match state.store.update_room(&room, &patch, expected).await? {
+        SettingsUpdate::Applied(settings) => settings,
+        SettingsUpdate::VersionMismatch(current) => {
+            return Err(ApiError::PreconditionFailed {
+                expected: expected.unwrap_or_default(),
+                current: current.version,
+            })
+        }
+    };
+    runtime.set_config(settings.clone());
+    tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
+    answer(&state, &room, settings).await
 }

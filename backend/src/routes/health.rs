@@ -25,16 +25,24 @@ pub async fn healthz() -> Json<serde_json::Value> {
 }
 
 /// 200 when the store answers, 503 + `Retry-After` when it does not.
+///
+/// On Redis the body also reports the settings that can lose queue state (as last checked) and
+/// a warning for each risk: `{"status":"ready","store":"redis","redis":{"maxmemoryPolicy":
+/// "volatile-lru",…},"warnings":["…"]}`. Such risks do not make the process unready.
 #[utoipa::path(get, path = "/readyz", responses((status = 200), (status = 503, body = vestibule_shared::ErrorBody)))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .store
-        .ping()
-        .await
-        .map_err(|error| state.store_error(error))?;
-    Ok(Json(
-        json!({ "status": "ready", "store": state.store.kind() }),
-    ))
+    state.store.ping().await?;
+    let safety = state
+        .store_safety
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let mut body = json!({ "status": "ready", "store": state.store.kind() });
+    if let Some(safety) = safety {
+        body["warnings"] = json!(safety.warnings());
+        body["redis"] = json!(safety);
+    }
+    Ok(Json(body))
 }
 
 /// Prometheus text exposition.

@@ -29,7 +29,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
-use crate::error::{json_error_bodies, ApiError};
+use crate::error::{json_error_bodies, retry_after, ApiError};
 use crate::state::AppState;
 use crate::token_layer::require_entry_token;
 
@@ -67,6 +67,10 @@ pub fn router(state: AppState) -> Router {
             Duration::from_secs(config.request_timeout_secs),
         ))
         .layer(middleware::from_fn(json_error_bodies))
+        .layer(middleware::from_fn_with_state(
+            config.retry_after_secs,
+            retry_after,
+        ))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
@@ -97,6 +101,27 @@ pub fn redacted_path(path: &str) -> String {
         previous = segment;
     }
     out
+}
+
+/// The `Idempotency-Key` of a request, if it sent one.
+///
+/// # Errors
+/// 400 when it is not 1–128 printable ASCII characters without spaces.
+pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(vestibule_shared::IDEMPOTENCY_KEY_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .filter(|key| (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()))
+        .map(|key| Some(key.to_owned()))
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "{} must be 1–128 printable ASCII characters without spaces",
+                vestibule_shared::IDEMPOTENCY_KEY_HEADER
+            ))
+        })
 }
 
 /// 404 for paths no route serves.

@@ -1,24 +1,50 @@
 //! `POST /api/v1/rooms/{room}/orders`: the demo checkout behind the entry-token layer.
 //!
-//! The layer has already checked the token; this handler validates the order and then consumes
-//! the token atomically, so a token buys exactly one order (a second try gets 403 used).
+//! The handler checks and uses the entry token in one atomic store step (the token layer lets this
+//! route through unchecked), so a token buys exactly one order. With an `Idempotency-Key`, the
+//! key and the receipt are recorded with the token: a retry of the same order (after a lost
+//! answer or a 504) gets the same receipt, while any other use of the token stays 403 used.
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use vestibule_shared::{OrderReceipt, OrderRequest, ENTRY_TOKEN_HEADER};
+use vestibule_shared::{error_code, OrderReceipt, OrderRequest, ENTRY_TOKEN_HEADER};
 
+use super::idempotency_key;
 use crate::config::OutagePolicy;
 use crate::error::{ApiError, Json, Path};
 use crate::ids::random_id;
 use crate::state::AppState;
+use crate::store::{now_ms, OrderClaim, TokenUse};
 use crate::token_layer;
+
+/// Answer header on a retried order that returns the first order's receipt.
+pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/rooms/{room}/orders", post(place_order))
+}
+
+/// Whether `path` is exactly the demo order route, `/api/v1/rooms/{room}/orders`.
+pub fn is_order_route(path: &str) -> bool {
+    let mut segments = path.trim_end_matches('/').split('/');
+    matches!(
+        (
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next()
+        ),
+        (Some(""), Some("api"), Some("v1"), Some("rooms"), Some(room), Some("orders"), None)
+            if !room.is_empty()
+    )
 }
 
 /// Parses the optional JSON body.
@@ -39,17 +65,23 @@ fn order_from(headers: &HeaderMap, body: &Bytes) -> Result<OrderRequest, ApiErro
         .map_err(|error| ApiError::BadRequest(format!("order body: {error}")))
 }
 
-/// Places a demo order with a live entry token, consuming it.
+/// Places a demo order with a live entry token, using the token up.
 #[utoipa::path(
     post,
     path = "/api/v1/rooms/{room}/orders",
-    params(("room" = String, Path), ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED")),
+    params(
+        ("room" = String, Path),
+        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: the same key with the same token and body answers the first receipt again; 1–128 printable ASCII"),
+    ),
     request_body(content = Option<OrderRequest>, content_type = "application/json"),
     responses(
-        (status = 201, body = OrderReceipt),
-        (status = 400, description = "Malformed order", body = vestibule_shared::ErrorBody),
+        (status = 201, body = OrderReceipt, description = "Order placed (or, for a retry with the same Idempotency-Key, the first order's receipt, with Idempotent-Replayed: true)"),
+        (status = 400, description = "Malformed order or key", body = vestibule_shared::ErrorBody),
         (status = 403, description = "Token missing, unknown, expired, another room's or used", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+        (status = 409, description = "Idempotency-Key reused with another order body", body = vestibule_shared::ErrorBody),
+        (status = 503, description = "Store unreachable: nothing happened", body = vestibule_shared::ErrorBody),
+        (status = 504, description = "Store did not confirm: retry with the same Idempotency-Key", body = vestibule_shared::ErrorBody),
     )
 )]
 pub async fn place_order(
@@ -57,8 +89,17 @@ pub async fn place_order(
     Path(room): Path<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<OrderReceipt>), ApiError> {
+) -> Result<Response, ApiError> {
     state.room(&room)?;
+    let token = match headers.get(ENTRY_TOKEN_HEADER).map(HeaderValue::to_str) {
+        None => {
+            return Err(ApiError::EntryToken {
+                code: error_code::TOKEN_MISSING,
+                message: format!("send the entry token in {ENTRY_TOKEN_HEADER}"),
+            })
+        }
+        Some(token) => token.unwrap_or_default().trim().to_owned(),
+    };
     let order = order_from(&headers, &body)?;
     let sku = order.sku.unwrap_or_else(|| "demo-item".to_owned());
     if sku.is_empty() || sku.chars().count() > 64 {
@@ -68,29 +109,72 @@ pub async fn place_order(
     if !(1..=10).contains(&quantity) {
         return Err(ApiError::InvalidField("quantity must be 1–10".into()));
     }
-    let token = headers
-        .get(ENTRY_TOKEN_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .unwrap_or_default();
-    match token_layer::verify(&state, &room, token, true).await {
-        Ok(_) => {}
-        // The operator chose to keep checkout open while the store is down.
-        Err(ApiError::StoreUnavailable { .. })
-            if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass =>
-        {
-            tracing::warn!(%room, "store down: order accepted unverified (outage policy = pass)");
+    let key = idempotency_key(&headers)?;
+    let receipt = OrderReceipt {
+        order_id: format!("ord_{}", random_id()),
+        room: room.clone(),
+        sku,
+        quantity,
+    };
+    let stored = serde_json::to_string(&receipt)
+        .map_err(|error| ApiError::Internal(anyhow::Error::new(error)))?;
+    let claim = OrderClaim {
+        idempotency_key: key.as_deref(),
+        receipt: &stored,
+    };
+    let used = match token_layer::check_room(&state, &room, &token).await {
+        Ok(()) => {
+            state
+                .store
+                .consume_token(&room, &token, &claim, now_ms(), state.keep_ms())
+                .await
         }
-        Err(error) => return Err(error),
+        Err(refused @ ApiError::EntryToken { .. }) => return Err(refused),
+        Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source }) => {
+            Err(source)
+        }
+        Err(other) => return Err(other),
+    };
+    let replayed = match used {
+        Ok(TokenUse::Consumed { .. }) => None,
+        Ok(TokenUse::Replayed { receipt, .. }) => Some(receipt),
+        Ok(TokenUse::Refused(check)) => return Err(token_layer::refusal(check)),
+        // The operator chose to keep checkout open while the store is down.
+        Err(error) if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass => {
+            tracing::warn!(%room, %error, "store down: order accepted unverified (outage policy = pass)");
+            None
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let Some(first) = replayed else {
+        metrics::counter!("vestibule_tokens_used_total", "room" => room).increment(1);
+        return Ok((StatusCode::CREATED, Json(receipt)).into_response());
+    };
+    let first: OrderReceipt = serde_json::from_str(&first)
+        .map_err(|error| ApiError::Internal(anyhow::Error::new(error)))?;
+    if (first.sku.as_str(), first.quantity) != (receipt.sku.as_str(), receipt.quantity) {
+        return Err(ApiError::IdempotencyKeyReused(
+            "this Idempotency-Key was used for an order with another sku or quantity".into(),
+        ));
     }
-    metrics::counter!("vestibule_tokens_used_total", "room" => room.clone()).increment(1);
-    Ok((
-        StatusCode::CREATED,
-        Json(OrderReceipt {
-            order_id: format!("ord_{}", random_id()),
-            room,
-            sku,
-            quantity,
-        }),
-    ))
+    let mut response = (StatusCode::CREATED, Json(first)).into_response();
+    response
+        .headers_mut()
+        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_order_route;
+
+    #[test]
+    fn only_the_order_route_itself_skips_the_token_layer() {
+        assert!(is_order_route("/api/v1/rooms/main/orders"));
+        assert!(is_order_route("/api/v1/rooms/main/orders/"));
+        assert!(!is_order_route("/api/v1/rooms/main/orders/42"));
+        assert!(!is_order_route("/api/v1/rooms//orders"));
+        assert!(!is_order_route("/api/v1/rooms/main/tickets"));
+        assert!(!is_order_route("/checkout-api/orders"));
+    }
 }

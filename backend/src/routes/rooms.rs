@@ -30,11 +30,7 @@ pub async fn room_info(
     Path(room): Path<String>,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let runtime = state.room(&room)?;
-    let counts = state
-        .store
-        .counts(&room, now_ms())
-        .await
-        .map_err(|error| state.store_error(error))?;
+    let counts = state.store.counts(&room, now_ms()).await?;
     let config = runtime.config();
     Ok(Json(RoomInfo {
         room,

@@ -5,13 +5,14 @@ use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use vestibule_shared::{TicketStatus, IDEMPOTENCY_KEY_HEADER, USER_ASSERTION_HEADER};
+use vestibule_shared::{TicketStatus, USER_ASSERTION_HEADER};
 
+use super::idempotency_key;
+use crate::client_ip::client_ip;
 use crate::error::{ApiError, Json, Path};
 use crate::ids::{is_well_formed_id, log_tag, random_id};
-use crate::join_limit::client_ip;
 use crate::state::AppState;
-use crate::store::{now_ms, LeaveOutcome};
+use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome};
 use crate::user_assertion;
 
 /// Routes of this module.
@@ -44,19 +45,7 @@ fn dedup_key(
             .map_err(|error| ApiError::UserAssertion(error.to_string()))?;
         return Ok(Some(format!("u:{user}")));
     }
-    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else {
-        return Ok(None);
-    };
-    let key = value
-        .to_str()
-        .ok()
-        .filter(|key| (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()));
-    match key {
-        Some(key) => Ok(Some(format!("k:{key}"))),
-        None => Err(ApiError::BadRequest(format!(
-            "{IDEMPOTENCY_KEY_HEADER} must be 1–128 printable ASCII characters without spaces"
-        ))),
-    }
+    Ok(idempotency_key(headers)?.map(|key| format!("k:{key}")))
 }
 
 /// The current status of a ticket named in a path (poll and the first SSE event).
@@ -73,8 +62,7 @@ pub async fn current_status(
     let record = state
         .store
         .ticket(room, ticket_id, now_ms())
-        .await
-        .map_err(|error| state.store_error(error))?
+        .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
     Ok(state.ticket_status(&runtime, &record))
 }
@@ -119,26 +107,27 @@ pub async fn join(
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
     let runtime = state.room(&room)?;
-    if let Some(limiter) = &state.join_limiter {
-        let ip = client_ip(
-            &headers,
-            &extensions,
-            state.config.client_ip_header.as_deref(),
-        );
-        if let Some(ip) = ip {
-            limiter.check(ip).map_err(|retry_after_secs| {
-                metrics::counter!("vestibule_joins_rate_limited_total", "room" => room.clone())
-                    .increment(1);
-                ApiError::RateLimited { retry_after_secs }
-            })?;
-        }
-    }
     let key = dedup_key(&state, &room, &headers)?;
-    let outcome = state
+    let limit = state.config.joins_per_ip_per_minute.and_then(|per_minute| {
+        let ip = client_ip(&headers, &extensions, state.config.client_ip_source())?;
+        Some(JoinLimit {
+            client: ip.to_string(),
+            per_minute: per_minute.get(),
+        })
+    });
+    let reply = state
         .store
-        .join(&room, key.as_deref(), &random_id())
-        .await
-        .map_err(|error| state.store_error(error))?;
+        .join_with_limit(&room, key.as_deref(), &random_id(), limit.as_ref())
+        .await?;
+    let outcome = match reply {
+        JoinReply::Joined(outcome) => outcome,
+        JoinReply::RateLimited { retry_after_ms } => {
+            metrics::counter!("vestibule_joins_rate_limited_total", "room" => room).increment(1);
+            return Err(ApiError::RateLimited {
+                retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
+            });
+        }
+    };
     let status_code = if outcome.created {
         StatusCode::CREATED
     } else {
@@ -208,8 +197,7 @@ pub async fn leave(
     let outcome = state
         .store
         .leave(&room, &ticket_id, now_ms(), state.keep_ms())
-        .await
-        .map_err(|error| state.store_error(error))?;
+        .await?;
     match outcome {
         LeaveOutcome::Left => {
             metrics::counter!("vestibule_leaves_total", "room" => room).increment(1);

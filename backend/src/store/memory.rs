@@ -12,9 +12,10 @@ use vestibule_shared::TicketState;
 
 use super::order_index::OrderIndex;
 use super::{
-    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, QueueCursor, QueueDelta,
-    RoomConfig, RoomConfigPatch, RoomCounts, SseRefresh, Store, StoreError, TicketRecord,
-    TokenCheck,
+    gcra, AdmitOutcome, AdmitRequest, JoinLimit, JoinOutcome, JoinReply, LeaseOutcome,
+    LeaveOutcome, OrderClaim, QueueCursor, QueueDelta, RoomConfig, RoomConfigPatch, RoomCounts,
+    SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord, TokenCheck, TokenUse,
+    VersionedConfig,
 };
 use crate::ids::token_secret;
 
@@ -26,6 +27,8 @@ struct Settled {
     expires_at_ms: u64,
     /// When to forget the ticket, Unix milliseconds.
     forget_at_ms: u64,
+    /// The order that used the token: its idempotency key ("" = none) and receipt.
+    order: Option<(String, String)>,
 }
 
 #[derive(Debug, Default)]
@@ -37,6 +40,12 @@ struct Lease {
 #[derive(Debug)]
 struct Room {
     config: RoomConfig,
+    /// Settings changes so far (`If-Match` versions).
+    version: u64,
+    /// Join-limit state per client: the GCRA theoretical arrival time, Unix ms.
+    join_limits: HashMap<String, u64>,
+    /// Size of `join_limits` at which stale entries are next swept (amortised O(1) per join).
+    join_limits_sweep_at: usize,
     seq: u64,
     queue: OrderIndex<Arc<str>>,
     seq_of: HashMap<Arc<str>, u64>,
@@ -63,6 +72,9 @@ impl Room {
     fn new(config: RoomConfig) -> Self {
         Self {
             config,
+            version: 0,
+            join_limits: HashMap::new(),
+            join_limits_sweep_at: 1024,
             seq: 0,
             queue: OrderIndex::default(),
             seq_of: HashMap::new(),
@@ -150,6 +162,59 @@ impl Room {
         }
     }
 
+    /// The settings with their version.
+    fn versioned(&self) -> VersionedConfig {
+        VersionedConfig {
+            config: self.config.clone(),
+            version: self.version,
+        }
+    }
+
+    /// The live ticket of an entry token, or why the token does not work.
+    fn token_ticket(&self, token: &str, now_ms: u64) -> Result<(Arc<str>, Settled), TokenCheck> {
+        let id = self
+            .tokens
+            .get(token_secret(token))
+            .cloned()
+            .ok_or(TokenCheck::Unknown)?;
+        let ticket = self.settled.get(&id).cloned().ok_or(TokenCheck::Unknown)?;
+        if ticket.forget_at_ms <= now_ms || ticket.token.as_deref() != Some(token) {
+            return Err(TokenCheck::Unknown);
+        }
+        match ticket.state {
+            TicketState::Completed | TicketState::Left => Err(TokenCheck::Used),
+            TicketState::Expired => Err(TokenCheck::Expired),
+            _ if ticket.expires_at_ms <= now_ms => Err(TokenCheck::Expired),
+            TicketState::Waiting | TicketState::TokenIssued => Ok((id, ticket)),
+        }
+    }
+
+    /// The receipt of the order that used `token`, when `order` retries it (same key).
+    fn replay(&self, token: &str, order: &OrderClaim<'_>) -> Option<TokenUse> {
+        let key = order.idempotency_key?;
+        let id = self.tokens.get(token_secret(token))?;
+        let ticket = self.settled.get(id)?;
+        let (used_key, receipt) = ticket.order.as_ref()?;
+        (ticket.state == TicketState::Completed && used_key == key).then(|| TokenUse::Replayed {
+            ticket_id: id.to_string(),
+            receipt: receipt.clone(),
+        })
+    }
+
+    /// Applies the client's join limit (GCRA); `Err` with the milliseconds to wait.
+    fn pass_join_limit(&mut self, limit: &JoinLimit, now_ms: u64) -> Result<(), u64> {
+        // Past its TAT a client's entry says nothing: drop such entries now and then, so the map
+        // holds about the clients seen within the last minute.
+        if self.join_limits.len() >= self.join_limits_sweep_at {
+            self.join_limits.retain(|_, tat| *tat > now_ms);
+            self.join_limits_sweep_at = (self.join_limits.len() * 2).max(1024);
+        }
+        let tat = self.join_limits.get(&limit.client).copied().unwrap_or(0);
+        let next = gcra(tat, now_ms, limit)?;
+        self.join_limits.insert(limit.client.clone(), next);
+        Ok(())
+    }
+
     fn is_live_for_dedup(&self, id: &str, now_ms: u64) -> bool {
         self.record(id, now_ms).is_some_and(|ticket| {
             matches!(
@@ -198,32 +263,53 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn init_room(&self, room: &str, defaults: &RoomConfig) -> Result<RoomConfig, StoreError> {
+    async fn init_room(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError> {
         let mut rooms = lock(&self.rooms);
         let state = rooms
             .entry(room.to_owned())
             .or_insert_with(|| Arc::new(Mutex::new(Room::new(defaults.clone()))));
-        let config = lock(state).config.clone();
+        let config = lock(state).versioned();
         Ok(config)
+    }
+
+    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+        let room = self.room(room)?;
+        let state = lock(&room);
+        Ok(state.versioned())
     }
 
     async fn update_room(
         &self,
         room: &str,
         patch: &RoomConfigPatch,
-    ) -> Result<RoomConfig, StoreError> {
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
         let room = self.room(room)?;
         let mut state = lock(&room);
-        state.config = state.config.patched(patch);
-        Ok(state.config.clone())
+        let applies = expected_version.is_none_or(|expected| expected == state.version);
+        if applies {
+            state.config = state.config.patched(patch);
+            state.version += 1;
+        }
+        let in_force = state.versioned();
+        Ok(if applies {
+            SettingsUpdate::Applied(in_force)
+        } else {
+            SettingsUpdate::VersionMismatch(in_force)
+        })
     }
 
-    async fn join(
+    async fn join_with_limit(
         &self,
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
-    ) -> Result<JoinOutcome, StoreError> {
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
         let room = self.room(room)?;
         let mut state = lock(&room);
         let now = super::now_ms();
@@ -233,11 +319,16 @@ impl Store for MemoryStore {
                     let ticket = state
                         .record(&existing, now)
                         .expect("live ticket has a record");
-                    return Ok(JoinOutcome {
+                    return Ok(JoinReply::Joined(JoinOutcome {
                         ticket,
                         created: false,
-                    });
+                    }));
                 }
+            }
+        }
+        if let Some(limit) = limit {
+            if let Err(retry_after_ms) = state.pass_join_limit(limit, now) {
+                return Ok(JoinReply::RateLimited { retry_after_ms });
             }
         }
         state.seq += 1;
@@ -249,7 +340,7 @@ impl Store for MemoryStore {
             state.dedup.insert(key.to_owned(), id.clone());
         }
         let position = state.queue.position(seq);
-        Ok(JoinOutcome {
+        Ok(JoinReply::Joined(JoinOutcome {
             ticket: TicketRecord {
                 id: new_id.to_owned(),
                 state: TicketState::Waiting,
@@ -258,7 +349,7 @@ impl Store for MemoryStore {
                 token_expires_at_ms: None,
             },
             created: true,
-        })
+        }))
     }
 
     async fn ticket(
@@ -331,6 +422,7 @@ impl Store for MemoryStore {
                 token: None,
                 expires_at_ms: 0,
                 forget_at_ms: now_ms + keep_ms,
+                order: None,
             };
             state.settle(&key, left);
             return Ok(LeaveOutcome::Left);
@@ -392,7 +484,7 @@ impl Store for MemoryStore {
         };
         Ok(LeaseOutcome {
             epoch,
-            config: state.config.clone(),
+            config: state.versioned(),
             active: state.active.len() as u64,
         })
     }
@@ -436,6 +528,9 @@ impl Store for MemoryStore {
         state.forget_finished(now);
         let active = state.active.len() as u64;
         let mut quota = request.tokens.len() as u64;
+        if state.config.paused {
+            quota = 0;
+        }
         if let Some(cap) = request.max_active_users {
             quota = quota.min(cap.saturating_sub(active));
         }
@@ -455,6 +550,7 @@ impl Store for MemoryStore {
                 token: Some(token.clone()),
                 expires_at_ms,
                 forget_at_ms: expires_at_ms + request.keep_ms,
+                order: None,
             };
             state.settle(&id, issued);
             admitted += 1;
@@ -466,7 +562,7 @@ impl Store for MemoryStore {
             expired,
             waiting: state.queue.len() as u64,
             active: state.active.len() as u64,
-            config: Some(state.config.clone()),
+            config: Some(state.versioned()),
         })
     }
 
@@ -475,38 +571,48 @@ impl Store for MemoryStore {
         room: &str,
         token: &str,
         now_ms: u64,
-        consume: bool,
-        keep_ms: u64,
     ) -> Result<TokenCheck, StoreError> {
         let room = self.room(room)?;
+        let state = lock(&room);
+        Ok(match state.token_ticket(token, now_ms) {
+            Ok((id, _)) => TokenCheck::Valid {
+                ticket_id: id.to_string(),
+            },
+            Err(refused) => refused,
+        })
+    }
+
+    async fn consume_token(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        let room = self.room(room)?;
         let mut state = lock(&room);
-        let Some(id) = state.tokens.get(token_secret(token)).cloned() else {
-            return Ok(TokenCheck::Unknown);
+        let (id, ticket) = match state.token_ticket(token, now_ms) {
+            Ok(live) => live,
+            Err(TokenCheck::Used) => {
+                return Ok(state
+                    .replay(token, order)
+                    .unwrap_or(TokenUse::Refused(TokenCheck::Used)))
+            }
+            Err(refused) => return Ok(TokenUse::Refused(refused)),
         };
-        let Some(ticket) = state.settled.get(&id).cloned() else {
-            return Ok(TokenCheck::Unknown);
+        state.active.remove(&(ticket.expires_at_ms, id.clone()));
+        let used = Settled {
+            state: TicketState::Completed,
+            forget_at_ms: now_ms + keep_ms,
+            order: Some((
+                order.idempotency_key.unwrap_or_default().to_owned(),
+                order.receipt.to_owned(),
+            )),
+            ..ticket
         };
-        if ticket.forget_at_ms <= now_ms || ticket.token.as_deref() != Some(token) {
-            return Ok(TokenCheck::Unknown);
-        }
-        match ticket.state {
-            TicketState::Completed | TicketState::Left => return Ok(TokenCheck::Used),
-            TicketState::Expired => return Ok(TokenCheck::Expired),
-            TicketState::Waiting | TicketState::TokenIssued => {}
-        }
-        if ticket.expires_at_ms <= now_ms {
-            return Ok(TokenCheck::Expired);
-        }
-        if consume {
-            state.active.remove(&(ticket.expires_at_ms, id.clone()));
-            let used = Settled {
-                state: TicketState::Completed,
-                forget_at_ms: now_ms + keep_ms,
-                ..ticket
-            };
-            state.settle(&id, used);
-        }
-        Ok(TokenCheck::Valid {
+        state.settle(&id, used);
+        Ok(TokenUse::Consumed {
             ticket_id: id.to_string(),
         })
     }

@@ -17,11 +17,22 @@ use async_trait::async_trait;
 use vestibule_shared::TicketState;
 
 /// Why a store call failed.
+///
+/// The two outage kinds differ in what a client may assume (README "Retries"): after
+/// [`StoreError::Unavailable`] the call surely did nothing; after [`StoreError::OutcomeUnknown`] a
+/// change may have happened, so the client must re-read (or retry with its idempotency key)
+/// before trying again. Reads never return `OutcomeUnknown`: a read that was not answered changed
+/// nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The store could not be reached or did not answer in time (answered 503 + `Retry-After`).
+    /// The call never reached the store, or the store refused it (no connection, connection
+    /// refused, an error reply): nothing was changed. Answered 503 `store_unavailable`.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The call was sent but not answered in time (or the connection broke under it): a change
+    /// may have happened. Answered 504 `store_timeout`.
+    #[error("store did not confirm the change: {0}")]
+    OutcomeUnknown(String),
     /// The store answered something this code does not understand (a bug or a foreign key).
     #[error("store answered unexpectedly: {0}")]
     Corrupt(String),
@@ -51,6 +62,37 @@ pub struct RoomConfigPatch {
     pub token_ttl_ms: Option<u64>,
     /// New cap: `Some(None)` clears it.
     pub max_active_users: Option<Option<u64>>,
+}
+
+impl StoreError {
+    /// The error of a read-only call: a read that was not answered changed nothing, so an unknown
+    /// outcome is plain unavailability.
+    pub fn for_read(self) -> Self {
+        match self {
+            Self::OutcomeUnknown(reason) => Self::Unavailable(reason),
+            other => other,
+        }
+    }
+}
+
+/// A room's settings with their version: the version grows by one with every change, so an
+/// operator can make a change conditional on what they last read (`If-Match`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedConfig {
+    /// The settings.
+    pub config: RoomConfig,
+    /// Changes made to the settings since the room was created (0 = never changed).
+    pub version: u64,
+}
+
+/// The answer to a settings change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettingsUpdate {
+    /// Applied; the settings now in force.
+    Applied(VersionedConfig),
+    /// Not applied: the settings were at another version than the caller expected; these are
+    /// the settings in force.
+    VersionMismatch(VersionedConfig),
 }
 
 impl RoomConfig {
@@ -104,6 +146,135 @@ pub struct JoinOutcome {
     pub created: bool,
 }
 
+/// A per-client join limit, checked in the same atomic step as the join so that it counts only
+/// joins that create a ticket (a retried join that finds its ticket is never refused) and is
+/// shared by every replica on the same store.
+///
+/// GCRA (a token bucket kept as one timestamp): `per_minute` joins as a burst, refilled evenly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinLimit {
+    /// The client the limit is for (its IP address as text).
+    pub client: String,
+    /// Joins allowed per minute (burst and refill), ≥ 1.
+    pub per_minute: u32,
+}
+
+impl JoinLimit {
+    /// Milliseconds between two refilled joins.
+    pub fn period_ms(&self) -> u64 {
+        60_000 / u64::from(self.per_minute.max(1))
+    }
+}
+
+/// The answer to a join with a limit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JoinReply {
+    /// The new or existing ticket.
+    Joined(JoinOutcome),
+    /// The client is over its join limit and has no ticket under the dedup key: nothing changed.
+    RateLimited {
+        /// Milliseconds until the client may join again.
+        retry_after_ms: u64,
+    },
+}
+
+/// One GCRA step: `tat` is the client's theoretical arrival time (Unix ms, 0 = none). `Ok` with
+/// the new TAT when a join is allowed at `now_ms`, else `Err` with the milliseconds to wait.
+/// The Redis store runs the same arithmetic in `join.lua`.
+pub fn gcra(tat: u64, now_ms: u64, limit: &JoinLimit) -> Result<u64, u64> {
+    let period = limit.period_ms();
+    let burst = u64::from(limit.per_minute.max(1));
+    let tat = tat.max(now_ms);
+    let allowed_at = (tat + period).saturating_sub(burst * period);
+    if now_ms < allowed_at {
+        Err(allowed_at - now_ms)
+    } else {
+        Ok(tat + period)
+    }
+}
+
+/// An order's claim on an entry token: recorded with the token when it is consumed, so that a
+/// retry of the same order (same key) gets the same receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrderClaim<'a> {
+    /// The order's `Idempotency-Key`, if the client sent one.
+    pub idempotency_key: Option<&'a str>,
+    /// The receipt to keep (JSON text), answered again to a retry with the same key.
+    pub receipt: &'a str,
+}
+
+/// What consuming an entry token for an order did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenUse {
+    /// The token was live and is now used by this order.
+    Consumed {
+        /// The ticket the token was issued to.
+        ticket_id: String,
+    },
+    /// The token was already used by an order with the same idempotency key: nothing changed;
+    /// the receipt kept then.
+    Replayed {
+        /// The ticket the token was issued to.
+        ticket_id: String,
+        /// The receipt recorded by the first order (JSON text).
+        receipt: String,
+    },
+    /// Not consumed: the token is unknown, expired or used (never [`TokenCheck::Valid`]).
+    Refused(TokenCheck),
+}
+
+/// How a Redis server is set up, as far as it matters for keeping the queue (`/readyz`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreSafety {
+    /// `maxmemory-policy`; anything but `noeviction` lets Redis delete tickets and tokens that
+    /// carry a TTL when memory runs short.
+    pub maxmemory_policy: String,
+    /// `maxmemory` in bytes (0 = no limit).
+    pub maxmemory_bytes: u64,
+    /// Whether the append-only file is on (`appendonly yes`).
+    pub aof_enabled: bool,
+    /// The RDB snapshot schedule (`save`), `None` when the server does not tell.
+    pub rdb_save: Option<String>,
+}
+
+impl StoreSafety {
+    /// Whether Redis may delete keys on its own when memory runs short.
+    pub fn may_evict(&self) -> bool {
+        self.maxmemory_policy != "noeviction"
+    }
+
+    /// Whether a restart of Redis keeps its data (AOF or RDB snapshots).
+    pub fn persists(&self) -> bool {
+        self.aof_enabled
+            || self
+                .rdb_save
+                .as_deref()
+                .is_some_and(|save| !save.is_empty())
+    }
+
+    /// One sentence per setting that can lose queue state, for logs and `/readyz`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.may_evict() {
+            warnings.push(format!(
+                "Redis maxmemory-policy is {:?}: under memory pressure Redis deletes tickets and \
+                 entry tokens without telling anyone; set maxmemory-policy noeviction (Vestibule \
+                 then answers 503 when memory is full, and loses nothing)",
+                self.maxmemory_policy
+            ));
+        }
+        if !self.persists() {
+            warnings.push(
+                "Redis keeps no AOF and no RDB snapshots: a Redis restart empties every queue; \
+                 set appendonly yes"
+                    .to_owned(),
+            );
+        }
+        warnings
+    }
+}
+
 /// The answer to a leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaveOutcome {
@@ -146,7 +317,7 @@ pub struct LeaseOutcome {
     /// The fencing epoch when the caller holds the lease; `None` when another holder does.
     pub epoch: Option<u64>,
     /// The room's settings as stored.
-    pub config: RoomConfig,
+    pub config: VersionedConfig,
     /// Active users (tokens out) now.
     pub active: u64,
 }
@@ -186,7 +357,7 @@ pub struct AdmitOutcome {
     /// Active users after this admission.
     pub active: u64,
     /// The room's settings in force now (`None` when fenced), for the next tick.
-    pub config: Option<RoomConfig>,
+    pub config: Option<VersionedConfig>,
 }
 
 /// Where an SSE hub has followed a room's queue to: counters that only grow (until the store is
@@ -237,24 +408,51 @@ pub trait Store: Send + Sync + 'static {
 
     /// Writes `defaults` as the room's settings unless some replica already did; returns the
     /// settings in force.
-    async fn init_room(&self, room: &str, defaults: &RoomConfig) -> Result<RoomConfig, StoreError>;
+    async fn init_room(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError>;
 
-    /// Applies a settings change and returns the result.
+    /// The room's settings as stored now, with their version (read-your-writes across replicas).
+    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError>;
+
+    /// Applies a settings change in one atomic step and bumps the version; with
+    /// `expected_version`, only if the settings are still at that version.
     async fn update_room(
         &self,
         room: &str,
         patch: &RoomConfigPatch,
-    ) -> Result<RoomConfig, StoreError>;
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError>;
 
     /// Joins the queue. With `dedup_key`, a live ticket already joined under that key is returned
     /// unchanged (original place); otherwise a ticket is enqueued at the back: `new_id`, or (Redis,
     /// keyed join) an id derived from the key with the room's secret, which needs no dedup entry.
+    /// With `limit`, a join that would create a ticket first passes the client's join limit
+    /// (in the same atomic step; refused joins change nothing).
+    async fn join_with_limit(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError>;
+
+    /// [`Store::join_with_limit`] without a limit.
     async fn join(
         &self,
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
-    ) -> Result<JoinOutcome, StoreError>;
+    ) -> Result<JoinOutcome, StoreError> {
+        match self.join_with_limit(room, dedup_key, new_id, None).await? {
+            JoinReply::Joined(outcome) => Ok(outcome),
+            JoinReply::RateLimited { .. } => Err(StoreError::Corrupt(
+                "a join without a limit was rate limited".into(),
+            )),
+        }
+    }
 
     /// One ticket, with its exact position while waiting.
     async fn ticket(
@@ -309,16 +507,31 @@ pub trait Store: Send + Sync + 'static {
         request: &AdmitRequest<'_>,
     ) -> Result<AdmitOutcome, StoreError>;
 
-    /// Checks an entry token (the token's secret part); with `consume`, marks it used in the same
-    /// atomic step so that it works exactly once.
+    /// Checks an entry token without using it.
     async fn check_token(
         &self,
         room: &str,
         token: &str,
         now_ms: u64,
-        consume: bool,
-        keep_ms: u64,
     ) -> Result<TokenCheck, StoreError>;
+
+    /// Uses an entry token for an order in one atomic step, so that it works exactly once: a live
+    /// token is marked used with the order's claim (key and receipt) recorded; a token already
+    /// used by an order with the same idempotency key answers that order's receipt again.
+    async fn consume_token(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError>;
+
+    /// How the store is set up where that can lose queue state (Redis: eviction policy and
+    /// persistence); `None` for the embedded store.
+    async fn safety(&self) -> Result<Option<StoreSafety>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// Now as Unix milliseconds.

@@ -18,9 +18,10 @@ use vestibule_shared::TicketState;
 use crate::ids::derived_id;
 
 use super::{
-    AdmitOutcome, AdmitRequest, JoinOutcome, LeaseOutcome, LeaveOutcome, QueueCursor, QueueDelta,
-    RoomConfig, RoomConfigPatch, RoomCounts, SseRefresh, Store, StoreError, TicketRecord,
-    TokenCheck,
+    AdmitOutcome, AdmitRequest, JoinLimit, JoinOutcome, JoinReply, LeaseOutcome, LeaveOutcome,
+    OrderClaim, QueueCursor, QueueDelta, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate,
+    SseRefresh, Store, StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse,
+    VersionedConfig,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -34,6 +35,7 @@ struct Scripts {
     leave: Script,
     sse_refresh: Script,
     init_room: Script,
+    update_room: Script,
 }
 
 /// The Redis-backed store.
@@ -88,8 +90,17 @@ impl Keys {
     }
 }
 
+/// Classifies a Redis failure by what the caller may assume about its effect: refused before
+/// anything was sent, or an error reply (Redis ran nothing of it) → surely not applied; a broken
+/// connection or a timeout after sending → the outcome is unknown.
 fn unavailable(error: redis::RedisError) -> StoreError {
-    StoreError::Unavailable(error.to_string())
+    let sent_maybe = !error.is_connection_refusal()
+        && (error.is_io_error() || error.is_timeout() || error.is_connection_dropped());
+    if sent_maybe {
+        StoreError::OutcomeUnknown(error.to_string())
+    } else {
+        StoreError::Unavailable(error.to_string())
+    }
 }
 
 impl RedisStore {
@@ -123,6 +134,7 @@ impl RedisStore {
                 leave: Script::new(include_str!("lua/leave.lua")),
                 sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
                 init_room: Script::new(include_str!("lua/init_room.lua")),
+                update_room: Script::new(include_str!("lua/update_room.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
         })
@@ -151,7 +163,7 @@ impl RedisStore {
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result.map_err(unavailable),
-            Err(_) => Err(StoreError::Unavailable(format!(
+            Err(_) => Err(StoreError::OutcomeUnknown(format!(
                 "Redis did not answer within {} ms",
                 self.timeout.as_millis()
             ))),
@@ -244,6 +256,49 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// `token.lua`: a check (`order` = `None`) or an order's consume.
+    async fn run_token_script(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+        order: Option<&OrderClaim<'_>>,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.token.key(keys.key("active"));
+        invocation
+            .arg(token)
+            .arg(now_ms)
+            .arg(if order.is_some() { "1" } else { "0" })
+            .arg(keep_ms)
+            .arg(&keys.prefix)
+            .arg(order.and_then(|o| o.idempotency_key).unwrap_or_default())
+            .arg(order.map(|o| o.receipt).unwrap_or_default());
+        let reply = self.run_script(&invocation).await?;
+        let (verdict, ticket_id) = two_strings(&reply)?;
+        Ok(match verdict.as_str() {
+            "VALID" => TokenUse::Consumed { ticket_id },
+            "REPLAY" => TokenUse::Replayed {
+                ticket_id,
+                receipt: reply.get(2).map(as_string).transpose()?.unwrap_or_default(),
+            },
+            "EXPIRED" => TokenUse::Refused(TokenCheck::Expired),
+            "USED" => TokenUse::Refused(TokenCheck::Used),
+            _ => TokenUse::Refused(TokenCheck::Unknown),
+        })
+    }
+}
+
+/// A stored settings version (absent = never changed).
+fn version_of(value: &Value) -> Result<u64, StoreError> {
+    match value {
+        Value::Nil => Ok(0),
+        other => as_u64(other),
+    }
+}
+
 /// 32 bytes from the OS CSPRNG: a new room's secret.
 fn fresh_secret() -> [u8; 32] {
     let mut bytes = [0u8; 32];
@@ -319,6 +374,17 @@ fn parse_state(text: &str) -> Result<TicketState, StoreError> {
     })
 }
 
+/// Settings fields `rate, paused, ttl_ms, cap, ver` as stored → versioned settings.
+fn parse_versioned(fields: &[Value]) -> Result<VersionedConfig, StoreError> {
+    let [settings @ .., version] = fields else {
+        return Err(StoreError::Corrupt("room settings need 5 fields".into()));
+    };
+    Ok(VersionedConfig {
+        config: parse_config(settings)?,
+        version: version_of(version)?,
+    })
+}
+
 /// Settings fields `rate, paused, ttl_ms, cap` as stored (empty = absent) → a config.
 fn parse_config(fields: &[Value]) -> Result<RoomConfig, StoreError> {
     let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
@@ -384,9 +450,14 @@ impl Store for RedisStore {
         self.bounded(redis::cmd("PING").query_async::<String>(&mut connection))
             .await
             .map(drop)
+            .map_err(StoreError::for_read)
     }
 
-    async fn init_room(&self, room: &str, defaults: &RoomConfig) -> Result<RoomConfig, StoreError> {
+    async fn init_room(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
@@ -400,50 +471,70 @@ impl Store for RedisStore {
             return Err(StoreError::Corrupt("init_room reply is empty".into()));
         };
         self.remember_secret(room, secret, true)?;
-        parse_config(settings)
+        parse_versioned(settings)
+    }
+
+    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+        let keys = Keys::new(room);
+        let mut connection = self.connection.clone();
+        let fields: Vec<Value> = self
+            .bounded(
+                redis::cmd("HMGET")
+                    .arg(keys.key("settings"))
+                    .arg(&["rate", "paused", "ttl_ms", "cap", "ver"])
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        parse_versioned(&fields)
     }
 
     async fn update_room(
         &self,
         room: &str,
         patch: &RoomConfigPatch,
-    ) -> Result<RoomConfig, StoreError> {
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
         let keys = Keys::new(room);
-        let settings = keys.key("settings");
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        if let Some(rate) = patch.admission_rate_per_sec {
-            pipe.hset(&settings, "rate", rate).ignore();
-        }
-        if let Some(paused) = patch.paused {
-            pipe.hset(&settings, "paused", if paused { "1" } else { "0" })
-                .ignore();
-        }
-        if let Some(ttl_ms) = patch.token_ttl_ms {
-            pipe.hset(&settings, "ttl_ms", ttl_ms).ignore();
-        }
-        if let Some(cap) = patch.max_active_users {
-            pipe.hset(
-                &settings,
-                "cap",
-                cap.map(|c| c.to_string()).unwrap_or_default(),
+        let unchanged = || "-".to_owned();
+        let mut invocation = self.scripts.update_room.key(keys.key("settings"));
+        invocation
+            .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
+            .arg(
+                patch
+                    .admission_rate_per_sec
+                    .map_or_else(unchanged, |rate| rate.to_string()),
             )
-            .ignore();
-        }
-        pipe.cmd("HMGET")
-            .arg(&settings)
-            .arg(&["rate", "paused", "ttl_ms", "cap"]);
-        let mut connection = self.connection.clone();
-        let (fields,): (Vec<Value>,) = self.bounded(pipe.query_async(&mut connection)).await?;
-        parse_config(&fields)
+            .arg(patch.paused.map_or_else(unchanged, |paused| {
+                if paused { "1" } else { "0" }.to_owned()
+            }))
+            .arg(
+                patch
+                    .token_ttl_ms
+                    .map_or_else(unchanged, |ttl| ttl.to_string()),
+            )
+            .arg(patch.max_active_users.map_or_else(unchanged, |cap| {
+                cap.map(|c| c.to_string()).unwrap_or_default()
+            }));
+        let reply = self.run_script(&invocation).await?;
+        let [applied, settings @ ..] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("update_room reply is empty".into()));
+        };
+        let in_force = parse_versioned(settings)?;
+        Ok(if as_i64(applied)? == 1 {
+            SettingsUpdate::Applied(in_force)
+        } else {
+            SettingsUpdate::VersionMismatch(in_force)
+        })
     }
 
-    async fn join(
+    async fn join_with_limit(
         &self,
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
-    ) -> Result<JoinOutcome, StoreError> {
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
         // a dedup entry (join.lua); `new_id` serves joins without a key and re-joins after LEFT
@@ -463,13 +554,25 @@ impl Store for RedisStore {
             .arg(DEDUP_TTL_SECS)
             .arg(&derived)
             .arg(now_ms);
+        match limit {
+            Some(limit) => invocation
+                .arg(&limit.client)
+                .arg(limit.period_ms())
+                .arg(limit.per_minute),
+            None => invocation.arg("").arg(0).arg(0),
+        };
         let reply = self.run_script(&invocation).await?;
         let [id, created, position] = reply.as_slice() else {
             return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
         };
-        let id = as_string(id)?;
-        let created = as_i64(created)? == 1;
+        let created = as_i64(created)?;
         let position = as_i64(position)?;
+        if created == -2 {
+            return Ok(JoinReply::RateLimited {
+                retry_after_ms: position.max(0) as u64,
+            });
+        }
+        let id = as_string(id)?;
         let ticket = if position > 0 {
             TicketRecord::waiting(&id, position as u64)
         } else {
@@ -478,7 +581,10 @@ impl Store for RedisStore {
                 .await?
                 .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?
         };
-        Ok(JoinOutcome { ticket, created })
+        Ok(JoinReply::Joined(JoinOutcome {
+            ticket,
+            created: created == 1,
+        }))
     }
 
     async fn ticket(
@@ -495,8 +601,10 @@ impl Store for RedisStore {
             .arg(keys.key(&format!("ticket:{id}")))
             .arg(&["state", "tok", "exp"]);
         let mut connection = self.connection.clone();
-        let (rank, fields): (Option<u64>, Vec<Option<String>>) =
-            self.bounded(pipe.query_async(&mut connection)).await?;
+        let (rank, fields): (Option<u64>, Vec<Option<String>>) = self
+            .bounded(pipe.query_async(&mut connection))
+            .await
+            .map_err(StoreError::for_read)?;
         if let Some(rank) = rank {
             return Ok(Some(TicketRecord::waiting(id, rank + 1)));
         }
@@ -528,7 +636,10 @@ impl Store for RedisStore {
         for id in ids {
             invocation.arg(id);
         }
-        let reply = self.run_script(&invocation).await?;
+        let reply = self
+            .run_script(&invocation)
+            .await
+            .map_err(StoreError::for_read)?;
         let number = |index: usize| {
             reply
                 .get(index)
@@ -607,7 +718,10 @@ impl Store for RedisStore {
         pipe.zcard(keys.key("queue"))
             .zcount(keys.key("active"), format!("({now_ms}"), "+inf");
         let mut connection = self.connection.clone();
-        let (waiting, active): (u64, u64) = self.bounded(pipe.query_async(&mut connection)).await?;
+        let (waiting, active): (u64, u64) = self
+            .bounded(pipe.query_async(&mut connection))
+            .await
+            .map_err(StoreError::for_read)?;
         Ok(RoomCounts { waiting, active })
     }
 
@@ -634,13 +748,13 @@ impl Store for RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
         let [epoch, settings @ .., secret, active] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 7 fields".into()));
+            return Err(StoreError::Corrupt("lease reply needs 8 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
-            config: parse_config(settings)?,
+            config: parse_versioned(settings)?,
             active: as_u64(active)?,
         })
     }
@@ -683,8 +797,8 @@ impl Store for RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 8 {
-            return Err(StoreError::Corrupt("admit reply needs 8 fields".into()));
+        if reply.len() != 9 {
+            return Err(StoreError::Corrupt("admit reply needs 9 fields".into()));
         }
         let numbers: Vec<i64> = reply[..4].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active] = numbers.as_slice() else {
@@ -702,7 +816,7 @@ impl Store for RedisStore {
             expired: *expired as u64,
             waiting: *waiting as u64,
             active: *active as u64,
-            config: parse_config(&reply[4..]).ok(),
+            config: parse_versioned(&reply[4..]).ok(),
         })
     }
 
@@ -711,24 +825,68 @@ impl Store for RedisStore {
         room: &str,
         token: &str,
         now_ms: u64,
-        consume: bool,
-        keep_ms: u64,
     ) -> Result<TokenCheck, StoreError> {
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.token.key(keys.key("active"));
-        invocation
-            .arg(token)
-            .arg(now_ms)
-            .arg(if consume { "1" } else { "0" })
-            .arg(keep_ms)
-            .arg(&keys.prefix);
-        let reply = self.run_script(&invocation).await?;
-        let (verdict, ticket_id) = two_strings(&reply)?;
-        Ok(match verdict.as_str() {
-            "VALID" => TokenCheck::Valid { ticket_id },
-            "EXPIRED" => TokenCheck::Expired,
-            "USED" => TokenCheck::Used,
-            _ => TokenCheck::Unknown,
+        let reply = self
+            .run_token_script(room, token, now_ms, None, 0)
+            .await
+            .map_err(StoreError::for_read)?;
+        Ok(match reply {
+            TokenUse::Consumed { ticket_id } | TokenUse::Replayed { ticket_id, .. } => {
+                TokenCheck::Valid { ticket_id }
+            }
+            TokenUse::Refused(check) => check,
         })
+    }
+
+    async fn consume_token(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        self.run_token_script(room, token, now_ms, Some(order), keep_ms)
+            .await
+    }
+
+    async fn safety(&self) -> Result<Option<StoreSafety>, StoreError> {
+        let mut connection = self.connection.clone();
+        let info: String = self
+            .bounded(
+                redis::cmd("INFO")
+                    .arg("memory")
+                    .arg("persistence")
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let maxmemory_policy = field("maxmemory_policy")
+            .ok_or_else(|| StoreError::Corrupt("INFO has no maxmemory_policy".into()))?
+            .to_owned();
+        let maxmemory_bytes = field("maxmemory").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let aof_enabled = field("aof_enabled") == Some("1");
+        // Managed Redis services often refuse CONFIG: then the snapshot schedule is unknown.
+        let rdb_save = self
+            .bounded(
+                redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("save")
+                    .query_async::<Vec<String>>(&mut connection),
+            )
+            .await
+            .ok()
+            .and_then(|pair| pair.into_iter().nth(1));
+        Ok(Some(StoreSafety {
+            maxmemory_policy,
+            maxmemory_bytes,
+            aof_enabled,
+            rdb_save,
+        }))
     }
 }

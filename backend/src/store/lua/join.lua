@@ -3,7 +3,10 @@
 -- ARGV[1] fresh random ticket id   ARGV[2] dedup key or ""   ARGV[3] key prefix "vestibule:{room}:"
 -- ARGV[4] dedup hash TTL in seconds   ARGV[5] the key's derived id (HMAC of the key with the room
 -- secret, computed by the caller; "" without a key)   ARGV[6] now, Unix ms
--- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}.
+-- ARGV[7] client of the join limit ("" = no limit)   ARGV[8] ms between refilled joins
+-- ARGV[9] joins per burst
+-- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
+-- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit.
 --
 -- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
 -- and the key costs no dedup entry. Only a re-join after that ticket LEFT or EXPIRED needs another
@@ -32,6 +35,20 @@ if key ~= '' then
   else
     remember = true
   end
+end
+-- The client's join limit (GCRA, the arithmetic of store::gcra), checked only now: a join that
+-- found its ticket above never counts, and a refused one changes nothing.
+if ARGV[7] ~= '' then
+  local now = tonumber(ARGV[6])
+  local period = tonumber(ARGV[8])
+  local limit_key = prefix .. 'limit:' .. ARGV[7]
+  local tat = math.max(tonumber(redis.call('GET', limit_key) or '0'), now)
+  local allowed_at = tat + period - tonumber(ARGV[9]) * period
+  if now < allowed_at then
+    return {'', -2, allowed_at - now}
+  end
+  redis.call('SET', limit_key, string.format('%d', tat + period), 'PX',
+             string.format('%d', tat + period - now))
 end
 local seq = redis.call('INCR', KEYS[2])
 -- NX: a join never moves an existing member (belt and braces: a random id is fresh, a derived one

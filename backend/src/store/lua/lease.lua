@@ -5,8 +5,8 @@
 -- settings are gone (a Redis restarted without persistence), so the room keeps working.
 -- ARGV[7] the caller's cached room secret ("" = none): written back the same way when the secret is
 -- gone, so the room keeps the secret its replicas derive ticket ids with.
--- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, secret in force ("" = none),
--- active users}.
+-- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, settings version, secret in
+-- force ("" = none), active users}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then
@@ -22,6 +22,7 @@ end
 if ARGV[7] ~= '' then
   redis.call('SET', KEYS[4], ARGV[7], 'NX')
 end
-local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap')
-return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', redis.call('GET', KEYS[4]) or '',
+local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap', 'ver')
+return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '0',
+        redis.call('GET', KEYS[4]) or '',
         redis.call('ZCARD', KEYS[5])}

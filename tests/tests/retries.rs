@@ -1,0 +1,271 @@
+//! Every write can be retried: a store stall between sending a change and its answer never
+//! leaves a client unable to learn what happened (README "Retries"). Each case here first failed
+//! on a real server: an order whose answer was lost, admin changes that answered 503 and then
+//! took effect, and a join limit that locked a known shopper out of their own ticket.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
+
+/// Joins and waits until the ticket holds an entry token.
+async fn admitted_token(app: &TestApp) -> (TicketStatus, String) {
+    let (_, ticket) = app.join("main", None).await;
+    let admitted = app
+        .poll_until("main", &ticket.ticket_id, Duration::from_secs(5), |t| {
+            t.status == TicketState::TokenIssued
+        })
+        .await;
+    let token = admitted.entry_token.clone().expect("admitted within 5 s");
+    (admitted, token)
+}
+
+/// Sends `request` while Redis is frozen (SIGSTOP), wakes Redis after the answer, and returns
+/// the answer's status, `Retry-After` and JSON body.
+async fn sent_during_a_stall(
+    redis: &RedisServer,
+    request: reqwest::RequestBuilder,
+) -> (StatusCode, Option<reqwest::header::HeaderValue>, Value) {
+    redis.pause();
+    let answer = request.send().await;
+    redis.resume();
+    let answer = answer.expect("an answer during the stall");
+    let status = answer.status();
+    let retry_after = answer.headers().get("retry-after").cloned();
+    (
+        status,
+        retry_after,
+        answer.json().await.unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_answer_is_lost_in_a_store_stall_is_retried_to_one_receipt() {
+    let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
+    let redis = app.redis.as_ref().unwrap();
+    let (ticket, token) = admitted_token(&app).await;
+    // Any token check loads the token script, so Redis can run the stalled consume on waking.
+    assert_eq!(
+        app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA"))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+
+    // Redis freezes with the order's consume sent: the server cannot know whether it happened.
+    let order = app
+        .client
+        .post(app.url("/api/v1/rooms/main/orders"))
+        .header("X-Entry-Token", &token)
+        .header("Idempotency-Key", "order-1")
+        .json(&json!({"sku": "sneaker-42", "quantity": 1}));
+    let (status, retry_after, body) = sent_during_a_stall(redis, order).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["error"], "store_timeout");
+    assert!(retry_after.is_some(), "504 without Retry-After");
+
+    // Redis ran the consume when it woke. The retry with the same key gets its receipt.
+    let retried = app.order_with_key("main", &token, Some("order-1"), 1).await;
+    assert_eq!(retried.status(), StatusCode::CREATED);
+    assert_eq!(retried.headers()["idempotent-replayed"], "true");
+    let receipt: Value = retried.json().await.unwrap();
+    let again = app.order_with_key("main", &token, Some("order-1"), 1).await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.unwrap(), receipt);
+
+    // Any other use of the token is still refused: a token buys one order.
+    let other = app.order_with_key("main", &token, Some("order-2"), 1).await;
+    assert_eq!(other.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        other.json::<Value>().await.unwrap()["error"],
+        "entry_token_used"
+    );
+    let (status, body) = app.order("main", Some(&token)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // The same key for a different order is a client bug, said so.
+    let changed = app.order_with_key("main", &token, Some("order-1"), 2).await;
+    assert_eq!(changed.status(), StatusCode::CONFLICT);
+    assert_eq!(
+        changed.json::<Value>().await.unwrap()["error"],
+        "idempotency_key_reused"
+    );
+    let done = app.poll("main", &ticket.ticket_id).await;
+    assert_eq!(done.status, TicketState::Completed);
+}
+
+async fn a_retried_order_returns_the_first_receipt(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    let (_, token) = admitted_token(&app).await;
+    let first = app.order_with_key("main", &token, Some("k-1"), 1).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first: Value = first.json().await.unwrap();
+    let retry = app.order_with_key("main", &token, Some("k-1"), 1).await;
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(
+        retry.json::<Value>().await.unwrap()["orderId"],
+        first["orderId"]
+    );
+    let (status, _) = app.order("main", Some(&token)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A malformed key is refused before the token is touched.
+    let bad = app
+        .order_with_key("main", &token, Some("has space"), 1)
+        .await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_changes_in_a_stall_answer_504_and_if_match_makes_retries_safe() {
+    let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
+    let redis = app.redis.as_ref().unwrap();
+    let admin = |method: reqwest::Method| {
+        app.client
+            .request(method, app.url("/api/v1/admin/rooms/main"))
+            .bearer_auth(ADMIN_TOKEN)
+    };
+    // A first change loads the settings script, so Redis can run the stalled one on waking.
+    app.patch_room("main", json!({"paused": false})).await;
+    let read = admin(reqwest::Method::GET).send().await.unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+    let etag = read.headers()["etag"].to_str().unwrap().to_owned();
+
+    let change = admin(reqwest::Method::PATCH)
+        .header("If-Match", &etag)
+        .json(&json!({"admissionRatePerSec": 7}));
+    let (status, retry_after, body) = sent_during_a_stall(redis, change).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert!(retry_after.is_some());
+    assert_eq!(body["error"], "store_timeout");
+
+    // The change happened when Redis woke; a blind retry of the conditional change is refused
+    // (nothing applied twice), and a read shows the truth.
+    let retry = admin(reqwest::Method::PATCH)
+        .header("If-Match", &etag)
+        .json(&json!({"admissionRatePerSec": 7}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retry.status(), StatusCode::PRECONDITION_FAILED);
+    assert_eq!(
+        retry.json::<Value>().await.unwrap()["error"],
+        "precondition_failed"
+    );
+    let now = admin(reqwest::Method::GET).send().await.unwrap();
+    assert_ne!(now.headers()["etag"].to_str().unwrap(), etag);
+    assert_eq!(
+        now.json::<Value>().await.unwrap()["admissionRatePerSec"],
+        7.0
+    );
+    // A malformed If-Match is a 400, not a silent unconditional change.
+    let bad = admin(reqwest::Method::PATCH)
+        .header("If-Match", "seven")
+        .json(&json!({"paused": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_change_through_one_replica_is_read_at_once_through_another() {
+    let redis = RedisServer::start();
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    a.patch_room("main", json!({"admissionRatePerSec": 33}))
+        .await;
+    let (status, read) = b.get_json("/api/v1/admin/rooms/main").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "needs the bearer: {read}");
+    let read: Value = b
+        .client
+        .get(b.url("/api/v1/admin/rooms/main"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["admissionRatePerSec"], 33.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_join_in_a_stall_answers_504_and_its_retry_finds_one_place() {
+    let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let redis = app.redis.as_ref().unwrap();
+    let join = app
+        .client
+        .post(app.url("/api/v1/rooms/main/tickets"))
+        .header("Idempotency-Key", "page-key-1");
+    let (status, _, body) = sent_during_a_stall(redis, join).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Idempotency-Key"),
+        "{body}"
+    );
+    let (status, ticket) = app.join("main", Some("page-key-1")).await;
+    assert!(
+        status == StatusCode::OK || status == StatusCode::CREATED,
+        "{status}"
+    );
+    assert_eq!(ticket.position, Some(1));
+    let (_, again) = app.join("main", Some("page-key-1")).await;
+    assert_eq!(again.ticket_id, ticket.ticket_id);
+    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 1);
+}
+
+async fn a_retried_join_is_never_refused_by_the_join_limit(backend: Backend) {
+    let app = TestApp::spawn(backend, &["--joins-per-ip-per-minute", "2"]).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let (_, first) = app.join("main", Some("app-install-1")).await;
+    app.join("main", Some("app-install-2")).await;
+    let refused = app
+        .client
+        .post(app.url("/api/v1/rooms/main/tickets"))
+        .header("Idempotency-Key", "app-install-3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key("retry-after"));
+    // Over the limit, the app still gets its own ticket back, as often as it asks.
+    for _ in 0..5 {
+        let (status, again) = app.join("main", Some("app-install-1")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(again.ticket_id, first.ticket_id);
+        assert_eq!(again.position, Some(1));
+    }
+    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_join_limit_is_shared_by_every_replica_on_one_redis() {
+    let redis = RedisServer::start();
+    let args = ["--joins-per-ip-per-minute", "2"];
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
+    a.patch_room("main", json!({"paused": true})).await;
+    let mut statuses = Vec::new();
+    for app in [&a, &b, &a, &b] {
+        let response = app
+            .client
+            .post(app.url("/api/v1/rooms/main/tickets"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, [201, 201, 429, 429]);
+}
+
+both_stores!(
+    a_retried_order_returns_the_first_receipt,
+    a_retried_join_is_never_refused_by_the_join_limit,
+);
