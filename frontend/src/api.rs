@@ -237,7 +237,7 @@ mod tests {
         assert!(ApiError::Network.is_transient());
         assert!(ApiError::Timeout.is_transient());
         assert!(status(503, error_code::STORE_UNAVAILABLE).is_transient());
-        assert!(status(504, "store_timeout").is_transient());
+        assert!(status(504, error_code::STORE_TIMEOUT).is_transient());
         assert!(status(429, error_code::RATE_LIMITED).is_transient());
         assert!(status(502, "").is_transient());
     }
