@@ -233,7 +233,8 @@ impl Queue {
                 self.memory
                     .set_entry_token(token, status.token_expires_at.as_deref());
             }
-            self.checkout_href(status.checkout_url.as_deref())
+            let lang_in_url = self.lang_from_url.then_some(self.lang);
+            checkout_href(&self.room, lang_in_url, status.checkout_url.as_deref())
         });
         // The server never asks for less than 1 s; the floor only guards against a bad hint.
         let next_poll = Duration::from_millis(status.next_poll_after_ms.max(MIN_POLL_MS));
@@ -488,13 +489,5 @@ impl Queue {
         self.countdown.stop();
         self.close_sse();
         self.view.connection.set(Connection::Stopped);
-    }
-
-    fn checkout_href(&self, checkout_url: Option<&str>) -> String {
-        checkout_href(
-            &self.room,
-            self.lang_from_url.then_some(self.lang),
-            checkout_url,
-        )
     }
 }
