@@ -472,11 +472,19 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         |s| s == "LEFT",
     )
     .await;
-    browser
-        .find(Locator::Css("#join-again"))
-        .await
-        .expect("a way back into the line");
     assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 41);
+    // Joining again takes the last place; focus goes to the status it changes.
+    click(&browser, "#join-again").await;
+    assert_eq!(focused_id(&browser).await, "status");
+    wait_for(
+        &browser,
+        "#status",
+        Some("data-status"),
+        Duration::from_secs(10),
+        |s| s == "WAITING",
+    )
+    .await;
+    assert_eq!(shown_position(&browser).await, "42");
     // Checkout without a token says so and offers no order button, only the way back.
     browser
         .goto(&app.url("/checkout?room=main&lang=en"))
@@ -772,6 +780,11 @@ async fn a_hung_link_is_noticed_and_survived(transport: &str) {
         restored - hung
     );
     assert!(recovered <= Duration::from_secs(10), "{recovered:?}");
+    // The live region says so before the page moves on.
+    wait_for(&browser, "#announcer", None, Duration::from_secs(1), |t| {
+        t.contains("It's your turn")
+    })
+    .await;
     wait_for_path(&browser, "/checkout", Duration::from_secs(5)).await;
     wait_for(
         &browser,
@@ -830,6 +843,15 @@ async fn an_order_is_placed_once_when_double_clicked_or_when_its_answer_is_lost(
 
     // Admitted at once; the page moves to checkout by itself.
     reach_checkout(&browser, &proxy.url("/?room=main&lang=en")).await;
+    // The checkout page's live region starts with where the shopper arrived.
+    wait_for(
+        &browser,
+        "#checkout-announcer",
+        None,
+        Duration::from_secs(5),
+        |t| t.starts_with("You're in!"),
+    )
+    .await;
     assert_accessible(&browser, "checkout").await;
     browser
         .execute(
