@@ -120,7 +120,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
     use Text::*;
     let (en, ko) = match text {
         WaitingRoom => ("Waiting room", "대기실"),
-        Joining => ("Getting your place in line…", "대기 순번을 받는 중…"),
+        Joining => ("Joining the line…", "대기 순번을 받는 중…"),
         JoiningDetail => (
             "This takes a moment. Please keep this page open.",
             "잠시만 기다려 주세요. 이 페이지를 열어 두세요.",

@@ -455,6 +455,7 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
     // Leaving asks first; "Stay in line" keeps the place.
     click(&browser, "#leave-line").await;
     assert_eq!(focused_id(&browser).await, "leave-question");
+    save_screenshot(&browser, "leave-confirm-ko.png").await;
     click(&browser, "#leave-cancel").await;
     wait_for(&browser, "#leave-line", None, Duration::from_secs(5), |t| {
         !t.is_empty()
