@@ -7,6 +7,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 TRUNK_VERSION=0.21.14
+# The test suite's Python tools (the OpenAPI fuzzer and the example client's libraries).
+PYTHON_TOOLS="schemathesis==4.32.5 httpx==0.28.1 httpx-sse==0.4.3 requests==2.32.5"
 WASM_BINDGEN_VERSION=0.2.130
 BINARYEN_VERSION=132
 AXE_CORE_VERSION=4.11.0
@@ -65,6 +67,14 @@ if [ "$want_test" = 1 ]; then
   command -v redis-server >/dev/null || apt_install redis-server
   if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     apt_install chromium chromium-driver
+  fi
+  venv="$tools/venv"
+  if ! "$venv/bin/python" -c 'import schemathesis, httpx, httpx_sse, requests' 2>/dev/null; then
+    command -v python3 >/dev/null || apt_install python3
+    python3 -m venv "$venv" 2>/dev/null || { apt_install python3-venv; python3 -m venv "$venv"; }
+    log "installing Python test tools into .tools/venv: $PYTHON_TOOLS"
+    # shellcheck disable=SC2086
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $PYTHON_TOOLS
   fi
   # Korean glyphs for the page's screenshots (without them Hangul renders as boxes).
   [ -d /usr/share/fonts/truetype/nanum ] || apt_install fonts-nanum

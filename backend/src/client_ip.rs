@@ -40,6 +40,23 @@ pub fn client_ip(
         })
 }
 
+/// The client a per-client limit counts for `ip`: an IPv4 address as it is (an IPv4-mapped IPv6
+/// address as its IPv4), an IPv6 address as its /64 prefix — one subscriber usually holds a
+/// whole /64 and can use a new address for every request, so counting whole addresses would
+/// let one IPv6 client reset its allowance at will.
+pub fn limit_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                format!("{}/64", std::net::Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
 /// The address `hops` places from the end of all lines of header `name`, if well formed.
 fn forwarded_ip(headers: &HeaderMap, name: &str, hops: usize) -> Option<IpAddr> {
     let mut entries = Vec::new();
@@ -149,6 +166,18 @@ mod tests {
         ];
         assert_eq!(ip_of(&lines, "forwarded", 1), ip("192.0.2.60"));
         assert_eq!(ip_of(&lines, "forwarded", 2), ip("2001:db8::7"));
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_64_prefix_and_a_mapped_ipv4_as_itself() {
+        assert_eq!(limit_key(ip("2001:db8:1:2::1")), "2001:db8:1:2::/64");
+        assert_eq!(
+            limit_key(ip("2001:db8:1:2:a5f3:19c2:7e01:d4b8")),
+            "2001:db8:1:2::/64"
+        );
+        assert_ne!(limit_key(ip("2001:db8:1:3::1")), "2001:db8:1:2::/64");
+        assert_eq!(limit_key(ip("::ffff:198.51.100.7")), "198.51.100.7");
+        assert_eq!(limit_key(ip("198.51.100.7")), "198.51.100.7");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Typed configuration from CLI flags and `VESTIBULE_*` environment variables.
 //!
-//! Every flag has an environment twin; every default works with no setup (DESIGN.md
+//! Every flag has an environment twin; every default works with no setup (docs/DESIGN.md
 //! "Configuration"). [`Config::validate`] rejects an invalid configuration with a one-line reason.
 
 use std::net::SocketAddr;
@@ -249,7 +249,7 @@ impl FromStr for OutagePolicies {
 
 /// Poll-hint tiers: the first tier whose `max_position` is ≥ the position gives the hint.
 ///
-/// Parsed from `10:3000,100:10000,*:30000` (DESIGN.md: 1–10 → 3 s, 11–100 → 10 s, >100 → 30 s).
+/// Parsed from `10:3000,100:10000,*:30000` (docs/DESIGN.md: 1–10 → 3 s, 11–100 → 10 s, >100 → 30 s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollTiers(pub Vec<PollTier>);
 

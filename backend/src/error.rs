@@ -269,7 +269,7 @@ pub async fn json_error_bodies(request: Request, next: Next) -> Response {
             error_code::METHOD_NOT_ALLOWED,
             "this endpoint does not take that method",
         ),
-        StatusCode::REQUEST_TIMEOUT => (error_code::BAD_REQUEST, "the request took too long"),
+        StatusCode::REQUEST_TIMEOUT => (error_code::REQUEST_TIMEOUT, "the request took too long"),
         StatusCode::PAYLOAD_TOO_LARGE => (
             error_code::PAYLOAD_TOO_LARGE,
             "the request body is too large",

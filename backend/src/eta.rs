@@ -1,4 +1,4 @@
-//! The ETA and poll-hint formulas of DESIGN.md ("ETA", "nextPollAfter").
+//! The ETA and poll-hint formulas of docs/DESIGN.md ("ETA and poll hints").
 //!
 //! - ETA = position ÷ admission rate × (1 + margin), in seconds rounded up; `None` while the room
 //!   is paused or the rate is 0. With a cap on active users, shoppers beyond the free slots are

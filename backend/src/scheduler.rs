@@ -3,8 +3,8 @@
 //! Each tick (fixed delay: the next starts `--tick-ms` after this one ends) the loop takes or
 //! renews the room's lease, which also refreshes the room's settings in this process. The leader
 //! then computes its quota — rate × elapsed + fractional carry, capped at ⌈rate × tick⌉ + 1 — and
-//! asks the store to admit that many in one fenced atomic step (DESIGN.md "Admission",
-//! "Leadership").
+//! asks the store to admit that many in one fenced atomic step (docs/DESIGN.md "Admission",
+//! leadership).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

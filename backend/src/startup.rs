@@ -168,7 +168,7 @@ impl Application {
 
 /// Runs every room's scheduler on a thread of its own, with its own single-threaded runtime and,
 /// on Redis, its own connection: a tick is then never late because request handlers keep the
-/// main runtime's workers or the shared connection's pipeline busy (DESIGN.md "Admission": the
+/// main runtime's workers or the shared connection's pipeline busy (docs/DESIGN.md "Admission": the
 /// rate must hold while shoppers stampede). Ends when shutdown is signalled and every scheduler
 /// has released its lease.
 fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHandle<()>> {
@@ -243,7 +243,10 @@ async fn check_store_safety(
 
 fn record_safety_metrics(safety: &StoreSafety) {
     metrics::gauge!("vestibule_store_may_evict").set(f64::from(u8::from(safety.may_evict())));
-    metrics::gauge!("vestibule_store_persistent").set(f64::from(u8::from(safety.persists())));
+    // Not set while unknown (no AOF, snapshot schedule hidden): absent, not a false 0.
+    if let Some(persists) = safety.persists() {
+        metrics::gauge!("vestibule_store_persistent").set(f64::from(u8::from(persists)));
+    }
 }
 
 /// Re-reads Redis's eviction and persistence settings every `--redis-safety-check-secs` (an

@@ -109,7 +109,7 @@ impl AppState {
         self.config.terminal_ticket_ttl_secs * 1000
     }
 
-    /// The public status of a ticket: position, ETA and poll hint by DESIGN.md's formulas.
+    /// The public status of a ticket: position, ETA and poll hint by docs/DESIGN.md's formulas.
     pub fn ticket_status(&self, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
         let config = room.config();
         let room_state = if config.paused {

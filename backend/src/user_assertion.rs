@@ -1,8 +1,8 @@
 //! Storefront-signed user assertions: the only way a join is tied to a user id.
 //!
 //! Header `X-User-Assertion: {userId}.{expiryUnixSecs}.{hex HMAC-SHA256}` where the MAC is over
-//! `"{room}\n{userId}\n{expiry}"` with `--user-assertion-secret` (DESIGN.md "Who is the same
-//! user?"). An unsigned user id is never trusted.
+//! `"{room}\n{userId}\n{expiry}"` with `--user-assertion-secret` (docs/DESIGN.md "Queue
+//! semantics", who is the same user). An unsigned user id is never trusted.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

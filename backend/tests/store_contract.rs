@@ -1,5 +1,5 @@
 //! The store contract: the same checks against `MemoryStore` and `RedisStore` (a private
-//! `redis-server`), so both keep DESIGN.md's queue semantics.
+//! `redis-server`), so both keep docs/DESIGN.md's queue semantics.
 
 use std::collections::HashSet;
 use std::sync::Arc;

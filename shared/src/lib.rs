@@ -82,26 +82,41 @@ pub enum RoomState {
 pub struct TicketStatus {
     /// Bearer secret naming this ticket: 22 URL-safe base64 chars (128 random bits).
     /// Example: `"Zb3n0W6m1q8VqL2pX9cT4A"`. Anyone holding it can read or cancel the ticket.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_-]{22}$", example = "Zb3n0W6m1q8VqL2pX9cT4A")
+    )]
     pub ticket_id: String,
     /// Room slug, `[a-z0-9-]{1,64}`. Example: `"main"`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[a-z0-9-]{1,64}$", example = "main")
+    )]
     pub room: String,
     /// Life-cycle state. Example: `"WAITING"`.
     pub status: TicketState,
     /// 1-based place in the queue (1 = next to be admitted); null unless `WAITING`. Example: `42`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, example = 42))]
     pub position: Option<u64>,
     /// Estimated seconds until admission: position ÷ admission rate × (1 + margin), rounded up;
     /// null unless `WAITING` or while the room is paused. Example: `3`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 3))]
     pub eta_seconds: Option<u64>,
-    /// Milliseconds the client should wait before polling again (never under 1000, never more
-    /// than half the ETA). Example: `3000`.
+    /// Milliseconds the client should wait before polling again: the position's tier (1–10 →
+    /// 3000, 11–100 → 10000, beyond → 30000 by default), lowered to half the ETA when that is
+    /// shorter, and never under 1000 (so near the front, 1000 wins). Example: `3000`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1000, example = 3000))]
     pub next_poll_after_ms: u64,
     /// Entry token for the protected checkout, sent back in `X-Entry-Token`; only when
     /// `TOKEN_ISSUED`. 22 URL-safe base64 chars after a room prefix. Example: `"main.Qm9…"`.
+    #[cfg_attr(feature = "openapi", schema(example = "main.Qm9vZGxlcy1hbmQtY2hlZXNl"))]
     pub entry_token: Option<String>,
     /// When the entry token stops working (RFC 3339, UTC). Example: `"2026-11-27T09:00:00Z"`.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime, example = "2026-11-27T09:00:00Z"))]
     pub token_expires_at: Option<String>,
     /// Where to send the shopper with the token; only when `TOKEN_ISSUED`.
     /// Example: `"/checkout?room=main"`.
+    #[cfg_attr(feature = "openapi", schema(example = "/checkout?room=main"))]
     pub checkout_url: Option<String>,
     /// Whether the room is admitting right now. Example: `"OPEN"`.
     pub room_state: RoomState,
@@ -121,8 +136,16 @@ pub struct RoomInfo {
     /// Active users: entry tokens issued and neither used nor expired. Example: `310`.
     pub active_users: u64,
     /// Configured admission rate, shoppers per second. Example: `175.0`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 175.0)
+    )]
     pub admission_rate_per_sec: f64,
     /// Entry token TTL in seconds. Example: `300`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 300)
+    )]
     pub token_ttl_secs: u64,
 }
 
@@ -134,12 +157,24 @@ pub struct RoomSettings {
     /// Room slug. Example: `"main"`.
     pub room: String,
     /// Shoppers admitted per second, 0–100000. Example: `175.0`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 175.0)
+    )]
     pub admission_rate_per_sec: f64,
     /// Admission stopped; places are kept. Example: `false`.
     pub paused: bool,
     /// Entry token TTL in seconds, 1–86400. Example: `300`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 300)
+    )]
     pub token_ttl_secs: u64,
-    /// Cap on active users (tokens outstanding); null = no cap. Example: `500`.
+    /// Cap on active users (tokens outstanding), 1–10000000; null = no cap. Example: `500`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 10000000, example = 500)
+    )]
     pub max_active_users: Option<u64>,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
@@ -156,30 +191,65 @@ pub struct RoomSettings {
 pub struct RoomSettingsPatch {
     /// New admission rate, shoppers per second, 0–100000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 50.0)
+    )]
     pub admission_rate_per_sec: Option<f64>,
     /// Pause (true) or resume (false) admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
     /// New entry token TTL in seconds, 1–86400 (applies to tokens issued from now on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 120)
+    )]
     pub token_ttl_secs: Option<u64>,
     /// New active-users cap; `null` clears it.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "double_option"
+        deserialize_with = "nullable_whole_number"
     )]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<u64>, minimum = 1, maximum = 10000000, example = 500)
+    )]
     pub max_active_users: Option<Option<u64>>,
 }
 
-/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
-fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+/// A whole number written either way JSON allows (`3` or `3.0`): JSON Schema's `integer` accepts
+/// both, so a client that sends `3.0` must not be refused.
+fn whole_number<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
+    T: TryFrom<u64>,
 {
-    Option::<T>::deserialize(deserializer).map(Some)
+    let Some(number) = Option::<f64>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    if !(number.is_finite() && number >= 0.0 && number.fract() == 0.0 && number < 1.8e19) {
+        return Err(serde::de::Error::custom(format!(
+            "expected a whole number ≥ 0, got {number}"
+        )));
+    }
+    T::try_from(number as u64)
+        .map(Some)
+        .map_err(|_| serde::de::Error::custom(format!("{number} is too large")))
+}
+
+/// [`whole_number`] for a field where `null` means "clear it" (`Some(None)`).
+fn nullable_whole_number<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    whole_number(deserializer).map(Some)
 }
 
 /// The demo checkout's order body (`POST /api/v1/rooms/{room}/orders`); the body may be omitted.
@@ -189,9 +259,14 @@ where
 pub struct OrderRequest {
     /// Product identifier, 1–64 chars. Example: `"sneaker-42"`.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 64, example = "sneaker-42")
+    )]
     pub sku: Option<String>,
     /// Units, 1–10. Example: `1`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10, example = 1))]
     pub quantity: Option<u32>,
 }
 
@@ -226,6 +301,8 @@ pub mod error_code {
     pub const BAD_REQUEST: &str = "bad_request";
     /// 400: a field has a value out of range.
     pub const INVALID_FIELD: &str = "invalid_field";
+    /// 408: the request took longer than the server's request timeout.
+    pub const REQUEST_TIMEOUT: &str = "request_timeout";
     /// 401: the admin API needs `Authorization: Bearer <admin token>`.
     pub const UNAUTHORIZED: &str = "unauthorized";
     /// 403: no `X-Entry-Token` on a protected path.
@@ -269,6 +346,34 @@ pub mod error_code {
     pub const STORE_TIMEOUT: &str = "store_timeout";
     /// 500: a fault of Vestibule's own; never caused by client input.
     pub const INTERNAL: &str = "internal";
+
+    /// Every code above, for documents and clients that list them.
+    pub const ALL: &[&str] = &[
+        BAD_REQUEST,
+        INVALID_FIELD,
+        REQUEST_TIMEOUT,
+        UNAUTHORIZED,
+        TOKEN_MISSING,
+        TOKEN_UNKNOWN,
+        TOKEN_EXPIRED,
+        TOKEN_WRONG_ROOM,
+        TOKEN_USED,
+        USER_ASSERTION_INVALID,
+        FORBIDDEN,
+        ROOM_NOT_FOUND,
+        TICKET_NOT_FOUND,
+        NOT_FOUND,
+        METHOD_NOT_ALLOWED,
+        CONFLICT,
+        IDEMPOTENCY_KEY_REUSED,
+        PRECONDITION_FAILED,
+        PAYLOAD_TOO_LARGE,
+        UNSUPPORTED_MEDIA_TYPE,
+        RATE_LIMITED,
+        STORE_UNAVAILABLE,
+        STORE_TIMEOUT,
+        INTERNAL,
+    ];
 }
 
 /// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}`.
@@ -314,6 +419,22 @@ mod tests {
         assert_eq!(cleared.max_active_users, Some(None));
         let set: RoomSettingsPatch = serde_json::from_str(r#"{"maxActiveUsers":5}"#).unwrap();
         assert_eq!(set.max_active_users, Some(Some(5)));
+        let written_as_float: RoomSettingsPatch =
+            serde_json::from_str(r#"{"maxActiveUsers":5.0,"tokenTtlSecs":60.0}"#).unwrap();
+        assert_eq!(written_as_float.max_active_users, Some(Some(5)));
+        assert_eq!(written_as_float.token_ttl_secs, Some(60));
+        for bad in [
+            r#"{"tokenTtlSecs":1.5}"#,
+            r#"{"tokenTtlSecs":-1}"#,
+            r#"{"tokenTtlSecs":"1"}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<RoomSettingsPatch>(bad).is_err(),
+                "{bad}"
+            );
+        }
+        let order: OrderRequest = serde_json::from_str(r#"{"quantity":2.0}"#).unwrap();
+        assert_eq!(order.quantity, Some(2));
         assert!(serde_json::from_str::<RoomSettingsPatch>(r#"{"bogus":1}"#).is_err());
     }
 

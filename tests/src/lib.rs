@@ -49,6 +49,29 @@ pub fn vestibule_binary() -> PathBuf {
     path
 }
 
+/// The workspace's root folder (where `scripts/` and `.tools/` live).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace")
+        .to_path_buf()
+}
+
+/// A program of the test suite's Python tools (`.tools/venv/bin/<name>`: `python`,
+/// `schemathesis`), installed by `scripts/setup-tools.sh --test`.
+///
+/// # Panics
+/// When it is missing: run `scripts/setup-tools.sh --test` (scripts/test.sh does).
+pub fn python_tool(name: &str) -> PathBuf {
+    let path = workspace_root().join(".tools/venv/bin").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/setup-tools.sh --test (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 /// A private `redis-server` listening on a Unix socket in its own temp folder.
 pub struct RedisServer {
     child: Option<Child>,

@@ -233,7 +233,7 @@ async fn leaving_moves_everyone_behind_up_by_one(backend: Backend) {
     );
 }
 
-/// DESIGN.md: ETA = ⌈position ÷ rate × 1.2⌉; hint = max(1 s, min(tier, ½ ETA)).
+/// docs/DESIGN.md: ETA = ⌈position ÷ rate × 1.2⌉; hint = max(1 s, min(tier, ½ ETA)).
 fn expected_hint(position: u64, rate: f64) -> u64 {
     let tier = match position {
         0..=10 => 3000,

@@ -12,18 +12,20 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use subtle::ConstantTimeEq;
-use vestibule_shared::{RoomSettings, RoomSettingsPatch};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use vestibule_shared::{ErrorBody, RoomSettings, RoomSettingsPatch};
+
+use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 
 use crate::error::{ApiError, Json, Path};
 use crate::state::AppState;
 use crate::store::{now_ms, RoomConfigPatch, SettingsUpdate, VersionedConfig};
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/admin/rooms/{room}", get(settings).patch(update))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(settings, update))
 }
 
 /// Checks the bearer token.
@@ -80,33 +82,36 @@ fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
-    let text = value.to_str().unwrap_or_default().trim();
-    if text == "*" {
+    let malformed = || {
+        ApiError::BadRequest("If-Match must be one ETag from a settings answer, e.g. \"7\"".into())
+    };
+    let text = value.to_str().map_err(|_| malformed())?.trim();
+    // An empty field carries no condition (some clients send the header always).
+    if text.is_empty() || text == "*" {
         return Ok(None);
     }
     text.strip_prefix('"')
         .and_then(|rest| rest.strip_suffix('"'))
         .and_then(|version| version.parse().ok())
         .map(Some)
-        .ok_or_else(|| {
-            ApiError::BadRequest(
-                "If-Match must be one ETag from a settings answer, e.g. \"7\"".into(),
-            )
-        })
+        .ok_or_else(malformed)
 }
 
 /// Reads a room's settings and counts.
 #[utoipa::path(
     get,
     path = "/api/v1/admin/rooms/{room}",
-    params(("room" = String, Path)),
+    tag = "admin",
+    operation_id = "room_settings",
+    params(("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main")),
     security(("admin_token" = [])),
     responses(
-        (status = 200, body = RoomSettings, headers(("ETag" = String, description = "The settings' version, for If-Match"))),
-        (status = 401, body = vestibule_shared::ErrorBody),
-        (status = 403, body = vestibule_shared::ErrorBody),
-        (status = 404, body = vestibule_shared::ErrorBody),
-        (status = 503, body = vestibule_shared::ErrorBody),
+        (status = 200, body = RoomSettings, description = "The settings as stored now (any replica), with live counts",
+            headers(("ETag" = String, description = "The settings' version, for If-Match"))),
+        (status = 401, description = "No bearer token (`unauthorized`)", body = ErrorBody),
+        (status = 403, description = "Wrong token, or the admin API is off (`forbidden`)", body = ErrorBody),
+        (status = 404, description = "Unknown room", body = ErrorBody),
+        EdgeErrors, StoreReadErrors,
     )
 )]
 pub async fn settings(
@@ -156,21 +161,24 @@ fn checked(patch: &RoomSettingsPatch) -> Result<RoomConfigPatch, ApiError> {
 #[utoipa::path(
     patch,
     path = "/api/v1/admin/rooms/{room}",
+    tag = "admin",
+    operation_id = "update_room_settings",
     params(
-        ("room" = String, Path),
-        ("If-Match" = Option<String>, Header, description = "Apply only at this settings version (an ETag of an earlier answer)"),
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
+        ("If-Match" = Option<String>, Header, pattern = "^(|\"[0-9]{1,19}\"|\\*)$", description = "Apply only at this settings version (an ETag of an earlier answer)"),
     ),
     request_body = RoomSettingsPatch,
     security(("admin_token" = [])),
     responses(
-        (status = 200, body = RoomSettings, headers(("ETag" = String, description = "The settings' new version"))),
-        (status = 400, body = vestibule_shared::ErrorBody),
-        (status = 401, body = vestibule_shared::ErrorBody),
-        (status = 403, body = vestibule_shared::ErrorBody),
-        (status = 404, body = vestibule_shared::ErrorBody),
-        (status = 412, description = "If-Match names an old version: nothing changed", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable: nothing changed", body = vestibule_shared::ErrorBody),
-        (status = 504, description = "Store did not confirm: GET the settings before changing them again", body = vestibule_shared::ErrorBody),
+        (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
+            headers(("ETag" = String, description = "The settings' new version"))),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 401, description = "No bearer token", body = ErrorBody),
+        (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
+        (status = 404, description = "Unknown room", body = ErrorBody),
+        (status = 412, description = "If-Match names an old version: nothing changed (`precondition_failed`)", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        EdgeErrors, StoreWriteErrors,
     )
 )]
 pub async fn update(

@@ -13,21 +13,20 @@ use axum::extract::State;
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
 use futures_util::{stream, StreamExt};
 use tokio_stream::wrappers::WatchStream;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use vestibule_shared::ErrorBody;
 
+use super::openapi::{EdgeErrors, StoreReadErrors};
 use super::tickets::current_status;
 use crate::error::{ApiError, Path};
 use crate::state::AppState;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/api/v1/rooms/{room}/tickets/{ticket_id}/events",
-        get(events),
-    )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(events))
 }
 
 /// Seconds without news before a keep-alive event (the page drops a stream silent for two).
@@ -37,11 +36,26 @@ const KEEP_ALIVE_SECS: u64 = 10;
 #[utoipa::path(
     get,
     path = "/api/v1/rooms/{room}/tickets/{ticketId}/events",
-    params(("room" = String, Path), ("ticketId" = String, Path)),
+    tag = "tickets",
+    operation_id = "events",
+    description = "Server-Sent Events (`text/event-stream`), an alternative to polling. Each \
+        message is `event: status`, `id: <n>` (0, 1, 2, … per stream) and `data: <TicketStatus \
+        JSON>`: the current status at once, then each change. After 10 s without news the server \
+        sends `event: keepalive` with `data: {}` (an event, not a comment, so a browser's \
+        EventSource sees it): a client that hears nothing for about 20 s should reconnect. The \
+        stream stays open while the ticket is WAITING and after TOKEN_ISSUED, and ends after the \
+        first terminal status (COMPLETED, EXPIRED, LEFT) or when the server shuts down; \
+        reconnecting (with or without `Last-Event-ID`) starts again with the current status.",
+    params(
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
+        ("ticketId" = String, Path, pattern = "^[A-Za-z0-9_-]{22}$", description = "Ticket id from the join", example = "Zb3n0W6m1q8VqL2pX9cT4A"),
+    ),
     responses(
-        (status = 200, description = "text/event-stream of `status` events (TicketStatus JSON) and `keepalive` events (`{}`) every 10 s without news", content_type = "text/event-stream"),
-        (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+        (status = 200, description = "The stream of `status` events, and a `keepalive` event (`data: {}`) after 10 s without news", content_type = "text/event-stream", body = String,
+            example = "event: status\nid: 0\ndata: {\"ticketId\":\"Zb3n0W6m1q8VqL2pX9cT4A\",\"room\":\"main\",\"status\":\"WAITING\",\"position\":42,…}\n\n"),
+        (status = 400, description = "Malformed ticket id (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "Unknown room or ticket", body = ErrorBody),
+        EdgeErrors, StoreReadErrors,
     )
 )]
 pub async fn events(

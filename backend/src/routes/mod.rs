@@ -29,6 +29,9 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+
 use crate::error::{json_error_bodies, retry_after, ApiError};
 use crate::state::AppState;
 use crate::token_layer::require_entry_token;
@@ -36,14 +39,9 @@ use crate::token_layer::require_entry_token;
 /// The whole application's router, without a socket (tests can `oneshot` it).
 pub fn router(state: AppState) -> Router {
     let config = state.config.clone();
-    let api = Router::new()
-        .merge(tickets::router())
-        .merge(events::router())
-        .merge(rooms::router())
-        .merge(orders::router())
-        .merge(admin::router())
-        .merge(health::router())
-        .merge(openapi::router())
+    let (api, document) = documented_routes();
+    let api = api
+        .merge(openapi::router(&document))
         .route("/api/{*rest}", axum::routing::any(unknown_endpoint))
         .method_not_allowed_fallback(method_not_allowed);
     let mut app = api
@@ -83,6 +81,18 @@ pub fn router(state: AppState) -> Router {
                 .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
         )
         .with_state(state)
+}
+
+/// Every documented route and the OpenAPI document made from the same declarations.
+pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(tickets::router())
+        .merge(events::router())
+        .merge(rooms::router())
+        .merge(orders::router())
+        .merge(admin::router())
+        .merge(health::router())
+        .split_for_parts()
 }
 
 /// A path safe to log: ticket ids (bearer secrets) replaced by `:id`.

@@ -1,12 +1,56 @@
-//! `GET /api/v1/openapi.json`: the OpenAPI 3.1 document, generated from the handlers and DTOs.
+//! `GET /api/v1/openapi.json`: the OpenAPI 3.1 document.
+//!
+//! Generated from the same declarations that build the router: every route is registered with
+//! `utoipa_axum::routes!` from its handler's `#[utoipa::path]`, so a path exists once and the
+//! document cannot list a route the server lacks (or miss one it has). This module adds what is
+//! common to many operations: the response classes for errors made by layers and by the store,
+//! the enum of error codes, the admin security scheme, and the links a client follows from a
+//! join to its poll, stream and leave.
 
+use std::sync::Arc;
+
+use axum::http::header;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use serde_json::{json, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::{IntoResponses, Modify, OpenApi};
+use vestibule_shared::{error_code, ErrorBody};
 
-use crate::error::Json;
 use crate::state::AppState;
+
+/// Errors any operation can meet before its handler runs (layers).
+#[derive(IntoResponses)]
+pub enum EdgeErrors {
+    /// The request (its body) took longer than `--request-timeout-secs`.
+    #[response(status = 408)]
+    RequestTimeout(ErrorBody),
+    /// The body is larger than `--max-body-bytes`.
+    #[response(status = 413)]
+    PayloadTooLarge(ErrorBody),
+}
+
+/// The store could not be read: nothing happened; retry after `Retry-After` seconds.
+#[derive(IntoResponses)]
+pub enum StoreReadErrors {
+    /// The store is unreachable (`store_unavailable`); nothing happened.
+    #[response(status = 503, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")))]
+    Unavailable(ErrorBody),
+}
+
+/// A change could not be made (503: surely not applied) or was not confirmed (504: re-read, or
+/// retry with the same `Idempotency-Key`).
+#[derive(IntoResponses)]
+pub enum StoreWriteErrors {
+    /// The store is unreachable (`store_unavailable`): the change surely did not happen.
+    #[response(status = 503, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")))]
+    Unavailable(ErrorBody),
+    /// The store did not confirm the change in time (`store_timeout`): it may or may not have
+    /// happened. Re-read before retrying, or retry with the same `Idempotency-Key`.
+    #[response(status = 504, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")))]
+    Timeout(ErrorBody),
+}
 
 struct AdminSecurity;
 
@@ -20,15 +64,107 @@ impl Modify for AdminSecurity {
     }
 }
 
-/// The API description.
+/// The finished document as JSON: the router's document plus what `utoipa` cannot say from
+/// the declarations — the enum of error codes, the links from a join to its ticket (written as
+/// JSON because utoipa 5 serializes a link's `operationId` as `operation_id`), and the shape of
+/// each event of the SSE stream (OpenAPI 3.1 reads the `schema` of `text/event-stream` as the
+/// schema of one event; its `data` is TicketStatus JSON).
+pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
+    let mut json = serde_json::to_value(document).unwrap_or_else(|_| json!({}));
+    // `error` is a string in Rust (clients must accept codes added later); the document lists
+    // every code the server sends today.
+    json["components"]["schemas"]["ErrorBody"]["properties"]["error"] = json!({
+        "type": "string",
+        "description": "Stable machine-readable code.",
+        "enum": error_code::ALL,
+        "examples": ["ticket_not_found"],
+    });
+    headers_are_plain_strings(&mut json);
+    let join = &mut json["paths"]["/api/v1/rooms/{room}/tickets"]["post"]["responses"];
+    for status in ["200", "201"] {
+        if join[status].is_object() {
+            join[status]["links"] = json!({
+                "poll": ticket_link("poll"),
+                "events": ticket_link("events"),
+                "leave": ticket_link("leave"),
+            });
+        }
+    }
+    let stream = &mut json["paths"]["/api/v1/rooms/{room}/tickets/{ticketId}/events"]["get"]
+        ["responses"]["200"]["content"]["text/event-stream"];
+    if stream.is_object() {
+        stream["schema"] = json!({
+            "type": "object",
+            "description": "One event of the stream.",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"type": "string", "enum": ["status"]},
+                "id": {"type": "string", "pattern": "^[0-9]+$",
+                       "description": "0, 1, 2, … within one stream"},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {"$ref": "#/components/schemas/TicketStatus"},
+                },
+                "retry": {"type": "integer"},
+            },
+        });
+    }
+    json
+}
+
+/// An optional header is absent or a string, never JSON `null` (utoipa types `Option<String>`
+/// as `["string", "null"]`, which a client would send as the text `null`).
+fn headers_are_plain_strings(json: &mut Value) {
+    let Some(paths) = json["paths"].as_object_mut() else {
+        return;
+    };
+    for operation in paths.values_mut().filter_map(Value::as_object_mut) {
+        for operation in operation.values_mut() {
+            let Some(parameters) = operation
+                .get_mut("parameters")
+                .and_then(Value::as_array_mut)
+            else {
+                continue;
+            };
+            for parameter in parameters.iter_mut().filter(|p| p["in"] == "header") {
+                if parameter["schema"]["type"].is_array() {
+                    parameter["schema"]["type"] = json!("string");
+                }
+            }
+        }
+    }
+}
+
+/// A link from a join's answer to an operation on its ticket.
+fn ticket_link(operation: &str) -> Value {
+    json!({
+        "operationId": operation,
+        "parameters": {"room": "$request.path.room", "ticketId": "$response.body#/ticketId"},
+        "description": format!("The `{operation}` operation on the ticket just made"),
+    })
+}
+
+/// The API description's fixed parts; the paths come from the router.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Vestibule API", version = "1", description = "Virtual waiting room: join a room's queue, poll or stream your position, check out with an entry token."),
-    paths(
-        super::tickets::join, super::tickets::poll, super::tickets::leave,
-        super::events::events, super::rooms::room_info, super::orders::place_order,
-        super::admin::settings, super::admin::update,
-        super::health::healthz, super::health::readyz, super::health::metrics_text,
+    info(
+        title = "Vestibule API",
+        version = "1",
+        description = "Virtual waiting room: join a room's queue, poll or stream your position, \
+            check out with an entry token.\n\n\
+            Errors are `{\"error\": code, \"message\": text}` with a stable code (the enum of \
+            `ErrorBody.error`). Every write can be retried: 503 `store_unavailable` means nothing \
+            happened; 504 `store_timeout` means the change may have happened (re-read, or retry \
+            with the same `Idempotency-Key`). Clients must treat ticket states they do not know \
+            as \"keep polling at nextPollAfterMs\"."
+    ),
+    tags(
+        (name = "tickets", description = "A shopper's place in a room: join, poll, stream, leave"),
+        (name = "rooms", description = "Public facts about a room"),
+        (name = "checkout", description = "The demo checkout behind the entry token"),
+        (name = "admin", description = "The operator's live knobs (bearer admin token)"),
+        (name = "health", description = "Liveness, readiness and metrics"),
     ),
     components(schemas(
         vestibule_shared::TicketStatus, vestibule_shared::TicketState, vestibule_shared::RoomInfo,
@@ -39,10 +175,20 @@ impl Modify for AdminSecurity {
 )]
 pub struct ApiDoc;
 
-/// Routes of this module.
-pub fn router() -> Router<AppState> {
+/// Serves the finished document (built once, from the router's declarations).
+pub fn router(document: &utoipa::openapi::OpenApi) -> Router<AppState> {
+    let json: Arc<str> = finished(document).to_string().into();
     Router::new().route(
         "/api/v1/openapi.json",
-        get(|| async { Json(ApiDoc::openapi()) }),
+        get(move || {
+            let json = json.clone();
+            async move {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    json.to_string(),
+                )
+                    .into_response()
+            }
+        }),
     )
 }

@@ -9,11 +9,12 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::Router;
-use vestibule_shared::{error_code, OrderReceipt, OrderRequest, ENTRY_TOKEN_HEADER};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use vestibule_shared::{error_code, ErrorBody, OrderReceipt, OrderRequest, ENTRY_TOKEN_HEADER};
 
 use super::idempotency_key;
+use super::openapi::{EdgeErrors, StoreWriteErrors};
 use crate::config::OutagePolicy;
 use crate::error::{ApiError, Json, Path};
 use crate::ids::random_id;
@@ -25,8 +26,8 @@ use crate::token_layer;
 pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/rooms/{room}/orders", post(place_order))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(place_order))
 }
 
 /// Whether `path` is exactly the demo order route, `/api/v1/rooms/{room}/orders`.
@@ -61,7 +62,9 @@ fn order_from(headers: &HeaderMap, body: &Bytes) -> Result<OrderRequest, ApiErro
             "send the order as Content-Type: application/json".into(),
         ));
     }
-    serde_json::from_slice(body)
+    // `null` is an order without details, like an empty body.
+    serde_json::from_slice::<Option<OrderRequest>>(body)
+        .map(Option::unwrap_or_default)
         .map_err(|error| ApiError::BadRequest(format!("order body: {error}")))
 }
 
@@ -69,19 +72,23 @@ fn order_from(headers: &HeaderMap, body: &Bytes) -> Result<OrderRequest, ApiErro
 #[utoipa::path(
     post,
     path = "/api/v1/rooms/{room}/orders",
+    tag = "checkout",
+    operation_id = "place_order",
     params(
-        ("room" = String, Path),
-        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: the same key with the same token and body answers the first receipt again; 1–128 printable ASCII"),
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
+        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED", example = "main.Qm9vZGxlcy1hbmQtY2hlZXNl"),
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$", description = "Makes retries safe: the same key with the same token and body answers the first receipt again (1–128 printable ASCII, no spaces)", example = "order-7f3a9c"),
     ),
-    request_body(content = Option<OrderRequest>, content_type = "application/json"),
+    request_body(content = Option<OrderRequest>, content_type = "application/json", description = "May be omitted: one `demo-item`"),
     responses(
-        (status = 201, body = OrderReceipt, description = "Order placed (or, for a retry with the same Idempotency-Key, the first order's receipt, with Idempotent-Replayed: true)"),
-        (status = 400, description = "Malformed order or key", body = vestibule_shared::ErrorBody),
-        (status = 403, description = "Token missing, unknown, expired, another room's or used", body = vestibule_shared::ErrorBody),
-        (status = 409, description = "Idempotency-Key reused with another order body", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable: nothing happened", body = vestibule_shared::ErrorBody),
-        (status = 504, description = "Store did not confirm: retry with the same Idempotency-Key", body = vestibule_shared::ErrorBody),
+        (status = 201, body = OrderReceipt, description = "Order placed; for a retry with the same Idempotency-Key, the first order's receipt",
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the first order's receipt answered again"))),
+        (status = 400, description = "Malformed order or key (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 403, description = "Token missing, unknown, expired, another room's or used (`entry_token_*`)", body = ErrorBody),
+        (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
+        (status = 409, description = "The Idempotency-Key was used for another order body (`idempotency_key_reused`)", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
+        EdgeErrors, StoreWriteErrors,
     )
 )]
 pub async fn place_order(

@@ -1,28 +1,32 @@
 //! `GET /api/v1/rooms/{room}`: the public view of a room.
 
 use axum::extract::State;
-use axum::routing::get;
-use axum::Router;
-use vestibule_shared::{RoomInfo, RoomState};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use vestibule_shared::{ErrorBody, RoomInfo, RoomState};
+
+use super::openapi::{EdgeErrors, StoreReadErrors};
 
 use crate::error::{ApiError, Json, Path};
 use crate::state::AppState;
 use crate::store::now_ms;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/rooms/{room}", get(room_info))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(room_info))
 }
 
 /// State, waiting and active counts, and the admission rate of a room.
 #[utoipa::path(
     get,
     path = "/api/v1/rooms/{room}",
-    params(("room" = String, Path)),
+    tag = "rooms",
+    operation_id = "room_info",
+    params(("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main")),
     responses(
         (status = 200, body = RoomInfo),
-        (status = 404, description = "Unknown room", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+        (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
+        EdgeErrors, StoreReadErrors,
     )
 )]
 pub async fn room_info(

@@ -3,12 +3,13 @@
 use axum::extract::State;
 use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
-use vestibule_shared::{TicketStatus, USER_ASSERTION_HEADER};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use vestibule_shared::{ErrorBody, TicketStatus, USER_ASSERTION_HEADER};
 
 use super::idempotency_key;
-use crate::client_ip::client_ip;
+use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
+use crate::client_ip::{client_ip, limit_key};
 use crate::error::{ApiError, Json, Path};
 use crate::ids::{is_well_formed_id, log_tag, random_id};
 use crate::state::AppState;
@@ -16,13 +17,10 @@ use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome};
 use crate::user_assertion;
 
 /// Routes of this module.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/rooms/{room}/tickets", post(join))
-        .route(
-            "/api/v1/rooms/{room}/tickets/{ticket_id}",
-            get(poll).delete(leave),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(join))
+        .routes(routes!(poll, leave))
 }
 
 /// The dedup key of a join: a verified user id beats an `Idempotency-Key`.
@@ -85,19 +83,24 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
 #[utoipa::path(
     post,
     path = "/api/v1/rooms/{room}/tickets",
+    tag = "tickets",
+    operation_id = "join",
     params(
-        ("room" = String, Path, description = "Room slug"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Dedup key, 1–128 printable ASCII"),
-        ("X-User-Assertion" = Option<String>, Header, description = "userId.expiry.hexHmac signed by the storefront"),
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug, `[a-z0-9-]{1,64}`", example = "main"),
+        ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$", description = "Makes the join idempotent: the same key returns the same ticket and place (1–128 printable ASCII, no spaces; a secret like the ticket id)", example = "3f9c2a7e5b1d4c8a"),
+        ("X-User-Assertion" = Option<String>, Header, pattern = "^[!-~]+\\.[0-9]+\\.[0-9a-f]{64}$", description = "`userId.expiryUnixSecs.hexHmac` signed by the storefront with `--user-assertion-secret`: one live ticket per user. 403 `user_assertion_invalid` when it does not verify"),
     ),
     responses(
-        (status = 201, description = "New ticket", body = TicketStatus),
-        (status = 200, description = "Existing ticket for this key", body = TicketStatus),
-        (status = 400, description = "Malformed header", body = vestibule_shared::ErrorBody),
-        (status = 403, description = "Invalid user assertion", body = vestibule_shared::ErrorBody),
-        (status = 404, description = "Unknown room", body = vestibule_shared::ErrorBody),
-        (status = 429, description = "Per-IP join limit (see Retry-After)", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+        (status = 201, description = "New ticket at the back of the line", body = TicketStatus,
+            headers(("Location" = String, description = "The ticket's URL"))),
+        (status = 200, description = "The live ticket already joined under this key or user (same id, same place)", body = TicketStatus,
+            headers(("Location" = String, description = "The ticket's URL"))),
+        (status = 400, description = "Malformed `Idempotency-Key` (`bad_request`)", body = ErrorBody),
+        (status = 403, description = "Invalid user assertion (`user_assertion_invalid`)", body = ErrorBody),
+        (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
+        (status = 429, description = "Over the per-client join limit (`rate_limited`); a retried join that finds its ticket is never refused", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        EdgeErrors, StoreWriteErrors,
     )
 )]
 pub async fn join(
@@ -111,7 +114,7 @@ pub async fn join(
     let limit = state.config.joins_per_ip_per_minute.and_then(|per_minute| {
         let ip = client_ip(&headers, &extensions, state.config.client_ip_source())?;
         Some(JoinLimit {
-            client: ip.to_string(),
+            client: limit_key(ip),
             per_minute: per_minute.get(),
         })
     });
@@ -149,12 +152,17 @@ pub async fn join(
 #[utoipa::path(
     get,
     path = "/api/v1/rooms/{room}/tickets/{ticketId}",
-    params(("room" = String, Path), ("ticketId" = String, Path)),
+    tag = "tickets",
+    operation_id = "poll",
+    params(
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
+        ("ticketId" = String, Path, pattern = "^[A-Za-z0-9_-]{22}$", description = "Ticket id from the join (22 URL-safe base64 characters)", example = "Zb3n0W6m1q8VqL2pX9cT4A"),
+    ),
     responses(
-        (status = 200, body = TicketStatus),
-        (status = 400, description = "Malformed ticket id", body = vestibule_shared::ErrorBody),
-        (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+        (status = 200, description = "The ticket's status; poll again after `nextPollAfterMs`", body = TicketStatus),
+        (status = 400, description = "Malformed ticket id (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "Unknown room or ticket (`room_not_found`, `ticket_not_found`; tickets are forgotten an hour after they end)", body = ErrorBody),
+        EdgeErrors, StoreReadErrors,
     )
 )]
 pub async fn poll(
@@ -181,11 +189,17 @@ pub async fn poll(
 #[utoipa::path(
     delete,
     path = "/api/v1/rooms/{room}/tickets/{ticketId}",
-    params(("room" = String, Path), ("ticketId" = String, Path)),
+    tag = "tickets",
+    operation_id = "leave",
+    params(
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
+        ("ticketId" = String, Path, pattern = "^[A-Za-z0-9_-]{22}$", description = "Ticket id from the join", example = "Zb3n0W6m1q8VqL2pX9cT4A"),
+    ),
     responses(
-        (status = 204, description = "Left (or had already ended)"),
-        (status = 404, description = "Unknown room or ticket", body = vestibule_shared::ErrorBody),
-        (status = 503, description = "Store unreachable", body = vestibule_shared::ErrorBody),
+        (status = 204, description = "Left (or had already ended): safe to repeat"),
+        (status = 400, description = "Malformed ticket id (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "Unknown room or ticket", body = ErrorBody),
+        EdgeErrors, StoreWriteErrors,
     )
 )]
 pub async fn leave(

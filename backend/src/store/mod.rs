@@ -5,7 +5,7 @@
 //! - [`memory`]: `MemoryStore`, the embedded default for a single process; no setup.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
-//! Semantics both must keep (DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
+//! Semantics both must keep (docs/DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
@@ -224,7 +224,7 @@ pub enum TokenUse {
 }
 
 /// How a Redis server is set up, as far as it matters for keeping the queue (`/readyz`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreSafety {
     /// `maxmemory-policy`; anything but `noeviction` lets Redis delete tickets and tokens that
@@ -244,13 +244,13 @@ impl StoreSafety {
         self.maxmemory_policy != "noeviction"
     }
 
-    /// Whether a restart of Redis keeps its data (AOF or RDB snapshots).
-    pub fn persists(&self) -> bool {
-        self.aof_enabled
-            || self
-                .rdb_save
-                .as_deref()
-                .is_some_and(|save| !save.is_empty())
+    /// Whether a restart of Redis keeps its data (AOF or RDB snapshots); `None` when that cannot
+    /// be told (no AOF, and the snapshot schedule is hidden, as `CONFIG` is on managed Redis).
+    pub fn persists(&self) -> Option<bool> {
+        if self.aof_enabled {
+            return Some(true);
+        }
+        self.rdb_save.as_deref().map(|save| !save.is_empty())
     }
 
     /// One sentence per setting that can lose queue state, for logs and `/readyz`.
@@ -264,7 +264,9 @@ impl StoreSafety {
                 self.maxmemory_policy
             ));
         }
-        if !self.persists() {
+        // Unknown is not reported as "none": a warning that always fires on managed Redis
+        // would teach operators to ignore the warnings.
+        if self.persists() == Some(false) {
             warnings.push(
                 "Redis keeps no AOF and no RDB snapshots: a Redis restart empties every queue; \
                  set appendonly yes"
