@@ -263,13 +263,7 @@ async fn sale_through_the_page(transport: &str) {
         |s| !s.is_empty(),
     )
     .await;
-    let eta_words = browser
-        .find(Locator::Css("#eta"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let eta_words = text_of(&browser, "#eta").await;
     assert_eq!(eta, "3600", "3 ÷ 0.001/s × 1.2 = 3600 s");
     assert!(eta_words.chars().any(|c| c.is_ascii_digit()), "{eta_words}");
 
@@ -419,13 +413,7 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         .await
         .unwrap();
     assert_eq!(lang, "ko");
-    let text = browser
-        .find(Locator::Css("main"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = text_of(&browser, "main").await;
     assert!(
         text.chars().any(|c| ('\u{AC00}'..='\u{D7A3}').contains(&c)),
         "no Hangul on the page: {text}"
@@ -465,26 +453,12 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
     // Leaving gives the place up on the server and offers to join again.
     click(&browser, "#leave-line").await;
     click(&browser, "#leave-confirm").await;
-    wait_for(
-        &browser,
-        "#status",
-        Some("data-status"),
-        Duration::from_secs(10),
-        |s| s == "LEFT",
-    )
-    .await;
+    wait_for_ticket_state(&browser, "LEFT", Duration::from_secs(10)).await;
     assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 41);
     // Joining again takes the last place; focus goes to the status it changes.
     click(&browser, "#join-again").await;
     assert_eq!(focused_id(&browser).await, "status");
-    wait_for(
-        &browser,
-        "#status",
-        Some("data-status"),
-        Duration::from_secs(10),
-        |s| s == "WAITING",
-    )
-    .await;
+    wait_for_ticket_state(&browser, "WAITING", Duration::from_secs(10)).await;
     assert_eq!(shown_position(&browser).await, "42");
     // Checkout without a token says so and offers no order button, only the way back.
     browser
@@ -495,13 +469,7 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         !t.is_empty()
     })
     .await;
-    let title = browser
-        .find(Locator::Css("#checkout-title"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let title = text_of(&browser, "#checkout-title").await;
     assert!(!title.contains("You're in"), "{title}");
     let button = browser.find(Locator::Css("#place-order")).await.unwrap();
     assert!(
@@ -509,6 +477,17 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         "an order button without a token"
     );
     browser.close().await.unwrap();
+}
+
+/// The visible text of the element `css` names.
+async fn text_of(browser: &Client, css: &str) -> String {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("text of {css}: {e}"))
 }
 
 async fn click(browser: &Client, css: &str) {
@@ -625,7 +604,12 @@ async fn wait_for_path(browser: &Client, path: &str, timeout: Duration) {
 /// itself and offers the order.
 async fn reach_checkout(browser: &Client, url: &str) {
     browser.goto(url).await.unwrap();
-    wait_for_path(browser, "/checkout", Duration::from_secs(20)).await;
+    arrive_at_checkout(browser, Duration::from_secs(20)).await;
+}
+
+/// Waits until the page moved to checkout (within `timeout`) and offers the order.
+async fn arrive_at_checkout(browser: &Client, timeout: Duration) {
+    wait_for_path(browser, "/checkout", timeout).await;
     wait_for(
         browser,
         "#place-order",
@@ -646,6 +630,14 @@ async fn final_outcome(browser: &Client, timeout: Duration) -> String {
         |o| o == "ordered" || o == "used" || o == "error",
     )
     .await
+}
+
+/// Waits until the view shows the ticket in `state` (`#status[data-status]`), e.g. `"LEFT"`.
+async fn wait_for_ticket_state(browser: &Client, state: &str, timeout: Duration) {
+    wait_for(browser, "#status", Some("data-status"), timeout, |s| {
+        s == state
+    })
+    .await;
 }
 
 /// Waits until `#connection[data-state]` satisfies `done`.
@@ -676,13 +668,7 @@ async fn server_unreachable_counts_down_and_retry_now_keeps_focus(
     // "3 s" means more than 2 s to go: 1.1 s later the same countdown shows less.
     let first = retrying_in(&text).expect("a countdown");
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let text = browser
-        .find(Locator::Css("#connection"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = text_of(browser, "#connection").await;
     let then = retrying_in(&text).expect("still counting down");
     assert!(
         then < first,
@@ -767,14 +753,7 @@ async fn a_hung_link_is_noticed_and_survived(transport: &str) {
 
     proxy.set(LinkState::Up);
     let restored = Instant::now();
-    wait_for(
-        &browser,
-        "#status",
-        Some("data-status"),
-        Duration::from_secs(10),
-        |s| s == "TOKEN_ISSUED",
-    )
-    .await;
+    wait_for_ticket_state(&browser, "TOKEN_ISSUED", Duration::from_secs(10)).await;
     let recovered = restored.elapsed();
     println!(
         "{transport}: hung {:?}; turn shown {recovered:?} after the link came back",
@@ -786,15 +765,7 @@ async fn a_hung_link_is_noticed_and_survived(transport: &str) {
         t.contains("It's your turn")
     })
     .await;
-    wait_for_path(&browser, "/checkout", Duration::from_secs(5)).await;
-    wait_for(
-        &browser,
-        "#place-order",
-        None,
-        Duration::from_secs(10),
-        |t| !t.is_empty(),
-    )
-    .await;
+    arrive_at_checkout(&browser, Duration::from_secs(5)).await;
     click(&browser, "#place-order").await;
     let outcome = final_outcome(&browser, Duration::from_secs(15)).await;
     assert_eq!(outcome, "ordered");
