@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the waiting-room page in release (dist/index.html + the .wasm) and prints its size.
+# Builds the waiting-room page in release (dist/index.html + the .wasm), writes brotli and gzip
+# copies of every file for the server to send, and prints the sizes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -17,7 +18,15 @@ if [ "${#wasm_files[@]}" -ne 1 ]; then
   echo "build-page: expected one .wasm in dist/, found ${#wasm_files[@]}" >&2
   exit 1
 fi
-wasm=${wasm_files[0]}
-raw=$(wc -c <"$wasm")
-gz=$(gzip -9 -c "$wasm" | wc -c)
-echo "page wasm: $raw bytes raw, $gz bytes gzip ($wasm)"
+
+# Precompressed copies that the server sends to browsers accepting them (backend/src/routes/page.rs):
+# brotli and gzip at their best levels; compressing once here costs nothing per request.
+for file in dist/*.wasm dist/*.js dist/*.css dist/*.html; do
+  brotli --force --best --keep "$file"
+  gzip --force --best --keep --no-name "$file"
+done
+
+size() { wc -c <"$1" | tr -d ' '; }
+for file in "${wasm_files[0]}" dist/*.js; do
+  echo "page $(basename "$file"): $(size "$file") bytes raw, $(size "$file.gz") gzip, $(size "$file.br") brotli"
+done

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the test suite need, skipping every step already done.
 # Pinned versions: keep them equal to Cargo.lock / Trunk.toml (see TOOLCHAIN notes in README).
-#   --page   : wasm32 target, trunk, wasm-bindgen-cli, wasm-opt (binaryen from npm)
-#   --test   : the above plus redis-server, Chromium and ChromeDriver
+#   --page   : wasm32 target, trunk, wasm-bindgen-cli, wasm-opt (binaryen from npm), brotli
+#   --test   : the above plus redis-server, Chromium, ChromeDriver and axe-core (npm)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -11,6 +11,7 @@ TRUNK_VERSION=0.21.14
 PYTHON_TOOLS="schemathesis==4.32.5 httpx==0.28.1 httpx-sse==0.4.3 requests==2.32.5"
 WASM_BINDGEN_VERSION=0.2.130
 BINARYEN_VERSION=132
+AXE_CORE_VERSION=4.11.0
 
 want_test=0
 for arg in "$@"; do
@@ -23,6 +24,17 @@ done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 export PATH="$HOME/.cargo/bin:$PATH"
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
 
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "adding rust target wasm32-unknown-unknown"
@@ -48,16 +60,8 @@ if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
   (cd "$tools" && npm install --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION" >/dev/null)
 fi
 
-apt_updated=0
-apt_install() {
-  if [ "$apt_updated" = 0 ]; then
-    log "apt-get update"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    apt_updated=1
-  fi
-  log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+# The page's precompressed copies (scripts/build-page.sh); gzip is part of every Debian.
+command -v brotli >/dev/null || apt_install brotli
 
 if [ "$want_test" = 1 ]; then
   command -v redis-server >/dev/null || apt_install redis-server
@@ -74,5 +78,10 @@ if [ "$want_test" = 1 ]; then
   fi
   # Korean glyphs for the page's screenshots (without them Hangul renders as boxes).
   [ -d /usr/share/fonts/truetype/nanum ] || apt_install fonts-nanum
+  # Accessibility checks of the page in every state (tests/tests/browser.rs injects it).
+  if [ ! -f "$tools/node_modules/axe-core/axe.min.js" ]; then
+    log "installing axe-core@$AXE_CORE_VERSION from npm into .tools/"
+    (cd "$tools" && npm install --no-audit --no-fund --silent "axe-core@$AXE_CORE_VERSION" >/dev/null)
+  fi
 fi
 log "tools ready"

@@ -2,7 +2,13 @@
 //!
 //! The position can change every second; announcing each change would drown out everything else
 //! a screen reader says. A change is spoken when the position crosses a notable step (100, 50,
-//! 10, 3, …) or when the last announcement is at least half a minute old.
+//! 10, …) or when the last announcement is at least half a minute old. The last few places are
+//! what a shopper waits for, so every change among them is spoken at once, however fast the
+//! line moves.
+
+use vestibule_shared::{RoomState, TicketState, TicketStatus};
+
+use crate::i18n::{say_position, t, Lang, Text};
 
 /// Positions worth announcing as soon as the shopper reaches them.
 const STEPS: [u64; 15] = [
@@ -10,8 +16,10 @@ const STEPS: [u64; 15] = [
 ];
 /// Longest silence while the position keeps changing.
 const MAX_SILENCE_MS: f64 = 30_000.0;
-/// Shortest gap between two step announcements (steps pass quickly near the front).
+/// Shortest gap between two step announcements further back (steps pass quickly there).
 const MIN_STEP_GAP_MS: f64 = 5_000.0;
+/// Every change to a position at or below this is announced, with no gap.
+const FRONT_OF_LINE: u64 = 5;
 
 /// Remembers what was last announced about the position, and when.
 #[derive(Debug, Default, Clone)]
@@ -30,7 +38,9 @@ impl PositionAnnouncer {
                 let crossed = STEPS
                     .iter()
                     .any(|&step| position <= step && last_position > step);
-                silence >= MAX_SILENCE_MS || (crossed && silence >= MIN_STEP_GAP_MS)
+                position <= FRONT_OF_LINE
+                    || silence >= MAX_SILENCE_MS
+                    || (crossed && silence >= MIN_STEP_GAP_MS)
             }
         };
         if speak {
@@ -43,6 +53,46 @@ impl PositionAnnouncer {
     pub fn record(&mut self, position: u64, now_ms: f64) {
         self.last = Some((position, now_ms));
     }
+}
+
+/// What the live region says about a newly seen ticket status, if anything.
+///
+/// `previous_room_state` is the room state of the last waiting status shown; `was_lost` says the
+/// connection had been lost (the first news after it says "Reconnected" with the place).
+pub fn status_announcement(
+    lang: Lang,
+    status: &TicketStatus,
+    previous_room_state: Option<RoomState>,
+    was_lost: bool,
+    announcer: &mut PositionAnnouncer,
+    now_ms: f64,
+) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    match status.status {
+        TicketState::Waiting => {
+            let paused = status.room_state == RoomState::Paused;
+            if paused && previous_room_state != Some(RoomState::Paused) {
+                parts.push(t(lang, Text::SayPaused).to_owned());
+            } else if !paused && previous_room_state == Some(RoomState::Paused) {
+                parts.push(t(lang, Text::SayResumed).to_owned());
+            } else if was_lost {
+                parts.push(t(lang, Text::SayReconnected).to_owned());
+            }
+            if let Some(position) = status.position {
+                if !parts.is_empty() {
+                    announcer.record(position, now_ms);
+                    parts.push(say_position(lang, position, status.eta_seconds));
+                } else if announcer.should_announce(position, now_ms) {
+                    parts.push(say_position(lang, position, status.eta_seconds));
+                }
+            }
+        }
+        TicketState::TokenIssued => parts.push(t(lang, Text::SayYourTurn).to_owned()),
+        TicketState::Completed => parts.push(t(lang, Text::Completed).to_owned()),
+        TicketState::Expired => parts.push(t(lang, Text::Expired).to_owned()),
+        TicketState::Left => parts.push(t(lang, Text::Left).to_owned()),
+    }
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 #[cfg(test)]
@@ -78,9 +128,47 @@ mod tests {
     }
 
     #[test]
+    fn the_last_places_are_all_announced_however_fast_the_line_moves() {
+        let mut a = PositionAnnouncer::default();
+        a.should_announce(20, 0.0);
+        assert!(!a.should_announce(12, 200.0), "too soon, not at the front");
+        for (i, position) in [5, 4, 3, 2, 1].into_iter().enumerate() {
+            assert!(
+                a.should_announce(position, 300.0 + i as f64 * 100.0),
+                "place {position}"
+            );
+        }
+    }
+
+    #[test]
     fn an_unchanged_position_is_never_repeated() {
         let mut a = PositionAnnouncer::default();
         a.should_announce(5, 0.0);
         assert!(!a.should_announce(5, 120_000.0));
+    }
+
+    fn waiting(position: u64) -> TicketStatus {
+        serde_json::from_value(serde_json::json!({
+            "ticketId": "t", "room": "main", "status": "WAITING", "position": position,
+            "etaSeconds": 30, "nextPollAfterMs": 1000, "entryToken": null,
+            "tokenExpiresAt": null, "checkoutUrl": null, "roomState": "OPEN"
+        }))
+        .expect("a TicketStatus")
+    }
+
+    #[test]
+    fn the_turn_is_always_announced_and_a_reconnect_repeats_the_place() {
+        let mut a = PositionAnnouncer::default();
+        let mut turn = waiting(1);
+        turn.status = TicketState::TokenIssued;
+        let said = status_announcement(Lang::En, &turn, None, false, &mut a, 0.0);
+        assert_eq!(said.as_deref(), Some(t(Lang::En, Text::SayYourTurn)));
+        a.record(7, 0.0);
+        let said = status_announcement(Lang::En, &waiting(7), None, true, &mut a, 1.0)
+            .expect("a reconnect is announced");
+        assert!(
+            said.starts_with("Reconnected.") && said.contains("number 7"),
+            "{said}"
+        );
     }
 }

@@ -1,16 +1,27 @@
 //! The JSON API v1 calls the page makes, all same-origin, and the errors they can end in.
+//!
+//! Every call has a deadline: an `AbortController` cancels the request (and the reading of its
+//! body) when the answer takes longer, so a hung connection can never freeze the page.
 
-use std::time::Duration;
+use std::{cell::Cell, rc::Rc, time::Duration};
 
-use gloo_net::http::{Request, Response};
+use gloo_net::http::{Request, RequestBuilder};
+use leptos::prelude::set_timeout_with_handle;
 use vestibule_shared::{
-    error_code, ErrorBody, OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER,
-    IDEMPOTENCY_KEY_HEADER,
+    ErrorBody, OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER,
 };
-use web_sys::RequestCache;
+use web_sys::{AbortController, RequestCache};
 
 /// Longest `Retry-After` the page honours; a larger value is treated as this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// Deadline of a join, poll or leave. The server answers these in milliseconds (its store calls
+/// are bounded at 1 s by default); 6 s leaves room for a new connection on a slow mobile link.
+pub const TICKET_CALL_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Deadline of an order: above the server's own bound on the store call, so the page normally
+/// hears the server's `504 store_timeout` rather than giving up first.
+pub const ORDER_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Why an API call did not give the expected answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,13 +30,16 @@ pub enum ApiError {
     Status {
         /// HTTP status, e.g. 404.
         status: u16,
-        /// Error code from [`error_code`], empty when the body was not the JSON error shape.
+        /// Error code from `vestibule_shared::error_code`, empty when the body was not the JSON
+        /// error shape.
         code: String,
-        /// `Retry-After` in seconds, when sent (503 and 429).
+        /// `Retry-After` in seconds, when sent (503, 504 and 429).
         retry_after: Option<Duration>,
     },
     /// No answer: offline, server down, connection reset.
     Network,
+    /// No complete answer before the call's deadline (the request was aborted).
+    Timeout,
     /// A success status with a body that is not the expected JSON (e.g. a captive portal page).
     Decode,
 }
@@ -42,9 +56,15 @@ impl ApiError {
     /// Whether trying again later can help: no answer, a server-side failure or a rate limit.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Network | Self::Decode => true,
+            Self::Network | Self::Timeout | Self::Decode => true,
             Self::Status { status, .. } => matches!(status, 408 | 429 | 500..=599),
         }
+    }
+
+    /// Whether anything answered at all. A server that answers is busy or failing and gets the
+    /// long back-off; a missing answer (cut or hung link) costs it nothing to retry sooner.
+    pub fn server_answered(&self) -> bool {
+        matches!(self, Self::Status { .. } | Self::Decode)
     }
 
     /// How long the server asked the client to wait (`Retry-After`), if it did.
@@ -57,12 +77,12 @@ impl ApiError {
 
     /// Whether the room named in the request does not exist (404 `room_not_found`).
     pub fn is_room_not_found(&self) -> bool {
-        self.code() == Some(error_code::ROOM_NOT_FOUND)
+        self.code() == Some(vestibule_shared::error_code::ROOM_NOT_FOUND)
     }
 
     /// Whether the ticket named in the request is unknown (404 `ticket_not_found`).
     pub fn is_ticket_not_found(&self) -> bool {
-        self.code() == Some(error_code::TICKET_NOT_FOUND)
+        self.code() == Some(vestibule_shared::error_code::TICKET_NOT_FOUND)
     }
 }
 
@@ -78,7 +98,8 @@ fn encode(segment: &str) -> String {
     String::from(js_sys::encode_uri_component(segment))
 }
 
-/// The SSE stream URL of a ticket (`event: status` with a [`TicketStatus`] as data).
+/// The SSE stream URL of a ticket (`event: status` with a [`TicketStatus`] as data, and
+/// `event: keepalive` while nothing changes).
 pub fn events_url(room: &str, ticket_id: &str) -> String {
     format!("{}/events", ticket_path(room, ticket_id))
 }
@@ -86,95 +107,122 @@ pub fn events_url(room: &str, ticket_id: &str) -> String {
 /// Joins `room` (201 new / 200 existing ticket); the idempotency key makes a retry safe.
 ///
 /// # Errors
-/// 404 `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`] when offline.
+/// 404 `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`] when offline,
+/// [`ApiError::Timeout`] past [`TICKET_CALL_TIMEOUT`].
 pub async fn join(room: &str, idempotency_key: &str) -> Result<TicketStatus, ApiError> {
-    let response = Request::post(&tickets_path(room))
-        .header(IDEMPOTENCY_KEY_HEADER, idempotency_key)
-        .header("Accept", "application/json")
-        .send()
-        .await
-        .map_err(|_| ApiError::Network)?;
-    decode(response).await
+    let request =
+        Request::post(&tickets_path(room)).header(IDEMPOTENCY_KEY_HEADER, idempotency_key);
+    parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 
 /// The current status of a ticket.
 ///
 /// # Errors
-/// 404 `ticket_not_found` / `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`].
+/// 404 `ticket_not_found` / `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`],
+/// [`ApiError::Timeout`].
 pub async fn ticket(room: &str, ticket_id: &str) -> Result<TicketStatus, ApiError> {
-    let response = Request::get(&ticket_path(room, ticket_id))
-        .header("Accept", "application/json")
-        // A poll must reach the server: a cached answer would freeze the position.
-        .cache(RequestCache::NoStore)
-        .send()
-        .await
-        .map_err(|_| ApiError::Network)?;
-    decode(response).await
+    // A poll must reach the server: a cached answer would freeze the position.
+    let request = Request::get(&ticket_path(room, ticket_id)).cache(RequestCache::NoStore);
+    parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 
 /// Leaves the queue (or gives back an unused token): 204, also when the ticket had ended.
 ///
 /// # Errors
-/// 404 `ticket_not_found` / `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`].
+/// 404 `ticket_not_found` / `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`],
+/// [`ApiError::Timeout`].
 pub async fn leave(room: &str, ticket_id: &str) -> Result<(), ApiError> {
-    let response = Request::delete(&ticket_path(room, ticket_id))
-        .header("Accept", "application/json")
-        .send()
-        .await
-        .map_err(|_| ApiError::Network)?;
-    if response.ok() {
-        return Ok(());
-    }
-    decode::<()>(response).await
+    let request = Request::delete(&ticket_path(room, ticket_id));
+    exchange(request, None, TICKET_CALL_TIMEOUT).await.map(drop)
 }
 
-/// Places the demo order, sending the entry token (if any) in `X-Entry-Token`.
+/// Places the demo order, sending the entry token (if any) in `X-Entry-Token` and the order's
+/// `Idempotency-Key`: a retry with the same key gets the same receipt, never `entry_token_used`.
 ///
 /// # Errors
-/// 403 `entry_token_missing|unknown|expired|used|wrong_room`, 503, [`ApiError::Network`].
+/// 403 `entry_token_missing|unknown|expired|used|wrong_room`, 409 `idempotency_key_reused`,
+/// 503 (surely not done), 504 `store_timeout` (outcome unknown: retry with the same key),
+/// [`ApiError::Network`], [`ApiError::Timeout`] past [`ORDER_TIMEOUT`].
 pub async fn place_order(
     room: &str,
     entry_token: Option<&str>,
+    idempotency_key: &str,
     order: &OrderRequest,
 ) -> Result<OrderReceipt, ApiError> {
     let mut request = Request::post(&format!("/api/v1/rooms/{}/orders", encode(room)))
-        .header("Accept", "application/json");
+        .header(IDEMPOTENCY_KEY_HEADER, idempotency_key);
     if let Some(token) = entry_token {
         request = request.header(ENTRY_TOKEN_HEADER, token);
     }
-    let response = request
-        .json(order)
-        .map_err(|_| ApiError::Decode)?
-        .send()
-        .await
-        .map_err(|_| ApiError::Network)?;
-    decode(response).await
+    let body = serde_json::to_string(order).map_err(|_| ApiError::Decode)?;
+    parse(&exchange(request, Some(body), ORDER_TIMEOUT).await?)
 }
 
-async fn decode<T: serde::de::DeserializeOwned>(response: Response) -> Result<T, ApiError> {
-    if response.ok() {
-        return response.json::<T>().await.map_err(|_| ApiError::Decode);
+fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
+    serde_json::from_str(body).map_err(|_| ApiError::Decode)
+}
+
+/// Sends the request and reads the whole answer before `timeout`; the body text on a 2xx.
+async fn exchange(
+    request: RequestBuilder,
+    json_body: Option<String>,
+    timeout: Duration,
+) -> Result<String, ApiError> {
+    let controller = AbortController::new().map_err(|_| ApiError::Network)?;
+    let request = request
+        .header("Accept", "application/json")
+        .abort_signal(Some(&controller.signal()));
+    let request = match json_body {
+        Some(body) => request
+            .header("Content-Type", "application/json")
+            .body(body),
+        None => request.build(),
     }
-    let retry_after = response
-        .headers()
-        .get("Retry-After")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER));
-    let code = response
-        .json::<ErrorBody>()
-        .await
-        .map(|body| body.error)
-        .unwrap_or_default();
-    Err(ApiError::Status {
-        status: response.status(),
-        code,
-        retry_after,
-    })
+    .map_err(|_| ApiError::Decode)?;
+
+    let timed_out = Rc::new(Cell::new(false));
+    let flag = Rc::clone(&timed_out);
+    let deadline = set_timeout_with_handle(
+        move || {
+            flag.set(true);
+            controller.abort();
+        },
+        timeout,
+    )
+    .ok();
+    let result = async {
+        let response = request.send().await.map_err(|_| ApiError::Network)?;
+        let retry_after = response
+            .headers()
+            .get("Retry-After")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+        let text = response.text().await.map_err(|_| ApiError::Network)?;
+        if response.ok() {
+            return Ok(text);
+        }
+        Err(ApiError::Status {
+            status: response.status(),
+            code: serde_json::from_str::<ErrorBody>(&text)
+                .map(|body| body.error)
+                .unwrap_or_default(),
+            retry_after,
+        })
+    }
+    .await;
+    if let Some(deadline) = deadline {
+        deadline.clear();
+    }
+    match result {
+        Err(ApiError::Network) if timed_out.get() => Err(ApiError::Timeout),
+        other => other,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vestibule_shared::error_code;
 
     fn status(status: u16, code: &str) -> ApiError {
         ApiError::Status {
@@ -185,9 +233,11 @@ mod tests {
     }
 
     #[test]
-    fn outages_and_rate_limits_are_worth_retrying() {
+    fn outages_timeouts_and_rate_limits_are_worth_retrying() {
         assert!(ApiError::Network.is_transient());
+        assert!(ApiError::Timeout.is_transient());
         assert!(status(503, error_code::STORE_UNAVAILABLE).is_transient());
+        assert!(status(504, error_code::STORE_TIMEOUT).is_transient());
         assert!(status(429, error_code::RATE_LIMITED).is_transient());
         assert!(status(502, "").is_transient());
     }
@@ -198,5 +248,13 @@ mod tests {
         assert!(!status(400, error_code::BAD_REQUEST).is_transient());
         assert!(status(404, error_code::TICKET_NOT_FOUND).is_ticket_not_found());
         assert!(status(404, error_code::ROOM_NOT_FOUND).is_room_not_found());
+    }
+
+    #[test]
+    fn only_an_answer_counts_as_the_server_answering() {
+        assert!(status(503, "").server_answered());
+        assert!(ApiError::Decode.server_answered());
+        assert!(!ApiError::Network.server_answered());
+        assert!(!ApiError::Timeout.server_answered());
     }
 }

@@ -1,60 +1,26 @@
 //! The demo checkout (`/checkout?room=…`): places one order with the entry token.
+//!
+//! The receipt is kept per room (see [`crate::storage`]), so a reload or a second click shows
+//! the same order instead of a new attempt; [`crate::order`] does the sending.
+
+use std::time::Duration;
 
 use leptos::{prelude::*, task::spawn_local};
-use vestibule_shared::{error_code, is_valid_room_slug, OrderReceipt, OrderRequest, TicketState};
+use vestibule_shared::{is_valid_room_slug, TicketState};
 use wasm_bindgen::JsValue;
 
 use crate::{
-    api::{self, ApiError},
+    api,
     i18n::{t, valid_until, Lang, Text},
+    order::{Order, Outcome},
     page_params::PageParams,
     storage::RoomMemory,
     LanguageSwitch,
 };
 
-/// The product the demo checkout orders.
-const DEMO_SKU: &str = "demo-sneaker";
-
-/// The answer to the last order attempt, shown in `#checkout-result[data-outcome]`.
-#[derive(Debug, Clone, PartialEq)]
-enum Outcome {
-    /// No order sent yet.
-    Idle,
-    /// An order is in flight.
-    Sending,
-    /// 201: the order was placed.
-    Ordered(OrderReceipt),
-    /// 403 `entry_token_expired`.
-    Expired,
-    /// 403 `entry_token_used`.
-    Used,
-    /// Anything else; the error code when the server sent one.
-    Error { code: Option<String>, network: bool },
-}
-
-impl Outcome {
-    fn from_result(result: Result<OrderReceipt, ApiError>) -> Self {
-        match result {
-            Ok(receipt) => Self::Ordered(receipt),
-            Err(e) if e.code() == Some(error_code::TOKEN_EXPIRED) => Self::Expired,
-            Err(e) if e.code() == Some(error_code::TOKEN_USED) => Self::Used,
-            Err(e) => Self::Error {
-                code: e.code().map(str::to_owned),
-                network: matches!(e, ApiError::Network),
-            },
-        }
-    }
-
-    fn data_outcome(&self) -> Option<&'static str> {
-        match self {
-            Self::Idle | Self::Sending => None,
-            Self::Ordered(_) => Some("ordered"),
-            Self::Expired => Some("expired"),
-            Self::Used => Some("used"),
-            Self::Error { .. } => Some("error"),
-        }
-    }
-}
+/// A live region speaks only of changes: it is filled this long after the page settled, so a
+/// screen reader announces where the shopper has arrived.
+const OPENING_ANNOUNCEMENT_DELAY: Duration = Duration::from_millis(600);
 
 /// The entry token's expiry as a local clock time, e.g. `"09:05:00"` / `"오전 9:05:00"`.
 fn local_time(lang: Lang, rfc3339: &str) -> Option<String> {
@@ -75,12 +41,17 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
     let token = RwSignal::new(stored.as_ref().map(|(token, _)| token.clone()));
     let expires_at = RwSignal::new(stored.and_then(|(_, at)| at));
     let token_checked = RwSignal::new(token.get_untracked().is_some());
-    let outcome = RwSignal::new(Outcome::Idle);
+    let outcome = RwSignal::new(
+        memory
+            .receipt(token.get_untracked().as_deref())
+            .map_or(Outcome::Idle, Outcome::Ordered),
+    );
+    let announcement = RwSignal::new(String::new());
 
     if !token_checked.get_untracked() {
         // Opened in another tab than the one that waited: the ticket (kept per room) still
         // knows its entry token while it is TOKEN_ISSUED.
-        let room = room.clone();
+        let (room, memory) = (room.clone(), memory.clone());
         spawn_local(async move {
             if let Some(ticket_id) = memory.ticket_id().filter(|_| is_valid_room_slug(&room)) {
                 if let Ok(status) = api::ticket(&room, &ticket_id).await {
@@ -88,6 +59,10 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                         (status.status, status.entry_token)
                     {
                         memory.set_entry_token(&found, status.token_expires_at.as_deref());
+                        // A receipt of an earlier admission does not answer for this one.
+                        if memory.receipt(Some(&found)).is_none() {
+                            outcome.set(Outcome::Idle);
+                        }
                         token.set(Some(found));
                         expires_at.set(status.token_expires_at);
                     }
@@ -98,31 +73,65 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
     }
 
     let order_room = room.clone();
+    let order_memory = memory.clone();
     let place_order = move |_| {
-        if outcome.get_untracked() == Outcome::Sending {
-            return;
-        }
-        outcome.set(Outcome::Sending);
-        let room = order_room.clone();
-        let entry_token = token.get_untracked();
-        spawn_local(async move {
-            let order = OrderRequest {
-                sku: Some(DEMO_SKU.to_owned()),
-                quantity: Some(1),
-            };
-            let result = api::place_order(&room, entry_token.as_deref(), &order).await;
-            outcome.set(Outcome::from_result(result));
-        });
+        Order::place(
+            &order_room,
+            token.get_untracked(),
+            order_memory.clone(),
+            outcome,
+        );
     };
 
-    let sending = move || outcome.with(|o| *o == Outcome::Sending);
-    let no_token = move || token_checked.get() && token.with(Option::is_none);
+    let busy = move || outcome.with(|o| matches!(o, Outcome::Sending | Outcome::Retrying));
+    let ordered = move || outcome.with(|o| matches!(o, Outcome::Ordered(_)));
+    let no_token = move || token_checked.get() && token.with(Option::is_none) && !ordered();
+    let valid_until_text = move || {
+        expires_at
+            .get()
+            .and_then(|at| local_time(lang, &at))
+            .map(|time| valid_until(lang, &time))
+    };
+
+    Effect::new(move |_| {
+        if !token_checked.get() {
+            return;
+        }
+        set_timeout(
+            move || {
+                let text = match outcome.get_untracked() {
+                    Outcome::Ordered(receipt) => format!(
+                        "{} {}: {}",
+                        t(lang, Text::Ordered),
+                        t(lang, Text::OrderNumber),
+                        receipt.order_id
+                    ),
+                    _ if no_token() => {
+                        format!("{} {}", t(lang, Text::NoTokenTitle), t(lang, Text::NoToken))
+                    }
+                    _ => [
+                        t(lang, Text::CheckoutTitle).to_owned(),
+                        t(lang, Text::CheckoutIntro).to_owned(),
+                        valid_until_text().unwrap_or_default(),
+                    ]
+                    .join(" "),
+                };
+                announcement.set(text);
+            },
+            OPENING_ANNOUNCEMENT_DELAY,
+        );
+    });
+
     let waiting_href = params.waiting_href();
     let waiting_href_result = waiting_href.clone();
     let result_view = move || {
         let back = waiting_href_result.clone();
         match outcome.get() {
             Outcome::Idle | Outcome::Sending => ().into_any(),
+            Outcome::Retrying => view! {
+                <p class="result-title">{t(lang, Text::OrderRetrying)}</p>
+            }
+            .into_any(),
             Outcome::Ordered(receipt) => view! {
                 <p class="result-title">{t(lang, Text::Ordered)}</p>
                 <p>
@@ -154,6 +163,30 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
             }
         }
     };
+    let title = move || {
+        t(
+            lang,
+            if ordered() {
+                Text::Completed
+            } else if no_token() {
+                Text::NoTokenTitle
+            } else {
+                Text::CheckoutTitle
+            },
+        )
+    };
+    let button_text = move || {
+        t(
+            lang,
+            if busy() {
+                Text::PlacingOrder
+            } else if ordered() {
+                Text::OrderDone
+            } else {
+                Text::PlaceOrder
+            },
+        )
+    };
 
     view! {
         <main class="card" aria-labelledby="checkout-title">
@@ -161,17 +194,17 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 <p class="eyebrow">
                     {t(lang, Text::Checkout)} " · " <span id="room-name">{room}</span>
                 </p>
-                <h1 id="checkout-title">
-                    {move || t(lang, if no_token() { Text::NoTokenTitle } else { Text::CheckoutTitle })}
-                </h1>
-                <p class="detail">{t(lang, Text::CheckoutIntro)}</p>
+                <h1 id="checkout-title">{title}</h1>
+                <p class="detail">
+                    {move || t(lang, if ordered() { Text::CompletedDetail } else { Text::CheckoutIntro })}
+                </p>
             </header>
 
             <section class="product">
                 <p class="product-name">{t(lang, Text::Product)}</p>
                 <p class="product-quantity">{t(lang, Text::Quantity)}</p>
-                {move || expires_at.get().and_then(|at| local_time(lang, &at)).map(|time| view! {
-                    <p class="detail" id="token-expiry">{valid_until(lang, &time)}</p>
+                {move || valid_until_text().filter(|_| !ordered()).map(|text| view! {
+                    <p class="detail" id="token-expiry">{text}</p>
                 })}
             </section>
 
@@ -183,23 +216,24 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
             </Show>
 
             // Without a token an order can only be refused: offer the way back instead.
+            // Disabled while an order is in flight and once it is placed: one order per token.
             <button
                 type="button"
                 id="place-order"
                 hidden=no_token
                 class="button button-wide"
                 on:click=place_order
-                disabled=sending
-                aria-busy=move || sending().to_string()
+                disabled=move || busy() || ordered()
+                aria-busy=move || busy().to_string()
             >
-                {move || t(lang, if sending() { Text::PlacingOrder } else { Text::PlaceOrder })}
+                {button_text}
             </button>
 
+            // Not a live region: focus moves here when an answer arrives, which reads it once.
             <div
                 id="checkout-result"
                 class="result"
-                role="status"
-                aria-live="polite"
+                tabindex="-1"
                 data-outcome=move || outcome.with(Outcome::data_outcome)
                 data-error=move || outcome.with(|o| match o {
                     Outcome::Error { code, .. } => code.clone(),
@@ -207,6 +241,10 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 })
             >
                 {result_view}
+            </div>
+
+            <div id="checkout-announcer" class="visually-hidden" role="status" aria-live="polite">
+                {move || announcement.get()}
             </div>
         </main>
         <LanguageSwitch params=params />

@@ -81,8 +81,14 @@ pub enum Text {
     ConnLivePoll,
     ConnHidden,
     ConnStopped,
+    ConnReconnecting,
+    ConnOffline,
     RetryNow,
     LeaveLine,
+    LeaveQuestion,
+    LeaveConfirm,
+    StayInLine,
+    SayOffline,
     SayConnectionLost,
     SayReconnected,
     SayPaused,
@@ -98,11 +104,13 @@ pub enum Text {
     PlacingOrder,
     NoToken,
     Ordered,
+    OrderDone,
     OrderNumber,
     OrderExpired,
     OrderUsed,
     OrderFailed,
     OrderNetwork,
+    OrderRetrying,
     BackToLine,
     SwitchLanguage,
 }
@@ -112,7 +120,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
     use Text::*;
     let (en, ko) = match text {
         WaitingRoom => ("Waiting room", "대기실"),
-        Joining => ("Getting your place in line…", "대기 순번을 받는 중…"),
+        Joining => ("Joining the line…", "대기 순번을 받는 중…"),
         JoiningDetail => (
             "This takes a moment. Please keep this page open.",
             "잠시만 기다려 주세요. 이 페이지를 열어 두세요.",
@@ -174,8 +182,26 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "탭이 가려져 있는 동안 업데이트를 멈춥니다",
         ),
         ConnStopped => ("Updates stopped", "업데이트 종료"),
+        ConnReconnecting => (
+            "Reconnecting… Your place is kept.",
+            "다시 연결하는 중… 대기 순번은 유지됩니다.",
+        ),
+        ConnOffline => (
+            "You're offline. Updates resume as soon as you're back online — your place is kept.",
+            "오프라인 상태입니다. 다시 연결되면 바로 업데이트합니다. 대기 순번은 유지됩니다.",
+        ),
         RetryNow => ("Retry now", "지금 다시 시도"),
         LeaveLine => ("Leave the line", "줄에서 나가기"),
+        LeaveQuestion => (
+            "Leave the line? You will lose your place.",
+            "줄에서 나갈까요? 대기 순번을 잃게 됩니다.",
+        ),
+        LeaveConfirm => ("Yes, leave", "네, 나갈게요"),
+        StayInLine => ("Stay in line", "계속 기다리기"),
+        SayOffline => (
+            "You're offline. Your place is kept.",
+            "오프라인 상태입니다. 대기 순번은 유지됩니다.",
+        ),
         SayConnectionLost => (
             "Connection lost. Your place is kept.",
             "연결이 끊겼습니다. 대기 순번은 유지됩니다.",
@@ -206,6 +232,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "이 탭에서 입장권을 찾을 수 없습니다. 먼저 줄을 서 주세요.",
         ),
         Ordered => ("Order placed.", "주문이 완료되었습니다."),
+        OrderDone => ("Ordered", "주문 완료"),
         OrderNumber => ("Order number", "주문 번호"),
         OrderExpired => (
             "Your entry expired before the order. Please join the line again.",
@@ -219,6 +246,10 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         OrderNetwork => (
             "The order could not be sent. Check your connection and try again.",
             "주문을 보내지 못했습니다. 연결을 확인하고 다시 시도해 주세요.",
+        ),
+        OrderRetrying => (
+            "No answer yet. Trying again — the order is placed only once.",
+            "아직 응답이 없어 다시 시도하는 중입니다. 주문은 한 번만 접수됩니다.",
         ),
         BackToLine => ("Back to the waiting room", "대기실로 돌아가기"),
         SwitchLanguage => ("Language", "언어"),

@@ -6,18 +6,26 @@
 //! - [`storage`]: ticket id, idempotency key, starting position and entry token per room.
 //! - [`api`]: the JSON API v1 calls and their errors.
 //! - [`backoff`]: exponential back-off with jitter for a lost connection.
-//! - [`announce`]: when the screen-reader live region speaks about the position.
+//! - [`announce`]: what the screen-reader live region says about the ticket, and when.
+//! - [`connection`]: the signals the waiting view renders (phase, link state, countdown).
+//! - [`sse`]: the ticket's event stream, with a watchdog for a silent (hung) stream.
 //! - [`queue`]: the ticket life cycle: join or resume, then SSE or adaptive polling.
+//! - [`focus`]: moving keyboard focus to the result of an action.
 //! - [`waiting`]: the waiting view.
+//! - [`order`]: placing the order exactly once: one idempotency key, retries, the receipt.
 //! - [`checkout`]: the demo checkout view.
 
 mod announce;
 mod api;
 mod backoff;
 mod checkout;
+mod connection;
+mod focus;
 mod i18n;
+mod order;
 mod page_params;
 mod queue;
+mod sse;
 mod storage;
 mod waiting;
 

@@ -123,3 +123,63 @@ pub fn apply_document_lang(lang: Lang, title: &str) {
 fn encode(value: &str) -> String {
     String::from(js_sys::encode_uri_component(value))
 }
+
+/// Where to send an admitted shopper: the server's `checkoutUrl` when it is a same-origin path,
+/// else `/checkout?room=…`; carries `lang` when the URL chose one.
+pub fn checkout_href(room: &str, lang: Option<Lang>, checkout_url: Option<&str>) -> String {
+    let same_origin_path =
+        |url: &&str| url.starts_with('/') && !url.starts_with("//") && !url.contains('\\');
+    let mut href = checkout_url
+        .filter(same_origin_path)
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("/checkout?room={room}"));
+    if let Some(lang) = lang {
+        if !href.contains("lang=") {
+            href.push(if href.contains('?') { '&' } else { '?' });
+            href.push_str("lang=");
+            href.push_str(lang.code());
+        }
+    }
+    href
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkout_goes_to_the_servers_same_origin_path() {
+        assert_eq!(
+            checkout_href("main", None, Some("/checkout?room=main")),
+            "/checkout?room=main"
+        );
+    }
+
+    #[test]
+    fn checkout_never_leaves_the_origin() {
+        for url in [
+            "https://evil.example/",
+            "//evil.example/x",
+            "/\\evil.example",
+            "javascript:x",
+        ] {
+            assert_eq!(
+                checkout_href("main", None, Some(url)),
+                "/checkout?room=main"
+            );
+        }
+        assert_eq!(checkout_href("drop-1", None, None), "/checkout?room=drop-1");
+    }
+
+    #[test]
+    fn checkout_keeps_a_language_chosen_in_the_url() {
+        assert_eq!(
+            checkout_href("main", Some(Lang::Ko), Some("/checkout?room=main")),
+            "/checkout?room=main&lang=ko"
+        );
+        assert_eq!(
+            checkout_href("main", Some(Lang::En), Some("/checkout")),
+            "/checkout?lang=en"
+        );
+    }
+}

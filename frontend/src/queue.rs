@@ -3,7 +3,9 @@
 //!
 //! One [`Queue`] per page. It owns every timer and the event stream, so there is never more
 //! than one poll scheduled or in flight, and it publishes what the view shows through the
-//! signals in [`QueueView`].
+//! signals in [`QueueView`]. Every wait on the network is bounded: each request has a deadline
+//! ([`crate::api`]), a silent stream is dropped ([`crate::sse`]), and the browser's `offline`
+//! event is acted on at once.
 
 use std::{
     cell::{Cell, RefCell},
@@ -12,110 +14,32 @@ use std::{
 };
 
 use leptos::{prelude::*, task::spawn_local};
-use vestibule_shared::{RoomState, TicketState, TicketStatus};
+use vestibule_shared::{TicketState, TicketStatus};
 use wasm_bindgen::{closure::Closure, JsCast};
-use web_sys::{Event, EventSource, MessageEvent};
 
 use crate::{
-    announce::PositionAnnouncer,
+    announce::{status_announcement, PositionAnnouncer},
     api::{self, ApiError},
     backoff::Backoff,
-    i18n::{say_position, t, Lang, Text},
-    page_params::{PageParams, Transport},
+    connection::{ActiveTransport, Connection, Phase, QueueView, RetryCountdown},
+    i18n::{t, Lang, Text},
+    page_params::{checkout_href, PageParams, Transport},
+    sse::{EventStream, StreamHandlers},
     storage::RoomMemory,
 };
 
 /// Shortest wait between two polls, whatever `nextPollAfterMs` says.
 const MIN_POLL_MS: u64 = 500;
-
-/// What the page knows about its place in the room.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Phase {
-    /// Joining or resuming; no answer yet.
-    Joining,
-    /// The latest status of the ticket (any state).
-    Ticket(TicketStatus),
-    /// The room does not exist or has closed (404 `room_not_found`, or an invalid room name).
-    RoomNotFound,
-    /// The server refused the request for a reason retrying cannot fix.
-    Failed,
-}
-
-/// The state of the link to the server, shown in `#connection[data-state]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Connection {
-    /// First request or stream not answered yet.
-    Connecting,
-    /// Updates arrive (stream open, or polls succeed).
-    Live,
-    /// Polling is stopped while the tab is hidden.
-    Hidden,
-    /// The connection was lost; the next attempt is in about `in_secs` seconds.
-    Retrying { in_secs: u64 },
-    /// Nothing more to follow (admitted, ended, unknown room).
-    Stopped,
-}
-
-impl Connection {
-    /// The `data-state` value, e.g. `"retrying"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Connecting => "connecting",
-            Self::Live => "live",
-            Self::Hidden => "hidden",
-            Self::Retrying { .. } => "retrying",
-            Self::Stopped => "stopped",
-        }
-    }
-}
-
-/// The transport in use right now, shown in `#connection[data-transport]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActiveTransport {
-    /// One `EventSource` on the ticket's `events` stream.
-    Sse,
-    /// Single-timeout polling by `nextPollAfterMs`.
-    Poll,
-}
-
-impl ActiveTransport {
-    /// The `data-transport` value, `"sse"` or `"poll"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sse => "sse",
-            Self::Poll => "poll",
-        }
-    }
-}
-
-/// The reactive state the waiting view renders; all handles are `Copy`.
-#[derive(Debug, Clone, Copy)]
-pub struct QueueView {
-    /// Where the ticket stands.
-    pub phase: RwSignal<Phase>,
-    /// The link to the server.
-    pub connection: RwSignal<Connection>,
-    /// SSE or polling.
-    pub transport: RwSignal<ActiveTransport>,
-    /// The first position seen for this ticket (progress bar origin).
-    pub starting_position: RwSignal<Option<u64>>,
-    /// The text of the polite live region.
-    pub announcement: RwSignal<String>,
-}
+/// While the browser says it is offline, look again this often in case `online` never fires.
+const OFFLINE_CHECK: Duration = Duration::from_secs(15);
+/// Time the live region gets to say "It's your turn" before the page moves to checkout.
+const TURN_ANNOUNCEMENT: Duration = Duration::from_millis(2_000);
 
 /// Where a status came from: HTTP answers also check the ticket before (re)opening a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Via {
     Http,
     Sse,
-}
-
-/// An open event stream and the callbacks it calls; closing drops them.
-struct SseStream {
-    source: EventSource,
-    _on_status: Closure<dyn FnMut(MessageEvent)>,
-    _on_open: Closure<dyn FnMut(Event)>,
-    _on_error: Closure<dyn FnMut(Event)>,
 }
 
 /// Follows one ticket in one room; see the module docs.
@@ -129,10 +53,15 @@ pub struct Queue {
     ticket_id: RefCell<Option<String>>,
     timer: Cell<Option<TimeoutHandle>>,
     in_flight: Cell<bool>,
+    /// When the last HTTP attempt started (ms since the epoch): a hung attempt's wait counts
+    /// towards the back-off, so the next one starts as soon as the back-off allows.
+    attempt_started: Cell<f64>,
     stopped: Cell<bool>,
+    offline: Cell<bool>,
     backoff: RefCell<Backoff>,
     lost_announced: Cell<bool>,
-    sse: RefCell<Option<SseStream>>,
+    countdown: RetryCountdown,
+    sse: RefCell<Option<EventStream>>,
     sse_errors: Cell<u32>,
     announcer: RefCell<PositionAnnouncer>,
 }
@@ -146,27 +75,23 @@ impl Queue {
             Transport::Poll => ActiveTransport::Poll,
             Transport::Auto | Transport::Sse => ActiveTransport::Sse,
         };
-        let view = QueueView {
-            phase: RwSignal::new(Phase::Joining),
-            connection: RwSignal::new(Connection::Connecting),
-            transport: RwSignal::new(transport),
-            starting_position: RwSignal::new(None),
-            announcement: RwSignal::new(String::new()),
-        };
-        let memory = RoomMemory::new(&params.room);
+        let view = QueueView::new(transport);
         let queue = Rc::new(Self {
             room: params.room.clone(),
             lang: params.lang,
             lang_from_url: params.lang_from_url,
             requested: params.transport,
             ticket_id: RefCell::new(None),
-            memory,
+            memory: RoomMemory::new(&params.room),
             view,
             timer: Cell::new(None),
             in_flight: Cell::new(false),
+            attempt_started: Cell::new(0.0),
             stopped: Cell::new(false),
+            offline: Cell::new(false),
             backoff: RefCell::new(Backoff::default()),
             lost_announced: Cell::new(false),
+            countdown: RetryCountdown::new(view.connection),
             sse: RefCell::new(None),
             sse_errors: Cell::new(0),
             announcer: RefCell::new(PositionAnnouncer::default()),
@@ -178,6 +103,9 @@ impl Queue {
         }
         queue.ticket_id.replace(queue.memory.ticket_id());
         queue.listen_to_page();
+        if !window().navigator().on_line() {
+            queue.on_offline();
+        }
         queue.refresh();
         queue
     }
@@ -216,34 +144,38 @@ impl Queue {
         self.stop();
         let this = Rc::clone(self);
         spawn_local(async move {
-            match api::leave(&this.room, &ticket_id).await {
+            let result = api::leave(&this.room, &ticket_id).await;
+            this.stopped.set(false);
+            match result {
                 // Read the ticket back: the view shows LEFT from the server's own answer.
-                Ok(()) => {
-                    this.stopped.set(false);
-                    this.refresh();
-                }
-                Err(error) => {
-                    this.stopped.set(false);
-                    this.on_failure(error);
-                }
+                Ok(()) => this.refresh(),
+                Err(error) => this.on_failure(error),
             }
         });
     }
 
     fn listen_to_page(self: &Rc<Self>) {
+        // The page lives as long as these listeners, so they are never removed.
         let this = Rc::clone(self);
         let on_visibility = Closure::<dyn FnMut()>::new(move || this.on_visibility_change());
-        let this = Rc::clone(self);
-        let on_online = Closure::<dyn FnMut()>::new(move || this.on_online());
-        // The page lives as long as these listeners, so they are never removed.
         let _ = document().add_event_listener_with_callback(
             "visibilitychange",
             on_visibility.as_ref().unchecked_ref(),
         );
-        let _ =
-            window().add_event_listener_with_callback("online", on_online.as_ref().unchecked_ref());
         on_visibility.forget();
-        on_online.forget();
+        for (name, online) in [("online", true), ("offline", false)] {
+            let this = Rc::clone(self);
+            let listener = Closure::<dyn FnMut()>::new(move || {
+                if online {
+                    this.on_online();
+                } else {
+                    this.on_offline();
+                }
+            });
+            let _ =
+                window().add_event_listener_with_callback(name, listener.as_ref().unchecked_ref());
+            listener.forget();
+        }
     }
 
     /// Joins (no ticket yet) or fetches the ticket's status, unless a request is in flight.
@@ -252,12 +184,11 @@ impl Queue {
             return;
         }
         self.cancel_timer();
+        self.countdown.stop();
         self.in_flight.set(true);
-        if matches!(
-            self.view.connection.get_untracked(),
-            Connection::Retrying { .. }
-        ) {
-            self.view.connection.set(Connection::Connecting);
+        self.attempt_started.set(js_sys::Date::now());
+        if !self.offline.get() && self.view.connection.get_untracked().is_lost() {
+            self.view.connection.set(Connection::Reconnecting);
         }
         let this = Rc::clone(self);
         spawn_local(async move {
@@ -278,6 +209,8 @@ impl Queue {
         if self.stopped.get() {
             return;
         }
+        // An answer proves the link works, whatever the browser last said.
+        self.offline.set(false);
         // Over SSE only a delivered event proves the stream works; a successful HTTP check
         // before reopening it must not undo the back-off of a stream that keeps failing.
         if via == Via::Sse || self.view.transport.get_untracked() == ActiveTransport::Poll {
@@ -300,7 +233,8 @@ impl Queue {
                 self.memory
                     .set_entry_token(token, status.token_expires_at.as_deref());
             }
-            self.checkout_href(status.checkout_url.as_deref())
+            let lang_in_url = self.lang_from_url.then_some(self.lang);
+            checkout_href(&self.room, lang_in_url, status.checkout_url.as_deref())
         });
         // The server never asks for less than 1 s; the floor only guards against a bad hint.
         let next_poll = Duration::from_millis(status.next_poll_after_ms.max(MIN_POLL_MS));
@@ -322,8 +256,14 @@ impl Queue {
             TicketState::TokenIssued => {
                 self.stop();
                 if let Some(href) = checkout {
-                    // `replace`, so Back from checkout returns to the shop, not to this redirect.
-                    let _ = window().location().replace(&href);
+                    // The live region gets time to say so before the page goes; `replace`, so
+                    // Back from checkout returns to the shop, not to this redirect.
+                    set_timeout(
+                        move || {
+                            let _ = window().location().replace(&href);
+                        },
+                        TURN_ANNOUNCEMENT,
+                    );
                 }
             }
             TicketState::Completed | TicketState::Expired | TicketState::Left => self.stop(),
@@ -331,40 +271,20 @@ impl Queue {
     }
 
     fn announce_change(&self, status: &TicketStatus, was_lost: bool) {
-        let lang = self.lang;
         let previous_room_state = self.view.phase.with_untracked(|phase| match phase {
             Phase::Ticket(s) if s.status == TicketState::Waiting => Some(s.room_state),
             _ => None,
         });
-        let now = js_sys::Date::now();
-        let mut parts: Vec<String> = Vec::new();
-        match status.status {
-            TicketState::Waiting => {
-                let paused = status.room_state == RoomState::Paused;
-                if paused && previous_room_state != Some(RoomState::Paused) {
-                    parts.push(t(lang, Text::SayPaused).to_owned());
-                } else if !paused && previous_room_state == Some(RoomState::Paused) {
-                    parts.push(t(lang, Text::SayResumed).to_owned());
-                } else if was_lost {
-                    parts.push(t(lang, Text::SayReconnected).to_owned());
-                }
-                if let Some(position) = status.position {
-                    let mut announcer = self.announcer.borrow_mut();
-                    if !parts.is_empty() {
-                        announcer.record(position, now);
-                        parts.push(say_position(lang, position, status.eta_seconds));
-                    } else if announcer.should_announce(position, now) {
-                        parts.push(say_position(lang, position, status.eta_seconds));
-                    }
-                }
-            }
-            TicketState::TokenIssued => parts.push(t(lang, Text::SayYourTurn).to_owned()),
-            TicketState::Completed => parts.push(t(lang, Text::Completed).to_owned()),
-            TicketState::Expired => parts.push(t(lang, Text::Expired).to_owned()),
-            TicketState::Left => parts.push(t(lang, Text::Left).to_owned()),
-        }
-        if !parts.is_empty() {
-            self.view.announcement.set(parts.join(" "));
+        let text = status_announcement(
+            self.lang,
+            status,
+            previous_room_state,
+            was_lost,
+            &mut self.announcer.borrow_mut(),
+            js_sys::Date::now(),
+        );
+        if let Some(text) = text {
+            self.view.announcement.set(text);
         }
     }
 
@@ -384,41 +304,57 @@ impl Queue {
             let delay = self
                 .backoff
                 .borrow_mut()
-                .next_delay(js_sys::Math::random(), None);
+                .next_delay(js_sys::Math::random(), None, true);
             self.view.connection.set(Connection::Connecting);
             self.schedule(delay);
         } else if error.is_room_not_found() {
             self.view.phase.set(Phase::RoomNotFound);
-            self.view
-                .announcement
-                .set(t(self.lang, Text::RoomNotFound).to_owned());
+            self.say(Text::RoomNotFound);
             self.stop();
         } else if error.is_transient() {
             self.close_sse();
-            if !self.lost_announced.replace(true) {
-                self.view
-                    .announcement
-                    .set(t(self.lang, Text::SayConnectionLost).to_owned());
-            }
-            self.retry_later(error.retry_after());
+            self.connection_lost();
+            self.retry_later(error.retry_after(), error.server_answered());
         } else {
             self.view.phase.set(Phase::Failed);
-            self.view
-                .announcement
-                .set(t(self.lang, Text::Failed).to_owned());
+            self.say(Text::Failed);
             self.stop();
         }
     }
 
-    fn retry_later(self: &Rc<Self>, retry_after: Option<Duration>) {
-        let delay = self
-            .backoff
-            .borrow_mut()
-            .next_delay(js_sys::Math::random(), retry_after);
-        self.view.connection.set(Connection::Retrying {
-            in_secs: delay.as_millis().div_ceil(1_000) as u64,
-        });
-        self.schedule(delay);
+    fn say(&self, text: Text) {
+        self.view.announcement.set(t(self.lang, text).to_owned());
+    }
+
+    /// Says once per outage that the link is lost (the place is kept).
+    fn connection_lost(&self) {
+        if !self.lost_announced.replace(true) {
+            self.say(Text::SayConnectionLost);
+        }
+    }
+
+    fn retry_later(self: &Rc<Self>, retry_after: Option<Duration>, server_answered: bool) {
+        let delay = self.backoff.borrow_mut().next_delay(
+            js_sys::Math::random(),
+            retry_after,
+            server_answered,
+        );
+        if self.offline.get() {
+            self.view.connection.set(Connection::Offline);
+            self.schedule(delay.max(OFFLINE_CHECK));
+            return;
+        }
+        // A request that hung until its deadline has already waited; `Retry-After` counts
+        // from the answer, so it is never shortened.
+        let waited = Duration::from_millis(
+            (js_sys::Date::now() - self.attempt_started.get()).max(0.0) as u64,
+        );
+        let remaining = match retry_after {
+            Some(_) => delay,
+            None => delay.saturating_sub(waited),
+        };
+        self.countdown.start(remaining);
+        self.schedule(remaining);
     }
 
     /// Sets the one timer for the next request, replacing any other. While polling, nothing
@@ -426,6 +362,7 @@ impl Queue {
     fn schedule(self: &Rc<Self>, delay: Duration) {
         self.cancel_timer();
         if self.view.transport.get_untracked() == ActiveTransport::Poll && document().hidden() {
+            self.countdown.stop();
             self.view.connection.set(Connection::Hidden);
             return;
         }
@@ -452,6 +389,7 @@ impl Queue {
         }
         if document().hidden() {
             self.cancel_timer();
+            self.countdown.stop();
             if !self.in_flight.get() {
                 self.view.connection.set(Connection::Hidden);
             }
@@ -460,11 +398,31 @@ impl Queue {
         }
     }
 
+    /// The browser lost its network: say so at once, stop the stream and any countdown, and
+    /// wait for `online` (with a slow check in case it never comes).
+    fn on_offline(self: &Rc<Self>) {
+        if self.stopped.get() {
+            return;
+        }
+        self.offline.set(true);
+        self.close_sse();
+        self.countdown.stop();
+        self.view.connection.set(Connection::Offline);
+        self.lost_announced.set(true);
+        self.say(Text::SayOffline);
+        if !self.in_flight.get() {
+            self.schedule(OFFLINE_CHECK);
+        }
+    }
+
     fn on_online(self: &Rc<Self>) {
-        if matches!(
-            self.view.connection.get_untracked(),
-            Connection::Retrying { .. }
-        ) {
+        let was_offline = self.offline.replace(false);
+        if self.stopped.get() {
+            return;
+        }
+        if was_offline || self.view.connection.get_untracked().is_lost() {
+            self.backoff.borrow_mut().reset();
+            self.view.connection.set(Connection::Reconnecting);
             self.refresh();
         }
     }
@@ -473,54 +431,44 @@ impl Queue {
         let Some(ticket_id) = self.ticket_id.borrow().clone() else {
             return;
         };
-        let Ok(source) = EventSource::new(&api::events_url(&self.room, &ticket_id)) else {
+        let (on_status, on_open, on_error, on_silent) = (
+            Rc::clone(self),
+            Rc::clone(self),
+            Rc::clone(self),
+            Rc::clone(self),
+        );
+        let handlers = StreamHandlers {
+            on_status: Box::new(move |status| on_status.on_status(status, Via::Sse)),
+            on_open: Box::new(move || {
+                if !on_open.stopped.get() {
+                    on_open.view.connection.set(Connection::Live);
+                }
+            }),
+            on_error: Box::new(move || on_error.on_sse_error()),
+            on_silent: Box::new(move || on_silent.on_sse_error()),
+        };
+        let Some(stream) = EventStream::open(&api::events_url(&self.room, &ticket_id), handlers)
+        else {
             // No EventSource at all: polling is the only way left.
             self.view.transport.set(ActiveTransport::Poll);
             self.refresh();
             return;
         };
         self.view.connection.set(Connection::Connecting);
-
-        let this = Rc::clone(self);
-        let on_status = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-            let Some(data) = event.data().as_string() else {
-                return;
-            };
-            if let Ok(status) = serde_json::from_str::<TicketStatus>(&data) {
-                this.on_status(status, Via::Sse);
-            }
-        });
-        let this = Rc::clone(self);
-        let on_open = Closure::<dyn FnMut(Event)>::new(move |_: Event| {
-            if !this.stopped.get() {
-                this.view.connection.set(Connection::Live);
-            }
-        });
-        let this = Rc::clone(self);
-        let on_error = Closure::<dyn FnMut(Event)>::new(move |_: Event| this.on_sse_error());
-
-        let _ =
-            source.add_event_listener_with_callback("status", on_status.as_ref().unchecked_ref());
-        source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
-        source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        self.sse.replace(Some(SseStream {
-            source,
-            _on_status: on_status,
-            _on_open: on_open,
-            _on_error: on_error,
-        }));
+        self.sse.replace(Some(stream));
     }
 
     fn close_sse(&self) {
-        if let Some(stream) = self.sse.take() {
-            stream.source.close();
+        if let Some(mut stream) = self.sse.take() {
+            stream.shut();
             // One of its callbacks may be running right now: drop them once it has returned.
             spawn_local(async move { drop(stream) });
         }
     }
 
-    /// The browser would reconnect by itself, but without back-off, jitter or a limit; the
-    /// page closes the stream, checks the ticket over HTTP after a back-off, then reopens it.
+    /// The browser would reconnect by itself, but without back-off, jitter or a limit (and
+    /// never for a hung stream); the page closes the stream, checks the ticket over HTTP after
+    /// a back-off, then reopens it. In `auto` mode a second failure switches to polling.
     fn on_sse_error(self: &Rc<Self>) {
         if self.stopped.get() {
             return;
@@ -530,84 +478,16 @@ impl Queue {
         self.sse_errors.set(errors);
         if self.requested == Transport::Auto && errors >= 2 {
             self.view.transport.set(ActiveTransport::Poll);
-            self.refresh();
-        } else {
-            self.retry_later(None);
         }
+        self.connection_lost();
+        self.retry_later(None, false);
     }
 
     fn stop(&self) {
         self.stopped.set(true);
         self.cancel_timer();
+        self.countdown.stop();
         self.close_sse();
         self.view.connection.set(Connection::Stopped);
-    }
-
-    fn checkout_href(&self, checkout_url: Option<&str>) -> String {
-        checkout_href(
-            &self.room,
-            self.lang_from_url.then_some(self.lang),
-            checkout_url,
-        )
-    }
-}
-
-/// Where to send an admitted shopper: the server's `checkoutUrl` when it is a same-origin path,
-/// else `/checkout?room=…`; carries `lang` when the URL chose one.
-pub fn checkout_href(room: &str, lang: Option<Lang>, checkout_url: Option<&str>) -> String {
-    let same_origin_path =
-        |url: &&str| url.starts_with('/') && !url.starts_with("//") && !url.contains('\\');
-    let mut href = checkout_url
-        .filter(same_origin_path)
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("/checkout?room={room}"));
-    if let Some(lang) = lang {
-        if !href.contains("lang=") {
-            href.push(if href.contains('?') { '&' } else { '?' });
-            href.push_str("lang=");
-            href.push_str(lang.code());
-        }
-    }
-    href
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn checkout_goes_to_the_servers_same_origin_path() {
-        assert_eq!(
-            checkout_href("main", None, Some("/checkout?room=main")),
-            "/checkout?room=main"
-        );
-    }
-
-    #[test]
-    fn checkout_never_leaves_the_origin() {
-        for url in [
-            "https://evil.example/",
-            "//evil.example/x",
-            "/\\evil.example",
-            "javascript:x",
-        ] {
-            assert_eq!(
-                checkout_href("main", None, Some(url)),
-                "/checkout?room=main"
-            );
-        }
-        assert_eq!(checkout_href("drop-1", None, None), "/checkout?room=drop-1");
-    }
-
-    #[test]
-    fn checkout_keeps_a_language_chosen_in_the_url() {
-        assert_eq!(
-            checkout_href("main", Some(Lang::Ko), Some("/checkout?room=main")),
-            "/checkout?room=main&lang=ko"
-        );
-        assert_eq!(
-            checkout_href("main", Some(Lang::En), Some("/checkout")),
-            "/checkout?lang=en"
-        );
     }
 }

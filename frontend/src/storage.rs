@@ -1,6 +1,8 @@
-//! What the page remembers per room: ticket id, idempotency key, starting position, entry token.
+//! What the page remembers per room: ticket id, idempotency key, starting position, entry token,
+//! and the order placed with that token (its idempotency key and receipt).
 //!
-//! The ticket id lives in `localStorage` so a refresh or a second tab resumes the same place.
+//! The ticket id lives in `localStorage` so a refresh or a second tab resumes the same place;
+//! so does the order, so a reload shows the receipt and a retry reuses the order's key.
 //! The entry token lives in `sessionStorage`: it is a short-lived bearer secret for this tab.
 //! Where storage is unavailable (a sandboxed or storage-partitioned iframe, private modes) the
 //! page keeps the values in memory for as long as it is open instead of failing.
@@ -8,6 +10,8 @@
 use std::{cell::RefCell, collections::HashMap};
 
 use leptos::prelude::window;
+use serde::{Deserialize, Serialize};
+use vestibule_shared::OrderReceipt;
 
 thread_local! {
     static IN_MEMORY: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
@@ -74,6 +78,23 @@ pub fn random_hex_128() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A short fingerprint of an entry token (64-bit FNV-1a, hex): enough to tell one admission's
+/// order from the next without writing the token itself to `localStorage`.
+fn token_tag(token: &str) -> String {
+    let hash = token.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// The order made with one entry token: its `Idempotency-Key` and, once placed, the receipt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredOrder {
+    token_tag: String,
+    key: String,
+    receipt: Option<OrderReceipt>,
+}
+
 /// The stored state of one room, under keys `vestibule:{room}:…`.
 #[derive(Debug, Clone)]
 pub struct RoomMemory {
@@ -135,7 +156,7 @@ impl RoomMemory {
 
     /// Forgets the ticket and everything kept with it; the next join starts a new place.
     pub fn forget_ticket(&self) {
-        for what in ["ticket", "idempotency-key", "start"] {
+        for what in ["ticket", "idempotency-key", "start", "order"] {
             remove(Area::Local, &self.key(what));
         }
         self.forget_entry_token();
@@ -159,5 +180,67 @@ impl RoomMemory {
     fn forget_entry_token(&self) {
         remove(Area::Session, &self.key("entry-token"));
         remove(Area::Session, &self.key("entry-token-expires"));
+    }
+
+    fn stored_order(&self) -> Option<StoredOrder> {
+        get(Area::Local, &self.key("order")).and_then(|json| serde_json::from_str(&json).ok())
+    }
+
+    fn store_order(&self, order: &StoredOrder) {
+        if let Ok(json) = serde_json::to_string(order) {
+            set(Area::Local, &self.key("order"), &json);
+        }
+    }
+
+    /// The `Idempotency-Key` of the order made with `entry_token`, created on first use: every
+    /// retry of that order, also after a reload, sends the same key and gets the same receipt.
+    pub fn order_key(&self, entry_token: &str) -> String {
+        let tag = token_tag(entry_token);
+        if let Some(order) = self.stored_order().filter(|o| o.token_tag == tag) {
+            return order.key;
+        }
+        let key = random_hex_128();
+        self.store_order(&StoredOrder {
+            token_tag: tag,
+            key: key.clone(),
+            receipt: None,
+        });
+        key
+    }
+
+    /// Keeps the receipt of the order made with `entry_token`.
+    pub fn set_receipt(&self, entry_token: &str, receipt: &OrderReceipt) {
+        let tag = token_tag(entry_token);
+        let key = self
+            .stored_order()
+            .filter(|o| o.token_tag == tag)
+            .map_or_else(random_hex_128, |o| o.key);
+        self.store_order(&StoredOrder {
+            token_tag: tag,
+            key,
+            receipt: Some(receipt.clone()),
+        });
+    }
+
+    /// The receipt kept for this room: of the order made with `entry_token`, or with any token
+    /// when this tab has none (the order was placed, so the ticket no longer hands it out).
+    pub fn receipt(&self, entry_token: Option<&str>) -> Option<OrderReceipt> {
+        let order = self.stored_order()?;
+        match entry_token {
+            Some(token) if token_tag(token) != order.token_tag => None,
+            _ => order.receipt,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_tags_tell_tokens_apart_and_are_stable() {
+        assert_eq!(token_tag("main.abc"), token_tag("main.abc"));
+        assert_ne!(token_tag("main.abc"), token_tag("main.abd"));
+        assert_eq!(token_tag("").len(), 16);
     }
 }

@@ -4,9 +4,11 @@ use leptos::prelude::*;
 use vestibule_shared::{RoomState, TicketState};
 
 use crate::{
+    connection::{ActiveTransport, Connection, Phase},
+    focus::focus_after_render,
     i18n::{eta_words, retrying_in, t, Lang, Text},
-    page_params::PageParams,
-    queue::{checkout_href, ActiveTransport, Connection, Phase, Queue},
+    page_params::{checkout_href, PageParams},
+    queue::Queue,
     LanguageSwitch,
 };
 
@@ -19,6 +21,46 @@ pub fn progress_percent(starting_position: u64, position: u64) -> u8 {
     }
     let position = position.min(starting_position);
     ((starting_position - position) * 100 / starting_position) as u8
+}
+
+/// A figure of the stats, or a dash while it is not known yet (the layout stays put).
+fn figure(value: Option<u64>) -> String {
+    value.map_or_else(|| "–".to_owned(), |v| v.to_string())
+}
+
+/// "Leave the line", asking first: a slip of the finger must not cost a place in a long line.
+#[component]
+fn LeaveLine(lang: Lang, on_leave: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let asking = RwSignal::new(false);
+    view! {
+        <Show
+            when=move || asking.get()
+            fallback=move || view! {
+                <button type="button" class="link-button" id="leave-line"
+                    on:click=move |_| {
+                        asking.set(true);
+                        focus_after_render("leave-question");
+                    }>
+                    {t(lang, Text::LeaveLine)}
+                </button>
+            }
+        >
+            <div class="confirm" role="group" aria-labelledby="leave-question">
+                <p id="leave-question" tabindex="-1">{t(lang, Text::LeaveQuestion)}</p>
+                <button type="button" class="button button-secondary" id="leave-confirm"
+                    on:click=move |_| on_leave()>
+                    {t(lang, Text::LeaveConfirm)}
+                </button>
+                <button type="button" class="button" id="leave-cancel"
+                    on:click=move |_| {
+                        asking.set(false);
+                        focus_after_render("leave-line");
+                    }>
+                    {t(lang, Text::StayInLine)}
+                </button>
+            </div>
+        </Show>
+    }
 }
 
 /// The status headline and explanation for a phase.
@@ -67,6 +109,20 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
         })
     };
     let has_position = move || waiting_position().is_some();
+    // A user timing (Lighthouse, DevTools) of when the place is first on screen.
+    Effect::new(move |marked: Option<bool>| {
+        if marked == Some(true) {
+            return true;
+        }
+        let shown = has_position();
+        if shown {
+            if let Some(performance) = window().performance() {
+                let _ = performance.mark("vestibule:place-on-screen");
+            }
+        }
+        shown
+    });
+    let joining = move || phase.with(|p| *p == Phase::Joining);
     let data_status = move || {
         phase.with(|p| match p {
             Phase::Ticket(s) => s.status.as_str(),
@@ -98,7 +154,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                     (RoomState::Open, None) => t(lang, Text::EtaUnknown).to_owned(),
                 }
             }
-            _ => String::new(),
+            _ => figure(None),
         })
     };
     let ticket_state = move || {
@@ -156,10 +212,10 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     let next_step_view = move || match next_step() {
         NextStep::None => ().into_any(),
         NextStep::Leave => view! {
-            <button type="button" class="link-button" id="leave-line"
-                on:click=move |_| queue.with_value(|q| q.leave())>
-                {t(lang, Text::LeaveLine)}
-            </button>
+            <LeaveLine lang=lang on_leave=move || {
+                queue.with_value(|q| q.leave());
+                focus_after_render("status");
+            } />
         }
         .into_any(),
         NextStep::Checkout(href) => view! {
@@ -168,7 +224,10 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
         .into_any(),
         NextStep::JoinAgain => view! {
             <button type="button" class="button" id="join-again"
-                on:click=move |_| queue.with_value(|q| q.join_again())>
+                on:click=move |_| {
+                    queue.with_value(|q| q.join_again());
+                    focus_after_render("status");
+                }>
                 {t(lang, Text::JoinAgain)}
             </button>
         }
@@ -190,9 +249,17 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
         },
         Connection::Hidden => t(lang, Text::ConnHidden).to_owned(),
         Connection::Retrying { in_secs } => retrying_in(lang, in_secs),
+        Connection::Reconnecting => t(lang, Text::ConnReconnecting).to_owned(),
+        Connection::Offline => t(lang, Text::ConnOffline).to_owned(),
         Connection::Stopped => t(lang, Text::ConnStopped).to_owned(),
     };
-    let retrying = move || matches!(connection.get(), Connection::Retrying { .. });
+    let lost = move || connection.get().is_lost();
+    let can_retry_now = move || {
+        matches!(
+            connection.get(),
+            Connection::Retrying { .. } | Connection::Offline
+        )
+    };
 
     view! {
         <main class="card" aria-labelledby="room-name">
@@ -203,6 +270,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
 
             <section
                 id="status"
+                tabindex="-1"
                 class="status"
                 class:status-paused=paused
                 data-status=data_status
@@ -210,18 +278,20 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             >
                 <h2 class="headline">{move || t(lang, phase.with(headline).0)}</h2>
                 <p class="detail">{move || t(lang, phase.with(headline).1)}</p>
-                {next_step_view}
+                // Holds the line of "Leave the line" while joining, so nothing moves when it comes.
+                <div class="next-step">{next_step_view}</div>
             </section>
 
-            <dl class="stats" class:stale=retrying hidden=move || !has_position()>
+            // Shown from the start with placeholders, so the first answer moves nothing.
+            <dl class="stats" class:stale=lost hidden=move || !(has_position() || joining())>
                 <div class="stat stat-position">
                     <dt>{t(lang, Text::Position)}</dt>
-                    <dd id="position">{move || waiting_position().map(|p| p.to_string())}</dd>
+                    <dd id="position">{move || figure(waiting_position())}</dd>
                 </div>
                 <div class="stat">
                     <dt>{t(lang, Text::Ahead)}</dt>
                     <dd id="ahead">
-                        {move || waiting_position().map(|p| p.saturating_sub(1).to_string())}
+                        {move || figure(waiting_position().map(|p| p.saturating_sub(1)))}
                     </dd>
                 </div>
                 <div class="stat">
@@ -236,7 +306,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                 id="progress"
                 class="progress"
                 role="progressbar"
-                hidden=move || !show_progress()
+                hidden=move || !(show_progress() || joining())
                 aria-label=t(lang, Text::Progress)
                 aria-valuemin="0"
                 aria-valuemax="100"
@@ -247,15 +317,20 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
 
             <p
                 id="connection"
+                tabindex="-1"
                 class="connection"
                 data-transport=move || transport.get().as_str()
                 data-state=move || connection.get().as_str()
             >
                 <span class="dot" aria-hidden="true"></span>
                 <span class="connection-text">{connection_text}</span>
-                <Show when=retrying>
+                <Show when=can_retry_now>
                     <button type="button" class="link-button" id="retry-now"
-                        on:click=move |_| queue.with_value(|q| q.retry_now())>
+                        on:click=move |_| {
+                            queue.with_value(|q| q.retry_now());
+                            // The button goes away: the connection line says what happens next.
+                            focus_after_render("connection");
+                        }>
                         {t(lang, Text::RetryNow)}
                     </button>
                 </Show>

@@ -4,6 +4,8 @@
 //! - [`TestApp`]: the real `vestibule` binary on `127.0.0.1:0`, with typed request methods and
 //!   its log captured.
 //! - [`Backend`]: which store a test runs against; [`both_stores!`] makes one test per store.
+//! - [`LinkProxy`]: a TCP proxy in front of a [`TestApp`] that can hang the link (accept, never
+//!   answer) or lose the server's answers, as a bad mobile network or middlebox does.
 //!
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
 
@@ -514,4 +516,154 @@ macro_rules! both_stores {
             )+
         }
     };
+}
+
+/// What a [`LinkProxy`] does with the traffic of its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Bytes flow both ways.
+    Up,
+    /// Connections are accepted but nothing is forwarded either way: a hung link.
+    Hung,
+    /// Requests reach the server but its answers never come back: a lost answer.
+    AnswersLost,
+    /// Connections are closed at once (open ones too): the server is unreachable.
+    Down,
+}
+
+/// A TCP proxy on `127.0.0.1:<port>` in front of a server, with a switch for the link.
+///
+/// A connection that was open (or opened) while the link was [`LinkState::Hung`] stays hung
+/// for good, and one that lived through [`LinkState::AnswersLost`] never answers again, as when
+/// a middlebox loses its connection state: setting [`LinkState::Up`] again helps only new
+/// connections, so a page recovers only if it gives up on the old ones by itself.
+pub struct LinkProxy {
+    /// The port the proxy listens on.
+    pub port: u16,
+    state: tokio::sync::watch::Sender<LinkState>,
+    accept_loop: tokio::task::JoinHandle<()>,
+}
+
+impl LinkProxy {
+    /// Starts a proxy forwarding to `upstream` (e.g. `TestApp::base`, `http://127.0.0.1:port`).
+    ///
+    /// # Panics
+    /// When `upstream` is not `http://host:port` or no local port can be bound.
+    pub async fn start(upstream: &str) -> Self {
+        let upstream: std::net::SocketAddr = upstream
+            .trim_start_matches("http://")
+            .parse()
+            .expect("upstream is http://ip:port");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port for the proxy");
+        let port = listener.local_addr().expect("bound address").port();
+        let (state, _) = tokio::sync::watch::channel(LinkState::Up);
+        let link = state.clone();
+        let accept_loop = tokio::spawn(async move {
+            // Dropped with the accept loop: every relay ends with the proxy.
+            let mut relays = tokio::task::JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                relays.spawn(relay(client, upstream, link.subscribe()));
+                while relays.try_join_next().is_some() {}
+            }
+        });
+        Self {
+            port,
+            state,
+            accept_loop,
+        }
+    }
+
+    /// Switches the link (see [`LinkState`]).
+    pub fn set(&self, state: LinkState) {
+        self.state.send_replace(state);
+    }
+
+    /// `http://127.0.0.1:<port>` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for LinkProxy {
+    fn drop(&mut self) {
+        self.accept_loop.abort();
+    }
+}
+
+/// Forwards one connection while the link allows; see [`LinkProxy`].
+async fn relay(
+    client: tokio::net::TcpStream,
+    upstream: std::net::SocketAddr,
+    mut link: tokio::sync::watch::Receiver<LinkState>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let initial = *link.borrow_and_update();
+    if initial == LinkState::Down {
+        return;
+    }
+    let mut hung = initial == LinkState::Hung;
+    let mut answers_lost = initial == LinkState::AnswersLost;
+    let server = if hung {
+        None
+    } else {
+        tokio::net::TcpStream::connect(upstream).await.ok()
+    };
+    let (mut from_server, mut to_server) = match server {
+        Some(server) => {
+            let (read, write) = server.into_split();
+            (Some(read), Some(write))
+        }
+        None => (None, None),
+    };
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut up, mut down) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    loop {
+        tokio::select! {
+            changed = link.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                match *link.borrow_and_update() {
+                    LinkState::Hung => hung = true,
+                    LinkState::AnswersLost => answers_lost = true,
+                    LinkState::Down => return,
+                    LinkState::Up => {}
+                }
+            }
+            read = from_client.read(&mut up) => {
+                let Ok(n @ 1..) = read else { return };
+                if let (false, Some(server)) = (hung, to_server.as_mut()) {
+                    if server.write_all(&up[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            read = read_if_open(&mut from_server, &mut down) => {
+                match read {
+                    Ok(n @ 1..) if !hung && !answers_lost => {
+                        if to_client.write_all(&down[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(1..) => {}
+                    // The server closed: a working link passes that on; a dead one never does.
+                    _ if hung || answers_lost => from_server = None,
+                    _ => return,
+                }
+            }
+        }
+    }
+}
+
+async fn read_if_open(
+    half: &mut Option<tokio::net::tcp::OwnedReadHalf>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    use tokio::io::AsyncReadExt;
+    match half {
+        Some(half) => half.read(buf).await,
+        None => std::future::pending().await,
+    }
 }

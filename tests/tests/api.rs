@@ -567,11 +567,14 @@ async fn sse_streams_status_until_admission(backend: Backend) {
         }
     }
     let statuses: Vec<TicketStatus> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
+        .split("\n\n")
+        .filter(|block| block.lines().any(|line| line == "event: status"))
+        .filter_map(|block| block.lines().find_map(|line| line.strip_prefix("data:")))
         .map(|data| serde_json::from_str(data.trim()).expect("TicketStatus JSON"))
         .collect();
     assert!(text.contains("event: status"), "{text}");
+    // 10 s without news: a keep-alive the browser can see (a comment never reaches the page).
+    assert!(text.contains("event: keepalive\ndata: {}\n"), "{text}");
     assert!(text.contains("id: 0") && text.contains("id: 1"), "{text}");
     assert_eq!(
         statuses.first().map(|s| s.status),
@@ -708,6 +711,10 @@ async fn read_events(
     loop {
         while let Some(end) = buffer.find("\n\n") {
             let block: String = buffer.drain(..end + 2).collect();
+            // `event: keepalive` blocks carry no status.
+            if !block.lines().any(|line| line.trim_end() == "event: status") {
+                continue;
+            }
             if let Some(data) = block.lines().find_map(|line| line.strip_prefix("data:")) {
                 let status: TicketStatus = serde_json::from_str(data.trim()).expect("TicketStatus");
                 let finished = done(&status);

@@ -1,8 +1,10 @@
 //! `GET /api/v1/rooms/{room}/tickets/{ticketId}/events`: a ticket's status as Server-Sent Events.
 //!
 //! Sends `event: status` with the TicketStatus JSON at once, then whenever it changes (fed by the
-//! room's [`crate::sse_hub`]), with an increasing `id` and keep-alive comments; ends after a
-//! terminal status or when the server shuts down.
+//! room's [`crate::sse_hub`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
+//! [`KEEP_ALIVE_SECS`] without news; ends after a terminal status or when the server shuts down.
+//! The keep-alive is an event, not a comment, because a browser hands comments to no one: the
+//! page needs to hear it to tell a quiet stream from a hung connection.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -27,8 +29,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(events))
 }
 
-/// Seconds between keep-alive comments.
-const KEEP_ALIVE_SECS: u64 = 15;
+/// Seconds without news before a keep-alive event (the page drops a stream silent for two).
+const KEEP_ALIVE_SECS: u64 = 10;
 
 /// Streams a ticket's status changes.
 #[utoipa::path(
@@ -38,8 +40,9 @@ const KEEP_ALIVE_SECS: u64 = 15;
     operation_id = "events",
     description = "Server-Sent Events (`text/event-stream`), an alternative to polling. Each \
         message is `event: status`, `id: <n>` (0, 1, 2, … per stream) and `data: <TicketStatus \
-        JSON>`: the current status at once, then each change. A comment line (`:`) is sent every \
-        15 s as a keep-alive: a client that hears nothing for about 30 s should reconnect. The \
+        JSON>`: the current status at once, then each change. After 10 s without news the server \
+        sends `event: keepalive` with `data: {}` (an event, not a comment, so a browser's \
+        EventSource sees it): a client that hears nothing for about 20 s should reconnect. The \
         stream stays open while the ticket is WAITING and after TOKEN_ISSUED, and ends after the \
         first terminal status (COMPLETED, EXPIRED, LEFT) or when the server shuts down; \
         reconnecting (with or without `Last-Event-ID`) starts again with the current status.",
@@ -48,7 +51,7 @@ const KEEP_ALIVE_SECS: u64 = 15;
         ("ticketId" = String, Path, pattern = "^[A-Za-z0-9_-]{22}$", description = "Ticket id from the join", example = "Zb3n0W6m1q8VqL2pX9cT4A"),
     ),
     responses(
-        (status = 200, description = "The stream of `status` events", content_type = "text/event-stream", body = String,
+        (status = 200, description = "The stream of `status` events, and a `keepalive` event (`data: {}`) after 10 s without news", content_type = "text/event-stream", body = String,
             example = "event: status\nid: 0\ndata: {\"ticketId\":\"Zb3n0W6m1q8VqL2pX9cT4A\",\"room\":\"main\",\"status\":\"WAITING\",\"position\":42,…}\n\n"),
         (status = 400, description = "Malformed ticket id (`bad_request`)", body = ErrorBody),
         (status = 404, description = "Unknown room or ticket", body = ErrorBody),
@@ -94,8 +97,11 @@ pub async fn events(
                     .data(json),
             )
         });
-    let sse = Sse::new(statuses)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(KEEP_ALIVE_SECS)));
+    let sse = Sse::new(statuses).keep_alive(
+        KeepAlive::new()
+            .interval(Duration::from_secs(KEEP_ALIVE_SECS))
+            .event(Event::default().event("keepalive").data("{}")),
+    );
     Ok((
         [
             (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),

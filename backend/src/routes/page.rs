@@ -1,7 +1,11 @@
 //! The built waiting-room page (trunk's `dist/`): `/`, `/checkout` and static assets.
 //!
-//! Hashed assets are cached for a year; HTML is `no-store` (it names the current asset hashes and
-//! must never be served stale to a shopper mid-sale).
+//! Files go out precompressed when the browser accepts it: `scripts/build-page.sh` writes a
+//! brotli (`.br`) and a gzip (`.gz`) copy next to each, and the file services pick the best one
+//! by `Accept-Encoding` (with `Vary: Accept-Encoding`). Assets (trunk puts a content hash in
+//! every name) are cached for a year; HTML is `no-cache`: a browser may keep it but asks again
+//! every time (a cheap 304), because it names the current asset hashes and must never be stale
+//! for a shopper mid-sale.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -23,18 +27,34 @@ pub fn router(static_dir: &std::path::Path) -> Router<AppState> {
             .route("/checkout", axum::routing::get(not_built))
             .fallback(super::unknown_endpoint);
     }
+    let vary = HeaderValue::from_static("accept-encoding");
     let html = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
+            HeaderValue::from_static("no-cache"),
         ))
-        .service(ServeFile::new(&index));
+        .layer(SetResponseHeaderLayer::overriding(
+            header::VARY,
+            vary.clone(),
+        ))
+        .service(
+            ServeFile::new(&index)
+                .precompressed_br()
+                .precompressed_gzip(),
+        );
+    // Unknown paths get the page (and its `no-cache`), never a year-long cache of it.
     let assets = ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
             HeaderValue::from_static("public, max-age=31536000, immutable"),
         ))
-        .service(ServeDir::new(static_dir).fallback(ServeFile::new(&index)));
+        .layer(SetResponseHeaderLayer::if_not_present(header::VARY, vary))
+        .service(
+            ServeDir::new(static_dir)
+                .precompressed_br()
+                .precompressed_gzip()
+                .fallback(html.clone()),
+        );
     Router::new()
         .route_service("/", html.clone())
         .route_service("/index.html", html.clone())

@@ -1,0 +1,185 @@
+//! What the waiting view shows about the ticket and the link to the server: the signals
+//! [`QueueView`] that [`crate::queue::Queue`] publishes.
+
+use std::{cell::Cell, rc::Rc, time::Duration};
+
+use leptos::prelude::*;
+use vestibule_shared::TicketStatus;
+
+/// What the page knows about its place in the room.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phase {
+    /// Joining or resuming; no answer yet.
+    Joining,
+    /// The latest status of the ticket (any state).
+    Ticket(TicketStatus),
+    /// The room does not exist or has closed (404 `room_not_found`, or an invalid room name).
+    RoomNotFound,
+    /// The server refused the request for a reason retrying cannot fix.
+    Failed,
+}
+
+/// The state of the link to the server, shown in `#connection[data-state]`.
+///
+/// It never claims more than the page knows: `Live` only after an answer or event arrived in
+/// time; a request or stream that outlives its deadline turns it into `Retrying`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// First request or stream not answered yet.
+    Connecting,
+    /// Updates arrive (stream open and not silent, or polls succeed).
+    Live,
+    /// Polling is stopped while the tab is hidden.
+    Hidden,
+    /// The connection was lost; the next attempt is in `in_secs` seconds (counts down).
+    Retrying {
+        /// Whole seconds until the next attempt, rounded up.
+        in_secs: u64,
+    },
+    /// The connection was lost and an attempt to reach the server is under way.
+    Reconnecting,
+    /// The browser reported it went offline; the page tries again when it is back online.
+    Offline,
+    /// Nothing more to follow (admitted, ended, unknown room).
+    Stopped,
+}
+
+impl Connection {
+    /// The `data-state` value, e.g. `"retrying"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Connecting => "connecting",
+            Self::Live => "live",
+            Self::Hidden => "hidden",
+            Self::Retrying { .. } => "retrying",
+            Self::Reconnecting => "reconnecting",
+            Self::Offline => "offline",
+            Self::Stopped => "stopped",
+        }
+    }
+
+    /// Whether the link is known to be broken, so the figures on screen may be out of date.
+    pub fn is_lost(self) -> bool {
+        matches!(
+            self,
+            Self::Retrying { .. } | Self::Reconnecting | Self::Offline
+        )
+    }
+}
+
+/// The transport in use right now, shown in `#connection[data-transport]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveTransport {
+    /// One `EventSource` on the ticket's `events` stream.
+    Sse,
+    /// Single-timeout polling by `nextPollAfterMs`.
+    Poll,
+}
+
+impl ActiveTransport {
+    /// The `data-transport` value, `"sse"` or `"poll"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sse => "sse",
+            Self::Poll => "poll",
+        }
+    }
+}
+
+/// The reactive state the waiting view renders; all handles are `Copy`.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueView {
+    /// Where the ticket stands.
+    pub phase: RwSignal<Phase>,
+    /// The link to the server.
+    pub connection: RwSignal<Connection>,
+    /// SSE or polling.
+    pub transport: RwSignal<ActiveTransport>,
+    /// The first position seen for this ticket (progress bar origin).
+    pub starting_position: RwSignal<Option<u64>>,
+    /// The text of the polite live region.
+    pub announcement: RwSignal<String>,
+}
+
+impl QueueView {
+    /// Fresh signals: joining, connecting, on `transport`.
+    pub fn new(transport: ActiveTransport) -> Self {
+        Self {
+            phase: RwSignal::new(Phase::Joining),
+            connection: RwSignal::new(Connection::Connecting),
+            transport: RwSignal::new(transport),
+            starting_position: RwSignal::new(None),
+            announcement: RwSignal::new(String::new()),
+        }
+    }
+}
+
+/// How often the "retrying in N s" countdown is refreshed.
+const COUNTDOWN_PERIOD: Duration = Duration::from_millis(250);
+
+/// Shows [`Connection::Retrying`] and counts its seconds down to the next attempt.
+pub struct RetryCountdown {
+    connection: RwSignal<Connection>,
+    retry_at: Rc<Cell<Option<f64>>>,
+    ticker: Cell<Option<IntervalHandle>>,
+}
+
+impl RetryCountdown {
+    /// A stopped countdown that writes to `connection`.
+    pub fn new(connection: RwSignal<Connection>) -> Self {
+        Self {
+            connection,
+            retry_at: Rc::new(Cell::new(None)),
+            ticker: Cell::new(None),
+        }
+    }
+
+    /// Counts down `remaining` from now.
+    pub fn start(&self, remaining: Duration) {
+        self.retry_at
+            .set(Some(js_sys::Date::now() + remaining.as_millis() as f64));
+        let (connection, retry_at) = (self.connection, Rc::clone(&self.retry_at));
+        let update = move || {
+            if let Some(at) = retry_at.get() {
+                let in_secs = ((at - js_sys::Date::now()) / 1_000.0).ceil().max(0.0) as u64;
+                let shown = Connection::Retrying { in_secs };
+                if connection.get_untracked() != shown {
+                    connection.set(shown);
+                }
+            }
+        };
+        update();
+        if self.ticker.get().is_none() {
+            self.ticker
+                .set(set_interval_with_handle(update, COUNTDOWN_PERIOD).ok());
+        }
+    }
+
+    /// Stops counting (the attempt started, or the page stopped); the state is left as it is.
+    pub fn stop(&self) {
+        self.retry_at.set(None);
+        if let Some(handle) = self.ticker.take() {
+            handle.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_broken_link_marks_the_figures_as_possibly_out_of_date() {
+        assert!(Connection::Retrying { in_secs: 3 }.is_lost());
+        assert!(Connection::Reconnecting.is_lost());
+        assert!(Connection::Offline.is_lost());
+        for fine in [
+            Connection::Connecting,
+            Connection::Live,
+            Connection::Hidden,
+            Connection::Stopped,
+        ] {
+            assert!(!fine.is_lost(), "{fine:?}");
+        }
+    }
+}
