@@ -93,9 +93,9 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
     let stream = &mut json["paths"]["/api/v1/rooms/{room}/tickets/{ticketId}/events"]["get"]
         ["responses"]["200"]["content"]["text/event-stream"];
     if stream.is_object() {
-        stream["schema"] = json!({
+        let status = json!({
             "type": "object",
-            "description": "One event of the stream.",
+            "description": "A change of the ticket (the first one at once).",
             "required": ["event", "data"],
             "properties": {
                 "event": {"type": "string", "enum": ["status"]},
@@ -109,6 +109,18 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
                 "retry": {"type": "integer"},
             },
         });
+        let keepalive = json!({
+            "type": "object",
+            "description": "Sent after 10 s without news; a stream silent for two of these is dead.",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"type": "string", "enum": ["keepalive"]},
+                "data": {"type": "string", "enum": ["{}"]},
+                "id": {"type": "string"},
+            },
+        });
+        stream["schema"] =
+            json!({"description": "One event of the stream.", "oneOf": [status, keepalive]});
     }
     json
 }
