@@ -75,8 +75,10 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     loop {
         let started = Instant::now();
         let result = match leader.as_mut() {
-            None => match state
-                .store
+            // The lease goes over the scheduler's own connection like the admissions: a
+            // follower's tick must not wait behind request traffic either, or it would take
+            // over late when the leader dies.
+            None => match store
                 .lease(&room.name, &holder, state.config.lease_ms, &defaults)
                 .await
             {
