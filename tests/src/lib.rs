@@ -185,6 +185,9 @@ pub struct TestApp {
 
 /// The `vestibule` command line every [`TestApp`] starts from: a free port, the test admin
 /// token, `args`, the store (`url`, none = embedded) and a log filter.
+///
+/// The embedded store keeps nothing (`--data-dir none`) unless `args` name a `--data-dir`, so
+/// tests never share state and never write into the working folder.
 pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> Command {
     let mut command = Command::new(vestibule_binary());
     command
@@ -192,7 +195,11 @@ pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> 
         .args(args)
         .env("RUST_LOG", log_filter)
         .env("NO_COLOR", "1")
-        .env_remove("VESTIBULE_REDIS_URL");
+        .env_remove("VESTIBULE_REDIS_URL")
+        .env_remove("VESTIBULE_DATA_DIR");
+    if !args.contains(&"--data-dir") {
+        command.args(["--data-dir", "none"]);
+    }
     if let Some(url) = url {
         command.args(["--redis-url", url]);
     }

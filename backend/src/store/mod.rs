@@ -2,13 +2,16 @@
 //!
 //! - [`redis`]: `RedisStore`, production; many replicas share it; every multi-step change is one
 //!   Lua script.
-//! - [`memory`]: `MemoryStore`, the embedded default for a single process; no setup.
+//! - [`memory`]: `MemoryStore`, the embedded engine for a single process; no setup.
+//! - [`durable`]: `DurableStore`, the embedded default: `MemoryStore` plus a journal and
+//!   snapshots in `--data-dir`, so a restart keeps the queue.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
 //! Semantics both must keep (DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
+pub mod durable;
 pub mod memory;
 pub mod order_index;
 pub mod redis;
@@ -39,7 +42,8 @@ pub enum StoreError {
 }
 
 /// A room's live settings as the store keeps them (shared by every replica).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RoomConfig {
     /// Shoppers admitted per second.
     pub admission_rate_per_sec: f64,
@@ -96,6 +100,16 @@ pub enum SettingsUpdate {
 }
 
 impl RoomConfig {
+    /// A patch that sets every field to this config's value.
+    pub fn as_patch(&self) -> RoomConfigPatch {
+        RoomConfigPatch {
+            admission_rate_per_sec: Some(self.admission_rate_per_sec),
+            paused: Some(self.paused),
+            token_ttl_ms: Some(self.token_ttl_ms),
+            max_active_users: Some(self.max_active_users),
+        }
+    }
+
     /// This config with `patch` applied.
     pub fn patched(&self, patch: &RoomConfigPatch) -> Self {
         Self {
@@ -151,7 +165,8 @@ pub struct JoinOutcome {
 /// shared by every replica on the same store.
 ///
 /// GCRA (a token bucket kept as one timestamp): `per_minute` joins as a burst, refilled evenly.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct JoinLimit {
     /// The client the limit is for (its IP address as text).
     pub client: String,
@@ -397,7 +412,8 @@ pub struct SseRefresh {
 /// Every method is atomic with respect to the others for the room it names.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// `"redis"` or `"memory"`, for logs and `/readyz`.
+    /// `"redis"`, `"memory"` (embedded, nothing kept) or `"durable"` (embedded, kept in
+    /// `--data-dir`), for logs and `/readyz`.
     fn kind(&self) -> &'static str;
 
     /// Whether the store answers.
