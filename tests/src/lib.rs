@@ -184,10 +184,8 @@ pub struct TestApp {
 }
 
 /// The `vestibule` command line every [`TestApp`] starts from: a free port, the test admin
-/// token, `args`, the store (`url`, none = embedded) and a log filter.
-///
-/// The embedded store keeps nothing (`--data-dir none`) unless `args` name a `--data-dir`, so
-/// tests never share state and never write into the working folder.
+/// token, `args`, the store (`url`, none = embedded; `--data-dir none` unless `args` name one, so
+/// tests never share state nor write into the working folder) and a log filter.
 pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> Command {
     let mut command = Command::new(vestibule_binary());
     command

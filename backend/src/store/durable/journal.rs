@@ -63,27 +63,29 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens (creating) the journal at `path`, empty, continuing at sequence `next_seq`.
+    /// Opens (creating) the journal at `path` for appending, continuing at sequence `next_seq`.
+    /// What it holds stays until [`Journal::reset`]: the caller empties it only once a
+    /// snapshot holds those records.
     ///
     /// # Errors
-    /// The file cannot be created, truncated or cloned for the syncer.
-    pub fn create(path: &Path, next_seq: u64, fsync: FsyncPolicy) -> std::io::Result<Self> {
+    /// The file cannot be opened or cloned for the syncer.
+    pub fn open(path: &Path, next_seq: u64, fsync: FsyncPolicy) -> std::io::Result<Self> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .read(true)
             .open(path)?;
-        let mut journal = Self {
+        let bytes = file.metadata()?.len();
+        let journal = Self {
             file,
             path: path.to_owned(),
             next_seq,
-            bytes: 0,
+            bytes,
             fsync,
             dirty: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
             line: Vec::with_capacity(512),
         };
-        journal.reset()?;
         if fsync == FsyncPolicy::EverySec {
             journal.spawn_syncer()?;
         }
@@ -278,7 +280,7 @@ mod tests {
     fn records_read_back_in_order_and_a_torn_last_record_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
-        let mut journal = Journal::create(&path, 5, FsyncPolicy::Never).unwrap();
+        let mut journal = Journal::open(&path, 5, FsyncPolicy::Never).unwrap();
         for n in 0..3 {
             journal.append(&leave(n)).unwrap();
         }
@@ -301,7 +303,7 @@ mod tests {
     fn a_damaged_record_in_the_middle_stops_the_read_with_its_offset() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
-        let mut journal = Journal::create(&path, 1, FsyncPolicy::Always).unwrap();
+        let mut journal = Journal::open(&path, 1, FsyncPolicy::Always).unwrap();
         for n in 0..3 {
             journal.append(&leave(n)).unwrap();
         }

@@ -178,7 +178,8 @@ impl DurableStore {
                  was never answered)"
             );
         }
-        let journal = Journal::create(&journal_path, last_seq + 1, options.fsync)
+        // Emptied only by the snapshot below, once that holds every record replayed here.
+        let journal = Journal::open(&journal_path, last_seq + 1, options.fsync)
             .map_err(|error| unusable(format!("opening {}: {error}", journal_path.display())))?;
         let mut writer = Writer {
             journal,

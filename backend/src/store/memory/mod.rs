@@ -7,8 +7,10 @@
 //! [`DurableStore`](super::durable::DurableStore), which journals every change.
 //!
 //! - [`room`]: one room's state and operations, each at an explicit time (replayable).
+//! - [`admission`]: the scheduler lease and admission of a room.
 //! - [`image`]: a room as plain serde data, for snapshots.
 
+pub mod admission;
 pub mod image;
 pub mod room;
 

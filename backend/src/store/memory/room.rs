@@ -4,7 +4,8 @@
 //! Every operation takes the time it runs at as an argument (Unix milliseconds) instead of
 //! reading the clock, so that replaying the same calls with the same times rebuilds the same
 //! room: the durable store (`store::durable`) relies on this to recover from its journal. Only
-//! the scheduler lease reads a clock, and leases are never replayed.
+//! the scheduler lease reads a clock, and leases are never replayed. The lease and admission
+//! are in `admission.rs`.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -14,9 +15,9 @@ use vestibule_shared::TicketState;
 use crate::ids::token_secret;
 use crate::store::order_index::OrderIndex;
 use crate::store::{
-    gcra, AdmitOutcome, AdmitRequest, JoinLimit, JoinOutcome, JoinReply, LeaseOutcome,
-    LeaveOutcome, OrderClaim, QueueCursor, QueueDelta, RoomConfig, RoomConfigPatch, RoomCounts,
-    SettingsUpdate, SseRefresh, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+    gcra, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, OrderClaim, QueueCursor, QueueDelta,
+    RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh, TicketRecord, TokenCheck,
+    TokenUse, VersionedConfig,
 };
 
 /// A ticket that has left the queue (admitted or ended).
@@ -31,10 +32,11 @@ pub(super) struct Settled {
     pub(super) order: Option<(String, String)>,
 }
 
+/// The scheduler lease of a room (see `admission.rs`).
 #[derive(Debug, Default)]
-struct Lease {
-    holder: String,
-    until_ms: u64,
+pub(super) struct Lease {
+    pub(super) holder: String,
+    pub(super) until_ms: u64,
 }
 
 /// One room's whole state. Fields are visible to the snapshot image (`image.rs`).
@@ -57,8 +59,8 @@ pub struct Room {
     /// Issued, unused tokens by expiry: the active users.
     pub(super) active: BTreeSet<(u64, Arc<str>)>,
     pub(super) dedup: HashMap<String, Arc<str>>,
-    lease: Option<Lease>,
-    epoch: u64,
+    pub(super) lease: Option<Lease>,
+    pub(super) epoch: u64,
     /// Shoppers ever admitted (for SSE hubs' cursors).
     pub(super) popped: u64,
     /// Waiting shoppers that ever left, and the arrival seqs of the last [`LEFT_KEPT`] of them.
@@ -125,7 +127,7 @@ impl Room {
         self.settled.insert(id.clone(), settled);
     }
 
-    fn expire_tokens(&mut self, now_ms: u64) -> u64 {
+    pub(super) fn expire_tokens(&mut self, now_ms: u64) -> u64 {
         let mut expired = 0;
         while let Some((exp, id)) = self.active.first().cloned() {
             if exp > now_ms {
@@ -142,7 +144,7 @@ impl Room {
         expired
     }
 
-    fn forget_finished(&mut self, now_ms: u64) {
+    pub(super) fn forget_finished(&mut self, now_ms: u64) {
         while let Some((at, _)) = self.forget_queue.front() {
             if *at > now_ms {
                 break;
@@ -360,119 +362,6 @@ impl Room {
             waiting: self.queue.len() as u64,
             active: active as u64,
         }
-    }
-
-    /// Takes or renews the lease at the clock time `clock_ms` (see `Store::lease`).
-    pub fn lease(&mut self, holder: &str, lease_ms: u64, clock_ms: u64) -> LeaseOutcome {
-        let epoch = match &mut self.lease {
-            Some(lease) if lease.holder == holder && lease.until_ms > clock_ms => {
-                lease.until_ms = clock_ms + lease_ms;
-                Some(self.epoch)
-            }
-            Some(lease) if lease.until_ms > clock_ms => None,
-            _ => {
-                self.epoch += 1;
-                self.lease = Some(Lease {
-                    holder: holder.to_owned(),
-                    until_ms: clock_ms + lease_ms,
-                });
-                Some(self.epoch)
-            }
-        };
-        LeaseOutcome {
-            epoch,
-            config: self.versioned(),
-            active: self.active.len() as u64,
-        }
-    }
-
-    /// Gives up the lease if `holder` has it.
-    pub fn release_lease(&mut self, holder: &str) {
-        if self
-            .lease
-            .as_ref()
-            .is_some_and(|lease| lease.holder == holder)
-        {
-            self.lease = None;
-        }
-    }
-
-    /// One fenced leader tick (see `Store::admit`): the lease is checked against the clock time
-    /// `clock_ms`, the admission itself runs at `request.now_ms`.
-    pub fn admit(&mut self, request: &AdmitRequest<'_>, clock_ms: u64) -> AdmitOutcome {
-        let holds_lease = self
-            .lease
-            .as_ref()
-            .is_some_and(|lease| lease.holder == request.holder && lease.until_ms > clock_ms);
-        if !holds_lease || self.epoch != request.epoch {
-            return AdmitOutcome {
-                fenced: true,
-                ..AdmitOutcome::default()
-            };
-        }
-        if let Some(lease) = self.lease.as_mut() {
-            lease.until_ms = clock_ms + request.lease_ms;
-        }
-        let (admitted, expired) = self.admit_unfenced(
-            request.now_ms,
-            request.token_ttl_ms,
-            request.keep_ms,
-            request.max_active_users,
-            request.tokens,
-        );
-        AdmitOutcome {
-            fenced: false,
-            admitted,
-            expired,
-            waiting: self.queue.len() as u64,
-            active: self.active.len() as u64,
-            config: Some(self.versioned()),
-        }
-    }
-
-    /// The admission part of a tick, with no lease check (also what the journal replays):
-    /// expires overdue tokens, forgets finished tickets and admits up to `tokens.len()` shoppers.
-    /// Returns (admitted, expired).
-    pub fn admit_unfenced(
-        &mut self,
-        now_ms: u64,
-        token_ttl_ms: u64,
-        keep_ms: u64,
-        max_active_users: Option<u64>,
-        tokens: &[String],
-    ) -> (u64, u64) {
-        let expired = self.expire_tokens(now_ms);
-        self.forget_finished(now_ms);
-        let active = self.active.len() as u64;
-        let mut quota = tokens.len() as u64;
-        if self.config.paused {
-            quota = 0;
-        }
-        if let Some(cap) = max_active_users {
-            quota = quota.min(cap.saturating_sub(active));
-        }
-        let expires_at_ms = now_ms + token_ttl_ms;
-        let mut admitted = 0;
-        for token in tokens.iter().take(quota as usize) {
-            let Some((_, id)) = self.queue.pop_front() else {
-                break;
-            };
-            self.seq_of.remove(&id);
-            self.tokens
-                .insert(token_secret(token).to_owned(), id.clone());
-            self.active.insert((expires_at_ms, id.clone()));
-            let issued = Settled {
-                state: TicketState::TokenIssued,
-                token: Some(token.clone()),
-                expires_at_ms,
-                forget_at_ms: expires_at_ms + keep_ms,
-                order: None,
-            };
-            self.settle(&id, issued);
-            admitted += 1;
-        }
-        self.popped += admitted;
-        (admitted, expired)
     }
 
     /// Checks an entry token at `now_ms` without using it.
