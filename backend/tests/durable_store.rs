@@ -249,6 +249,31 @@ async fn a_torn_last_record_is_dropped_and_an_old_journal_is_not_applied_twice()
 }
 
 #[tokio::test]
+async fn a_crash_during_a_background_snapshot_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.log");
+    let store = open(dir.path(), 64 << 20).await;
+    let (ids, _) = sale(&store).await;
+    drop(store);
+    let taken_in = std::fs::read(&journal).unwrap();
+    let store = open(dir.path(), 64 << 20).await;
+    joined(keyed_join(&store, "k:late").await);
+    let before = observe(&store, &ids).await;
+    drop(store);
+    // The files as a crash leaves them mid-snapshot: the journal being taken in moved to
+    // journal.old, later changes in a new journal.log, no snapshot written yet.
+    let all = std::fs::read(&journal).unwrap();
+    std::fs::write(dir.path().join("journal.old"), &taken_in).unwrap();
+    std::fs::write(&journal, &all[taken_in.len()..]).unwrap();
+    let store = open(dir.path(), 64 << 20).await;
+    assert_eq!(observe(&store, &ids).await, before);
+    assert!(
+        !dir.path().join("journal.old").exists(),
+        "taken in by a snapshot at start"
+    );
+}
+
+#[tokio::test]
 async fn a_second_process_on_the_same_data_dir_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let first = open(dir.path(), 64 << 20).await;

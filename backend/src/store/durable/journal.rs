@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::change::Change;
@@ -57,26 +57,33 @@ pub struct Journal {
     fsync: FsyncPolicy,
     /// Set by writes, cleared by the background syncer (`EverySec`).
     dirty: Arc<AtomicBool>,
+    /// The file the background syncer syncs (a handle on the current file).
+    synced: Arc<Mutex<File>>,
     /// Tells the background syncer to stop.
     stop: Arc<AtomicBool>,
     line: Vec<u8>,
 }
 
 impl Journal {
-    /// Opens (creating) the journal at `path` for appending, continuing at sequence `next_seq`.
-    /// What it holds stays until [`Journal::reset`]: the caller empties it only once a
-    /// snapshot holds those records.
+    /// Opens (creating) the journal at `path` for appending, continuing at sequence `next_seq`,
+    /// cut to its first `keep_bytes` (what [`read`] found good: a torn last record goes).
     ///
     /// # Errors
-    /// The file cannot be opened or cloned for the syncer.
-    pub fn open(path: &Path, next_seq: u64, fsync: FsyncPolicy) -> std::io::Result<Self> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(path)?;
+    /// The file cannot be opened, cut or cloned for the syncer.
+    pub fn open(
+        path: &Path,
+        next_seq: u64,
+        keep_bytes: u64,
+        fsync: FsyncPolicy,
+    ) -> std::io::Result<Self> {
+        let file = open_append(path)?;
+        if file.metadata()?.len() > keep_bytes {
+            file.set_len(keep_bytes)?;
+            file.sync_all()?;
+        }
         let bytes = file.metadata()?.len();
         let journal = Self {
+            synced: Arc::new(Mutex::new(file.try_clone()?)),
             file,
             path: path.to_owned(),
             next_seq,
@@ -93,7 +100,7 @@ impl Journal {
     }
 
     fn spawn_syncer(&self) -> std::io::Result<()> {
-        let file = self.file.try_clone()?;
+        let file = self.synced.clone();
         let (dirty, stop) = (self.dirty.clone(), self.stop.clone());
         std::thread::Builder::new()
             .name("journal-fsync".into())
@@ -101,6 +108,7 @@ impl Journal {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_secs(1));
                     if dirty.swap(false, Ordering::Relaxed) {
+                        let file = file.lock().unwrap_or_else(|p| p.into_inner());
                         if let Err(error) = file.sync_data() {
                             tracing::warn!(%error, "journal fsync failed");
                         }
@@ -139,13 +147,38 @@ impl Journal {
         Ok(())
     }
 
+    /// Moves the current file to `old` (synced, whole) and goes on in a new, empty file, so that
+    /// a snapshot of everything so far can be written while changes go on; `old` is deleted
+    /// once the snapshot holds it.
+    ///
+    /// # Errors
+    /// Syncing, renaming or opening failed; the journal then goes on in the file it had, unless
+    /// the rename happened (the new file is then opened at `path` or the error is returned with
+    /// both files in place, which a start reads in order).
+    pub fn rotate(&mut self, old: &Path) -> std::io::Result<()> {
+        self.file.sync_data()?;
+        std::fs::rename(&self.path, old)?;
+        let file = open_append(&self.path)?;
+        if let Some(folder) = self.path.parent() {
+            File::open(folder)?.sync_all()?;
+        }
+        *self.synced.lock().unwrap_or_else(|p| p.into_inner()) = file.try_clone()?;
+        self.file = file;
+        self.bytes = 0;
+        Ok(())
+    }
+
     /// Empties the file (after a snapshot took in every record), and syncs that.
     ///
     /// # Errors
     /// Truncating or syncing failed.
     pub fn reset(&mut self) -> std::io::Result<()> {
-        self.file.set_len(0)?;
-        self.file.sync_all()?;
+        // Opened again by path: after a failed rotation the handle may be on the moved file.
+        let file = open_append(&self.path)?;
+        file.set_len(0)?;
+        file.sync_all()?;
+        *self.synced.lock().unwrap_or_else(|p| p.into_inner()) = file.try_clone()?;
+        self.file = file;
         self.bytes = 0;
         Ok(())
     }
@@ -166,6 +199,10 @@ impl Journal {
     }
 }
 
+fn open_append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
 impl Drop for Journal {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -184,6 +221,8 @@ pub struct ReadReport {
     pub dropped_tail_bytes: u64,
     /// The last sequence number read.
     pub last_seq: u64,
+    /// Bytes up to the end of the last good record (where appending goes on).
+    pub good_bytes: u64,
 }
 
 /// Reads the journal at `path` (missing = empty) and hands every well-formed record to `apply`,
@@ -223,6 +262,7 @@ pub fn read(
                 apply(seq, change)?;
                 report.records += 1;
                 report.last_seq = seq;
+                report.good_bytes = offset + read as u64;
             }
             None => {
                 let at_end = reader.fill_buf().map_or(true, |rest| rest.is_empty());
@@ -280,7 +320,7 @@ mod tests {
     fn records_read_back_in_order_and_a_torn_last_record_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
-        let mut journal = Journal::open(&path, 5, FsyncPolicy::Never).unwrap();
+        let mut journal = Journal::open(&path, 5, 0, FsyncPolicy::Never).unwrap();
         for n in 0..3 {
             journal.append(&leave(n)).unwrap();
         }
@@ -288,6 +328,7 @@ mod tests {
         let (records, report) = read_all(&path).unwrap();
         assert_eq!(records, vec![(5, leave(0)), (6, leave(1)), (7, leave(2))]);
         assert_eq!(report.dropped_tail_bytes, 0);
+        assert_eq!(report.good_bytes, journal.bytes());
 
         // A crash mid-write: half a record at the end.
         let whole = std::fs::read(&path).unwrap();
@@ -297,13 +338,20 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert!(report.dropped_tail_bytes > 0);
         assert_eq!(report.last_seq, 6);
+        // Reopened, the torn record is cut off and appending goes on after the good ones.
+        drop(journal);
+        let mut journal = Journal::open(&path, 8, report.good_bytes, FsyncPolicy::Never).unwrap();
+        journal.append(&leave(9)).unwrap();
+        let (records, report) = read_all(&path).unwrap();
+        assert_eq!(records.last(), Some(&(8, leave(9))));
+        assert_eq!((records.len(), report.dropped_tail_bytes), (3, 0));
     }
 
     #[test]
     fn a_damaged_record_in_the_middle_stops_the_read_with_its_offset() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
-        let mut journal = Journal::open(&path, 1, FsyncPolicy::Always).unwrap();
+        let mut journal = Journal::open(&path, 1, 0, FsyncPolicy::Always).unwrap();
         for n in 0..3 {
             journal.append(&leave(n)).unwrap();
         }

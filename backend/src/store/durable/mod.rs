@@ -4,20 +4,22 @@
 //! record of its inputs and time to a journal before it answers, under one lock so that records
 //! are in the order the changes were applied. At start the last snapshot is loaded and the
 //! journal replayed on it (room operations take their time from the record, so the replay is
-//! exact); then a new snapshot is written and the journal emptied. A snapshot is also written
-//! whenever the journal outgrows both `compact_after_bytes` and the last snapshot, so the
-//! journal's cost stays proportional to the state, and startup to state + one journal.
+//! exact). Whenever the journal outgrows both `compact_after_bytes` and the last snapshot, a
+//! snapshot is written in the background and the journal starts over (see [`writer`]), so the
+//! journal's size stays proportional to the state, and so does a start.
 //!
 //! Files in the data dir: `snapshot.json` (see [`snapshot`]), `journal.log` (see [`journal`]),
-//! `lock` (held exclusively while a process uses the dir). What is not kept: scheduler leases
-//! and epochs (the process is alone on its dir; its scheduler takes a new lease).
+//! `journal.old` (only while a snapshot is written), `lock` (held exclusively while a process
+//! uses the dir). What is not kept: scheduler leases and epochs (the process is alone on its
+//! dir; its scheduler takes a new lease).
 //!
 //! - [`change`]: the journal record. - [`journal`]: the file and its line format, fsync policy.
-//! - [`snapshot`]: the atomic snapshot file.
+//! - [`snapshot`]: the atomic snapshot file. - [`writer`]: journal + snapshots, in the background.
 
 pub mod change;
 pub mod journal;
 pub mod snapshot;
+pub mod writer;
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -30,6 +32,7 @@ use self::change::Change;
 pub use self::journal::FsyncPolicy;
 use self::journal::Journal;
 use self::snapshot::Snapshot;
+use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
 use super::{
     now_ms, AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
@@ -78,40 +81,6 @@ pub enum OpenError {
     },
 }
 
-/// The journal side of the store, behind one lock.
-#[derive(Debug)]
-struct Writer {
-    journal: Journal,
-    snapshot_path: PathBuf,
-    /// A journal write failed: the journal misses a change the engine holds, so no change is
-    /// accepted until a snapshot (which holds it) has been written.
-    failed: bool,
-    compact_after_bytes: u64,
-    /// Journal size at which the next snapshot is written.
-    compact_at_bytes: u64,
-}
-
-impl Writer {
-    /// Writes a snapshot of `engine` and empties the journal.
-    fn snapshot(&mut self, engine: &MemoryStore) -> std::io::Result<()> {
-        let bytes = Snapshot::of(engine, self.journal.last_seq()).write(&self.snapshot_path)?;
-        self.journal.reset()?;
-        self.compact_at_bytes = self.compact_after_bytes.max(bytes);
-        Ok(())
-    }
-
-    fn compact_if_due(&mut self, engine: &MemoryStore) {
-        if self.journal.bytes() < self.compact_at_bytes {
-            return;
-        }
-        if let Err(error) = self.snapshot(engine) {
-            // The journal still holds everything: only its growth is unchecked. Try again later.
-            tracing::warn!(%error, path = %self.snapshot_path.display(), "snapshot failed");
-            self.compact_at_bytes = self.journal.bytes() + self.compact_after_bytes;
-        }
-    }
-}
-
 /// The embedded store, kept in a data dir. See the module docs.
 #[derive(Debug)]
 pub struct DurableStore {
@@ -123,8 +92,8 @@ pub struct DurableStore {
 }
 
 impl DurableStore {
-    /// Opens (creating) the data dir `dir`: takes its lock, loads the snapshot, replays the
-    /// journal, then writes a fresh snapshot and starts an empty journal.
+    /// Opens (creating) the data dir `dir`: takes its lock, loads the snapshot and replays the
+    /// journal on it; appending goes on after the journal's last good record.
     ///
     /// # Errors
     /// [`OpenError::Locked`] when another process uses the dir; [`OpenError::Unusable`] when it
@@ -152,49 +121,51 @@ impl DurableStore {
             Err(error) => return Err(unusable(format!("locking it: {error}"))),
         }
         let engine = MemoryStore::new();
-        let snapshot_path = dir.join("snapshot.json");
-        let journal_path = dir.join("journal.log");
         let mut last_seq = 0;
-        if let Some((snapshot, _)) = Snapshot::load(&snapshot_path).map_err(unusable)? {
+        if let Some((snapshot, _)) = Snapshot::load(&snapshot_path(dir)).map_err(unusable)? {
             last_seq = snapshot.last_seq;
             snapshot.restore(&engine).map_err(unusable)?;
         }
-        let report = journal::read(&journal_path, |seq, change| {
-            if seq <= last_seq {
-                return Ok(());
+        let old_journal = old_journal_path(dir);
+        let mut replayed = 0;
+        let mut good_bytes = 0;
+        // A crash during a background snapshot leaves the journal it was taking in: it comes
+        // first.
+        for path in [old_journal.clone(), journal_path(dir)] {
+            let report = journal::read(&path, |seq, change| {
+                if seq <= last_seq {
+                    return Ok(());
+                }
+                change
+                    .replay(&engine)
+                    .map_err(|error| format!("journal record {seq}: {error}"))?;
+                last_seq = seq;
+                Ok(())
+            })
+            .map_err(unusable)?;
+            if report.dropped_tail_bytes > 0 {
+                tracing::warn!(
+                    bytes = report.dropped_tail_bytes,
+                    path = %path.display(),
+                    "dropped a torn last journal record (the process stopped mid-write; that \
+                     change was never answered)"
+                );
             }
-            change
-                .replay(&engine)
-                .map_err(|error| format!("journal record {seq}: {error}"))?;
-            last_seq = seq;
-            Ok(())
-        })
-        .map_err(unusable)?;
-        if report.dropped_tail_bytes > 0 {
-            tracing::warn!(
-                bytes = report.dropped_tail_bytes,
-                path = %journal_path.display(),
-                "dropped a torn last journal record (the process stopped mid-write; that change \
-                 was never answered)"
-            );
+            replayed += report.records;
+            good_bytes = report.good_bytes;
         }
-        // Emptied only by the snapshot below, once that holds every record replayed here.
-        let journal = Journal::open(&journal_path, last_seq + 1, options.fsync)
-            .map_err(|error| unusable(format!("opening {}: {error}", journal_path.display())))?;
-        let mut writer = Writer {
-            journal,
-            snapshot_path,
-            failed: false,
-            compact_after_bytes: options.compact_after_bytes,
-            compact_at_bytes: options.compact_after_bytes,
-        };
-        writer
-            .snapshot(&engine)
-            .map_err(|error| unusable(format!("writing its snapshot: {error}")))?;
+        let journal = Journal::open(&journal_path(dir), last_seq + 1, good_bytes, options.fsync)
+            .map_err(|error| unusable(format!("opening its journal: {error}")))?;
+        let mut writer = Writer::new(journal, dir, options.compact_after_bytes);
+        if old_journal.exists() {
+            writer
+                .snapshot_now(&engine)
+                .map_err(|error| unusable(format!("writing its snapshot: {error}")))?;
+        }
         tracing::info!(
             dir = %dir.display(),
             rooms = engine.room_names().len(),
-            replayed = report.records,
+            replayed,
             "embedded store recovered from its data dir"
         );
         Ok(Self {
@@ -218,7 +189,7 @@ impl DurableStore {
     pub fn compact(&self) -> Result<(), StoreError> {
         let mut writer = lock(&self.writer);
         writer
-            .snapshot(&self.engine)
+            .snapshot_now(&self.engine)
             .map_err(|error| StoreError::Unavailable(format!("snapshot failed: {error}")))?;
         writer.failed = false;
         Ok(())
@@ -232,7 +203,7 @@ impl DurableStore {
     ) -> Result<R, StoreError> {
         let mut writer = lock(&self.writer);
         if writer.failed {
-            writer.snapshot(&self.engine).map_err(|error| {
+            writer.snapshot_now(&self.engine).map_err(|error| {
                 StoreError::Unavailable(format!("the data dir cannot be written: {error}"))
             })?;
             writer.failed = false;
@@ -252,6 +223,14 @@ impl DurableStore {
             writer.compact_if_due(&self.engine);
         }
         Ok(reply)
+    }
+}
+
+impl Drop for DurableStore {
+    fn drop(&mut self) {
+        // Before the data dir's lock goes: a snapshot landing after another process took the
+        // dir over would replace that process's newer one.
+        lock(&self.writer).finish_background();
     }
 }
 

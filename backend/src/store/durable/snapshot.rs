@@ -31,17 +31,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The state of every room of `engine`, as of journal record `last_seq`.
-    ///
-    /// The caller holds the journal's lock, so no change runs between the rooms' images.
-    pub fn of(engine: &MemoryStore, last_seq: u64) -> Self {
-        let rooms = engine
-            .room_names()
+    /// The snapshot of `rooms` (copies taken at journal record `last_seq`).
+    pub fn of(rooms: Vec<(String, Room)>, last_seq: u64) -> Self {
+        let rooms = rooms
             .into_iter()
-            .filter_map(|name| {
-                let image = engine.with_room(&name, |room| room.image()).ok()?;
-                Some((name, image))
-            })
+            .map(|(name, room)| (name, room.image()))
             .collect();
         Self {
             format: FORMAT,

@@ -68,11 +68,24 @@ impl MemoryStore {
         (config, created)
     }
 
-    /// Names of every room, sorted (snapshots list rooms in a stable order).
+    /// Names of every room, sorted.
     pub fn room_names(&self) -> Vec<String> {
         let mut names: Vec<String> = lock(&self.rooms).keys().cloned().collect();
         names.sort_unstable();
         names
+    }
+
+    /// A copy of every room, by name. The caller keeps changes out meanwhile (the durable
+    /// store's lock) when the copies must be of one instant.
+    pub fn clone_rooms(&self) -> Vec<(String, Room)> {
+        let rooms: Vec<(String, Arc<Mutex<Room>>)> = lock(&self.rooms)
+            .iter()
+            .map(|(name, room)| (name.clone(), room.clone()))
+            .collect();
+        rooms
+            .into_iter()
+            .map(|(name, room)| (name, lock(&room).clone()))
+            .collect()
     }
 
     /// Puts `state` in as the room `room`, replacing any room of that name (snapshot loading).

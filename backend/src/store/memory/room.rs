@@ -33,14 +33,15 @@ pub(super) struct Settled {
 }
 
 /// The scheduler lease of a room (see `admission.rs`).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Lease {
     pub(super) holder: String,
     pub(super) until_ms: u64,
 }
 
-/// One room's whole state. Fields are visible to the snapshot image (`image.rs`).
-#[derive(Debug)]
+/// One room's whole state. Fields are visible to the snapshot image (`image.rs`). A clone is
+/// how a snapshot takes the state quickly, to write it out without holding up changes.
+#[derive(Debug, Clone)]
 pub struct Room {
     pub(super) config: RoomConfig,
     /// Settings changes so far (`If-Match` versions).
