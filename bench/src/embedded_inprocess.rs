@@ -30,8 +30,12 @@ pub struct RestartCost {
     pub journal_bytes_per_join: f64,
     /// Restart that replays a journal of every join, seconds (no snapshot since).
     pub from_journal_secs: f64,
-    /// Writing a snapshot, seconds.
+    /// Writing a snapshot under the store lock (`compact`), seconds.
     pub snapshot_secs: f64,
+    /// The change that starts a background snapshot: how long it waits (rename + clone), s.
+    pub background_stall_secs: f64,
+    /// How long the background snapshot then takes, seconds.
+    pub background_secs: f64,
     /// Snapshot size, bytes.
     pub snapshot_bytes: u64,
     /// Restart from that snapshot, seconds.
@@ -59,6 +63,9 @@ async fn keyed_join(store: &dyn Store) -> anyhow::Result<String> {
     let key = format!("k:{}", random_id());
     Ok(store.join(ROOM, Some(&key), &random_id()).await?.ticket.id)
 }
+
+/// Tickets the polls cycle through in every mode (the same work whatever the join rate was).
+const POLLED: usize = 2_000;
 
 /// Joins then polls for `window` each, on memory and on the durable store with each fsync
 /// policy, one after the other.
@@ -94,7 +101,8 @@ pub async fn call_rates(scratch: &Path, window: Duration) -> anyhow::Result<Vec<
         let mut polls = 0u64;
         while start.elapsed() < window {
             for _ in 0..64 {
-                let id = &ids[(polls.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize];
+                let polled = ids.len().min(POLLED) as u64;
+                let id = &ids[(polls.wrapping_mul(2_654_435_761) % polled) as usize];
                 store.ticket(ROOM, id, now_ms()).await?;
                 polls += 1;
             }
@@ -109,7 +117,8 @@ pub async fn call_rates(scratch: &Path, window: Duration) -> anyhow::Result<Vec<
 }
 
 /// Loads `waiting` keyed joins with no snapshot on the way, then times a restart that replays
-/// them all, a snapshot, and a restart from that snapshot.
+/// them all, a snapshot under the lock, a restart from that snapshot, and a background
+/// snapshot (what the change that starts it waits, and how long it runs).
 ///
 /// # Errors
 /// A store that cannot open or answer.
@@ -131,14 +140,21 @@ pub async fn restart_cost(scratch: &Path, waiting: u64) -> anyhow::Result<Restar
     let snapshot_secs = start.elapsed().as_secs_f64();
     let snapshot_bytes = std::fs::metadata(dir.join("snapshot.json"))?.len();
     drop(store);
+    // Due at once: the next change starts a background snapshot.
     let start = Instant::now();
-    let store = open(&dir, fsync, u64::MAX)?;
+    let store = open(&dir, fsync, 1)?;
     let from_snapshot_secs = start.elapsed().as_secs_f64();
     let kept = store.counts(ROOM, now_ms()).await?.waiting;
     anyhow::ensure!(
         kept == waiting,
         "{kept} of {waiting} waiting after restarts"
     );
+    let start = Instant::now();
+    keyed_join(&store).await?;
+    let background_stall_secs = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    drop(store);
+    let background_secs = start.elapsed().as_secs_f64();
     Ok(RestartCost {
         waiting,
         journal_bytes_per_join: journal_bytes as f64 / waiting.max(1) as f64,
@@ -146,5 +162,7 @@ pub async fn restart_cost(scratch: &Path, waiting: u64) -> anyhow::Result<Restar
         snapshot_secs,
         snapshot_bytes,
         from_snapshot_secs,
+        background_stall_secs,
+        background_secs,
     })
 }
