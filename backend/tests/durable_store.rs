@@ -291,6 +291,17 @@ async fn a_second_process_on_the_same_data_dir_is_refused() {
     DurableStore::open(dir.path(), DurableOptions::default()).expect("free again");
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_data_dir_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    drop(open(&dir, 64 << 20).await);
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
 #[tokio::test]
 async fn a_damaged_snapshot_stops_the_start_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();

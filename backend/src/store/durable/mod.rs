@@ -104,7 +104,7 @@ impl DurableStore {
             dir: dir.to_owned(),
             reason,
         };
-        std::fs::create_dir_all(dir).map_err(|error| unusable(format!("creating it: {error}")))?;
+        create_private_dir(dir).map_err(|error| unusable(format!("creating it: {error}")))?;
         let lock_file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -224,6 +224,16 @@ impl DurableStore {
         }
         Ok(reply)
     }
+}
+
+/// Creates `dir` (and its parents) if missing; a new data dir is readable by its owner only,
+/// since its files hold ticket ids and entry tokens, which are bearer secrets.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 impl Drop for DurableStore {
