@@ -72,7 +72,7 @@ async fn a_killed_process_restarted_on_its_data_dir_keeps_places_tokens_orders_a
     assert_eq!(status, StatusCode::CREATED);
     let before_etag = etag(&app).await;
     crash(app).await;
-    assert!(dir.join("journal.log").is_file() && dir.join("snapshot.json").is_file());
+    assert!(dir.join("journal.log").is_file() && dir.join("lock").is_file());
 
     let app = start(&dir).await;
     assert_eq!(
