@@ -291,6 +291,22 @@ async fn a_second_process_on_the_same_data_dir_is_refused() {
     DurableStore::open(dir.path(), DurableOptions::default()).expect("free again");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fsync_always_changes_are_kept_on_a_multi_threaded_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DurableOptions {
+        fsync: FsyncPolicy::Always,
+        ..DurableOptions::default()
+    };
+    let store = DurableStore::open(dir.path(), options).unwrap();
+    store.init_room(ROOM, &defaults()).await.unwrap();
+    let (ids, _) = sale(&store).await;
+    let before = observe(&store, &ids).await;
+    drop(store);
+    let store = DurableStore::open(dir.path(), options).unwrap();
+    assert_eq!(observe(&store, &ids).await, before);
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn a_new_data_dir_is_readable_by_its_owner_only() {

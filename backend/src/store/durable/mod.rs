@@ -27,6 +27,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use fs4::fs_std::FileExt as _;
+use tokio::runtime::RuntimeFlavor;
 
 use self::change::Change;
 pub use self::journal::FsyncPolicy;
@@ -87,6 +88,8 @@ pub struct DurableStore {
     engine: MemoryStore,
     writer: Mutex<Writer>,
     dir: PathBuf,
+    /// Every change waits for the disk (`FsyncPolicy::Always`).
+    syncs_each_change: bool,
     /// Holds the data dir's lock for as long as the store lives.
     _lock: File,
 }
@@ -172,6 +175,7 @@ impl DurableStore {
             engine,
             writer: Mutex::new(writer),
             dir: dir.to_owned(),
+            syncs_each_change: options.fsync == FsyncPolicy::Always,
             _lock: lock_file,
         })
     }
@@ -198,6 +202,21 @@ impl DurableStore {
     /// Runs one state-changing call: `apply` changes the engine and says what to journal; the
     /// record is appended before the answer, under the lock that orders all changes.
     fn change<R>(
+        &self,
+        apply: impl FnOnce(&MemoryStore) -> Result<(R, Option<Change>), StoreError>,
+    ) -> Result<R, StoreError> {
+        // A change that waits for the disk (milliseconds) would hold an async worker and every
+        // request queued on it: on a multi-threaded runtime, hand those to another worker first.
+        let multi_threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+        if self.syncs_each_change && multi_threaded {
+            tokio::task::block_in_place(|| self.change_now(apply))
+        } else {
+            self.change_now(apply)
+        }
+    }
+
+    fn change_now<R>(
         &self,
         apply: impl FnOnce(&MemoryStore) -> Result<(R, Option<Change>), StoreError>,
     ) -> Result<R, StoreError> {
