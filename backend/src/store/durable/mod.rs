@@ -124,9 +124,9 @@ impl DurableStore {
             Err(error) => return Err(unusable(format!("locking it: {error}"))),
         }
         let engine = MemoryStore::new();
-        let mut last_seq = 0;
-        if let Some((snapshot, _)) = Snapshot::load(&snapshot_path(dir)).map_err(unusable)? {
-            last_seq = snapshot.last_seq;
+        let (mut last_seq, mut snapshot_bytes) = (0, 0);
+        if let Some((snapshot, bytes)) = Snapshot::load(&snapshot_path(dir)).map_err(unusable)? {
+            (last_seq, snapshot_bytes) = (snapshot.last_seq, bytes);
             snapshot.restore(&engine).map_err(unusable)?;
         }
         let old_journal = old_journal_path(dir);
@@ -159,7 +159,7 @@ impl DurableStore {
         }
         let journal = Journal::open(&journal_path(dir), last_seq + 1, good_bytes, options.fsync)
             .map_err(|error| unusable(format!("opening its journal: {error}")))?;
-        let mut writer = Writer::new(journal, dir, options.compact_after_bytes);
+        let mut writer = Writer::new(journal, dir, options.compact_after_bytes, snapshot_bytes);
         if old_journal.exists() {
             writer
                 .snapshot_now(&engine)

@@ -38,8 +38,14 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// A writer on `journal`, with the snapshot and old journal files of `dir`.
-    pub fn new(journal: Journal, dir: &Path, compact_after_bytes: u64) -> Self {
+    /// A writer on `journal`, with the snapshot and old journal files of `dir`; the snapshot
+    /// there has `snapshot_bytes` (0 = none).
+    pub fn new(
+        journal: Journal,
+        dir: &Path,
+        compact_after_bytes: u64,
+        snapshot_bytes: u64,
+    ) -> Self {
         Self {
             journal,
             snapshot_path: snapshot_path(dir),
@@ -48,7 +54,7 @@ impl Writer {
             compact_after_bytes,
             retry_at_bytes: 0,
             snapshot_file: Arc::default(),
-            snapshot_bytes: Arc::default(),
+            snapshot_bytes: Arc::new(AtomicU64::new(snapshot_bytes)),
             in_flight: Arc::default(),
             background: None,
         }
