@@ -26,6 +26,18 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
 
+    /// Where the embedded store keeps its snapshot and journal, so a restart keeps every
+    /// ticket (a folder, created if missing; relative to the working folder); `none` keeps
+    /// nothing (pure memory, for tests). Ignored with `--redis-url`.
+    #[arg(long, env = "VESTIBULE_DATA_DIR", default_value = "vestibule-data")]
+    pub data_dir: DataDir,
+
+    /// When the embedded store's journal reaches the disk: `always` (fsync before each answer:
+    /// a power loss loses nothing answered), `everysec` (at most about 1 s lost on power loss)
+    /// or `never` (left to the kernel). A killed process loses nothing answered in every mode.
+    #[arg(long, env = "VESTIBULE_DATA_FSYNC", default_value = "everysec")]
+    pub data_fsync: crate::store::durable::FsyncPolicy,
+
     /// Comma-separated room slugs, each `[a-z0-9-]{1,64}`.
     #[arg(
         long,
@@ -188,6 +200,21 @@ pub struct Config {
     /// Folder with the built page (trunk's `dist/`); served at `/` when present.
     #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
     pub static_dir: PathBuf,
+}
+
+/// The embedded store's data dir: a folder, or none (`none`: nothing survives a restart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDir(pub Option<PathBuf>);
+
+impl FromStr for DataDir {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(match text {
+            "none" => Self(None),
+            path => Self(Some(PathBuf::from(path))),
+        })
+    }
 }
 
 /// What the protected paths do while the store is unreachable (a business choice).
@@ -450,6 +477,17 @@ impl Config {
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
+        if let Some(dir) = &self.data_dir.0 {
+            if dir.as_os_str().is_empty() {
+                return Err("--data-dir must be a folder or none".into());
+            }
+            if dir.exists() && !dir.is_dir() {
+                return Err(format!(
+                    "--data-dir {} exists and is not a folder",
+                    dir.display()
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -533,6 +571,9 @@ mod tests {
         assert_eq!(config.poll_tiers.after_ms(11), 10_000);
         assert_eq!(config.poll_tiers.after_ms(100), 10_000);
         assert_eq!(config.poll_tiers.after_ms(101), 30_000);
+        assert_eq!(config.data_dir, DataDir(Some("vestibule-data".into())));
+        assert_eq!(parse(&["--data-dir", "none"]).data_dir, DataDir(None));
+        assert!(Config::try_parse_from(["vestibule", "--data-fsync", "sometimes"]).is_err());
     }
 
     #[test]
@@ -549,6 +590,8 @@ mod tests {
             (vec!["--lease-ms", "100"], "--lease-ms"),
             (vec!["--trusted-proxy-hops", "0"], "--trusted-proxy-hops"),
             (vec!["--write-timeout-secs", "0"], "--write-timeout-secs"),
+            (vec!["--data-dir", ""], "--data-dir"),
+            (vec!["--data-dir", "Cargo.toml"], "--data-dir"),
         ] {
             let reason = parse(&args).validate().unwrap_err();
             assert!(reason.contains(flag), "{args:?} gave {reason}");

@@ -16,6 +16,7 @@ use crate::routes;
 use crate::scheduler;
 use crate::sse_hub;
 use crate::state::{AppState, RoomRuntime};
+use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::{Store, StoreSafety};
@@ -27,6 +28,21 @@ pub struct Application {
     state: AppState,
     shutdown: watch::Sender<bool>,
     generated_admin_token: Option<String>,
+}
+
+/// The embedded store: durable in `--data-dir`, or memory only with `--data-dir none`.
+fn embedded_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let Some(dir) = &config.data_dir.0 else {
+        tracing::info!(
+            "embedded store in memory only (--data-dir none): a restart forgets the queue"
+        );
+        return Ok(Arc::new(MemoryStore::new()));
+    };
+    let options = DurableOptions {
+        fsync: config.data_fsync,
+        ..DurableOptions::default()
+    };
+    Ok(Arc::new(DurableStore::open(dir, options)?))
 }
 
 impl Application {
@@ -47,7 +63,7 @@ impl Application {
                         )
                     })?,
             ),
-            None => Arc::new(MemoryStore::new()),
+            None => embedded_store(&config)?,
         };
         let metrics = telemetry::metrics_handle();
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;

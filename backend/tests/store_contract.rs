@@ -1,11 +1,12 @@
-//! The store contract: the same checks against `MemoryStore` and `RedisStore` (a private
-//! `redis-server`), so both keep docs/DESIGN.md's queue semantics.
+//! The store contract: the same checks against `MemoryStore`, `DurableStore` (a temp data dir)
+//! and `RedisStore` (a private `redis-server`), so all keep docs/DESIGN.md's queue semantics.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use vestibule::ids::{entry_token, random_id};
+use vestibule::store::durable::{DurableOptions, DurableStore};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
 use vestibule::store::{
@@ -28,17 +29,27 @@ fn defaults() -> RoomConfig {
     }
 }
 
-/// A store with `main` initialised; the Redis server lives as long as the store is used.
-async fn stores() -> Vec<(Arc<dyn Store>, Option<RedisServer>)> {
+/// A store under test, with what must live as long as it: its Redis server or its data dir.
+type UnderTest = (
+    Arc<dyn Store>,
+    Option<RedisServer>,
+    Option<tempfile::TempDir>,
+);
+
+/// Each store with `main` initialised.
+async fn stores() -> Vec<UnderTest> {
     let redis = RedisServer::start();
     let redis_store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
         .await
         .expect("private redis-server answers");
-    let all: Vec<(Arc<dyn Store>, Option<RedisServer>)> = vec![
-        (Arc::new(MemoryStore::new()), None),
-        (Arc::new(redis_store), Some(redis)),
+    let dir = tempfile::tempdir().expect("temp dir");
+    let durable = DurableStore::open(dir.path(), DurableOptions::default()).expect("data dir");
+    let all: Vec<UnderTest> = vec![
+        (Arc::new(MemoryStore::new()), None, None),
+        (Arc::new(durable), None, Some(dir)),
+        (Arc::new(redis_store), Some(redis), None),
     ];
-    for (store, _) in &all {
+    for (store, _, _) in &all {
         store.init_room(ROOM, &defaults()).await.unwrap();
     }
     all
@@ -94,7 +105,7 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
 
 #[tokio::test]
 async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let mut ids = Vec::new();
         for i in 0..10 {
@@ -161,7 +172,7 @@ async fn redis_store(redis: &RedisServer) -> RedisStore {
 
 #[tokio::test]
 async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_entry() {
-    for (store, redis) in stores().await {
+    for (store, redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..3 {
             let id = random_id();
@@ -217,7 +228,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
 
 #[tokio::test]
 async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find() {
-    for (store, redis) in stores().await {
+    for (store, redis, _dir) in stores().await {
         let kind = store.kind();
         let a = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
         store.join(ROOM, Some("k:b"), &random_id()).await.unwrap();
@@ -349,7 +360,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
 
 #[tokio::test]
 async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..5 {
             store.join(ROOM, None, &random_id()).await.unwrap();
@@ -408,7 +419,7 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
 
 #[tokio::test]
 async fn a_token_is_consumed_exactly_once_even_when_raced() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
         store.join(ROOM, None, &id).await.unwrap();
@@ -463,7 +474,7 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
 
 #[tokio::test]
 async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_is_refused() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
         store.join(ROOM, None, &id).await.unwrap();
@@ -521,7 +532,7 @@ async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_i
 
 #[tokio::test]
 async fn the_join_limit_counts_only_joins_that_create_a_ticket() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let limit = |client: &str| JoinLimit {
             client: client.to_owned(),
@@ -579,7 +590,7 @@ async fn the_join_limit_counts_only_joins_that_create_a_ticket() {
 
 #[tokio::test]
 async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let start = store.room_settings(ROOM).await.unwrap();
         assert_eq!(start.config, defaults(), "{kind}");
@@ -618,7 +629,7 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
 
 #[tokio::test]
 async fn expired_tokens_are_refused_and_free_their_active_slot() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
         store.join(ROOM, None, &id).await.unwrap();
@@ -640,7 +651,7 @@ async fn expired_tokens_are_refused_and_free_their_active_slot() {
 
 #[tokio::test]
 async fn the_active_users_cap_holds_admission_back() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..10 {
             store.join(ROOM, None, &random_id()).await.unwrap();
@@ -673,7 +684,7 @@ async fn the_active_users_cap_holds_admission_back() {
 
 #[tokio::test]
 async fn sse_cursors_replay_admissions_and_leaves_exactly() {
-    for (store, _redis) in stores().await {
+    for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let mut ids = Vec::new();
         for _ in 0..6 {
@@ -755,7 +766,7 @@ proptest! {
     fn random_sales_keep_fifo_order_and_admit_each_ticket_at_most_once(plan in steps()) {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
-            for (store, _redis) in stores().await {
+            for (store, _redis, _dir) in stores().await {
                 let kind = store.kind();
                 let epoch = lead(store.as_ref(), "a").await;
                 let mut arrivals: Vec<String> = Vec::new();

@@ -33,31 +33,13 @@ pub async fn run(
     let mut probe = redis.connection()?;
     let client = HttpClient::new(&server.base(), profile.capacity_connections);
     let ids: Arc<Mutex<Vec<String>>> = Arc::default();
-    let join_path: Arc<str> = Arc::from(format!("/api/v1/rooms/{ROOM}/tickets"));
     let join = {
         let client = client.clone();
         let ids = ids.clone();
         move |worker: usize, n: u64| {
             let client = client.clone();
             let ids = ids.clone();
-            let path = join_path.clone();
-            async move {
-                let key = format!("cap-{worker}-{n}");
-                let answer = client
-                    .send(Method::POST, &path, &[("idempotency-key", &key)], None)
-                    .await
-                    .map_err(|e| format!("{e:#}"))?;
-                if answer.status.as_u16() != 201 {
-                    return Err(format!("join answered {}", answer.status));
-                }
-                let ticket: TicketStatus =
-                    serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
-                let mut ids = ids.lock().unwrap_or_else(|p| p.into_inner());
-                if ids.len() < 200_000 {
-                    ids.push(ticket.ticket_id);
-                }
-                Ok(())
-            }
+            async move { join_keeping_id(&client, ROOM, &format!("cap-{worker}-{n}"), &ids).await }
         }
     };
     let join = Arc::new(join);
@@ -145,17 +127,7 @@ pub async fn run(
         move |n: u64| {
             let client = client.clone();
             let id = ids[(n.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize].clone();
-            async move {
-                let answer = client
-                    .get(&format!("/api/v1/rooms/{ROOM}/tickets/{id}"))
-                    .await
-                    .map_err(|e| format!("{e:#}"))?;
-                if answer.status.is_success() {
-                    Ok(())
-                } else {
-                    Err(format!("poll answered {}", answer.status))
-                }
-            }
+            async move { poll_once(&client, ROOM, &id).await }
         }
     };
     let poll = Arc::new(poll);
@@ -225,4 +197,47 @@ pub async fn run(
         ),
     );
     Ok(())
+}
+
+/// Joins `room` with the `Idempotency-Key` `key` (expecting 201) and keeps the ticket id in `ids`
+/// (up to 200,000, for polls).
+///
+/// # Errors
+/// The request failed or was not answered 201 with a ticket.
+pub async fn join_keeping_id(
+    client: &HttpClient,
+    room: &str,
+    key: &str,
+    ids: &Mutex<Vec<String>>,
+) -> Result<(), String> {
+    let path = format!("/api/v1/rooms/{room}/tickets");
+    let answer = client
+        .send(Method::POST, &path, &[("idempotency-key", key)], None)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    if answer.status.as_u16() != 201 {
+        return Err(format!("join answered {}", answer.status));
+    }
+    let ticket: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let mut ids = ids.lock().unwrap_or_else(|p| p.into_inner());
+    if ids.len() < 200_000 {
+        ids.push(ticket.ticket_id);
+    }
+    Ok(())
+}
+
+/// Polls one ticket of `room` (expecting 2xx).
+///
+/// # Errors
+/// The request failed or was answered otherwise.
+pub async fn poll_once(client: &HttpClient, room: &str, id: &str) -> Result<(), String> {
+    let answer = client
+        .get(&format!("/api/v1/rooms/{room}/tickets/{id}"))
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    if answer.status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("poll answered {}", answer.status))
+    }
 }

@@ -5,6 +5,8 @@
 //! - [`baselines`]: the HTTP ceiling (bare axum hello) and the store ceiling (redis-benchmark).
 //! - [`sale`]: the flash-sale stage and its figures; [`flash_sale`]: the shopper model itself.
 //! - [`capacity`]: joins/s and polls/s at saturation, poll latency at a fixed rate, memory.
+//! - [`embedded`]: the embedded store's joins/s and polls/s, memory only vs durable;
+//!   [`embedded_inprocess`]: the same through the `Store` trait, and snapshot and restart times.
 //! - [`position_cost`]: poll latency with 1K vs 1M waiting.
 //! - [`sse_capacity`]: SSE streams per process, RSS per stream, Redis load as they grow.
 //! - [`analysis`]: Kendall-tau distance, admission-rate fit, tick bursts.
@@ -15,6 +17,8 @@
 pub mod analysis;
 pub mod baselines;
 pub mod capacity;
+pub mod embedded;
+pub mod embedded_inprocess;
 pub mod flash_sale;
 pub mod http;
 pub mod load;

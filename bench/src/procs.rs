@@ -102,6 +102,7 @@ impl ServerProcess {
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1")
             .env_remove("VESTIBULE_REDIS_URL")
+            .env_remove("VESTIBULE_DATA_DIR")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -186,19 +187,35 @@ pub fn start_vestibule(
     tick_ms: u64,
     extra: &[&str],
 ) -> anyhow::Result<ServerProcess> {
+    let store = ["--redis-url", redis_url];
+    start_vestibule_on(binary, &store, rooms, admission_rate, tick_ms, extra)
+}
+
+/// Starts `vestibule` on a free port with the store flags `store` (`--redis-url …`, or
+/// `--data-dir …` for the embedded store) and the given rooms and rate.
+///
+/// # Errors
+/// When it does not start.
+pub fn start_vestibule_on(
+    binary: &Path,
+    store: &[&str],
+    rooms: &str,
+    admission_rate: f64,
+    tick_ms: u64,
+    extra: &[&str],
+) -> anyhow::Result<ServerProcess> {
     let mut args: Vec<String> = [
         "--bind",
         "127.0.0.1:0",
         "--admin-token",
         ADMIN_TOKEN,
-        "--redis-url",
-        redis_url,
         "--rooms",
         rooms,
         "--static-dir",
         "/nonexistent-vestibule-bench-dist",
     ]
     .iter()
+    .chain(store)
     .map(|s| (*s).to_owned())
     .collect();
     args.extend([

@@ -5,10 +5,17 @@ use std::process::Command;
 
 use crate::profile::Profile;
 use crate::report::Report;
-use crate::{baselines, capacity, position_cost, sale, sse_capacity};
+use crate::{baselines, capacity, embedded, position_cost, sale, sse_capacity};
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 5] = ["baselines", "sale", "capacity", "position", "sse"];
+pub const STAGES: [&str; 6] = [
+    "baselines",
+    "sale",
+    "capacity",
+    "embedded",
+    "position",
+    "sse",
+];
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -56,6 +63,12 @@ pub async fn run(options: &RunOptions) -> Report {
         if let Err(error) = capacity::run(profile, &options.vestibule, &ceilings, &mut report).await
         {
             report.note(format!("stage capacity failed: {error:#}"));
+        }
+    }
+    if wants("embedded") {
+        eprintln!("[bench] stage: embedded store, memory vs durable");
+        if let Err(error) = embedded::run(profile, &options.vestibule, &mut report).await {
+            report.note(format!("stage embedded failed: {error:#}"));
         }
     }
     if wants("position") {

@@ -209,7 +209,8 @@ pub struct TestApp {
 }
 
 /// The `vestibule` command line every [`TestApp`] starts from: a free port, the test admin
-/// token, `args`, the store (`url`, none = embedded) and a log filter.
+/// token, `args`, the store (`url`, none = embedded; `--data-dir none` unless `args` name one, so
+/// tests never share state nor write into the working folder) and a log filter.
 pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> Command {
     let mut command = Command::new(vestibule_binary());
     command
@@ -217,7 +218,11 @@ pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> 
         .args(args)
         .env("RUST_LOG", log_filter)
         .env("NO_COLOR", "1")
-        .env_remove("VESTIBULE_REDIS_URL");
+        .env_remove("VESTIBULE_REDIS_URL")
+        .env_remove("VESTIBULE_DATA_DIR");
+    if !args.contains(&"--data-dir") {
+        command.args(["--data-dir", "none"]);
+    }
     if let Some(url) = url {
         command.args(["--redis-url", url]);
     }

@@ -2,18 +2,27 @@
 //!
 //! - [`redis`]: `RedisStore`, production; many replicas share it; every multi-step change is one
 //!   Lua script.
-//! - [`memory`]: `MemoryStore`, the embedded default for a single process; no setup.
+//! - [`memory`]: `MemoryStore`, the embedded engine for a single process; no setup.
+//! - [`durable`]: `DurableStore`, the embedded default: `MemoryStore` plus a journal and
+//!   snapshots in `--data-dir`, so a restart keeps the queue.
+//! - [`join_limit`]: the per-client join limit (GCRA) the stores check inside a join.
+//! - [`safety`]: how a Redis server is set up, where that can lose queue state.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
 //! Semantics both must keep (docs/DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
+pub mod durable;
+pub mod join_limit;
 pub mod memory;
 pub mod order_index;
 pub mod redis;
+pub mod safety;
 
 use async_trait::async_trait;
+pub use join_limit::{gcra, JoinLimit};
+pub use safety::StoreSafety;
 use vestibule_shared::TicketState;
 
 /// Why a store call failed.
@@ -39,7 +48,8 @@ pub enum StoreError {
 }
 
 /// A room's live settings as the store keeps them (shared by every replica).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RoomConfig {
     /// Shoppers admitted per second.
     pub admission_rate_per_sec: f64,
@@ -96,6 +106,16 @@ pub enum SettingsUpdate {
 }
 
 impl RoomConfig {
+    /// A patch that sets every field to this config's value.
+    pub fn as_patch(&self) -> RoomConfigPatch {
+        RoomConfigPatch {
+            admission_rate_per_sec: Some(self.admission_rate_per_sec),
+            paused: Some(self.paused),
+            token_ttl_ms: Some(self.token_ttl_ms),
+            max_active_users: Some(self.max_active_users),
+        }
+    }
+
     /// This config with `patch` applied.
     pub fn patched(&self, patch: &RoomConfigPatch) -> Self {
         Self {
@@ -146,26 +166,6 @@ pub struct JoinOutcome {
     pub created: bool,
 }
 
-/// A per-client join limit, checked in the same atomic step as the join so that it counts only
-/// joins that create a ticket (a retried join that finds its ticket is never refused) and is
-/// shared by every replica on the same store.
-///
-/// GCRA (a token bucket kept as one timestamp): `per_minute` joins as a burst, refilled evenly.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JoinLimit {
-    /// The client the limit is for (its IP address as text).
-    pub client: String,
-    /// Joins allowed per minute (burst and refill), ≥ 1.
-    pub per_minute: u32,
-}
-
-impl JoinLimit {
-    /// Milliseconds between two refilled joins.
-    pub fn period_ms(&self) -> u64 {
-        60_000 / u64::from(self.per_minute.max(1))
-    }
-}
-
 /// The answer to a join with a limit.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JoinReply {
@@ -176,21 +176,6 @@ pub enum JoinReply {
         /// Milliseconds until the client may join again.
         retry_after_ms: u64,
     },
-}
-
-/// One GCRA step: `tat` is the client's theoretical arrival time (Unix ms, 0 = none). `Ok` with
-/// the new TAT when a join is allowed at `now_ms`, else `Err` with the milliseconds to wait.
-/// The Redis store runs the same arithmetic in `join.lua`.
-pub fn gcra(tat: u64, now_ms: u64, limit: &JoinLimit) -> Result<u64, u64> {
-    let period = limit.period_ms();
-    let burst = u64::from(limit.per_minute.max(1));
-    let tat = tat.max(now_ms);
-    let allowed_at = (tat + period).saturating_sub(burst * period);
-    if now_ms < allowed_at {
-        Err(allowed_at - now_ms)
-    } else {
-        Ok(tat + period)
-    }
 }
 
 /// An order's claim on an entry token: recorded with the token when it is consumed, so that a
@@ -221,60 +206,6 @@ pub enum TokenUse {
     },
     /// Not consumed: the token is unknown, expired or used (never [`TokenCheck::Valid`]).
     Refused(TokenCheck),
-}
-
-/// How a Redis server is set up, as far as it matters for keeping the queue (`/readyz`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StoreSafety {
-    /// `maxmemory-policy`; anything but `noeviction` lets Redis delete tickets and tokens that
-    /// carry a TTL when memory runs short.
-    pub maxmemory_policy: String,
-    /// `maxmemory` in bytes (0 = no limit).
-    pub maxmemory_bytes: u64,
-    /// Whether the append-only file is on (`appendonly yes`).
-    pub aof_enabled: bool,
-    /// The RDB snapshot schedule (`save`), `None` when the server does not tell.
-    pub rdb_save: Option<String>,
-}
-
-impl StoreSafety {
-    /// Whether Redis may delete keys on its own when memory runs short.
-    pub fn may_evict(&self) -> bool {
-        self.maxmemory_policy != "noeviction"
-    }
-
-    /// Whether a restart of Redis keeps its data (AOF or RDB snapshots); `None` when that cannot
-    /// be told (no AOF, and the snapshot schedule is hidden, as `CONFIG` is on managed Redis).
-    pub fn persists(&self) -> Option<bool> {
-        if self.aof_enabled {
-            return Some(true);
-        }
-        self.rdb_save.as_deref().map(|save| !save.is_empty())
-    }
-
-    /// One sentence per setting that can lose queue state, for logs and `/readyz`.
-    pub fn warnings(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        if self.may_evict() {
-            warnings.push(format!(
-                "Redis maxmemory-policy is {:?}: under memory pressure Redis deletes tickets and \
-                 entry tokens without telling anyone; set maxmemory-policy noeviction (Vestibule \
-                 then answers 503 when memory is full, and loses nothing)",
-                self.maxmemory_policy
-            ));
-        }
-        // Unknown is not reported as "none": a warning that always fires on managed Redis
-        // would teach operators to ignore the warnings.
-        if self.persists() == Some(false) {
-            warnings.push(
-                "Redis keeps no AOF and no RDB snapshots: a Redis restart empties every queue; \
-                 set appendonly yes"
-                    .to_owned(),
-            );
-        }
-        warnings
-    }
 }
 
 /// The answer to a leave.
@@ -399,7 +330,8 @@ pub struct SseRefresh {
 /// Every method is atomic with respect to the others for the room it names.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// `"redis"` or `"memory"`, for logs and `/readyz`.
+    /// `"redis"`, `"memory"` (embedded, nothing kept) or `"durable"` (embedded, kept in
+    /// `--data-dir`), for logs and `/readyz`.
     fn kind(&self) -> &'static str;
 
     /// Whether the store answers.

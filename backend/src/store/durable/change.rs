@@ -1,0 +1,145 @@
+//! One journal record: the inputs of a state-changing store call, with the time it ran at.
+//!
+//! The engine's room operations are deterministic in (state, inputs, time), so replaying the
+//! recorded changes in order on the last snapshot rebuilds exactly the state the process had.
+//! Calls that changed nothing (a retried join that found its ticket, a refused join, a fenced or
+//! empty admission, a refused token) are not recorded.
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::memory::MemoryStore;
+use crate::store::{JoinLimit, OrderClaim, RoomConfig, StoreError};
+
+/// A state-changing call as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum Change {
+    /// A room created with its default settings.
+    InitRoom {
+        /// Room slug.
+        room: String,
+        /// The settings it was created with.
+        defaults: RoomConfig,
+    },
+    /// A join that created a ticket.
+    Join {
+        /// Room slug.
+        room: String,
+        /// Its dedup key, if any.
+        key: Option<String>,
+        /// The new ticket's id.
+        id: String,
+        /// The join limit it passed, if any (its state is kept too).
+        limit: Option<JoinLimit>,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+    },
+    /// A leave that ended a waiting or issued ticket.
+    Leave {
+        /// Room slug.
+        room: String,
+        /// The ticket id.
+        id: String,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+        /// How long the ended ticket stays queryable, ms.
+        keep_ms: u64,
+    },
+    /// An admission that admitted at least one shopper.
+    Admit {
+        /// Room slug.
+        room: String,
+        /// The tick's time, Unix ms.
+        now_ms: u64,
+        /// Token TTL, ms.
+        token_ttl_ms: u64,
+        /// How long finished tickets stay queryable, ms.
+        keep_ms: u64,
+        /// The active-users cap of the tick.
+        max_active_users: Option<u64>,
+        /// The tokens given out, in admission order (exactly the admitted count).
+        tokens: Vec<String>,
+    },
+    /// An entry token used by an order.
+    ConsumeToken {
+        /// Room slug.
+        room: String,
+        /// The entry token.
+        token: String,
+        /// The order's idempotency key.
+        key: Option<String>,
+        /// The order's receipt (JSON text).
+        receipt: String,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+        /// How long the completed ticket stays queryable, ms.
+        keep_ms: u64,
+    },
+    /// A settings change that applied: the settings it left in force (a replay applies them
+    /// whole and bumps the version, as the change did).
+    UpdateRoom {
+        /// Room slug.
+        room: String,
+        /// The settings after the change.
+        config: RoomConfig,
+    },
+}
+
+impl Change {
+    /// Applies this change to `engine` as the original call did.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the change names a room the journal never created.
+    pub fn replay(&self, engine: &MemoryStore) -> Result<(), StoreError> {
+        match self {
+            Self::InitRoom { room, defaults } => {
+                engine.create_room(room, defaults);
+                Ok(())
+            }
+            Self::Join {
+                room,
+                key,
+                id,
+                limit,
+                now_ms,
+            } => engine.with_room(room, |state| {
+                state.join(key.as_deref(), id, limit.as_ref(), *now_ms);
+            }),
+            Self::Leave {
+                room,
+                id,
+                now_ms,
+                keep_ms,
+            } => engine.with_room(room, |state| {
+                state.leave(id, *now_ms, *keep_ms);
+            }),
+            Self::Admit {
+                room,
+                now_ms,
+                token_ttl_ms,
+                keep_ms,
+                max_active_users,
+                tokens,
+            } => engine.with_room(room, |state| {
+                state.admit_unfenced(*now_ms, *token_ttl_ms, *keep_ms, *max_active_users, tokens);
+            }),
+            Self::ConsumeToken {
+                room,
+                token,
+                key,
+                receipt,
+                now_ms,
+                keep_ms,
+            } => engine.with_room(room, |state| {
+                let claim = OrderClaim {
+                    idempotency_key: key.as_deref(),
+                    receipt,
+                };
+                state.consume_token(token, &claim, *now_ms, *keep_ms);
+            }),
+            Self::UpdateRoom { room, config } => engine.with_room(room, |state| {
+                state.update(&config.as_patch(), None);
+            }),
+        }
+    }
+}

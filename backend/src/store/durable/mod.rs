@@ -1,0 +1,457 @@
+//! `DurableStore`: the embedded store that survives a restart (the default without Redis).
+//!
+//! The [`MemoryStore`] engine serves every call; every call that changes state also appends one
+//! record of its inputs and time to a journal before it answers, under one lock so that records
+//! are in the order the changes were applied. At start the last snapshot is loaded and the
+//! journal replayed on it (room operations take their time from the record, so the replay is
+//! exact). Whenever the journal outgrows both `compact_after_bytes` and the last snapshot, a
+//! snapshot is written in the background and the journal starts over (see [`writer`]), so the
+//! journal's size stays proportional to the state, and so does a start.
+//!
+//! Files in the data dir: `snapshot.json` (see [`snapshot`]), `journal.log` (see [`journal`]),
+//! `journal.old` (only while a snapshot is written), `lock` (held exclusively while a process
+//! uses the dir). What is not kept: scheduler leases and epochs (the process is alone on its
+//! dir; its scheduler takes a new lease).
+//!
+//! - [`change`]: the journal record. - [`journal`]: the file and its line format, fsync policy.
+//! - [`snapshot`]: the atomic snapshot file. - [`writer`]: journal + snapshots, in the background.
+
+pub mod change;
+pub mod journal;
+pub mod snapshot;
+pub mod writer;
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use fs4::fs_std::FileExt as _;
+use tokio::runtime::RuntimeFlavor;
+
+use self::change::Change;
+pub use self::journal::FsyncPolicy;
+use self::journal::Journal;
+use self::snapshot::Snapshot;
+use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
+use super::memory::{lock, MemoryStore};
+use super::{
+    now_ms, AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
+    OrderClaim, QueueCursor, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh,
+    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+};
+
+/// How a [`DurableStore`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct DurableOptions {
+    /// When journal writes reach the disk.
+    pub fsync: FsyncPolicy,
+    /// Journal size in bytes past which a snapshot is written (when the journal is also larger
+    /// than the last snapshot).
+    pub compact_after_bytes: u64,
+}
+
+impl Default for DurableOptions {
+    fn default() -> Self {
+        Self {
+            fsync: FsyncPolicy::default(),
+            compact_after_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Why a data dir could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Another process holds the data dir's lock.
+    #[error(
+        "data dir {dir} is in use by another Vestibule process (it holds {dir}/lock); stop that \
+         process or give this one another --data-dir"
+    )]
+    Locked {
+        /// The data dir.
+        dir: PathBuf,
+    },
+    /// The data dir cannot be created, read or written, or its files do not read back.
+    #[error("data dir {dir}: {reason}")]
+    Unusable {
+        /// The data dir.
+        dir: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// The embedded store, kept in a data dir. See the module docs.
+#[derive(Debug)]
+pub struct DurableStore {
+    engine: MemoryStore,
+    writer: Mutex<Writer>,
+    dir: PathBuf,
+    /// Every change waits for the disk (`FsyncPolicy::Always`).
+    syncs_each_change: bool,
+    /// Holds the data dir's lock for as long as the store lives.
+    _lock: File,
+}
+
+impl DurableStore {
+    /// Opens (creating) the data dir `dir`: takes its lock, loads the snapshot and replays the
+    /// journal on it; appending goes on after the journal's last good record.
+    ///
+    /// # Errors
+    /// [`OpenError::Locked`] when another process uses the dir; [`OpenError::Unusable`] when it
+    /// cannot be created or written, or its snapshot or journal is damaged (a torn last journal
+    /// record is dropped with a warning instead).
+    pub fn open(dir: &Path, options: DurableOptions) -> Result<Self, OpenError> {
+        let unusable = |reason: String| OpenError::Unusable {
+            dir: dir.to_owned(),
+            reason,
+        };
+        create_private_dir(dir).map_err(|error| unusable(format!("creating it: {error}")))?;
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))
+            .map_err(|error| unusable(format!("opening its lock file: {error}")))?;
+        match lock_file.try_lock_exclusive() {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(OpenError::Locked {
+                    dir: dir.to_owned(),
+                })
+            }
+            Err(error) => return Err(unusable(format!("locking it: {error}"))),
+        }
+        let engine = MemoryStore::new();
+        let (mut last_seq, mut snapshot_bytes) = (0, 0);
+        if let Some((snapshot, bytes)) = Snapshot::load(&snapshot_path(dir)).map_err(unusable)? {
+            (last_seq, snapshot_bytes) = (snapshot.last_seq, bytes);
+            snapshot.restore(&engine).map_err(unusable)?;
+        }
+        let old_journal = old_journal_path(dir);
+        let mut replayed = 0;
+        let mut good_bytes = 0;
+        // A crash during a background snapshot leaves the journal it was taking in: it comes
+        // first.
+        for path in [old_journal.clone(), journal_path(dir)] {
+            let report = journal::read(&path, |seq, change| {
+                if seq <= last_seq {
+                    return Ok(());
+                }
+                change
+                    .replay(&engine)
+                    .map_err(|error| format!("journal record {seq}: {error}"))?;
+                last_seq = seq;
+                Ok(())
+            })
+            .map_err(unusable)?;
+            if report.dropped_tail_bytes > 0 {
+                tracing::warn!(
+                    bytes = report.dropped_tail_bytes,
+                    path = %path.display(),
+                    "dropped a torn last journal record (the process stopped mid-write; that \
+                     change was never answered)"
+                );
+            }
+            replayed += report.records;
+            good_bytes = report.good_bytes;
+        }
+        let journal = Journal::open(&journal_path(dir), last_seq + 1, good_bytes, options.fsync)
+            .map_err(|error| unusable(format!("opening its journal: {error}")))?;
+        let mut writer = Writer::new(journal, dir, options.compact_after_bytes, snapshot_bytes);
+        if old_journal.exists() {
+            writer
+                .snapshot_now(&engine)
+                .map_err(|error| unusable(format!("writing its snapshot: {error}")))?;
+        }
+        tracing::info!(
+            dir = %dir.display(),
+            rooms = engine.room_names().len(),
+            replayed,
+            "embedded store recovered from its data dir"
+        );
+        Ok(Self {
+            engine,
+            writer: Mutex::new(writer),
+            dir: dir.to_owned(),
+            syncs_each_change: options.fsync == FsyncPolicy::Always,
+            _lock: lock_file,
+        })
+    }
+
+    /// The data dir.
+    pub fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes a snapshot now and empties the journal (also done on its own as the journal
+    /// grows).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the snapshot cannot be written.
+    pub fn compact(&self) -> Result<(), StoreError> {
+        let mut writer = lock(&self.writer);
+        writer
+            .snapshot_now(&self.engine)
+            .map_err(|error| StoreError::Unavailable(format!("snapshot failed: {error}")))?;
+        writer.failed = false;
+        Ok(())
+    }
+
+    /// Runs one state-changing call: `apply` changes the engine and says what to journal; the
+    /// record is appended before the answer, under the lock that orders all changes.
+    fn change<R>(
+        &self,
+        apply: impl FnOnce(&MemoryStore) -> Result<(R, Option<Change>), StoreError>,
+    ) -> Result<R, StoreError> {
+        // A change that waits for the disk (milliseconds) would hold an async worker and every
+        // request queued on it: on a multi-threaded runtime, hand those to another worker first.
+        let multi_threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+        if self.syncs_each_change && multi_threaded {
+            tokio::task::block_in_place(|| self.change_now(apply))
+        } else {
+            self.change_now(apply)
+        }
+    }
+
+    fn change_now<R>(
+        &self,
+        apply: impl FnOnce(&MemoryStore) -> Result<(R, Option<Change>), StoreError>,
+    ) -> Result<R, StoreError> {
+        let mut writer = lock(&self.writer);
+        if writer.failed {
+            writer.snapshot_now(&self.engine).map_err(|error| {
+                StoreError::Unavailable(format!("the data dir cannot be written: {error}"))
+            })?;
+            writer.failed = false;
+            tracing::info!("data dir writable again: snapshot written after a failed write");
+        }
+        let (reply, change) = apply(&self.engine)?;
+        if let Some(change) = change {
+            if let Err(error) = writer.journal.append(&change) {
+                writer.failed = true;
+                tracing::error!(%error, path = %writer.journal.path().display(), "journal write failed");
+                // Applied in memory but maybe not on disk: kept only if the process lives on
+                // until a snapshot succeeds.
+                return Err(StoreError::OutcomeUnknown(format!(
+                    "journal write failed: {error}"
+                )));
+            }
+            writer.compact_if_due(&self.engine);
+        }
+        Ok(reply)
+    }
+}
+
+/// Creates `dir` (and its parents) if missing; a new data dir is readable by its owner only,
+/// since its files hold ticket ids and entry tokens, which are bearer secrets.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+impl Drop for DurableStore {
+    fn drop(&mut self) {
+        // Before the data dir's lock goes: a snapshot landing after another process took the
+        // dir over would replace that process's newer one.
+        lock(&self.writer).finish_background();
+    }
+}
+
+#[async_trait]
+impl Store for DurableStore {
+    fn kind(&self) -> &'static str {
+        "durable"
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        if lock(&self.writer).failed {
+            return Err(StoreError::Unavailable(
+                "the last journal write failed".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn init_room(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError> {
+        self.change(|engine| {
+            let (in_force, created) = engine.create_room(room, defaults);
+            let change = created.then(|| Change::InitRoom {
+                room: room.to_owned(),
+                defaults: defaults.clone(),
+            });
+            Ok((in_force, change))
+        })
+    }
+
+    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+        self.engine.room_settings(room).await
+    }
+
+    async fn update_room(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        self.change(|engine| {
+            let update = engine.with_room(room, |state| state.update(patch, expected_version))?;
+            let change = match &update {
+                SettingsUpdate::Applied(in_force) => Some(Change::UpdateRoom {
+                    room: room.to_owned(),
+                    config: in_force.config.clone(),
+                }),
+                SettingsUpdate::VersionMismatch(_) => None,
+            };
+            Ok((update, change))
+        })
+    }
+
+    async fn join_with_limit(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        self.change(|engine| {
+            let now = now_ms();
+            let reply =
+                engine.with_room(room, |state| state.join(dedup_key, new_id, limit, now))?;
+            let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
+            let change = created.then(|| Change::Join {
+                room: room.to_owned(),
+                key: dedup_key.map(str::to_owned),
+                id: new_id.to_owned(),
+                limit: limit.cloned(),
+                now_ms: now,
+            });
+            Ok((reply, change))
+        })
+    }
+
+    async fn ticket(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.engine.ticket(room, id, now_ms).await
+    }
+
+    async fn sse_refresh(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        self.engine.sse_refresh(room, since, ids, now_ms).await
+    }
+
+    async fn leave(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        self.change(|engine| {
+            let outcome = engine.with_room(room, |state| state.leave(id, now_ms, keep_ms))?;
+            let change = (outcome == LeaveOutcome::Left).then(|| Change::Leave {
+                room: room.to_owned(),
+                id: id.to_owned(),
+                now_ms,
+                keep_ms,
+            });
+            Ok((outcome, change))
+        })
+    }
+
+    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+        self.engine.counts(room, now_ms).await
+    }
+
+    async fn lease(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+        defaults: &RoomConfig,
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.engine.lease(room, holder, lease_ms, defaults).await
+    }
+
+    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+        self.engine.release_lease(room, holder).await
+    }
+
+    async fn admit(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        self.change(|engine| {
+            let clock = now_ms();
+            let outcome = engine.with_room(room, |state| state.admit(request, clock))?;
+            // Expiring and forgetting depend only on the time, so a tick that admitted nobody
+            // changed nothing the next recorded tick would not redo.
+            let change = (outcome.admitted > 0).then(|| Change::Admit {
+                room: room.to_owned(),
+                now_ms: request.now_ms,
+                token_ttl_ms: request.token_ttl_ms,
+                keep_ms: request.keep_ms,
+                max_active_users: request.max_active_users,
+                tokens: request
+                    .tokens
+                    .iter()
+                    .take(outcome.admitted as usize)
+                    .cloned()
+                    .collect(),
+            });
+            Ok((outcome, change))
+        })
+    }
+
+    async fn check_token(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        self.engine.check_token(room, token, now_ms).await
+    }
+
+    async fn consume_token(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        self.change(|engine| {
+            let used = engine.with_room(room, |state| {
+                state.consume_token(token, order, now_ms, keep_ms)
+            })?;
+            let change = matches!(used, TokenUse::Consumed { .. }).then(|| Change::ConsumeToken {
+                room: room.to_owned(),
+                token: token.to_owned(),
+                key: order.idempotency_key.map(str::to_owned),
+                receipt: order.receipt.to_owned(),
+                now_ms,
+                keep_ms,
+            });
+            Ok((used, change))
+        })
+    }
+}

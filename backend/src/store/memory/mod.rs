@@ -1,0 +1,225 @@
+//! `MemoryStore`: the embedded store's engine, all rooms in this process's memory.
+//!
+//! Same semantics as the Redis store (see the module docs of [`crate::store`]); each room is one
+//! mutex-guarded [`Room`], never held across an `.await`. Positions come from an
+//! [`OrderIndex`](super::order_index::OrderIndex) in O(log N). On its own nothing survives a
+//! restart (`--data-dir none`); the default embedded store wraps it in
+//! [`DurableStore`](super::durable::DurableStore), which journals every change.
+//!
+//! - [`room`]: one room's state and operations, each at an explicit time (replayable).
+//! - [`admission`]: the scheduler lease and admission of a room.
+//! - [`image`]: a room as plain serde data, for snapshots.
+
+pub mod admission;
+pub mod image;
+pub mod room;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+pub use self::room::Room;
+use super::{
+    AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
+    QueueCursor, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh, Store,
+    StoreError, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+};
+
+/// The embedded store: all rooms in this process's memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `apply` on the room named `room`, under its lock.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when the room was never initialised.
+    pub fn with_room<R>(
+        &self,
+        room: &str,
+        apply: impl FnOnce(&mut Room) -> R,
+    ) -> Result<R, StoreError> {
+        let state = lock(&self.rooms)
+            .get(room)
+            .cloned()
+            .ok_or_else(|| StoreError::Corrupt(format!("room {room} was never initialised")))?;
+        let mut state = lock(&state);
+        Ok(apply(&mut state))
+    }
+
+    /// Creates `room` with `defaults` unless it exists; the settings in force, and whether this
+    /// call created the room.
+    pub fn create_room(&self, room: &str, defaults: &RoomConfig) -> (VersionedConfig, bool) {
+        let mut rooms = lock(&self.rooms);
+        let mut created = false;
+        let state = rooms.entry(room.to_owned()).or_insert_with(|| {
+            created = true;
+            Arc::new(Mutex::new(Room::new(defaults.clone())))
+        });
+        let config = lock(state).versioned();
+        (config, created)
+    }
+
+    /// Names of every room, sorted.
+    pub fn room_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = lock(&self.rooms).keys().cloned().collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// A copy of every room, by name. The caller keeps changes out meanwhile (the durable
+    /// store's lock) when the copies must be of one instant.
+    pub fn clone_rooms(&self) -> Vec<(String, Room)> {
+        let rooms: Vec<(String, Arc<Mutex<Room>>)> = lock(&self.rooms)
+            .iter()
+            .map(|(name, room)| (name.clone(), room.clone()))
+            .collect();
+        rooms
+            .into_iter()
+            .map(|(name, room)| (name, lock(&room).clone()))
+            .collect()
+    }
+
+    /// Puts `state` in as the room `room`, replacing any room of that name (snapshot loading).
+    pub fn insert_room(&self, room: &str, state: Room) {
+        lock(&self.rooms).insert(room.to_owned(), Arc::new(Mutex::new(state)));
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it: every change to a room
+/// is made in an order that leaves it consistent at each step.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn init_room(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError> {
+        Ok(self.create_room(room, defaults).0)
+    }
+
+    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+        self.with_room(room, |state| state.versioned())
+    }
+
+    async fn update_room(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        self.with_room(room, |state| state.update(patch, expected_version))
+    }
+
+    async fn join_with_limit(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        let now = super::now_ms();
+        self.with_room(room, |state| state.join(dedup_key, new_id, limit, now))
+    }
+
+    async fn ticket(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.with_room(room, |state| state.record(id, now_ms))
+    }
+
+    async fn sse_refresh(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        self.with_room(room, |state| state.sse_refresh(since, ids, now_ms))
+    }
+
+    async fn leave(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        self.with_room(room, |state| state.leave(id, now_ms, keep_ms))
+    }
+
+    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+        self.with_room(room, |state| state.counts(now_ms))
+    }
+
+    async fn lease(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+        _defaults: &RoomConfig,
+    ) -> Result<LeaseOutcome, StoreError> {
+        let clock = super::now_ms();
+        self.with_room(room, |state| state.lease(holder, lease_ms, clock))
+    }
+
+    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+        self.with_room(room, |state| state.release_lease(holder))
+    }
+
+    async fn admit(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let clock = super::now_ms();
+        self.with_room(room, |state| state.admit(request, clock))
+    }
+
+    async fn check_token(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        self.with_room(room, |state| state.check_token(token, now_ms))
+    }
+
+    async fn consume_token(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        self.with_room(room, |state| {
+            state.consume_token(token, order, now_ms, keep_ms)
+        })
+    }
+}
