@@ -437,6 +437,44 @@ impl TestApp {
         }
     }
 
+    /// A join request for `room` to complete with headers (`send()` it).
+    pub fn join_request(&self, room: &str) -> reqwest::RequestBuilder {
+        self.client
+            .post(self.url(&format!("/api/v1/rooms/{room}/tickets")))
+    }
+
+    /// Joins `room` without a key and waits up to 5 s for the entry token; the ticket as
+    /// admitted, and its token.
+    ///
+    /// # Panics
+    /// When the ticket is not admitted within 5 s.
+    pub async fn admitted(&self, room: &str) -> (TicketStatus, String) {
+        let (_, ticket) = self.join(room, None).await;
+        let admitted = self
+            .poll_until(room, &ticket.ticket_id, Duration::from_secs(5), |t| {
+                t.status == vestibule_shared::TicketState::TokenIssued
+            })
+            .await;
+        let token = admitted.entry_token.clone().expect("admitted within 5 s");
+        (admitted, token)
+    }
+
+    /// The embedded store behind a trusted proxy that writes `X-Forwarded-For`, with a join
+    /// limit of `per_minute` and the room `main` paused (nobody leaves the line meanwhile).
+    pub async fn behind_proxy_with_join_limit(per_minute: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "--joins-per-ip-per-minute",
+            per_minute,
+            "--client-ip-header",
+            "X-Forwarded-For",
+        ];
+        args.extend_from_slice(extra);
+        let app = Self::spawn(Backend::Memory, &args).await;
+        app.patch_room("main", serde_json::json!({"paused": true}))
+            .await;
+        app
+    }
+
     /// Waits up to `timeout` for the process to exit; its exit status, or `None` if it still runs.
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + timeout;

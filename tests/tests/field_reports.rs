@@ -12,20 +12,8 @@ use futures_util::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::TicketState;
 use vestibule_tests::{both_stores, python_tool, vestibule_command, Backend, RedisServer, TestApp};
-
-/// Joins and waits until the ticket holds an entry token.
-async fn admitted_token(app: &TestApp) -> (TicketStatus, String) {
-    let (_, ticket) = app.join("main", None).await;
-    let admitted = app
-        .poll_until("main", &ticket.ticket_id, Duration::from_secs(5), |t| {
-            t.status == TicketState::TokenIssued
-        })
-        .await;
-    let token = admitted.entry_token.clone().expect("admitted within 5 s");
-    (admitted, token)
-}
 
 /// An unkeyed join; its status code and `Retry-After` (seconds) when present.
 async fn plain_join(app: &TestApp) -> (u16, Option<u64>) {
@@ -55,7 +43,7 @@ async fn concurrent_copies_of_one_keyed_order_make_one_order_and_all_get_its_rec
     backend: Backend,
 ) {
     let app = TestApp::spawn(backend, &[]).await;
-    let (ticket, token) = admitted_token(&app).await;
+    let (ticket, token) = app.admitted("main").await;
     let answers =
         join_all((0..8).map(|_| app.order_with_key("main", &token, Some("double-click-1"), 1)))
             .await;
@@ -140,7 +128,7 @@ async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_re
         "noeviction",
     ]);
     let app = TestApp::spawn_with_url(Some(&redis.url()), &["--retry-after-secs", "1"]).await;
-    let (ticket, token) = admitted_token(&app).await;
+    let (ticket, token) = app.admitted("main").await;
     let mut filled = 0;
     while !redis
         .cli(&["SETRANGE", &format!("junk:{filled}"), "524288", "x"])
@@ -579,17 +567,7 @@ both_stores!(
 // join limit counts a /64 as one client. The proxy here is honest: it appends what it saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ipv6_client_cannot_reset_its_join_allowance_by_rotating_addresses_in_its_prefix() {
-    let app = TestApp::spawn(
-        Backend::Memory,
-        &[
-            "--joins-per-ip-per-minute",
-            "1",
-            "--client-ip-header",
-            "X-Forwarded-For",
-        ],
-    )
-    .await;
-    app.patch_room("main", json!({"paused": true})).await;
+    let app = TestApp::behind_proxy_with_join_limit("1", &[]).await;
     let mut failures = Vec::new();
     for (address, expected) in [
         ("2001:db8:1:2::1", 201),

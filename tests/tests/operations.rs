@@ -226,17 +226,7 @@ async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cannot_pick_its_address_with_a_forwarded_header_line_of_its_own() {
-    let app = TestApp::spawn(
-        Backend::Memory,
-        &[
-            "--joins-per-ip-per-minute",
-            "3",
-            "--client-ip-header",
-            "X-Forwarded-For",
-        ],
-    )
-    .await;
-    app.patch_room("main", json!({"paused": true})).await;
+    let app = TestApp::behind_proxy_with_join_limit("3", &[]).await;
     let mut statuses = Vec::new();
     for i in 0..6 {
         // The client's made-up line first, then the line the proxy appended.
@@ -257,19 +247,7 @@ async fn a_client_cannot_pick_its_address_with_a_forwarded_header_line_of_its_ow
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_trusted_proxies_the_address_the_outer_one_saw_is_the_client() {
-    let app = TestApp::spawn(
-        Backend::Memory,
-        &[
-            "--joins-per-ip-per-minute",
-            "1",
-            "--client-ip-header",
-            "X-Forwarded-For",
-            "--trusted-proxy-hops",
-            "2",
-        ],
-    )
-    .await;
-    app.patch_room("main", json!({"paused": true})).await;
+    let app = TestApp::behind_proxy_with_join_limit("1", &["--trusted-proxy-hops", "2"]).await;
     let join = |chain: &'static str| {
         app.client
             .post(app.url("/api/v1/rooms/main/tickets"))

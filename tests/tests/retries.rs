@@ -3,24 +3,10 @@
 //! on a real server: an order whose answer was lost, admin changes that answered 503 and then
 //! took effect, and a join limit that locked a known shopper out of their own ticket.
 
-use std::time::Duration;
-
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::TicketState;
 use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
-
-/// Joins and waits until the ticket holds an entry token.
-async fn admitted_token(app: &TestApp) -> (TicketStatus, String) {
-    let (_, ticket) = app.join("main", None).await;
-    let admitted = app
-        .poll_until("main", &ticket.ticket_id, Duration::from_secs(5), |t| {
-            t.status == TicketState::TokenIssued
-        })
-        .await;
-    let token = admitted.entry_token.clone().expect("admitted within 5 s");
-    (admitted, token)
-}
 
 /// Sends `request` while Redis is frozen (SIGSTOP), wakes Redis after the answer, and returns
 /// the answer's status, `Retry-After` and JSON body.
@@ -45,7 +31,7 @@ async fn sent_during_a_stall(
 async fn an_order_whose_answer_is_lost_in_a_store_stall_is_retried_to_one_receipt() {
     let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
     let redis = app.redis.as_ref().unwrap();
-    let (ticket, token) = admitted_token(&app).await;
+    let (ticket, token) = app.admitted("main").await;
     // Any token check loads the token script, so Redis can run the stalled consume on waking.
     assert_eq!(
         app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA"))
@@ -98,7 +84,7 @@ async fn an_order_whose_answer_is_lost_in_a_store_stall_is_retried_to_one_receip
 
 async fn a_retried_order_returns_the_first_receipt(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;
-    let (_, token) = admitted_token(&app).await;
+    let (_, token) = app.admitted("main").await;
     let first = app.order_with_key("main", &token, Some("k-1"), 1).await;
     assert_eq!(first.status(), StatusCode::CREATED);
     assert!(first.headers().get("idempotent-replayed").is_none());
