@@ -290,3 +290,8 @@ pub async fn json_error_bodies(request: Request, next: Next) -> Response {
     }
     replaced
 }
+
+/// 404 for paths no route serves.
+pub async fn unknown_endpoint() -> ApiError {
+    ApiError::NotFound
+}

@@ -12,7 +12,9 @@
 //! - [`token_layer`]: the entry-token middleware on protected prefixes.
 //! - [`sse_hub`]: batched fan-out of ticket updates to SSE streams.
 //! - [`eta`]: the ETA and poll-hint formulas.
-//! - [`state`]: the shared [`state::AppState`] and ticket status building.
+//! - [`state`]: the shared [`state::AppState`] (handles) and each room's [`state::RoomRuntime`].
+//! - [`status`]: a ticket's public status from its record and the room's settings (pure).
+//! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
 //! - [`error`]: the HTTP edge's error type and JSON extractors.
 //! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
 //! - [`client_ip`]: the client's address, from the peer or trusted forwarding headers.
@@ -23,12 +25,14 @@ pub mod client_ip;
 pub mod config;
 pub mod error;
 pub mod eta;
+pub mod hub_loop;
 pub mod ids;
 pub mod routes;
 pub mod scheduler;
 pub mod sse_hub;
 pub mod startup;
 pub mod state;
+pub mod status;
 pub mod store;
 pub mod telemetry;
 pub mod token_layer;

@@ -12,14 +12,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 use vestibule_shared::{TicketState, TicketStatus};
 
-use crate::state::{AppState, RoomRuntime};
-use crate::store::{now_ms, QueueCursor, RoomConfig, TicketRecord};
+use crate::store::{now_ms, QueueCursor, RoomConfig, Store, StoreError, TicketRecord};
 
 /// Most exact reads in one refresh, so one store call never blocks Redis for long.
 const EXACT_BATCH: usize = 2000;
@@ -97,7 +96,12 @@ impl SseHub {
         self.streams.load(Ordering::Relaxed)
     }
 
-    /// Asks for a refresh now (after an admission).
+    /// Resolves when [`SseHub::wake`] is called (or at once if it was since the last wait).
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Wakes the refresh loop now (the scheduler just admitted).
     pub fn wake(&self) {
         self.wake.notify_one();
     }
@@ -143,118 +147,99 @@ fn publish(watched: &Watched, status: TicketStatus) {
     });
 }
 
-/// Runs one room's refresh loop until shutdown.
-pub async fn run(state: AppState, room: Arc<RoomRuntime>) {
-    let refresh = Duration::from_millis(state.config.sse_refresh_ms);
-    let mut shutdown = state.shutdown.clone();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(refresh) => {}
-            _ = room.hub.wake.notified() => {}
-            _ = shutdown.changed() => return,
+impl SseHub {
+    /// One refresh of room `room`'s streams: one store call, then every stream that moved gets
+    /// its new status (`status` builds it from a record; `settings` are the room's settings now,
+    /// whose change republishes every ETA). Returns whether tickets became due an exact read
+    /// (admitted since), so the caller runs a second round at once.
+    ///
+    /// # Errors
+    /// The store call failed: streams keep their last status.
+    pub async fn refresh(
+        &self,
+        store: &dyn Store,
+        room: &str,
+        settings: RoomConfig,
+        status: &(dyn Fn(&TicketRecord) -> TicketStatus + Sync),
+    ) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let (cursor, due) = self.prepare(now);
+        let idle = due.is_empty() && self.lock().by_ticket.is_empty();
+        if idle {
+            return Ok(false);
         }
-        // A second round at once when the first found tickets that reached the head.
-        for _ in 0..2 {
-            match refresh_once(&state, &room).await {
-                Ok(more_due) if more_due => continue,
-                Ok(_) => break,
-                Err(error) => {
-                    tracing::warn!(room = %room.name, %error, "SSE refresh failed; streams keep their last status");
-                    break;
+        let answer = store.sse_refresh(room, cursor, &due, now_ms()).await?;
+        let mut watchers = self.lock();
+        let mut more_due = false;
+        let exact: std::collections::HashSet<&str> = due.iter().map(String::as_str).collect();
+        // A pause, resume or rate change moves every ETA (not the positions): republish them all.
+        let config_changed = watchers.config_seen.as_ref() != Some(&settings);
+        watchers.config_seen = Some(settings);
+        match &answer.delta {
+            Some(delta) => {
+                for (id, watched) in watchers.by_ticket.iter_mut() {
+                    if exact.contains(id.as_str()) {
+                        continue;
+                    }
+                    let (Some(seq), Some(position)) = (watched.seq, watched.position) else {
+                        continue;
+                    };
+                    let ahead_left = delta.left_seqs.partition_point(|left| *left < seq) as u64;
+                    let this_left = delta.left_seqs.binary_search(&seq).is_ok();
+                    let moved = delta.popped + ahead_left;
+                    if this_left || moved >= position {
+                        // Admitted or left: read it exactly (in the next round, right away).
+                        watched.read_at = Some(now);
+                        watched.position = None;
+                        more_due = true;
+                    } else if moved > 0 || config_changed {
+                        let position = position - moved;
+                        watched.position = Some(position);
+                        if config_changed || now >= watched.published_at + publish_every(position) {
+                            watched.published_at = now;
+                            let record = TicketRecord::waiting(id, position);
+                            publish(watched, status(&record));
+                        }
+                    }
                 }
             }
-        }
-        metrics::gauge!("vestibule_sse_streams", "room" => room.name.clone())
-            .set(room.hub.stream_count() as f64);
-    }
-}
-
-/// One refresh. Returns whether tickets became due an exact read (admitted since).
-async fn refresh_once(
-    state: &AppState,
-    room: &RoomRuntime,
-) -> Result<bool, crate::store::StoreError> {
-    let now = Instant::now();
-    let (cursor, due) = room.hub.prepare(now);
-    let idle = due.is_empty() && room.hub.lock().by_ticket.is_empty();
-    if idle {
-        return Ok(false);
-    }
-    let answer = state
-        .store
-        .sse_refresh(&room.name, cursor, &due, now_ms())
-        .await?;
-    let mut watchers = room.hub.lock();
-    let mut more_due = false;
-    let exact: std::collections::HashSet<&str> = due.iter().map(String::as_str).collect();
-    // A pause, resume or rate change moves every ETA (not the positions): republish them all.
-    let config = room.config();
-    let config_changed = watchers.config_seen.as_ref() != Some(&config);
-    watchers.config_seen = Some(config);
-    match &answer.delta {
-        Some(delta) => {
-            for (id, watched) in watchers.by_ticket.iter_mut() {
-                if exact.contains(id.as_str()) {
-                    continue;
-                }
-                let (Some(seq), Some(position)) = (watched.seq, watched.position) else {
-                    continue;
-                };
-                let ahead_left = delta.left_seqs.partition_point(|left| *left < seq) as u64;
-                let this_left = delta.left_seqs.binary_search(&seq).is_ok();
-                let moved = delta.popped + ahead_left;
-                if this_left || moved >= position {
-                    // Admitted or left: read it exactly (in the next round, right away).
-                    watched.read_at = Some(now);
-                    watched.position = None;
-                    more_due = true;
-                } else if moved > 0 || config_changed {
-                    let position = position - moved;
-                    watched.position = Some(position);
-                    if config_changed || now >= watched.published_at + publish_every(position) {
-                        watched.published_at = now;
-                        let record = TicketRecord::waiting(id, position);
-                        publish(watched, state.ticket_status(room, &record));
+            None => {
+                // The cursor could not be followed: every ticket is read again, a batch a refresh.
+                for (id, watched) in watchers.by_ticket.iter_mut() {
+                    if !exact.contains(id.as_str()) {
+                        watched.read_at = Some(now);
+                        watched.position = None;
                     }
                 }
             }
         }
-        None => {
-            // The cursor could not be followed: every ticket is read again, a batch a refresh.
-            for (id, watched) in watchers.by_ticket.iter_mut() {
-                if !exact.contains(id.as_str()) {
-                    watched.read_at = Some(now);
-                    watched.position = None;
-                }
+        for (id, read) in due.iter().zip(answer.tickets) {
+            let Some(watched) = watchers.by_ticket.get_mut(id) else {
+                continue;
+            };
+            let Some((record, seq)) = read else {
+                // Forgotten (an hour after it ended): nothing more will happen to it.
+                watchers.by_ticket.remove(id);
+                continue;
+            };
+            watched.seq = seq;
+            watched.position = record.position.filter(|_| seq.is_some());
+            watched.read_at = match record.state {
+                TicketState::Waiting if seq.is_some() => None,
+                TicketState::TokenIssued => Some(now + ISSUED_RECHECK),
+                TicketState::Waiting => Some(now),
+                _ => None,
+            };
+            let terminal = record.state.is_terminal();
+            watched.published_at = now;
+            publish(watched, status(&record));
+            if terminal {
+                watchers.by_ticket.remove(id);
             }
         }
+        watchers.cursor = Some(answer.cursor);
+        Ok(more_due)
     }
-    for (id, read) in due.iter().zip(answer.tickets) {
-        let Some(watched) = watchers.by_ticket.get_mut(id) else {
-            continue;
-        };
-        let Some((record, seq)) = read else {
-            // Forgotten (an hour after it ended): nothing more will happen to it.
-            watchers.by_ticket.remove(id);
-            continue;
-        };
-        watched.seq = seq;
-        watched.position = record.position.filter(|_| seq.is_some());
-        watched.read_at = match record.state {
-            TicketState::Waiting if seq.is_some() => None,
-            TicketState::TokenIssued => Some(now + ISSUED_RECHECK),
-            TicketState::Waiting => Some(now),
-            _ => None,
-        };
-        let terminal = record.state.is_terminal();
-        watched.published_at = now;
-        publish(watched, state.ticket_status(room, &record));
-        if terminal {
-            watchers.by_ticket.remove(id);
-        }
-    }
-    watchers.cursor = Some(answer.cursor);
-    Ok(more_due)
 }
 
 #[cfg(test)]

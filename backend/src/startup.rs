@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
+use crate::hub_loop::{self, HubContext};
 use crate::ids::random_id;
 use crate::routes;
 use crate::scheduler;
-use crate::sse_hub;
 use crate::state::{AppState, RoomRuntime};
 use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
@@ -145,7 +145,7 @@ impl Application {
         let schedulers = spawn_scheduler_thread(state.clone())?;
         let mut tasks = JoinSet::new();
         for room in state.rooms.values() {
-            tasks.spawn(sse_hub::run(state.clone(), room.clone()));
+            tasks.spawn(hub_loop::run(HubContext::from(&state), room.clone()));
         }
         if state.store.kind() == "redis" {
             tasks.spawn(watch_store_safety(state.clone()));

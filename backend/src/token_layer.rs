@@ -13,7 +13,6 @@ use vestibule_shared::{error_code, ENTRY_TOKEN_HEADER};
 use crate::config::OutagePolicy;
 use crate::error::ApiError;
 use crate::ids::split_token;
-use crate::routes::orders::is_order_route;
 use crate::state::AppState;
 use crate::store::{now_ms, TokenCheck};
 
@@ -101,6 +100,25 @@ pub async fn verify(state: &AppState, room: &str, token: &str) -> Result<String,
     }
 }
 
+/// Whether `path` is exactly the demo order route, `/api/v1/rooms/{room}/orders`, whose handler
+/// checks and uses its token in one store step itself.
+pub fn is_order_route(path: &str) -> bool {
+    let mut segments = path.trim_end_matches('/').split('/');
+    matches!(
+        (
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next()
+        ),
+        (Some(""), Some("api"), Some("v1"), Some("rooms"), Some(room), Some("orders"), None)
+            if !room.is_empty()
+    )
+}
+
 /// The middleware: lets a request under a protected prefix through only with a live token.
 pub async fn require_entry_token(
     State(state): State<AppState>,
@@ -166,6 +184,16 @@ pub async fn require_entry_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_order_route_itself_skips_the_token_layer() {
+        assert!(is_order_route("/api/v1/rooms/main/orders"));
+        assert!(is_order_route("/api/v1/rooms/main/orders/"));
+        assert!(!is_order_route("/api/v1/rooms/main/orders/42"));
+        assert!(!is_order_route("/api/v1/rooms//orders"));
+        assert!(!is_order_route("/api/v1/rooms/main/tickets"));
+        assert!(!is_order_route("/checkout-api/orders"));
+    }
 
     #[test]
     fn prefixes_match_by_segment_and_capture_the_room() {

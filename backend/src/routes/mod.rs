@@ -2,6 +2,7 @@
 //!
 //! - [`tickets`]: join, poll, leave.
 //! - [`events`]: a ticket's SSE stream.
+//! - [`idempotency`]: the `Idempotency-Key` header of joins and orders.
 //! - [`rooms`]: public room info.
 //! - [`orders`]: the demo checkout behind the entry-token layer.
 //! - [`admin`]: live room settings (bearer token).
@@ -12,6 +13,7 @@
 pub mod admin;
 pub mod events;
 pub mod health;
+pub mod idempotency;
 pub mod openapi;
 pub mod orders;
 pub mod page;
@@ -42,7 +44,10 @@ pub fn router(state: AppState) -> Router {
     let (api, document) = documented_routes();
     let api = api
         .merge(openapi::router(&document))
-        .route("/api/{*rest}", axum::routing::any(unknown_endpoint))
+        .route(
+            "/api/{*rest}",
+            axum::routing::any(crate::error::unknown_endpoint),
+        )
         .method_not_allowed_fallback(method_not_allowed);
     let mut app = api
         .merge(page::router(&config.static_dir))
@@ -111,32 +116,6 @@ pub fn redacted_path(path: &str) -> String {
         previous = segment;
     }
     out
-}
-
-/// The `Idempotency-Key` of a request, if it sent one.
-///
-/// # Errors
-/// 400 when it is not 1–128 printable ASCII characters without spaces.
-pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get(vestibule_shared::IDEMPOTENCY_KEY_HEADER) else {
-        return Ok(None);
-    };
-    value
-        .to_str()
-        .ok()
-        .filter(|key| (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()))
-        .map(|key| Some(key.to_owned()))
-        .ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "{} must be 1–128 printable ASCII characters without spaces",
-                vestibule_shared::IDEMPOTENCY_KEY_HEADER
-            ))
-        })
-}
-
-/// 404 for paths no route serves.
-pub async fn unknown_endpoint() -> ApiError {
-    ApiError::NotFound
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use vestibule_shared::{error_code, ErrorBody, OrderReceipt, OrderRequest, ENTRY_TOKEN_HEADER};
 
-use super::idempotency_key;
+use super::idempotency::idempotency_key;
 use super::openapi::{EdgeErrors, StoreWriteErrors};
 use crate::config::OutagePolicy;
 use crate::error::{ApiError, Json, Path};
@@ -28,24 +28,6 @@ pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(place_order))
-}
-
-/// Whether `path` is exactly the demo order route, `/api/v1/rooms/{room}/orders`.
-pub fn is_order_route(path: &str) -> bool {
-    let mut segments = path.trim_end_matches('/').split('/');
-    matches!(
-        (
-            segments.next(),
-            segments.next(),
-            segments.next(),
-            segments.next(),
-            segments.next(),
-            segments.next(),
-            segments.next()
-        ),
-        (Some(""), Some("api"), Some("v1"), Some("rooms"), Some(room), Some("orders"), None)
-            if !room.is_empty()
-    )
 }
 
 /// Parses the optional JSON body.
@@ -169,19 +151,4 @@ pub async fn place_order(
         .headers_mut()
         .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
     Ok(response)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_order_route;
-
-    #[test]
-    fn only_the_order_route_itself_skips_the_token_layer() {
-        assert!(is_order_route("/api/v1/rooms/main/orders"));
-        assert!(is_order_route("/api/v1/rooms/main/orders/"));
-        assert!(!is_order_route("/api/v1/rooms/main/orders/42"));
-        assert!(!is_order_route("/api/v1/rooms//orders"));
-        assert!(!is_order_route("/api/v1/rooms/main/tickets"));
-        assert!(!is_order_route("/checkout-api/orders"));
-    }
 }

@@ -7,12 +7,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use vestibule_shared::{ErrorBody, TicketStatus, USER_ASSERTION_HEADER};
 
-use super::idempotency_key;
+use super::idempotency::idempotency_key;
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 use crate::client_ip::{client_ip, limit_key};
 use crate::error::{ApiError, Json, Path};
 use crate::ids::{is_well_formed_id, log_tag, random_id};
 use crate::state::AppState;
+use crate::status::ticket_status;
 use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome};
 use crate::user_assertion;
 
@@ -62,7 +63,7 @@ pub async fn current_status(
         .ticket(room, ticket_id, now_ms())
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
-    Ok(state.ticket_status(&runtime, &record))
+    Ok(ticket_status(&state.config, &runtime, &record))
 }
 
 /// Checks the form of a ticket id from a path.
@@ -139,7 +140,7 @@ pub async fn join(
     let created = if outcome.created { "new" } else { "existing" };
     metrics::counter!("vestibule_joins_total", "room" => room.clone(), "outcome" => created)
         .increment(1);
-    let body = state.ticket_status(&runtime, &outcome.ticket);
+    let body = ticket_status(&state.config, &runtime, &outcome.ticket);
     let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);
     let mut response = (status_code, Json(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {

@@ -1,0 +1,66 @@
+//! Each room's SSE refresh loop: wakes every `--sse-refresh-ms` (or at once when the scheduler
+//! admits) and lets the room's [`crate::sse_hub::SseHub`] move every open stream with one store
+//! call. It gets exactly what it uses (like mini-redis's `Handler`): the store, the settings
+//! that shape a status, and the shutdown signal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::state::{AppState, RoomRuntime};
+use crate::status::ticket_status;
+use crate::store::Store;
+
+/// What the refresh loop needs.
+#[derive(Clone)]
+pub struct HubContext {
+    /// The queue store.
+    pub store: Arc<dyn Store>,
+    /// ETA margin and poll tiers (for statuses) and the refresh period.
+    pub config: Arc<Config>,
+    /// Flips to `true` on shutdown.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl From<&AppState> for HubContext {
+    fn from(state: &AppState) -> Self {
+        Self {
+            store: state.store.clone(),
+            config: state.config.clone(),
+            shutdown: state.shutdown.clone(),
+        }
+    }
+}
+
+/// Runs one room's refresh loop until shutdown.
+pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
+    let period = Duration::from_millis(context.config.sse_refresh_ms);
+    let mut shutdown = context.shutdown.clone();
+    let status = |record: &_| ticket_status(&context.config, &room, record);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = room.hub.woken() => {}
+            _ = shutdown.changed() => return,
+        }
+        // A second round at once when the first found tickets that reached the head.
+        for _ in 0..2 {
+            let refreshed = room
+                .hub
+                .refresh(context.store.as_ref(), &room.name, room.config(), &status)
+                .await;
+            match refreshed {
+                Ok(more_due) if more_due => continue,
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(room = %room.name, %error, "SSE refresh failed; streams keep their last status");
+                    break;
+                }
+            }
+        }
+        metrics::gauge!("vestibule_sse_streams", "room" => room.name.clone())
+            .set(room.hub.stream_count() as f64);
+    }
+}
