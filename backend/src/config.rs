@@ -9,6 +9,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
+
+pub use crate::eta::{PollTier, PollTiers};
+pub use crate::outage::{OutagePolicies, OutagePolicy};
 use vestibule_shared::is_valid_room_slug;
 
 /// Default protected prefix: the demo checkout's order endpoint.
@@ -214,134 +217,6 @@ impl FromStr for DataDir {
             "none" => Self(None),
             path => Self(Some(PathBuf::from(path))),
         })
-    }
-}
-
-/// What the protected paths do while the store is unreachable (a business choice).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutagePolicy {
-    /// Answer 503 + `Retry-After`: nobody reaches checkout without a verified token.
-    Reject,
-    /// Let requests through unverified: checkout stays open while the waiting room is down.
-    Pass,
-}
-
-impl FromStr for OutagePolicy {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim() {
-            "reject" => Ok(Self::Reject),
-            "pass" => Ok(Self::Pass),
-            other => Err(format!("outage policy {other:?} is not reject or pass")),
-        }
-    }
-}
-
-/// The outage policy of every room: a default and per-room exceptions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutagePolicies {
-    /// For rooms without an exception.
-    pub default: OutagePolicy,
-    /// `(room, policy)` exceptions.
-    pub rooms: Vec<(String, OutagePolicy)>,
-}
-
-impl OutagePolicies {
-    /// The policy of `room`.
-    pub fn for_room(&self, room: &str) -> OutagePolicy {
-        self.rooms
-            .iter()
-            .find(|(name, _)| name == room)
-            .map_or(self.default, |(_, policy)| *policy)
-    }
-}
-
-impl FromStr for OutagePolicies {
-    type Err = String;
-
-    /// `reject`, `pass`, or either followed by `,room=policy` exceptions.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let mut default = OutagePolicy::Reject;
-        let mut rooms = Vec::new();
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            match part.split_once('=') {
-                Some((room, policy)) => rooms.push((room.trim().to_owned(), policy.parse()?)),
-                None => default = part.parse()?,
-            }
-        }
-        Ok(Self { default, rooms })
-    }
-}
-
-/// Poll-hint tiers: the first tier whose `max_position` is ≥ the position gives the hint.
-///
-/// Parsed from `10:3000,100:10000,*:30000` (docs/DESIGN.md: 1–10 → 3 s, 11–100 → 10 s, >100 → 30 s).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PollTiers(pub Vec<PollTier>);
-
-/// One poll-hint tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PollTier {
-    /// Largest position of the tier; `None` = every position (`*`).
-    pub max_position: Option<u64>,
-    /// Poll hint for the tier in milliseconds.
-    pub after_ms: u64,
-}
-
-impl PollTiers {
-    /// The tier hint for a 1-based position, in milliseconds.
-    pub fn after_ms(&self, position: u64) -> u64 {
-        self.0
-            .iter()
-            .find(|tier| tier.max_position.is_none_or(|max| position <= max))
-            .map_or(30_000, |tier| tier.after_ms)
-    }
-}
-
-impl FromStr for PollTiers {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let mut tiers = Vec::new();
-        for part in text.split(',').map(str::trim) {
-            let (max, ms) = part
-                .split_once(':')
-                .ok_or_else(|| format!("poll tier {part:?} is not maxPosition:ms"))?;
-            let max_position = match max.trim() {
-                "*" => None,
-                n => Some(
-                    n.parse::<u64>()
-                        .map_err(|_| format!("poll tier position {n:?} is not a number"))?,
-                ),
-            };
-            let after_ms = ms
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| format!("poll tier delay {ms:?} is not milliseconds"))?;
-            if after_ms < 1000 {
-                return Err(format!("poll tier delay {after_ms} ms is under 1000 ms"));
-            }
-            tiers.push(PollTier {
-                max_position,
-                after_ms,
-            });
-        }
-        let ascending =
-            tiers
-                .windows(2)
-                .all(|pair| match (pair[0].max_position, pair[1].max_position) {
-                    (Some(a), Some(b)) => a < b,
-                    (Some(_), None) => true,
-                    (None, _) => false,
-                });
-        if !ascending {
-            return Err("poll tiers must ascend by position, with `*` last".into());
-        }
-        if tiers.last().is_none_or(|tier| tier.max_position.is_some()) {
-            return Err("poll tiers must end with a `*:ms` tier".into());
-        }
-        Ok(Self(tiers))
     }
 }
 
@@ -599,28 +474,11 @@ mod tests {
     }
 
     #[test]
-    fn outage_policies_have_a_default_and_per_room_exceptions() {
-        let policies: OutagePolicies = "reject,flash=pass".parse().unwrap();
-        assert_eq!(policies.for_room("main"), OutagePolicy::Reject);
-        assert_eq!(policies.for_room("flash"), OutagePolicy::Pass);
-        assert_eq!(
-            "pass".parse::<OutagePolicies>().unwrap().for_room("x"),
-            OutagePolicy::Pass
-        );
-        assert!("maybe".parse::<OutagePolicies>().is_err());
+    fn an_outage_policy_for_a_room_not_configured_is_refused() {
         let reason = parse(&["--outage-policy", "reject,ghost=pass"])
             .validate()
             .unwrap_err();
         assert!(reason.contains("--outage-policy"), "{reason}");
-    }
-
-    #[test]
-    fn poll_tiers_must_ascend_and_end_with_a_catch_all() {
-        assert!("10:3000,*:30000".parse::<PollTiers>().is_ok());
-        assert!("100:3000,10:30000,*:1000".parse::<PollTiers>().is_err());
-        assert!("10:3000".parse::<PollTiers>().is_err());
-        assert!("10:500,*:3000".parse::<PollTiers>().is_err());
-        assert!("x:3000,*:3000".parse::<PollTiers>().is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! - Poll hint = the position's tier, but never more than half the ETA and never under 1 s, so
 //!   nobody sleeps through their turn.
 
-use crate::config::PollTiers;
+use std::str::FromStr;
 
 /// Smallest poll hint in milliseconds.
 pub const MIN_POLL_AFTER_MS: u64 = 1000;
@@ -70,9 +70,89 @@ pub fn next_poll_after_ms(position: u64, eta_exact_secs: Option<f64>, tiers: &Po
     capped.max(MIN_POLL_AFTER_MS)
 }
 
+/// Poll-hint tiers: the first tier whose `max_position` is ≥ the position gives the hint.
+///
+/// Parsed from `10:3000,100:10000,*:30000` (docs/DESIGN.md: 1–10 → 3 s, 11–100 → 10 s, >100 → 30 s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollTiers(pub Vec<PollTier>);
+
+/// One poll-hint tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollTier {
+    /// Largest position of the tier; `None` = every position (`*`).
+    pub max_position: Option<u64>,
+    /// Poll hint for the tier in milliseconds.
+    pub after_ms: u64,
+}
+
+impl PollTiers {
+    /// The tier hint for a 1-based position, in milliseconds.
+    pub fn after_ms(&self, position: u64) -> u64 {
+        self.0
+            .iter()
+            .find(|tier| tier.max_position.is_none_or(|max| position <= max))
+            .map_or(30_000, |tier| tier.after_ms)
+    }
+}
+
+impl FromStr for PollTiers {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut tiers = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let (max, ms) = part
+                .split_once(':')
+                .ok_or_else(|| format!("poll tier {part:?} is not maxPosition:ms"))?;
+            let max_position = match max.trim() {
+                "*" => None,
+                n => Some(
+                    n.parse::<u64>()
+                        .map_err(|_| format!("poll tier position {n:?} is not a number"))?,
+                ),
+            };
+            let after_ms = ms
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("poll tier delay {ms:?} is not milliseconds"))?;
+            if after_ms < 1000 {
+                return Err(format!("poll tier delay {after_ms} ms is under 1000 ms"));
+            }
+            tiers.push(PollTier {
+                max_position,
+                after_ms,
+            });
+        }
+        let ascending =
+            tiers
+                .windows(2)
+                .all(|pair| match (pair[0].max_position, pair[1].max_position) {
+                    (Some(a), Some(b)) => a < b,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                });
+        if !ascending {
+            return Err("poll tiers must ascend by position, with `*` last".into());
+        }
+        if tiers.last().is_none_or(|tier| tier.max_position.is_some()) {
+            return Err("poll tiers must end with a `*:ms` tier".into());
+        }
+        Ok(Self(tiers))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poll_tiers_must_ascend_and_end_with_a_catch_all() {
+        assert!("10:3000,*:30000".parse::<PollTiers>().is_ok());
+        assert!("100:3000,10:30000,*:1000".parse::<PollTiers>().is_err());
+        assert!("10:3000".parse::<PollTiers>().is_err());
+        assert!("10:500,*:3000".parse::<PollTiers>().is_err());
+        assert!("x:3000,*:3000".parse::<PollTiers>().is_err());
+    }
 
     fn tiers() -> PollTiers {
         "10:3000,100:10000,*:30000".parse().unwrap()

@@ -11,7 +11,8 @@
 //! - [`scheduler`]: per-room admission ticks, leader lease and quota with carry.
 //! - [`token_layer`]: the entry-token middleware on protected prefixes.
 //! - [`sse_hub`]: batched fan-out of ticket updates to SSE streams.
-//! - [`eta`]: the ETA and poll-hint formulas.
+//! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
+//! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 //! - [`state`]: the shared [`state::AppState`] (handles) and each room's [`state::RoomRuntime`].
 //! - [`status`]: a ticket's public status from its record and the room's settings (pure).
 //! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
@@ -27,6 +28,7 @@ pub mod error;
 pub mod eta;
 pub mod hub_loop;
 pub mod ids;
+pub mod outage;
 pub mod routes;
 pub mod scheduler;
 pub mod sse_hub;
