@@ -1,0 +1,55 @@
+//! One leader tick: `admit.lua`.
+
+use super::reply::{as_i64, parse_versioned};
+use super::{Keys, RedisStore};
+use crate::store::{AdmitOutcome, AdmitRequest, StoreError};
+
+impl RedisStore {
+    pub(super) async fn admit_in_redis(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.admit.key(keys.key("queue"));
+        invocation
+            .key(keys.key("active"))
+            .key(keys.key("leader"))
+            .key(keys.key("epoch"))
+            .key(keys.key("settings"))
+            .key(keys.key("popped"))
+            .arg(request.holder)
+            .arg(request.epoch)
+            .arg(request.now_ms)
+            .arg(request.token_ttl_ms)
+            .arg(request.keep_ms)
+            .arg(request.max_active_users.map_or(-1, |cap| cap as i64))
+            .arg(&keys.prefix)
+            .arg(request.lease_ms);
+        for token in request.tokens {
+            invocation.arg(token);
+        }
+        let reply = self.run_script(&invocation).await?;
+        if reply.len() != 9 {
+            return Err(StoreError::Corrupt("admit reply needs 9 fields".into()));
+        }
+        let numbers: Vec<i64> = reply[..4].iter().map(as_i64).collect::<Result<_, _>>()?;
+        let [admitted, expired, waiting, active] = numbers.as_slice() else {
+            unreachable!("four numbers");
+        };
+        if *admitted < 0 {
+            return Ok(AdmitOutcome {
+                fenced: true,
+                ..AdmitOutcome::default()
+            });
+        }
+        Ok(AdmitOutcome {
+            fenced: false,
+            admitted: *admitted as u64,
+            expired: *expired as u64,
+            waiting: *waiting as u64,
+            active: *active as u64,
+            config: parse_versioned(&reply[4..]).ok(),
+        })
+    }
+}

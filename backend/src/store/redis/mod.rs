@@ -1,0 +1,409 @@
+//! `RedisStore`: the production store, shared by every replica.
+//!
+//! One multiplexed connection that reconnects by itself (`ConnectionManager`); every call bounded
+//! by the store timeout so nothing hangs during an outage. Every multi-step change is one Lua
+//! script (`store/redis/lua/*.lua`); all keys of a room share the hash tag `{room}` so a room lives on
+//! one Redis Cluster slot. The key layout is documented in ARCHITECTURE.md.
+//!
+//! Each script's Rust half (its arguments and its reply) lives in the file of its concern:
+//! - [`settings`]: `init_room.lua`, `update_room.lua`, `lease.lua`, `release_lease.lua`.
+//! - [`queue`]: `join.lua`, `sse_refresh.lua`, `leave.lua`, a ticket's read, the counts.
+//! - [`admission`]: `admit.lua`. [`tokens`]: `token.lua`. [`safety`]: `INFO`, `CONFIG GET`.
+//! - [`reply`]: reading Redis replies into the store's types.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+mod admission;
+mod queue;
+mod reply;
+mod safety;
+mod settings;
+mod tokens;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+
+use self::reply::as_array;
+use super::{
+    AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
+    QueueCursor, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh, Store,
+    StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+};
+
+/// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
+pub(super) const DEDUP_TTL_SECS: u64 = 24 * 3600;
+
+struct Scripts {
+    join: Script,
+    lease: Script,
+    admit: Script,
+    token: Script,
+    leave: Script,
+    sse_refresh: Script,
+    init_room: Script,
+    update_room: Script,
+    release_lease: Script,
+}
+
+/// The Redis-backed store.
+pub struct RedisStore {
+    connection: ConnectionManager,
+    timeout: Duration,
+    scripts: Scripts,
+    /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
+    /// last read from Redis; written back there if Redis lost it. Never logged.
+    secrets: RwLock<HashMap<String, CachedSecret>>,
+}
+
+/// A room secret, and when a join last checked it against Redis (the upkeep round trip of
+/// `RedisStore::room_secret`; lease calls update the secret but not this time).
+#[derive(Clone)]
+struct CachedSecret {
+    secret: Arc<[u8]>,
+    checked: Instant,
+}
+
+/// How long a join trusts a cached room secret before checking it against Redis again (followers
+/// also check at every lease call; the leader makes none while it leads).
+const SECRET_RECHECK: Duration = Duration::from_secs(5);
+
+/// A room's settings as script arguments: rate, paused (`1`/`0`), TTL in ms, cap (`""` = none).
+pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: &RoomConfig) {
+    invocation
+        .arg(config.admission_rate_per_sec)
+        .arg(if config.paused { "1" } else { "0" })
+        .arg(config.token_ttl_ms)
+        .arg(
+            config
+                .max_active_users
+                .map(|cap| cap.to_string())
+                .unwrap_or_default(),
+        );
+}
+
+/// The names of one room's keys.
+pub(super) struct Keys {
+    pub(super) prefix: String,
+}
+
+impl Keys {
+    pub(super) fn new(room: &str) -> Self {
+        Self {
+            prefix: format!("vestibule:{{{room}}}:"),
+        }
+    }
+    pub(super) fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+}
+
+/// Classifies a Redis failure by what the caller may assume about its effect: refused before
+/// anything was sent, or an error reply (Redis ran nothing of it) → surely not applied; a broken
+/// connection or a timeout after sending → the outcome is unknown.
+pub(super) fn unavailable(error: redis::RedisError) -> StoreError {
+    let sent_maybe = !error.is_connection_refusal()
+        && (error.is_io_error() || error.is_timeout() || error.is_connection_dropped());
+    if sent_maybe {
+        StoreError::OutcomeUnknown(error.to_string())
+    } else {
+        StoreError::Unavailable(error.to_string())
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://…`, `rediss://…` or `redis+unix://…`).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the URL is invalid or Redis does not answer within
+    /// `timeout` × 5.
+    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = tokio::time::timeout(
+            timeout * 5,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
+        .map_err(unavailable)?;
+        Ok(Self {
+            connection,
+            timeout,
+            scripts: Scripts {
+                join: Script::new(include_str!("lua/join.lua")),
+                lease: Script::new(include_str!("lua/lease.lua")),
+                admit: Script::new(include_str!("lua/admit.lua")),
+                token: Script::new(include_str!("lua/token.lua")),
+                leave: Script::new(include_str!("lua/leave.lua")),
+                sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
+                init_room: Script::new(include_str!("lua/init_room.lua")),
+                update_room: Script::new(include_str!("lua/update_room.lua")),
+                release_lease: Script::new(include_str!("lua/release_lease.lua")),
+            },
+            secrets: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// A clone of the connection, for tools that read Redis directly (benchmarks, tests).
+    pub fn connection(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
+    /// Runs a script, bounded by the store timeout, expecting an array reply.
+    pub(super) async fn run_script(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<Vec<Value>, StoreError> {
+        let mut connection = self.connection.clone();
+        as_array(
+            self.bounded(invocation.invoke_async(&mut connection))
+                .await?,
+        )
+    }
+
+    pub(super) async fn bounded<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(unavailable),
+            Err(_) => Err(StoreError::OutcomeUnknown(format!(
+                "Redis did not answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+        }
+    }
+
+    /// This process's copy of a room's secret, if it has one.
+    pub(super) fn cached_secret(&self, room: &str) -> Option<Arc<[u8]>> {
+        self.secrets
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(room)
+            .map(|cached| cached.secret.clone())
+    }
+
+    /// Keeps the secret Redis answered for `room` (Nil: none there, nothing to keep). Redis
+    /// wins over an older copy: after Redis lost the key and another replica wrote a new one,
+    /// every replica converges on the one in Redis at its next lease call or join upkeep.
+    /// `upkeep`: this answer came from the join upkeep round trip (or starts the cache entry).
+    pub(super) fn remember_secret(
+        &self,
+        room: &str,
+        value: &Value,
+        upkeep: bool,
+    ) -> Result<(), StoreError> {
+        let secret: Arc<[u8]> = match value {
+            Value::BulkString(bytes) if !bytes.is_empty() => bytes.as_slice().into(),
+            Value::BulkString(_) | Value::Nil => return Ok(()),
+            // Not echoed: whatever is stored there is meant to be secret.
+            _ => {
+                return Err(StoreError::Corrupt(
+                    "the room secret is not a string".into(),
+                ))
+            }
+        };
+        let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
+        let checked = match secrets.get(room) {
+            Some(cached) if !upkeep => cached.checked,
+            _ => Instant::now(),
+        };
+        if secrets
+            .get(room)
+            .is_some_and(|cached| cached.secret != secret)
+        {
+            tracing::warn!(
+                room,
+                "the room secret in Redis changed (Redis lost it and another replica wrote a new \
+                 one): retried joins now derive ticket ids with the new one"
+            );
+        }
+        secrets.insert(room.to_owned(), CachedSecret { secret, checked });
+        Ok(())
+    }
+
+    /// A room's secret for a keyed join: this process's copy while it was checked against Redis
+    /// within [`SECRET_RECHECK`]; else (one join per period does this) one round trip writes the
+    /// copy back with `SET NX`, reads the secret in force, and renews the dedup hash's TTL, which
+    /// thus lives [`DEDUP_TTL_SECS`] past the room's last keyed join without a command per join.
+    /// A store whose room was never initialised offers a fresh secret the same way.
+    pub(super) async fn room_secret(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
+        let offer = {
+            let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
+            match secrets.get_mut(room) {
+                Some(cached) if cached.checked.elapsed() < SECRET_RECHECK => {
+                    return Ok(cached.secret.clone());
+                }
+                Some(cached) => {
+                    // Claimed: the other joins of this period keep using the copy meanwhile.
+                    cached.checked = Instant::now();
+                    cached.secret.clone()
+                }
+                None => Arc::from(&fresh_secret()[..]),
+            }
+        };
+        let keys = Keys::new(room);
+        let key = keys.key("secret");
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(&key)
+            .arg(&*offer)
+            .arg("NX")
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(keys.key("dedup"))
+            .arg(DEDUP_TTL_SECS)
+            .ignore()
+            .cmd("GET")
+            .arg(&key);
+        let mut connection = self.connection.clone();
+        let (value,): (Value,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        self.remember_secret(room, &value, true)?;
+        self.cached_secret(room)
+            .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        self.bounded(redis::cmd("PING").query_async::<String>(&mut connection))
+            .await
+            .map(drop)
+            .map_err(StoreError::for_read)
+    }
+
+    async fn init_room(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError> {
+        self.init_room_in_redis(room, defaults).await
+    }
+
+    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+        self.room_settings_in_redis(room).await
+    }
+
+    async fn update_room(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        self.update_room_in_redis(room, patch, expected_version)
+            .await
+    }
+
+    async fn join_with_limit(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit)
+            .await
+    }
+
+    async fn ticket(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.ticket_in_redis(room, id, now_ms).await
+    }
+
+    async fn sse_refresh(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        self.sse_refresh_in_redis(room, since, ids, now_ms).await
+    }
+
+    async fn leave(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        self.leave_in_redis(room, id, now_ms, keep_ms).await
+    }
+
+    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+        self.counts_in_redis(room, now_ms).await
+    }
+
+    async fn lease(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+        defaults: &RoomConfig,
+    ) -> Result<LeaseOutcome, StoreError> {
+        self.lease_in_redis(room, holder, lease_ms, defaults).await
+    }
+
+    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+        self.release_lease_in_redis(room, holder).await
+    }
+
+    async fn admit(
+        &self,
+        room: &str,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        self.admit_in_redis(room, request).await
+    }
+
+    async fn check_token(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        self.check_token_in_redis(room, token, now_ms).await
+    }
+
+    async fn consume_token(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        self.consume_token_in_redis(room, token, order, now_ms, keep_ms)
+            .await
+    }
+
+    async fn safety(&self) -> Result<Option<StoreSafety>, StoreError> {
+        self.safety_in_redis().await
+    }
+}
+
+/// 32 bytes from the OS CSPRNG: a new room's secret.
+pub(super) fn fresh_secret() -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    bytes
+}

@@ -1,0 +1,215 @@
+//! The queue: `join.lua` (with the join limit), a ticket's read, `sse_refresh.lua`, `leave.lua`
+//! and the counts.
+
+use redis::Value;
+
+use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
+use super::{Keys, RedisStore, DEDUP_TTL_SECS};
+use crate::ids::derived_id;
+use crate::store::{
+    JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, QueueCursor, QueueDelta, RoomCounts,
+    SseRefresh, StoreError, TicketRecord,
+};
+
+impl RedisStore {
+    pub(super) async fn join_with_limit_in_redis(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        let keys = Keys::new(room);
+        // A key's first ticket takes an id derived from the key, so that a retry finds it without
+        // a dedup entry (join.lua); `new_id` serves joins without a key and re-joins after LEFT
+        // or EXPIRED.
+        let derived = match dedup_key {
+            Some(key) => derived_id(&self.room_secret(room).await?, key),
+            None => String::new(),
+        };
+        let now_ms = crate::store::now_ms();
+        let mut invocation = self.scripts.join.key(keys.key("queue"));
+        invocation
+            .key(keys.key("seq"))
+            .key(keys.key("dedup"))
+            .arg(new_id)
+            .arg(dedup_key.unwrap_or(""))
+            .arg(&keys.prefix)
+            .arg(DEDUP_TTL_SECS)
+            .arg(&derived)
+            .arg(now_ms);
+        match limit {
+            Some(limit) => invocation
+                .arg(&limit.client)
+                .arg(limit.period_ms())
+                .arg(limit.per_minute),
+            None => invocation.arg("").arg(0).arg(0),
+        };
+        let reply = self.run_script(&invocation).await?;
+        let [id, created, position] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
+        };
+        let created = as_i64(created)?;
+        let position = as_i64(position)?;
+        if created == -2 {
+            return Ok(JoinReply::RateLimited {
+                retry_after_ms: position.max(0) as u64,
+            });
+        }
+        let id = as_string(id)?;
+        let ticket = if position > 0 {
+            TicketRecord::waiting(&id, position as u64)
+        } else {
+            // The deduplicated ticket has been admitted since: read it whole.
+            self.ticket_in_redis(room, &id, now_ms)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?
+        };
+        Ok(JoinReply::Joined(JoinOutcome {
+            ticket,
+            created: created == 1,
+        }))
+    }
+
+    pub(super) async fn ticket_in_redis(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let keys = Keys::new(room);
+        // ZRANK first: if it finds the ticket it is waiting, whatever happens after.
+        let mut pipe = redis::pipe();
+        pipe.zrank(keys.key("queue"), id)
+            .cmd("HMGET")
+            .arg(keys.key(&format!("ticket:{id}")))
+            .arg(&["state", "tok", "exp"]);
+        let mut connection = self.connection.clone();
+        let (rank, fields): (Option<u64>, Vec<Option<String>>) = self
+            .bounded(pipe.query_async(&mut connection))
+            .await
+            .map_err(StoreError::for_read)?;
+        if let Some(rank) = rank {
+            return Ok(Some(TicketRecord::waiting(id, rank + 1)));
+        }
+        let mut fields = fields.into_iter().map(Option::unwrap_or_default);
+        let state = fields.next().unwrap_or_default();
+        let token = fields.next().unwrap_or_default();
+        let expires = fields.next().unwrap_or_default();
+        settled_record(id, &state, token, &expires, now_ms)
+    }
+
+    pub(super) async fn sse_refresh_in_redis(
+        &self,
+        room: &str,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.sse_refresh.key(keys.key("queue"));
+        invocation
+            .key(keys.key("popped"))
+            .key(keys.key("left"))
+            .key(keys.key("left_count"))
+            .arg(&keys.prefix);
+        match since {
+            Some(cursor) => invocation.arg("1").arg(cursor.popped).arg(cursor.left),
+            None => invocation.arg("0").arg(0).arg(0),
+        };
+        for id in ids {
+            invocation.arg(id);
+        }
+        let reply = self
+            .run_script(&invocation)
+            .await
+            .map_err(StoreError::for_read)?;
+        let number = |index: usize| {
+            reply
+                .get(index)
+                .map_or(Err(corrupt("number", &Value::Nil)), as_u64)
+        };
+        let cursor = QueueCursor {
+            popped: number(0)?,
+            left: number(1)?,
+        };
+        let reset = number(2)? == 1;
+        let popped = number(3)?;
+        let leavers = number(4)? as usize;
+        let mut left_seqs: Vec<u64> = (5..5 + leavers).map(number).collect::<Result<_, _>>()?;
+        left_seqs.sort_unstable();
+        let entries = reply.get(5 + leavers..).unwrap_or_default();
+        if entries.len() != ids.len() * 5 {
+            return Err(StoreError::Corrupt(
+                "sse_refresh reply has the wrong length".into(),
+            ));
+        }
+        let tickets = ids
+            .iter()
+            .zip(entries.chunks_exact(5))
+            .map(|(id, entry)| {
+                let position = as_u64(&entry[0])?;
+                if position > 0 {
+                    let seq = as_string(&entry[1])?.parse().ok();
+                    return Ok(Some((TicketRecord::waiting(id, position), seq)));
+                }
+                let record = settled_record(
+                    id,
+                    &as_string(&entry[2])?,
+                    as_string(&entry[3])?,
+                    &as_string(&entry[4])?,
+                    now_ms,
+                )?;
+                Ok(record.map(|record| (record, None)))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(SseRefresh {
+            cursor,
+            delta: (!reset).then_some(QueueDelta { popped, left_seqs }),
+            tickets,
+        })
+    }
+
+    pub(super) async fn leave_in_redis(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.leave.key(keys.key("queue"));
+        invocation
+            .key(keys.key("active"))
+            .key(keys.key("left"))
+            .key(keys.key("left_count"))
+            .arg(id)
+            .arg(now_ms)
+            .arg(keep_ms)
+            .arg(&keys.prefix);
+        let reply = self.run_script(&invocation).await?;
+        let (outcome, state) = two_strings(&reply)?;
+        Ok(match outcome.as_str() {
+            "LEFT" => LeaveOutcome::Left,
+            "NOT_FOUND" => LeaveOutcome::NotFound,
+            _ => LeaveOutcome::AlreadyEnded(parse_state(&state)?),
+        })
+    }
+
+    pub(super) async fn counts_in_redis(
+        &self,
+        room: &str,
+        now_ms: u64,
+    ) -> Result<RoomCounts, StoreError> {
+        let keys = Keys::new(room);
+        let mut pipe = redis::pipe();
+        pipe.zcard(keys.key("queue"))
+            .zcount(keys.key("active"), format!("({now_ms}"), "+inf");
+        let mut connection = self.connection.clone();
+        let (waiting, active): (u64, u64) = self
+            .bounded(pipe.query_async(&mut connection))
+            .await
+            .map_err(StoreError::for_read)?;
+        Ok(RoomCounts { waiting, active })
+    }
+}

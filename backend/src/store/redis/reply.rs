@@ -1,0 +1,147 @@
+//! Reading Redis replies into the store's types (every script's reply goes through here).
+
+use redis::Value;
+use vestibule_shared::TicketState;
+
+use crate::store::{RoomConfig, StoreError, TicketRecord, VersionedConfig};
+
+/// A stored settings version (absent = never changed).
+pub(super) fn version_of(value: &Value) -> Result<u64, StoreError> {
+    match value {
+        Value::Nil => Ok(0),
+        other => as_u64(other),
+    }
+}
+
+pub(super) fn as_u64(value: &Value) -> Result<u64, StoreError> {
+    match value {
+        Value::Int(n) => u64::try_from(*n).map_err(|_| corrupt("negative count", value)),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| corrupt("number", value)),
+        _ => Err(corrupt("number", value)),
+    }
+}
+
+pub(super) fn as_i64(value: &Value) -> Result<i64, StoreError> {
+    match value {
+        Value::Int(n) => Ok(*n),
+        _ => as_u64(value).map(|n| n as i64),
+    }
+}
+
+pub(super) fn as_string(value: &Value) -> Result<String, StoreError> {
+    match value {
+        Value::BulkString(bytes) => {
+            String::from_utf8(bytes.clone()).map_err(|_| corrupt("text", value))
+        }
+        Value::SimpleString(text) => Ok(text.clone()),
+        Value::Nil => Ok(String::new()),
+        Value::Int(n) => Ok(n.to_string()),
+        _ => Err(corrupt("text", value)),
+    }
+}
+
+/// The first two entries of a reply as text (missing = empty).
+pub(super) fn two_strings(reply: &[Value]) -> Result<(String, String), StoreError> {
+    let text = |index: usize| {
+        reply
+            .get(index)
+            .map(as_string)
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    Ok((text(0)?, text(1)?))
+}
+
+pub(super) fn as_array(value: Value) -> Result<Vec<Value>, StoreError> {
+    match value {
+        Value::Array(items) => Ok(items),
+        other => Err(corrupt("array", &other)),
+    }
+}
+
+pub(super) fn corrupt(expected: &str, value: &Value) -> StoreError {
+    StoreError::Corrupt(format!("expected {expected}, got {value:?}"))
+}
+
+pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
+    Ok(match text {
+        "WAITING" => TicketState::Waiting,
+        "TOKEN_ISSUED" => TicketState::TokenIssued,
+        "COMPLETED" => TicketState::Completed,
+        "EXPIRED" => TicketState::Expired,
+        "LEFT" => TicketState::Left,
+        other => {
+            return Err(StoreError::Corrupt(format!(
+                "unknown ticket state {other:?}"
+            )))
+        }
+    })
+}
+
+/// Settings fields `rate, paused, ttl_ms, cap, ver` as stored → versioned settings.
+pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedConfig, StoreError> {
+    let [settings @ .., version] = fields else {
+        return Err(StoreError::Corrupt("room settings need 5 fields".into()));
+    };
+    Ok(VersionedConfig {
+        config: parse_config(settings)?,
+        version: version_of(version)?,
+    })
+}
+
+/// Settings fields `rate, paused, ttl_ms, cap` as stored (empty = absent) → a config.
+pub(super) fn parse_config(fields: &[Value]) -> Result<RoomConfig, StoreError> {
+    let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
+    let [rate, paused, ttl_ms, cap] = text.as_slice() else {
+        return Err(StoreError::Corrupt("room settings need 4 fields".into()));
+    };
+    if rate.is_empty() {
+        return Err(StoreError::Corrupt("room settings are missing".into()));
+    }
+    Ok(RoomConfig {
+        admission_rate_per_sec: rate
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("rate {rate:?}")))?,
+        paused: paused == "1",
+        token_ttl_ms: ttl_ms
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("ttl {ttl_ms:?}")))?,
+        max_active_users: if cap.is_empty() {
+            None
+        } else {
+            Some(
+                cap.parse()
+                    .map_err(|_| StoreError::Corrupt(format!("cap {cap:?}")))?,
+            )
+        },
+    })
+}
+
+/// A ticket off the queue from its stored hash fields `state, tok, exp`.
+pub(super) fn settled_record(
+    id: &str,
+    state: &str,
+    token: String,
+    expires: &str,
+    now_ms: u64,
+) -> Result<Option<TicketRecord>, StoreError> {
+    if state.is_empty() {
+        return Ok(None);
+    }
+    let mut state = parse_state(state)?;
+    let expires_at_ms = expires.parse::<u64>().ok();
+    if state == TicketState::TokenIssued && expires_at_ms.is_none_or(|exp| exp <= now_ms) {
+        state = TicketState::Expired;
+    }
+    let issued = state == TicketState::TokenIssued;
+    Ok(Some(TicketRecord {
+        id: id.to_owned(),
+        state,
+        position: None,
+        entry_token: issued.then_some(token),
+        token_expires_at_ms: expires_at_ms.filter(|_| issued),
+    }))
+}

@@ -1,0 +1,138 @@
+//! A room's settings and its scheduler lease: `init_room.lua`, `update_room.lua`, `lease.lua`,
+//! `release_lease.lua`, and the settings read.
+
+use redis::Value;
+
+use super::reply::{as_i64, as_u64, parse_versioned};
+use super::{config_args, fresh_secret, Keys, RedisStore};
+use crate::store::{
+    LeaseOutcome, RoomConfig, RoomConfigPatch, SettingsUpdate, StoreError, VersionedConfig,
+};
+
+impl RedisStore {
+    pub(super) async fn init_room_in_redis(
+        &self,
+        room: &str,
+        defaults: &RoomConfig,
+    ) -> Result<VersionedConfig, StoreError> {
+        let keys = Keys::new(room);
+        let mut connection = self.connection.clone();
+        let mut invocation = self.scripts.init_room.key(keys.key("settings"));
+        invocation.key(keys.key("secret"));
+        config_args(&mut invocation, defaults);
+        invocation.arg(&fresh_secret()[..]);
+        let fields: Vec<Value> = self
+            .bounded(invocation.invoke_async(&mut connection))
+            .await?;
+        let [settings @ .., secret] = fields.as_slice() else {
+            return Err(StoreError::Corrupt("init_room reply is empty".into()));
+        };
+        self.remember_secret(room, secret, true)?;
+        parse_versioned(settings)
+    }
+
+    pub(super) async fn room_settings_in_redis(
+        &self,
+        room: &str,
+    ) -> Result<VersionedConfig, StoreError> {
+        let keys = Keys::new(room);
+        let mut connection = self.connection.clone();
+        let fields: Vec<Value> = self
+            .bounded(
+                redis::cmd("HMGET")
+                    .arg(keys.key("settings"))
+                    .arg(&["rate", "paused", "ttl_ms", "cap", "ver"])
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        parse_versioned(&fields)
+    }
+
+    pub(super) async fn update_room_in_redis(
+        &self,
+        room: &str,
+        patch: &RoomConfigPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        let keys = Keys::new(room);
+        let unchanged = || "-".to_owned();
+        let mut invocation = self.scripts.update_room.key(keys.key("settings"));
+        invocation
+            .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
+            .arg(
+                patch
+                    .admission_rate_per_sec
+                    .map_or_else(unchanged, |rate| rate.to_string()),
+            )
+            .arg(patch.paused.map_or_else(unchanged, |paused| {
+                if paused { "1" } else { "0" }.to_owned()
+            }))
+            .arg(
+                patch
+                    .token_ttl_ms
+                    .map_or_else(unchanged, |ttl| ttl.to_string()),
+            )
+            .arg(patch.max_active_users.map_or_else(unchanged, |cap| {
+                cap.map(|c| c.to_string()).unwrap_or_default()
+            }));
+        let reply = self.run_script(&invocation).await?;
+        let [applied, settings @ ..] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("update_room reply is empty".into()));
+        };
+        let in_force = parse_versioned(settings)?;
+        Ok(if as_i64(applied)? == 1 {
+            SettingsUpdate::Applied(in_force)
+        } else {
+            SettingsUpdate::VersionMismatch(in_force)
+        })
+    }
+
+    pub(super) async fn lease_in_redis(
+        &self,
+        room: &str,
+        holder: &str,
+        lease_ms: u64,
+        defaults: &RoomConfig,
+    ) -> Result<LeaseOutcome, StoreError> {
+        let keys = Keys::new(room);
+        // This process's copy of the room secret goes along, so that a Redis restarted without
+        // persistence gets the same secret back and retried joins keep finding their tickets.
+        let secret = self.cached_secret(room);
+        let mut invocation = self.scripts.lease.key(keys.key("leader"));
+        invocation
+            .key(keys.key("epoch"))
+            .key(keys.key("settings"))
+            .key(keys.key("secret"))
+            .key(keys.key("active"))
+            .arg(holder)
+            .arg(lease_ms);
+        config_args(&mut invocation, defaults);
+        invocation.arg(secret.as_deref().unwrap_or_default());
+        let reply = self.run_script(&invocation).await?;
+        let [epoch, settings @ .., secret, active] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("lease reply needs 8 fields".into()));
+        };
+        self.remember_secret(room, secret, false)?;
+        let epoch = as_u64(epoch)?;
+        Ok(LeaseOutcome {
+            epoch: (epoch > 0).then_some(epoch),
+            config: parse_versioned(settings)?,
+            active: as_u64(active)?,
+        })
+    }
+
+    pub(super) async fn release_lease_in_redis(
+        &self,
+        room: &str,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.release_lease.key(keys.key("leader"));
+        invocation.arg(holder);
+        let mut connection = self.connection.clone();
+        self.bounded(invocation.invoke_async::<i64>(&mut connection))
+            .await
+            .map(drop)
+    }
+}

@@ -1,0 +1,70 @@
+//! Entry tokens: `token.lua`, for a check and for an order's consume.
+
+use super::reply::{as_string, two_strings};
+use super::{Keys, RedisStore};
+use crate::store::{OrderClaim, StoreError, TokenCheck, TokenUse};
+
+impl RedisStore {
+    /// `token.lua`: a check (`order` = `None`) or an order's consume.
+    async fn run_token_script(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+        order: Option<&OrderClaim<'_>>,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.token.key(keys.key("active"));
+        invocation
+            .arg(token)
+            .arg(now_ms)
+            .arg(if order.is_some() { "1" } else { "0" })
+            .arg(keep_ms)
+            .arg(&keys.prefix)
+            .arg(order.and_then(|o| o.idempotency_key).unwrap_or_default())
+            .arg(order.map(|o| o.receipt).unwrap_or_default());
+        let reply = self.run_script(&invocation).await?;
+        let (verdict, ticket_id) = two_strings(&reply)?;
+        Ok(match verdict.as_str() {
+            "VALID" => TokenUse::Consumed { ticket_id },
+            "REPLAY" => TokenUse::Replayed {
+                ticket_id,
+                receipt: reply.get(2).map(as_string).transpose()?.unwrap_or_default(),
+            },
+            "EXPIRED" => TokenUse::Refused(TokenCheck::Expired),
+            "USED" => TokenUse::Refused(TokenCheck::Used),
+            _ => TokenUse::Refused(TokenCheck::Unknown),
+        })
+    }
+
+    pub(super) async fn check_token_in_redis(
+        &self,
+        room: &str,
+        token: &str,
+        now_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        let reply = self
+            .run_token_script(room, token, now_ms, None, 0)
+            .await
+            .map_err(StoreError::for_read)?;
+        Ok(match reply {
+            TokenUse::Consumed { ticket_id } | TokenUse::Replayed { ticket_id, .. } => {
+                TokenCheck::Valid { ticket_id }
+            }
+            TokenUse::Refused(check) => check,
+        })
+    }
+
+    pub(super) async fn consume_token_in_redis(
+        &self,
+        room: &str,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        self.run_token_script(room, token, now_ms, Some(order), keep_ms)
+            .await
+    }
+}
