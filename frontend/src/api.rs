@@ -158,8 +158,36 @@ pub async fn place_order(
     parse(&exchange(request, Some(body), ORDER_TIMEOUT).await?)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
+/// The JSON body of a 2xx answer as `T`.
+///
+/// # Errors
+/// [`ApiError::Decode`] when it is not.
+pub fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
     serde_json::from_str(body).map_err(|_| ApiError::Decode)
+}
+
+/// The body of a 2xx answer; any other status as [`ApiError::Status`] with its error code and
+/// `Retry-After` (capped at [`MAX_RETRY_AFTER`]).
+///
+/// # Errors
+/// [`ApiError::Status`] for a status outside 200–299.
+pub fn read_answer(
+    status: u16,
+    retry_after: Option<&str>,
+    body: String,
+) -> Result<String, ApiError> {
+    if (200..300).contains(&status) {
+        return Ok(body);
+    }
+    Err(ApiError::Status {
+        status,
+        code: serde_json::from_str::<ErrorBody>(&body)
+            .map(|body| body.error)
+            .unwrap_or_default(),
+        retry_after: retry_after
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER)),
+    })
 }
 
 /// Sends the request and reads the whole answer before `timeout`; the body text on a 2xx.
@@ -192,22 +220,9 @@ async fn exchange(
     .ok();
     let result = async {
         let response = request.send().await.map_err(|_| ApiError::Network)?;
-        let retry_after = response
-            .headers()
-            .get("Retry-After")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+        let retry_after = response.headers().get("Retry-After");
         let text = response.text().await.map_err(|_| ApiError::Network)?;
-        if response.ok() {
-            return Ok(text);
-        }
-        Err(ApiError::Status {
-            status: response.status(),
-            code: serde_json::from_str::<ErrorBody>(&text)
-                .map(|body| body.error)
-                .unwrap_or_default(),
-            retry_after,
-        })
+        read_answer(response.status(), retry_after.as_deref(), text)
     }
     .await;
     if let Some(deadline) = deadline {

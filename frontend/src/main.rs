@@ -5,6 +5,7 @@
 //! - [`i18n`]: every visible string in English and Korean, and the ETA in words.
 //! - [`storage`]: ticket id, idempotency key, starting position and entry token per room.
 //! - [`api`]: the JSON API v1 calls and their errors.
+//! - [`early`]: the first answer, asked for by `index.html` while the WASM downloads.
 //! - [`backoff`]: exponential back-off with jitter for a lost connection.
 //! - [`announce`]: what the screen-reader live region says about the ticket, and when.
 //! - [`connection`]: the signals the waiting view renders (phase, link state, countdown).
@@ -20,6 +21,7 @@ mod api;
 mod backoff;
 mod checkout;
 mod connection;
+mod early;
 mod focus;
 mod i18n;
 mod order;

@@ -22,6 +22,7 @@ use crate::{
     api::{self, ApiError},
     backoff::Backoff,
     connection::{ActiveTransport, Connection, Phase, QueueView, RetryCountdown},
+    early,
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
     sse::{EventStream, StreamHandlers},
@@ -193,9 +194,12 @@ impl Queue {
         let this = Rc::clone(self);
         spawn_local(async move {
             let ticket_id = this.ticket_id.borrow().clone();
-            let result = match ticket_id {
-                Some(id) => api::ticket(&this.room, &id).await,
-                None => api::join(&this.room, &this.memory.idempotency_key()).await,
+            // The first time, the request `index.html` started before the page ran may answer.
+            let early = early::claim(&this.room, ticket_id.as_deref(), &this.memory);
+            let result = match (early, ticket_id) {
+                (Some(answer), _) => answer.await,
+                (None, Some(id)) => api::ticket(&this.room, &id).await,
+                (None, None) => api::join(&this.room, &this.memory.idempotency_key()).await,
             };
             this.in_flight.set(false);
             match result {

@@ -5,6 +5,7 @@ use vestibule_shared::{RoomState, TicketState};
 
 use crate::{
     connection::{ActiveTransport, Connection, Phase},
+    early,
     focus::focus_after_render,
     i18n::{eta_words, retrying_in, t, Lang, Text},
     page_params::{checkout_href, PageParams},
@@ -110,19 +111,22 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     };
     let has_position = move || waiting_position().is_some();
     // A user timing (Lighthouse, DevTools) of when the place is first on screen.
+    // The place `index.html` showed before the page ran was marked there; it goes with the
+    // first answer (the same one), so the view replaces it without showing "Joining" again.
+    let joining = move || phase.with(|p| *p == Phase::Joining);
     Effect::new(move |marked: Option<bool>| {
-        if marked == Some(true) {
-            return true;
+        if marked == Some(true) || joining() {
+            return marked == Some(true);
         }
+        let shown_early = early::remove_early_place();
         let shown = has_position();
-        if shown {
+        if shown && !shown_early {
             if let Some(performance) = window().performance() {
                 let _ = performance.mark("vestibule:place-on-screen");
             }
         }
-        shown
+        shown || shown_early
     });
-    let joining = move || phase.with(|p| *p == Phase::Joining);
     let data_status = move || {
         phase.with(|p| match p {
             Phase::Ticket(s) => s.status.as_str(),
