@@ -1,11 +1,9 @@
 //! The processes a benchmark runs against: a private `redis-server`, the `vestibule` binary and
 //! the bare axum "hello" baseline; plus CPU and memory readings of any process from `/proc`.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -88,7 +86,7 @@ pub struct ServerProcess {
     child: Child,
     /// The address it listens on.
     pub addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
+    log: vestibule_tests::ServerOutput,
 }
 
 impl ServerProcess {
@@ -107,41 +105,17 @@ impl ServerProcess {
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {}", program.display()))?;
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (address_tx, address_rx) = mpsc::channel();
-        let stdout = child.stdout.take().context("piped stdout")?;
-        let stderr = child.stderr.take().context("piped stderr")?;
-        for (stream, sender) in [
-            (
-                Box::new(stdout) as Box<dyn std::io::Read + Send>,
-                Some(address_tx),
-            ),
-            (Box::new(stderr), None),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    if let (Some(sender), Some(rest)) =
-                        (&sender, line.split("listening on http://").nth(1))
-                    {
-                        let address = rest.split_whitespace().next().unwrap_or("").to_owned();
-                        let _ = sender.send(address);
-                    }
-                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-                    // Keep the last lines only: a long run must not grow this without bound.
-                    if log.len() > 200 {
-                        log.remove(0);
-                    }
-                    log.push(line);
-                }
-            });
-        }
+        // Keep the last lines only: a long run must not grow this without bound.
+        let (address_rx, log) = vestibule_tests::follow_output(&mut child, 200);
         let address = address_rx.recv_timeout(Duration::from_secs(15));
         let Ok(address) = address else {
             let _ = child.kill();
             let _ = child.wait();
-            let log = log.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
-            bail!("{} did not start; its output:\n{log}", program.display());
+            bail!(
+                "{} did not start; its output:\n{}",
+                program.display(),
+                log.text()
+            );
         };
         let addr = address
             .parse()
@@ -161,10 +135,7 @@ impl ServerProcess {
 
     /// The last lines it printed.
     pub fn log_tail(&self) -> String {
-        self.log
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .join("\n")
+        self.log.text()
     }
 }
 

@@ -18,16 +18,7 @@ const ROOM: &str = "main";
 /// Token TTL the server is started with, seconds (the default).
 const TOKEN_TTL_SECS: u64 = 300;
 
-/// The value of `series` (exact `name{labels}`) in Prometheus text, 0 when absent.
-pub fn metric_value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .find_map(|line| {
-            let (name, value) = line.rsplit_once(' ')?;
-            (name == series).then(|| value.parse().ok()).flatten()
-        })
-        .unwrap_or(0.0)
-}
+pub use vestibule_tests::metric_value;
 
 /// Runs the flash sale and reports its figures.
 ///

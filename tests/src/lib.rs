@@ -9,6 +9,7 @@
 //!
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -203,7 +204,7 @@ pub struct TestApp {
     pub base: String,
     /// An HTTP client (no pooling surprises: fresh per app).
     pub client: reqwest::Client,
-    log: Arc<Mutex<String>>,
+    log: ServerOutput,
     /// The private Redis, when the app runs on one it owns.
     pub redis: Option<RedisServer>,
 }
@@ -267,40 +268,14 @@ impl TestApp {
     async fn spawn_command(mut command: Command) -> Self {
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("vestibule binary starts");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (address_tx, address_rx) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        for (stream, sender) in [
-            (
-                Box::new(stdout) as Box<dyn std::io::Read + Send>,
-                Some(address_tx),
-            ),
-            (Box::new(stderr), None),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    if let (Some(sender), Some(rest)) =
-                        (&sender, line.split("listening on http://").nth(1))
-                    {
-                        let address = rest.split_whitespace().next().unwrap_or("").to_owned();
-                        let _ = sender.send(address);
-                    }
-                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            });
-        }
+        let (address_rx, log) = follow_output(&mut child, usize::MAX);
         let address =
             tokio::task::spawn_blocking(move || address_rx.recv_timeout(Duration::from_secs(15)))
                 .await
                 .expect("join");
         let Ok(address) = address else {
             let _ = child.kill();
-            let log = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            panic!("vestibule did not start; its output:\n{log}");
+            panic!("vestibule did not start; its output:\n{}", log.text());
         };
         Self {
             child,
@@ -316,7 +291,7 @@ impl TestApp {
 
     /// Everything the process printed so far (stdout and stderr).
     pub fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.log.text()
     }
 
     /// The process id (for signals).
@@ -525,6 +500,68 @@ impl Drop for TestApp {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// What a server process printed (stdout and stderr, line by line), the last `keep` lines.
+#[derive(Clone)]
+pub struct ServerOutput {
+    lines: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl ServerOutput {
+    /// The lines kept, joined with newlines.
+    pub fn text(&self) -> String {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut text = String::new();
+        for line in lines.iter() {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// Follows a started server's stdout and stderr (both piped) on two threads: keeps its last
+/// `keep` lines, and sends the address of its `… listening on http://ADDR …` line once printed.
+/// Shared by the black-box tests and the benchmark.
+///
+/// # Panics
+/// When stdout or stderr was not piped.
+pub fn follow_output(
+    child: &mut Child,
+    keep: usize,
+) -> (std::sync::mpsc::Receiver<String>, ServerOutput) {
+    let output = ServerOutput {
+        lines: Arc::new(Mutex::new(VecDeque::new())),
+    };
+    let (address_tx, address_rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    for (stream, sender) in [
+        (
+            Box::new(stdout) as Box<dyn std::io::Read + Send>,
+            Some(address_tx),
+        ),
+        (Box::new(stderr), None),
+    ] {
+        let lines = output.lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if let (Some(sender), Some(rest)) =
+                    (&sender, line.split("listening on http://").nth(1))
+                {
+                    let address = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    let _ = sender.send(address);
+                }
+                let mut lines = lines.lock().unwrap_or_else(|p| p.into_inner());
+                if lines.len() >= keep {
+                    lines.pop_front();
+                }
+                lines.push_back(line);
+            }
+        });
+    }
+    (address_rx, output)
 }
 
 /// The value of `series` (exact `name{labels}` prefix) in Prometheus text, 0 when absent.
