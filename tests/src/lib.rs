@@ -149,6 +149,47 @@ impl RedisServer {
         self.launch();
     }
 
+    /// One without persistence, limited to 8 MB of memory under `maxmemory-policy` `policy`,
+    /// with `extra` arguments.
+    pub fn with_8mb_limit(policy: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory",
+            "8mb",
+            "--maxmemory-policy",
+            policy,
+        ];
+        args.extend_from_slice(extra);
+        Self::start_with(&args)
+    }
+
+    /// Fills the server to its memory limit with keys of no TTL (another tenant, a leak …) until
+    /// a write is refused with OOM; returns how many it wrote, for [`RedisServer::unfill`].
+    ///
+    /// # Panics
+    /// When 64 half-megabyte keys never fill it.
+    pub fn fill_to_limit(&self) -> usize {
+        let mut filled = 0;
+        while !self
+            .cli(&["SETRANGE", &format!("junk:{filled}"), "524288", "x"])
+            .contains("OOM")
+        {
+            filled += 1;
+            assert!(filled < 64, "the memory limit was never reached");
+        }
+        filled
+    }
+
+    /// Deletes what [`RedisServer::fill_to_limit`] wrote.
+    pub fn unfill(&self, filled: usize) {
+        for i in 0..=filled {
+            self.cli(&["DEL", &format!("junk:{i}")]);
+        }
+    }
+
     /// Freezes the server (SIGSTOP): it keeps its connections but answers nothing, like a
     /// stalled or partitioned Redis. [`RedisServer::resume`] wakes it.
     pub fn pause(&self) {

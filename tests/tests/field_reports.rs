@@ -117,26 +117,10 @@ print(json.dumps({"status": response.status_code, "body": response.json(),
 // room is made meanwhile, and the retry must place the order. The token then buys nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_redis() {
-    let redis = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "8mb",
-        "--maxmemory-policy",
-        "noeviction",
-    ]);
+    let redis = RedisServer::with_8mb_limit("noeviction", &[]);
     let app = TestApp::spawn_with_url(Some(&redis.url()), &["--retry-after-secs", "1"]).await;
     let (ticket, token) = app.admitted("main").await;
-    let mut filled = 0;
-    while !redis
-        .cli(&["SETRANGE", &format!("junk:{filled}"), "524288", "x"])
-        .contains("OOM")
-    {
-        filled += 1;
-        assert!(filled < 64, "8 MB never filled");
-    }
+    let filled = redis.fill_to_limit();
     let python = tokio::process::Command::new(python_tool("python"))
         .arg("-c")
         .arg(PYTHON_RETRYING_ORDER)
@@ -149,9 +133,7 @@ async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_re
         .expect("python3 runs");
     // Redis stays full long enough for the first tries to be refused.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    for i in 0..=filled {
-        redis.cli(&["DEL", &format!("junk:{i}")]);
-    }
+    redis.unfill(filled);
     let output = tokio::time::timeout(Duration::from_secs(30), python.wait_with_output())
         .await
         .expect("the Python client finished")
@@ -495,19 +477,7 @@ async fn started_with_require_safe_redis(redis: RedisServer) -> (bool, String) {
 }
 
 fn redis_without_config(policy: &str) -> RedisServer {
-    RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "8mb",
-        "--maxmemory-policy",
-        policy,
-        "--rename-command",
-        "CONFIG",
-        "",
-    ])
+    RedisServer::with_8mb_limit(policy, &["--rename-command", "CONFIG", ""])
 }
 
 // taskforcesh/bullmq#921 "Throw exception if trying to use a redis instance with a different

@@ -15,16 +15,7 @@ use vestibule_tests::{vestibule_command, Backend, RedisServer, TestApp};
 // ---------------------------------------------------------------------------------------------
 
 fn evicting_redis() -> RedisServer {
-    RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "8mb",
-        "--maxmemory-policy",
-        "volatile-lru",
-    ])
+    RedisServer::with_8mb_limit("volatile-lru", &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,16 +80,7 @@ async fn require_safe_redis_refuses_to_start_on_an_evicting_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_noeviction_redis_refuses_new_work_with_503_and_loses_nothing() {
-    let redis = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "8mb",
-        "--maxmemory-policy",
-        "noeviction",
-    ]);
+    let redis = RedisServer::with_8mb_limit("noeviction", &[]);
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     let (_, admitted) = app.join("main", None).await;
     let token = app
@@ -111,14 +93,7 @@ async fn a_full_noeviction_redis_refuses_new_work_with_503_and_loses_nothing() {
     app.patch_room("main", json!({"paused": true})).await;
     let (_, waiting) = app.join("main", Some("waiting-1")).await;
     // Fill Redis to its limit with data of no TTL (another tenant, a leak …).
-    let mut filled = 0;
-    while !redis
-        .cli(&["SETRANGE", &format!("junk:{filled}"), "524288", "x"])
-        .contains("OOM")
-    {
-        filled += 1;
-        assert!(filled < 64, "8 MB never filled");
-    }
+    let filled = redis.fill_to_limit();
     let response = app
         .client
         .post(app.url("/api/v1/rooms/main/tickets"))
@@ -133,9 +108,7 @@ async fn a_full_noeviction_redis_refuses_new_work_with_503_and_loses_nothing() {
     );
     // Everything already there is intact.
     assert_eq!(app.poll("main", &waiting.ticket_id).await.position, Some(1));
-    for i in 0..=filled {
-        redis.cli(&["DEL", &format!("junk:{i}")]);
-    }
+    redis.unfill(filled);
     // Room again: the token issued before the pressure still buys its order.
     let (status, body) = app.order("main", Some(&token)).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
