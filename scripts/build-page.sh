@@ -19,7 +19,7 @@ if [ "${#wasm_files[@]}" -ne 1 ]; then
   exit 1
 fi
 
-# Precompressed copies that the server sends to browsers accepting them (backend/src/routes/page.rs):
+# Precompressed copies that the server sends to browsers accepting them (backend/src/http/page.rs):
 # brotli and gzip at their best levels; compressing once here costs nothing per request.
 for file in dist/*.wasm dist/*.js dist/*.css dist/*.html; do
   brotli --force --best --keep "$file"

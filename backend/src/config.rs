@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
-pub use crate::eta::{PollTier, PollTiers};
-pub use crate::outage::{OutagePolicies, OutagePolicy};
+pub use crate::room::eta::{PollTier, PollTiers};
+pub use crate::room::outage::{OutagePolicies, OutagePolicy};
 use vestibule_shared::is_valid_room_slug;
 
 /// Default protected prefix: the demo checkout's order endpoint.
@@ -392,8 +392,8 @@ impl Config {
     }
 
     /// Where to read a client's address from.
-    pub fn client_ip_source(&self) -> crate::client_ip::ClientIpSource<'_> {
-        crate::client_ip::ClientIpSource {
+    pub fn client_ip_source(&self) -> crate::http::client_ip::ClientIpSource<'_> {
+        crate::http::client_ip::ClientIpSource {
             header: self.client_ip_header.as_deref(),
             trusted_hops: self.trusted_proxy_hops,
         }

@@ -11,11 +11,12 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::hub_loop::{self, HubContext};
+use crate::http;
 use crate::ids::random_id;
-use crate::routes;
-use crate::scheduler;
-use crate::state::{AppState, RoomRuntime};
+use crate::room::hub_loop::{self, HubContext};
+use crate::room::scheduler;
+use crate::room::RoomRuntime;
+use crate::state::AppState;
 use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
@@ -155,7 +156,7 @@ impl Application {
             write_timeout: state.config.write_timeout(),
             shutdown_grace: state.config.shutdown_grace(),
         };
-        let app = routes::router(state);
+        let app = http::router(state);
         // The schedulers see the flag first and release their leases while connections drain.
         let signal = async move {
             stop.await;

@@ -13,7 +13,7 @@ use wasm_bindgen::{closure::Closure, JsCast};
 use web_sys::{Event, EventSource, MessageEvent};
 
 /// The server's keep-alive period on ticket streams (`KEEP_ALIVE_SECS` in the server's
-/// `routes/events.rs`).
+/// `http/events.rs`).
 pub const SERVER_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Silence after which a stream counts as dead: two keep-alive periods and some slack.

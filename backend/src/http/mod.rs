@@ -1,5 +1,9 @@
-//! HTTP routes, one module per resource, merged by [`router`].
+//! The HTTP edge: routes (one module per resource, merged by [`router`]) and what every route shares.
 //!
+//! - [`error`]: the edge's error type, its JSON body and extractors.
+//! - [`token_layer`]: the entry-token middleware on protected prefixes.
+//! - [`client_ip`]: the client's address, from the peer or trusted forwarding headers.
+//! - [`user_assertion`]: storefront-signed user ids (HMAC-SHA256).
 //! - [`tickets`]: join, poll, leave.
 //! - [`events`]: a ticket's SSE stream.
 //! - [`idempotency`]: the `Idempotency-Key` header of joins and orders.
@@ -11,6 +15,8 @@
 //! - [`page`]: the built WASM page and its assets.
 
 pub mod admin;
+pub mod client_ip;
+pub mod error;
 pub mod events;
 pub mod health;
 pub mod idempotency;
@@ -19,6 +25,8 @@ pub mod orders;
 pub mod page;
 pub mod rooms;
 pub mod tickets;
+pub mod token_layer;
+pub mod user_assertion;
 
 use std::time::Duration;
 
@@ -34,9 +42,9 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::error::{json_error_bodies, retry_after, ApiError};
+use crate::http::error::{json_error_bodies, retry_after, ApiError};
+use crate::http::token_layer::require_entry_token;
 use crate::state::AppState;
-use crate::token_layer::require_entry_token;
 
 /// The whole application's router, without a socket (tests can `oneshot` it).
 pub fn router(state: AppState) -> Router {
@@ -46,7 +54,7 @@ pub fn router(state: AppState) -> Router {
         .merge(openapi::router(&document))
         .route(
             "/api/{*rest}",
-            axum::routing::any(crate::error::unknown_endpoint),
+            axum::routing::any(crate::http::error::unknown_endpoint),
         )
         .method_not_allowed_fallback(method_not_allowed);
     let mut app = api

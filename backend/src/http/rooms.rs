@@ -7,7 +7,7 @@ use vestibule_shared::{ErrorBody, RoomInfo, RoomState};
 
 use super::openapi::{EdgeErrors, StoreReadErrors};
 
-use crate::error::{ApiError, Json, Path};
+use crate::http::error::{ApiError, Json, Path};
 use crate::state::AppState;
 use crate::store::now_ms;
 

@@ -9,13 +9,13 @@ use vestibule_shared::{ErrorBody, TicketStatus, USER_ASSERTION_HEADER};
 
 use super::idempotency::idempotency_key;
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
-use crate::client_ip::{client_ip, limit_key};
-use crate::error::{ApiError, Json, Path};
+use crate::http::client_ip::{client_ip, limit_key};
+use crate::http::error::{ApiError, Json, Path};
+use crate::http::user_assertion;
 use crate::ids::{is_well_formed_id, log_tag, random_id};
+use crate::room::status::ticket_status;
 use crate::state::AppState;
-use crate::status::ticket_status;
 use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome};
-use crate::user_assertion;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -1,7 +1,7 @@
 //! `GET /api/v1/rooms/{room}/tickets/{ticketId}/events`: a ticket's status as Server-Sent Events.
 //!
 //! Sends `event: status` with the TicketStatus JSON at once, then whenever it changes (fed by the
-//! room's [`crate::sse_hub`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
+//! room's [`crate::room::sse_hub`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
 //! [`KEEP_ALIVE_SECS`] without news; ends after a terminal status or when the server shuts down.
 //! The keep-alive is an event, not a comment, because a browser hands comments to no one: the
 //! page needs to hear it to tell a quiet stream from a hung connection.
@@ -21,7 +21,7 @@ use vestibule_shared::ErrorBody;
 
 use super::openapi::{EdgeErrors, StoreReadErrors};
 use super::tickets::current_status;
-use crate::error::{ApiError, Path};
+use crate::http::error::{ApiError, Path};
 use crate::state::AppState;
 
 /// Routes of this module.

@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::openapi::StoreReadErrors;
-use crate::error::{ApiError, Json};
+use crate::http::error::{ApiError, Json};
 use crate::state::AppState;
 use crate::store::StoreSafety;
 

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use vestibule_shared::{error_code, ENTRY_TOKEN_HEADER};
 
 use crate::config::OutagePolicy;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::ids::split_token;
 use crate::state::AppState;
 use crate::store::{now_ms, TokenCheck};

@@ -25,7 +25,7 @@ pub fn router(static_dir: &std::path::Path) -> Router<AppState> {
         return Router::new()
             .route("/", axum::routing::get(not_built))
             .route("/checkout", axum::routing::get(not_built))
-            .fallback(crate::error::unknown_endpoint);
+            .fallback(crate::http::error::unknown_endpoint);
     }
     let vary = HeaderValue::from_static("accept-encoding");
     let html = ServiceBuilder::new()

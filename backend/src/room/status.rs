@@ -6,8 +6,8 @@
 use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 use crate::config::Config;
-use crate::eta;
-use crate::state::RoomRuntime;
+use crate::room::eta;
+use crate::room::RoomRuntime;
 use crate::store::TicketRecord;
 
 /// The public status of a ticket: position, ETA and poll hint by the formulas of

@@ -1,5 +1,5 @@
 //! Each room's SSE refresh loop: wakes every `--sse-refresh-ms` (or at once when the scheduler
-//! admits) and lets the room's [`crate::sse_hub::SseHub`] move every open stream with one store
+//! admits) and lets the room's [`crate::room::sse_hub::SseHub`] move every open stream with one store
 //! call. It gets exactly what it uses (like mini-redis's `Handler`): the store, the settings
 //! that shape a status, and the shutdown signal.
 
@@ -9,8 +9,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::state::{AppState, RoomRuntime};
-use crate::status::ticket_status;
+use crate::room::status::ticket_status;
+use crate::room::RoomRuntime;
+use crate::state::AppState;
 use crate::store::Store;
 
 /// What the refresh loop needs.

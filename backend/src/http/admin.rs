@@ -19,7 +19,7 @@ use vestibule_shared::{ErrorBody, RoomSettings, RoomSettingsPatch};
 
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 
-use crate::error::{ApiError, Json, Path};
+use crate::http::error::{ApiError, Json, Path};
 use crate::state::AppState;
 use crate::store::{now_ms, RoomConfigPatch, SettingsUpdate, VersionedConfig};
 

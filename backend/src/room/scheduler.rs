@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ids::{entry_token, random_id};
-use crate::state::{AppState, RoomRuntime};
+use crate::room::RoomRuntime;
+use crate::state::AppState;
 use crate::store::{now_ms, AdmitRequest, Store};
 
 /// The quota arithmetic of one room, kept by its leader.

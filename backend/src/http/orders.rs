@@ -16,11 +16,11 @@ use vestibule_shared::{error_code, ErrorBody, OrderReceipt, OrderRequest, ENTRY_
 use super::idempotency::idempotency_key;
 use super::openapi::{EdgeErrors, StoreWriteErrors};
 use crate::config::OutagePolicy;
-use crate::error::{ApiError, Json, Path};
+use crate::http::error::{ApiError, Json, Path};
+use crate::http::token_layer;
 use crate::ids::random_id;
 use crate::state::AppState;
 use crate::store::{now_ms, OrderClaim, TokenUse};
-use crate::token_layer;
 
 /// Answer header on a retried order that returns the first order's receipt.
 pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";

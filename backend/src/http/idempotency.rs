@@ -1,7 +1,7 @@
 //! The `Idempotency-Key` header: what makes a retried join or order safe (docs/DESIGN.md
 //! "Retries").
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// The `Idempotency-Key` of a request, if it sent one.
 ///

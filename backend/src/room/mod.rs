@@ -1,0 +1,19 @@
+//! Everything about a room while it runs: admission, fan-out to streams, a ticket's public status.
+//!
+//! - [`runtime`]: [`RoomRuntime`], a room's settings as last read, its SSE hub, its active users.
+//! - [`scheduler`]: per-room admission ticks, leader lease and quota with carry.
+//! - [`sse_hub`]: batched fan-out of ticket updates to SSE streams.
+//! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
+//! - [`status`]: a ticket's public status from its record and the room's settings (pure).
+//! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
+//! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
+
+pub mod eta;
+pub mod hub_loop;
+pub mod outage;
+pub mod runtime;
+pub mod scheduler;
+pub mod sse_hub;
+pub mod status;
+
+pub use runtime::RoomRuntime;

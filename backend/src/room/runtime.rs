@@ -1,0 +1,61 @@
+//! One room's in-process view, shared by its handlers, its scheduler and its SSE hub.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use crate::room::sse_hub::SseHub;
+use crate::store::{RoomConfig, VersionedConfig};
+
+/// One room's in-process view: its settings as last read from the store, and its SSE hub.
+pub struct RoomRuntime {
+    /// Room slug.
+    pub name: String,
+    config: RwLock<VersionedConfig>,
+    /// Fan-out of ticket updates to this process's SSE streams.
+    pub hub: SseHub,
+    /// Active users as of this process's last scheduler tick (for the ETA under a cap).
+    active_users: AtomicU64,
+}
+
+impl RoomRuntime {
+    /// A room with its settings in force.
+    pub fn new(name: String, config: VersionedConfig) -> Self {
+        Self {
+            name,
+            config: RwLock::new(config),
+            hub: SseHub::default(),
+            active_users: AtomicU64::new(0),
+        }
+    }
+
+    /// The settings last read from the store (refreshed every scheduler tick).
+    pub fn config(&self) -> RoomConfig {
+        self.config
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .config
+            .clone()
+    }
+
+    /// Active users as of the last scheduler tick.
+    pub fn active_users(&self) -> u64 {
+        self.active_users.load(Ordering::Relaxed)
+    }
+
+    /// Records the active users a scheduler tick saw.
+    pub fn set_active_users(&self, active: u64) {
+        self.active_users.store(active, Ordering::Relaxed);
+    }
+
+    /// Replaces the cached settings, unless they are older than the ones held: a scheduler tick
+    /// that read the store before an admin change must not undo it here when it answers after.
+    pub fn set_config(&self, config: VersionedConfig) {
+        let mut held = self
+            .config
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if config.version >= held.version {
+            *held = config;
+        }
+    }
+}
