@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
+use secrecy::{ExposeSecret, SecretString};
 
 pub use crate::room::eta::{PollTier, PollTiers};
 pub use crate::room::outage::{OutagePolicies, OutagePolicy};
@@ -26,8 +27,9 @@ pub struct Config {
     pub bind: SocketAddr,
 
     /// Redis URL (`redis://host:port/db` or `redis+unix:///path.sock`); unset = embedded store.
+    /// May hold a password, so it is a secret: `Debug` prints `[REDACTED]`.
     #[arg(long, env = "VESTIBULE_REDIS_URL", hide_env_values = true)]
-    pub redis_url: Option<String>,
+    pub redis_url: Option<SecretString>,
 
     /// Where the embedded store keeps its snapshot and journal, so a restart keeps every
     /// ticket (a folder, created if missing; relative to the working folder); `none` keeps
@@ -92,8 +94,9 @@ pub struct Config {
     pub max_active_users: Option<u64>,
 
     /// Bearer token for the admin API (≥ 16 chars); unset = one is generated and printed once.
+    /// A secret: `Debug` prints `[REDACTED]`.
     #[arg(long, env = "VESTIBULE_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<SecretString>,
 
     /// Turn the admin API off entirely (every admin request answers 403).
     #[arg(long, env = "VESTIBULE_DISABLE_ADMIN", default_value_t = false)]
@@ -113,8 +116,9 @@ pub struct Config {
     pub cors_origins: Vec<String>,
 
     /// Secret (≥ 16 chars) for storefront-signed user assertions (HMAC-SHA256); unset = off.
+    /// `Debug` prints `[REDACTED]`.
     #[arg(long, env = "VESTIBULE_USER_ASSERTION_SECRET", hide_env_values = true)]
-    pub user_assertion_secret: Option<String>,
+    pub user_assertion_secret: Option<SecretString>,
 
     /// Scheduler leader lease in milliseconds (≥ 2 ticks); a new leader may take over this long
     /// after the old one stops renewing.
@@ -261,12 +265,13 @@ impl Config {
             ));
         }
         if let Some(token) = &self.admin_token {
+            let token = token.expose_secret();
             if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err("--admin-token must be at least 16 printable ASCII characters".into());
             }
         }
         if let Some(secret) = &self.user_assertion_secret {
-            if secret.len() < 16 {
+            if secret.expose_secret().len() < 16 {
                 return Err("--user-assertion-secret must be at least 16 bytes".into());
             }
         }
@@ -406,7 +411,9 @@ impl Config {
 
     /// The Redis URL with any password replaced by `***`, safe to log.
     pub fn redis_url_for_logs(&self) -> Option<String> {
-        self.redis_url.as_deref().map(redact_url_password)
+        self.redis_url
+            .as_ref()
+            .map(|url| redact_url_password(url.expose_secret()))
     }
 }
 
@@ -425,71 +432,4 @@ pub fn redact_url_password(url: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> Config {
-        let mut all = vec!["vestibule"];
-        all.extend_from_slice(args);
-        Config::try_parse_from(all).expect("parses")
-    }
-
-    #[test]
-    fn defaults_are_valid_and_match_the_design() {
-        let config = parse(&[]);
-        config.validate().unwrap();
-        assert_eq!(config.rooms, ["main"]);
-        assert_eq!(config.admission_rate, 175.0);
-        assert_eq!(config.tick_ms, 100);
-        assert_eq!(config.token_ttl_secs, 300);
-        assert_eq!(config.poll_tiers.after_ms(10), 3000);
-        assert_eq!(config.poll_tiers.after_ms(11), 10_000);
-        assert_eq!(config.poll_tiers.after_ms(100), 10_000);
-        assert_eq!(config.poll_tiers.after_ms(101), 30_000);
-        assert_eq!(config.data_dir, DataDir(Some("vestibule-data".into())));
-        assert_eq!(parse(&["--data-dir", "none"]).data_dir, DataDir(None));
-        assert!(Config::try_parse_from(["vestibule", "--data-fsync", "sometimes"]).is_err());
-    }
-
-    #[test]
-    fn invalid_settings_are_rejected_with_the_flag_named() {
-        for (args, flag) in [
-            (vec!["--rooms", "Main"], "--rooms"),
-            (vec!["--rooms", "a,a"], "--rooms"),
-            (vec!["--tick-ms", "0"], "--tick-ms"),
-            (vec!["--admission-rate=-1"], "--admission-rate"),
-            (vec!["--admission-rate", "-5"], "--admission-rate"),
-            (vec!["--token-ttl-secs", "0"], "--token-ttl-secs"),
-            (vec!["--admin-token", "short"], "--admin-token"),
-            (vec!["--cors-origins", "shop.example"], "--cors-origins"),
-            (vec!["--lease-ms", "100"], "--lease-ms"),
-            (vec!["--trusted-proxy-hops", "0"], "--trusted-proxy-hops"),
-            (vec!["--write-timeout-secs", "0"], "--write-timeout-secs"),
-            (vec!["--data-dir", ""], "--data-dir"),
-            (vec!["--data-dir", "Cargo.toml"], "--data-dir"),
-        ] {
-            let reason = parse(&args).validate().unwrap_err();
-            assert!(reason.contains(flag), "{args:?} gave {reason}");
-        }
-    }
-
-    #[test]
-    fn an_outage_policy_for_a_room_not_configured_is_refused() {
-        let reason = parse(&["--outage-policy", "reject,ghost=pass"])
-            .validate()
-            .unwrap_err();
-        assert!(reason.contains("--outage-policy"), "{reason}");
-    }
-
-    #[test]
-    fn redis_passwords_never_reach_the_logs() {
-        assert_eq!(
-            redact_url_password("redis://app:s3cret@redis:6379/0"),
-            "redis://app:***@redis:6379/0"
-        );
-        assert_eq!(
-            redact_url_password("redis://redis:6379"),
-            "redis://redis:6379"
-        );
-    }
-}
+mod tests;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -55,7 +56,7 @@ impl Application {
         config.validate().map_err(anyhow::Error::msg)?;
         let store: Arc<dyn Store> = match &config.redis_url {
             Some(url) => Arc::new(
-                RedisStore::connect(url, config.store_timeout())
+                RedisStore::connect(url.expose_secret(), config.store_timeout())
                     .await
                     .with_context(|| {
                         format!(
@@ -84,10 +85,13 @@ impl Application {
         let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
         {
             (_, true) => (None, None),
-            (Some(token), false) => (Some(Arc::from(token.as_str())), None),
+            (Some(token), false) => (Some(Arc::new(token.clone())), None),
             (None, false) => {
                 let token = format!("vst_{}", random_id());
-                (Some(Arc::from(token.as_str())), Some(token))
+                (
+                    Some(Arc::new(SecretString::from(token.as_str()))),
+                    Some(token),
+                )
             }
         };
         let listener = TcpListener::bind(config.bind)
@@ -219,7 +223,7 @@ async fn scheduler_store(state: &AppState) -> Arc<dyn Store> {
     let Some(url) = &state.config.redis_url else {
         return state.store.clone();
     };
-    match RedisStore::connect(url, state.config.store_timeout()).await {
+    match RedisStore::connect(url.expose_secret(), state.config.store_timeout()).await {
         Ok(store) => Arc::new(store),
         Err(error) => {
             tracing::warn!(%error, "schedulers share the request connection to Redis");

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use metrics_exporter_prometheus::PrometheusHandle;
+use secrecy::SecretString;
 use tokio::sync::watch;
 
 use crate::config::Config;
@@ -20,8 +21,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The configured rooms by slug.
     pub rooms: Arc<HashMap<String, Arc<RoomRuntime>>>,
-    /// The admin bearer token; `None` when the admin API is off.
-    pub admin_token: Option<Arc<str>>,
+    /// The admin bearer token; `None` when the admin API is off. `Debug` prints `[REDACTED]`.
+    pub admin_token: Option<Arc<SecretString>>,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// Flips to `true` when the server starts shutting down (ends SSE streams).

@@ -12,6 +12,7 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -43,7 +44,12 @@ pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
         .ok_or(ApiError::Unauthorized)?;
-    if bool::from(presented.trim().as_bytes().ct_eq(expected.as_bytes())) {
+    if bool::from(
+        presented
+            .trim()
+            .as_bytes()
+            .ct_eq(expected.expose_secret().as_bytes()),
+    ) {
         Ok(())
     } else {
         Err(ApiError::Forbidden("wrong admin token".into()))

@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use vestibule_shared::{ErrorBody, TicketStatus, USER_ASSERTION_HEADER};
@@ -38,8 +39,8 @@ fn dedup_key(
         let secret = state
             .config
             .user_assertion_secret
-            .as_deref()
-            .map(str::as_bytes);
+            .as_ref()
+            .map(|secret| secret.expose_secret().as_bytes());
         let user = user_assertion::verify(secret, room, text, now_secs)
             .map_err(|error| ApiError::UserAssertion(error.to_string()))?;
         return Ok(Some(format!("u:{user}")));

@@ -1,0 +1,95 @@
+//! Unit tests of the configuration: defaults, validation, secrets kept out of `Debug`.
+
+use super::*;
+
+fn parse(args: &[&str]) -> Config {
+    let mut all = vec!["vestibule"];
+    all.extend_from_slice(args);
+    Config::try_parse_from(all).expect("parses")
+}
+
+#[test]
+fn defaults_are_valid_and_match_the_design() {
+    let config = parse(&[]);
+    config.validate().unwrap();
+    assert_eq!(config.rooms, ["main"]);
+    assert_eq!(config.admission_rate, 175.0);
+    assert_eq!(config.tick_ms, 100);
+    assert_eq!(config.token_ttl_secs, 300);
+    assert_eq!(config.poll_tiers.after_ms(10), 3000);
+    assert_eq!(config.poll_tiers.after_ms(11), 10_000);
+    assert_eq!(config.poll_tiers.after_ms(100), 10_000);
+    assert_eq!(config.poll_tiers.after_ms(101), 30_000);
+    assert_eq!(config.data_dir, DataDir(Some("vestibule-data".into())));
+    assert_eq!(parse(&["--data-dir", "none"]).data_dir, DataDir(None));
+    assert!(Config::try_parse_from(["vestibule", "--data-fsync", "sometimes"]).is_err());
+}
+
+#[test]
+fn invalid_settings_are_rejected_with_the_flag_named() {
+    for (args, flag) in [
+        (vec!["--rooms", "Main"], "--rooms"),
+        (vec!["--rooms", "a,a"], "--rooms"),
+        (vec!["--tick-ms", "0"], "--tick-ms"),
+        (vec!["--admission-rate=-1"], "--admission-rate"),
+        (vec!["--admission-rate", "-5"], "--admission-rate"),
+        (vec!["--token-ttl-secs", "0"], "--token-ttl-secs"),
+        (vec!["--admin-token", "short"], "--admin-token"),
+        (vec!["--cors-origins", "shop.example"], "--cors-origins"),
+        (vec!["--lease-ms", "100"], "--lease-ms"),
+        (vec!["--trusted-proxy-hops", "0"], "--trusted-proxy-hops"),
+        (vec!["--write-timeout-secs", "0"], "--write-timeout-secs"),
+        (vec!["--data-dir", ""], "--data-dir"),
+        (vec!["--data-dir", "Cargo.toml"], "--data-dir"),
+    ] {
+        let reason = parse(&args).validate().unwrap_err();
+        assert!(reason.contains(flag), "{args:?} gave {reason}");
+    }
+}
+
+#[test]
+fn an_outage_policy_for_a_room_not_configured_is_refused() {
+    let reason = parse(&["--outage-policy", "reject,ghost=pass"])
+        .validate()
+        .unwrap_err();
+    assert!(reason.contains("--outage-policy"), "{reason}");
+}
+
+#[test]
+fn debug_output_of_a_config_shows_no_secret() {
+    let config = parse(&[
+        "--admin-token",
+        "admin-token-0123456789",
+        "--user-assertion-secret",
+        "assertion-secret-0123456789",
+        "--redis-url",
+        "redis://app:redis-password-42@redis:6379/0",
+    ]);
+    config.validate().unwrap();
+    let shown = format!("{config:?}");
+    for secret in [
+        "admin-token-0123456789",
+        "assertion-secret-0123456789",
+        "redis-password-42",
+        "redis:6379",
+    ] {
+        assert!(!shown.contains(secret), "{secret} printed in {shown}");
+    }
+    assert_eq!(shown.matches("[REDACTED]").count(), 3, "{shown}");
+    assert_eq!(
+        config.redis_url_for_logs().as_deref(),
+        Some("redis://app:***@redis:6379/0")
+    );
+}
+
+#[test]
+fn redis_passwords_never_reach_the_logs() {
+    assert_eq!(
+        redact_url_password("redis://app:s3cret@redis:6379/0"),
+        "redis://app:***@redis:6379/0"
+    );
+    assert_eq!(
+        redact_url_password("redis://redis:6379"),
+        "redis://redis:6379"
+    );
+}
