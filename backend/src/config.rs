@@ -13,7 +13,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 pub use crate::room::eta::{PollTier, PollTiers};
 pub use crate::room::outage::{OutagePolicies, OutagePolicy};
-use vestibule_shared::is_valid_room_slug;
+use vestibule_shared::{is_valid_room_slug, settings};
 
 /// Default protected prefix: the demo checkout's order endpoint.
 pub const DEFAULT_PROTECTED_PREFIX: &str = "/api/v1/rooms/{room}/orders";
@@ -52,8 +52,9 @@ pub struct Config {
     )]
     pub rooms: Vec<String>,
 
-    /// Shoppers admitted per second per room (0–100000). On Redis, only a room's first start
-    /// writes it (later starts keep the live value); change it with the admin API.
+    /// Shoppers admitted per second per room (0–100000; bounds in `vestibule_shared::settings`).
+    /// On Redis, only a room's first start writes it (later starts keep the live value); change
+    /// it with the admin API.
     #[arg(
         long,
         env = "VESTIBULE_ADMISSION_RATE",
@@ -67,8 +68,13 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_TICK_MS", default_value_t = 100)]
     pub tick_ms: u64,
 
-    /// Entry token TTL in seconds (1–86400).
-    #[arg(long, env = "VESTIBULE_TOKEN_TTL_SECS", default_value_t = 300)]
+    /// Entry token TTL in seconds (1–86400). A room setting like `--admission-rate`.
+    #[arg(
+        long,
+        env = "VESTIBULE_TOKEN_TTL_SECS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(settings::TOKEN_TTL_SECS)
+    )]
     pub token_ttl_secs: u64,
 
     /// ETA safety margin as a fraction (0–10): ETA = position ÷ rate × (1 + margin).
@@ -89,8 +95,13 @@ pub struct Config {
     )]
     pub poll_tiers: PollTiers,
 
-    /// Cap on active users (entry tokens outstanding) per room; unset = no cap.
-    #[arg(long, env = "VESTIBULE_MAX_ACTIVE_USERS")]
+    /// Cap on active users (entry tokens outstanding) per room, 1–10000000; unset = no cap. A
+    /// room setting like `--admission-rate`.
+    #[arg(
+        long,
+        env = "VESTIBULE_MAX_ACTIVE_USERS",
+        value_parser = clap::value_parser!(u64).range(settings::MAX_ACTIVE_USERS)
+    )]
     pub max_active_users: Option<u64>,
 
     /// Bearer token for the admin API (≥ 16 chars); unset = one is generated and printed once.
@@ -243,20 +254,27 @@ impl Config {
                 return Err(format!("--rooms names {room:?} twice"));
             }
         }
-        if !(self.admission_rate.is_finite() && (0.0..=100_000.0).contains(&self.admission_rate)) {
-            return Err(format!(
-                "--admission-rate must be 0–100000 shoppers/s, got {}",
+        // The room settings' bounds live with their type (`vestibule_shared::settings`).
+        settings::check_admission_rate(self.admission_rate).map_err(|bounds| {
+            format!(
+                "--admission-rate must be {bounds}, got {}",
                 self.admission_rate
-            ));
-        }
+            )
+        })?;
+        settings::check_token_ttl_secs(self.token_ttl_secs).map_err(|bounds| {
+            format!(
+                "--token-ttl-secs must be {bounds}, got {}",
+                self.token_ttl_secs
+            )
+        })?;
+        settings::check_max_active_users(self.max_active_users).map_err(|bounds| {
+            format!(
+                "--max-active-users must be {bounds}, got {:?}",
+                self.max_active_users
+            )
+        })?;
         if !(10..=10_000).contains(&self.tick_ms) {
             return Err(format!("--tick-ms must be 10–10000, got {}", self.tick_ms));
-        }
-        if !(1..=86_400).contains(&self.token_ttl_secs) {
-            return Err(format!(
-                "--token-ttl-secs must be 1–86400, got {}",
-                self.token_ttl_secs
-            ));
         }
         if !(self.eta_margin.is_finite() && (0.0..=10.0).contains(&self.eta_margin)) {
             return Err(format!(
@@ -372,8 +390,8 @@ impl Config {
     }
 
     /// A room's settings before any operator change.
-    pub fn default_room_config(&self) -> crate::store::RoomConfig {
-        crate::store::RoomConfig {
+    pub fn default_settings(&self) -> crate::store::Settings {
+        crate::store::Settings {
             admission_rate_per_sec: self.admission_rate,
             paused: false,
             token_ttl_ms: self.token_ttl_secs * 1000,

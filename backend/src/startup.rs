@@ -70,7 +70,7 @@ impl Application {
         let metrics = telemetry::metrics_handle();
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
         warn_if_page_missing(&config.static_dir);
-        let defaults = config.default_room_config();
+        let defaults = config.default_settings();
         let mut rooms = HashMap::new();
         for room in &config.rooms {
             let in_force = store

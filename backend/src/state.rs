@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::http::error::ApiError;
 use crate::room::RoomRuntime;
-use crate::store::{RoomConfig, Store};
+use crate::store::{Settings, Store};
 
 /// State handed to every handler.
 #[derive(Clone)]
@@ -44,8 +44,8 @@ impl AppState {
     }
 
     /// A room's settings from the configuration (before any operator change).
-    pub fn default_room_config(&self) -> RoomConfig {
-        self.config.default_room_config()
+    pub fn default_settings(&self) -> Settings {
+        self.config.default_settings()
     }
 
     /// How long finished tickets stay queryable, in milliseconds.

@@ -9,7 +9,7 @@ use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy, OpenError};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::{
-    now_ms, AdmitRequest, JoinLimit, JoinReply, OrderClaim, RoomConfig, RoomConfigPatch,
+    now_ms, AdmitRequest, JoinLimit, JoinReply, OrderClaim, Settings, SettingsPatch,
     SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
 };
 use vestibule_shared::TicketState;
@@ -17,8 +17,8 @@ use vestibule_shared::TicketState;
 const ROOM: &str = "main";
 const KEEP_MS: u64 = 3_600_000;
 
-fn defaults() -> RoomConfig {
-    RoomConfig {
+fn defaults() -> Settings {
+    Settings {
         admission_rate_per_sec: 100.0,
         paused: false,
         token_ttl_ms: 60_000,
@@ -100,9 +100,9 @@ fn joined(reply: JoinReply) -> (String, Option<u64>, bool) {
 /// an order, one given back. Returns the ticket ids and the issued tokens.
 async fn sale(store: &dyn Store) -> (Vec<String>, Vec<String>) {
     for rate in [7.0, 9.0] {
-        let patch = RoomConfigPatch {
+        let patch = SettingsPatch {
             admission_rate_per_sec: Some(rate),
-            ..RoomConfigPatch::default()
+            ..SettingsPatch::default()
         };
         let update = store.update_room(ROOM, &patch, None).await.unwrap();
         assert!(matches!(update, SettingsUpdate::Applied(_)));

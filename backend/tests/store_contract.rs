@@ -10,8 +10,8 @@ use vestibule::store::durable::{DurableOptions, DurableStore};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
 use vestibule::store::{
-    now_ms, AdmitRequest, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, RoomConfig,
-    RoomConfigPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
+    now_ms, AdmitRequest, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, Settings, SettingsPatch,
+    SettingsUpdate, Store, TokenCheck, TokenUse,
 };
 use vestibule_shared::TicketState;
 use vestibule_tests::RedisServer;
@@ -20,8 +20,8 @@ const ROOM: &str = "main";
 const KEEP_MS: u64 = 3_600_000;
 const LEASE_MS: u64 = 5_000;
 
-fn defaults() -> RoomConfig {
-    RoomConfig {
+fn defaults() -> Settings {
+    Settings {
         admission_rate_per_sec: 100.0,
         paused: false,
         token_ttl_ms: 60_000,
@@ -593,10 +593,10 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let start = store.room_settings(ROOM).await.unwrap();
-        assert_eq!(start.config, defaults(), "{kind}");
-        let rate = |rate: f64| RoomConfigPatch {
+        assert_eq!(start.settings, defaults(), "{kind}");
+        let rate = |rate: f64| SettingsPatch {
             admission_rate_per_sec: Some(rate),
-            ..RoomConfigPatch::default()
+            ..SettingsPatch::default()
         };
         let SettingsUpdate::Applied(first) =
             store.update_room(ROOM, &rate(7.0), None).await.unwrap()
@@ -604,7 +604,7 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
             panic!("{kind}: an unconditional change was refused");
         };
         assert_eq!(first.version, start.version + 1, "{kind}");
-        assert_eq!(first.config.admission_rate_per_sec, 7.0, "{kind}");
+        assert_eq!(first.settings.admission_rate_per_sec, 7.0, "{kind}");
         // A change conditional on the version before the first one is refused whole.
         let stale = store
             .update_room(ROOM, &rate(9.0), Some(start.version))

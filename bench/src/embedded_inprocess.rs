@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use vestibule::ids::random_id;
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy};
 use vestibule::store::memory::MemoryStore;
-use vestibule::store::{now_ms, RoomConfig, Store};
+use vestibule::store::{now_ms, Settings, Store};
 
 const ROOM: &str = "main";
 
@@ -42,8 +42,8 @@ pub struct RestartCost {
     pub from_snapshot_secs: f64,
 }
 
-fn defaults() -> RoomConfig {
-    RoomConfig {
+fn defaults() -> Settings {
+    Settings {
         admission_rate_per_sec: 0.0,
         paused: false,
         token_ttl_ms: 60_000,

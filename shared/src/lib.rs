@@ -5,12 +5,15 @@
 //!
 //! - [`TicketStatus`] / [`TicketState`]: a shopper's place in a room (join, poll, SSE `status` event).
 //! - [`RoomInfo`] / [`RoomState`]: the public view of a room.
-//! - [`RoomSettings`] / [`RoomSettingsPatch`]: the operator's live knobs (admin API).
+//! - [`RoomSettings`] / [`RoomSettingsPatch`]: the operator's live knobs (admin API); their
+//!   bounds in [`settings`].
 //! - [`OrderRequest`] / [`OrderReceipt`]: the demo checkout behind the entry-token layer.
 //! - [`ErrorBody`] / [`error_code`]: the one error shape of every 4xx/5xx answer.
 //! - [`is_valid_room_slug`]: the room-name rule.
 
 use serde::{Deserialize, Serialize};
+
+pub mod settings;
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -182,7 +185,8 @@ pub struct RoomSettings {
     pub active_users: u64,
 }
 
-/// A partial update of [`RoomSettings`]; absent fields stay as they are.
+/// A partial update of [`RoomSettings`]; absent fields stay as they are. Bounds:
+/// [`RoomSettingsPatch::validate`] ([`settings`]).
 ///
 /// `maxActiveUsers: null` removes the cap. Example: `{"admissionRatePerSec": 50, "paused": false}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -33,7 +33,6 @@ fn invalid_settings_are_rejected_with_the_flag_named() {
         (vec!["--tick-ms", "0"], "--tick-ms"),
         (vec!["--admission-rate=-1"], "--admission-rate"),
         (vec!["--admission-rate", "-5"], "--admission-rate"),
-        (vec!["--token-ttl-secs", "0"], "--token-ttl-secs"),
         (vec!["--admin-token", "short"], "--admin-token"),
         (vec!["--cors-origins", "shop.example"], "--cors-origins"),
         (vec!["--lease-ms", "100"], "--lease-ms"),
@@ -45,6 +44,51 @@ fn invalid_settings_are_rejected_with_the_flag_named() {
         let reason = parse(&args).validate().unwrap_err();
         assert!(reason.contains(flag), "{args:?} gave {reason}");
     }
+}
+
+#[test]
+fn room_settings_out_of_their_bounds_are_refused_by_clap() {
+    for (args, flag) in [
+        (["--token-ttl-secs", "0"], "--token-ttl-secs"),
+        (["--token-ttl-secs", "86401"], "--token-ttl-secs"),
+        (["--max-active-users", "0"], "--max-active-users"),
+        (["--max-active-users", "10000001"], "--max-active-users"),
+    ] {
+        let error = Config::try_parse_from(["vestibule", args[0], args[1]])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(flag), "{args:?} gave {error}");
+    }
+    let edges = parse(&[
+        "--token-ttl-secs",
+        "86400",
+        "--max-active-users",
+        "10000000",
+    ]);
+    edges.validate().unwrap();
+    assert_eq!(edges.max_active_users, Some(10_000_000));
+}
+
+#[test]
+fn room_settings_are_checked_again_by_validate_with_their_unit() {
+    let mut config = parse(&[]);
+    config.token_ttl_secs = 0;
+    assert_eq!(
+        config.validate().unwrap_err(),
+        "--token-ttl-secs must be 1–86400 s, got 0"
+    );
+    config.token_ttl_secs = 300;
+    config.max_active_users = Some(0);
+    assert!(config
+        .validate()
+        .unwrap_err()
+        .contains("--max-active-users must be 1–10000000"));
+    config.max_active_users = None;
+    config.admission_rate = f64::NAN;
+    assert!(config
+        .validate()
+        .unwrap_err()
+        .contains("--admission-rate must be 0–100000 shoppers/s"));
 }
 
 #[test]

@@ -16,13 +16,14 @@ use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use vestibule_shared::settings::SettingOutOfRange;
 use vestibule_shared::{ErrorBody, RoomSettings, RoomSettingsPatch};
 
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 
 use crate::http::error::{ApiError, Json, Path};
 use crate::state::AppState;
-use crate::store::{now_ms, RoomConfigPatch, SettingsUpdate, VersionedConfig};
+use crate::store::{now_ms, SettingsPatch, SettingsUpdate, VersionedSettings};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -60,10 +61,10 @@ pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
 async fn answer(
     state: &AppState,
     room: &str,
-    settings: VersionedConfig,
+    settings: VersionedSettings,
 ) -> Result<Response, ApiError> {
     let counts = state.store.counts(room, now_ms()).await?;
-    let config = settings.config;
+    let config = settings.settings;
     let body = RoomSettings {
         room: room.to_owned(),
         admission_rate_per_sec: config.admission_rate_per_sec,
@@ -131,31 +132,21 @@ pub async fn settings(
     answer(&state, &room, settings).await
 }
 
-/// Validates a patch and converts it to store units.
-fn checked(patch: &RoomSettingsPatch) -> Result<RoomConfigPatch, ApiError> {
-    if let Some(rate) = patch.admission_rate_per_sec {
-        if !(rate.is_finite() && (0.0..=100_000.0).contains(&rate)) {
-            return Err(ApiError::InvalidField(
-                "admissionRatePerSec must be 0–100000".into(),
-            ));
-        }
-    }
-    if let Some(ttl) = patch.token_ttl_secs {
-        if !(1..=86_400).contains(&ttl) {
-            return Err(ApiError::InvalidField(
-                "tokenTtlSecs must be 1–86400".into(),
-            ));
-        }
-    }
-    if let Some(Some(cap)) = patch.max_active_users {
-        if !(1..=10_000_000).contains(&cap) {
-            return Err(ApiError::InvalidField(
-                "maxActiveUsers must be 1–10000000 (null removes the cap; pause to stop admission)"
-                    .into(),
-            ));
-        }
-    }
-    Ok(RoomConfigPatch {
+/// Validates a patch against the settings' bounds (`vestibule_shared::settings`) and converts
+/// it to store units (token TTL in milliseconds).
+///
+/// # Errors
+/// 400 `invalid_field` naming the field and its bounds, e.g. `tokenTtlSecs must be 1–86400 s`.
+fn checked(patch: &RoomSettingsPatch) -> Result<SettingsPatch, ApiError> {
+    patch.validate().map_err(|error| {
+        let hint = match error {
+            SettingOutOfRange::MaxActiveUsers => " (null removes the cap; pause to stop admission)",
+            SettingOutOfRange::AdmissionRate => " (pause to stop admission)",
+            SettingOutOfRange::TokenTtl => "",
+        };
+        ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
+    })?;
+    Ok(SettingsPatch {
         admission_rate_per_sec: patch.admission_rate_per_sec,
         paused: patch.paused,
         token_ttl_ms: patch.token_ttl_secs.map(|secs| secs * 1000),
@@ -217,4 +208,47 @@ pub async fn update(
     runtime.set_config(settings.clone());
     tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
     answer(&state, &room, settings).await
+}
+
+#[cfg(test)]
+mod tests {
+    use vestibule_shared::settings::*;
+
+    /// The OpenAPI attributes need literals; this keeps them equal to the one set of bounds.
+    #[test]
+    fn the_documented_bounds_are_the_settings_bounds() {
+        let (_, document) = crate::http::documented_routes();
+        let json = serde_json::to_value(&document).unwrap();
+        for schema in ["RoomSettings", "RoomSettingsPatch"] {
+            let properties = &json["components"]["schemas"][schema]["properties"];
+            let bounds = |field: &str| {
+                let property = &properties[field];
+                (property["minimum"].as_f64(), property["maximum"].as_f64())
+            };
+            assert_eq!(
+                bounds("admissionRatePerSec"),
+                (
+                    Some(ADMISSION_RATE_PER_SEC_MIN),
+                    Some(ADMISSION_RATE_PER_SEC_MAX)
+                ),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("tokenTtlSecs"),
+                (
+                    Some(TOKEN_TTL_SECS_MIN as f64),
+                    Some(TOKEN_TTL_SECS_MAX as f64)
+                ),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("maxActiveUsers"),
+                (
+                    Some(MAX_ACTIVE_USERS_MIN as f64),
+                    Some(MAX_ACTIVE_USERS_MAX as f64)
+                ),
+                "{schema}: {properties}"
+            );
+        }
+    }
 }

@@ -4,13 +4,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use crate::room::sse_hub::SseHub;
-use crate::store::{RoomConfig, VersionedConfig};
+use crate::store::{Settings, VersionedSettings};
 
 /// One room's in-process view: its settings as last read from the store, and its SSE hub.
 pub struct RoomRuntime {
     /// Room slug.
     pub name: String,
-    config: RwLock<VersionedConfig>,
+    config: RwLock<VersionedSettings>,
     /// Fan-out of ticket updates to this process's SSE streams.
     pub hub: SseHub,
     /// Active users as of this process's last scheduler tick (for the ETA under a cap).
@@ -19,7 +19,7 @@ pub struct RoomRuntime {
 
 impl RoomRuntime {
     /// A room with its settings in force.
-    pub fn new(name: String, config: VersionedConfig) -> Self {
+    pub fn new(name: String, config: VersionedSettings) -> Self {
         Self {
             name,
             config: RwLock::new(config),
@@ -29,11 +29,11 @@ impl RoomRuntime {
     }
 
     /// The settings last read from the store (refreshed every scheduler tick).
-    pub fn config(&self) -> RoomConfig {
+    pub fn config(&self) -> Settings {
         self.config
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .config
+            .settings
             .clone()
     }
 
@@ -49,7 +49,7 @@ impl RoomRuntime {
 
     /// Replaces the cached settings, unless they are older than the ones held: a scheduler tick
     /// that read the store before an admin change must not undo it here when it answers after.
-    pub fn set_config(&self, config: VersionedConfig) {
+    pub fn set_config(&self, config: VersionedSettings) {
         let mut held = self
             .config
             .write()

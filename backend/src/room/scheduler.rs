@@ -65,7 +65,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     let holder = random_id();
     let tick = state.config.tick();
     let labels = [("room", room.name.clone())];
-    let defaults = state.default_room_config();
+    let defaults = state.default_settings();
     let mut quota = Quota::default();
     let mut leader: Option<Leadership> = None;
     let mut largest_tick = 0u64;
@@ -84,7 +84,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 .await
             {
                 Ok(lease) => {
-                    room.set_config(lease.config);
+                    room.set_config(lease.settings);
                     room.set_active_users(lease.active);
                     if let Some(epoch) = lease.epoch {
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
@@ -135,7 +135,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     Ok(outcome) => {
                         quota.settle_short(granted, outcome.admitted);
                         room.set_active_users(outcome.active);
-                        if let Some(config) = outcome.config {
+                        if let Some(config) = outcome.settings {
                             room.set_config(config);
                         }
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);

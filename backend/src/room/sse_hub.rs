@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 use vestibule_shared::{TicketState, TicketStatus};
 
-use crate::store::{now_ms, QueueCursor, RoomConfig, Store, StoreError, TicketRecord};
+use crate::store::{now_ms, QueueCursor, Settings, Store, StoreError, TicketRecord};
 
 /// Most exact reads in one refresh, so one store call never blocks Redis for long.
 const EXACT_BATCH: usize = 2000;
@@ -55,7 +55,7 @@ struct Watchers {
     by_ticket: HashMap<String, Watched>,
     cursor: Option<QueueCursor>,
     /// The room settings the published statuses were computed with (ETA, paused).
-    config_seen: Option<RoomConfig>,
+    config_seen: Option<Settings>,
 }
 
 /// The watched tickets of one room in this process.
@@ -159,7 +159,7 @@ impl SseHub {
         &self,
         store: &dyn Store,
         room: &str,
-        settings: RoomConfig,
+        settings: Settings,
         status: &(dyn Fn(&TicketRecord) -> TicketStatus + Sync),
     ) -> Result<bool, StoreError> {
         let now = Instant::now();

@@ -47,10 +47,12 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// A room's live settings as the store keeps them (shared by every replica).
+/// A room's settings — the operator's live knobs — as the store keeps them (shared by every
+/// replica). Durations in store units (milliseconds); the admin API shows them in seconds as
+/// `vestibule_shared::RoomSettings` with live counts; bounds in `vestibule_shared::settings`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RoomConfig {
+pub struct Settings {
     /// Shoppers admitted per second.
     pub admission_rate_per_sec: f64,
     /// Admission stopped.
@@ -61,9 +63,9 @@ pub struct RoomConfig {
     pub max_active_users: Option<u64>,
 }
 
-/// A partial change of [`RoomConfig`]; `None` fields stay as they are.
+/// A partial change of [`Settings`]; `None` fields stay as they are.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RoomConfigPatch {
+pub struct SettingsPatch {
     /// New admission rate, shoppers per second.
     pub admission_rate_per_sec: Option<f64>,
     /// Pause or resume.
@@ -88,9 +90,9 @@ impl StoreError {
 /// A room's settings with their version: the version grows by one with every change, so an
 /// operator can make a change conditional on what they last read (`If-Match`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct VersionedConfig {
+pub struct VersionedSettings {
     /// The settings.
-    pub config: RoomConfig,
+    pub settings: Settings,
     /// Changes made to the settings since the room was created (0 = never changed).
     pub version: u64,
 }
@@ -99,16 +101,16 @@ pub struct VersionedConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SettingsUpdate {
     /// Applied; the settings now in force.
-    Applied(VersionedConfig),
+    Applied(VersionedSettings),
     /// Not applied: the settings were at another version than the caller expected; these are
     /// the settings in force.
-    VersionMismatch(VersionedConfig),
+    VersionMismatch(VersionedSettings),
 }
 
-impl RoomConfig {
-    /// A patch that sets every field to this config's value.
-    pub fn as_patch(&self) -> RoomConfigPatch {
-        RoomConfigPatch {
+impl Settings {
+    /// A patch that sets every field to these settings' values.
+    pub fn as_patch(&self) -> SettingsPatch {
+        SettingsPatch {
             admission_rate_per_sec: Some(self.admission_rate_per_sec),
             paused: Some(self.paused),
             token_ttl_ms: Some(self.token_ttl_ms),
@@ -116,8 +118,8 @@ impl RoomConfig {
         }
     }
 
-    /// This config with `patch` applied.
-    pub fn patched(&self, patch: &RoomConfigPatch) -> Self {
+    /// These settings with `patch` applied.
+    pub fn patched(&self, patch: &SettingsPatch) -> Self {
         Self {
             admission_rate_per_sec: patch
                 .admission_rate_per_sec
@@ -250,7 +252,7 @@ pub struct LeaseOutcome {
     /// The fencing epoch when the caller holds the lease; `None` when another holder does.
     pub epoch: Option<u64>,
     /// The room's settings as stored.
-    pub config: VersionedConfig,
+    pub settings: VersionedSettings,
     /// Active users (tokens out) now.
     pub active: u64,
 }
@@ -290,7 +292,7 @@ pub struct AdmitOutcome {
     /// Active users after this admission.
     pub active: u64,
     /// The room's settings in force now (`None` when fenced), for the next tick.
-    pub config: Option<VersionedConfig>,
+    pub settings: Option<VersionedSettings>,
 }
 
 /// Where an SSE hub has followed a room's queue to: counters that only grow (until the store is
@@ -345,18 +347,18 @@ pub trait Store: Send + Sync + 'static {
     async fn init_room(
         &self,
         room: &str,
-        defaults: &RoomConfig,
-    ) -> Result<VersionedConfig, StoreError>;
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError>;
 
     /// The room's settings as stored now, with their version (read-your-writes across replicas).
-    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError>;
+    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError>;
 
     /// Applies a settings change in one atomic step and bumps the version; with
     /// `expected_version`, only if the settings are still at that version.
     async fn update_room(
         &self,
         room: &str,
-        patch: &RoomConfigPatch,
+        patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError>;
 
@@ -426,7 +428,7 @@ pub trait Store: Send + Sync + 'static {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &RoomConfig,
+        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError>;
 
     /// Gives up the lease if `holder` has it (on shutdown), so another replica takes over at once.

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::memory::MemoryStore;
-use crate::store::{JoinLimit, OrderClaim, RoomConfig, StoreError};
+use crate::store::{JoinLimit, OrderClaim, Settings, StoreError};
 
 /// A state-changing call as the journal keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,7 +19,7 @@ pub enum Change {
         /// Room slug.
         room: String,
         /// The settings it was created with.
-        defaults: RoomConfig,
+        defaults: Settings,
     },
     /// A join that created a ticket.
     Join {
@@ -81,7 +81,7 @@ pub enum Change {
         /// Room slug.
         room: String,
         /// The settings after the change.
-        config: RoomConfig,
+        config: Settings,
     },
 }
 

@@ -37,8 +37,8 @@ use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
 use super::{
     now_ms, AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
-    OrderClaim, QueueCursor, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh,
-    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
+    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// How a [`DurableStore`] writes.
@@ -281,8 +281,8 @@ impl Store for DurableStore {
     async fn init_room(
         &self,
         room: &str,
-        defaults: &RoomConfig,
-    ) -> Result<VersionedConfig, StoreError> {
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
         self.change(|engine| {
             let (in_force, created) = engine.create_room(room, defaults);
             let change = created.then(|| Change::InitRoom {
@@ -293,14 +293,14 @@ impl Store for DurableStore {
         })
     }
 
-    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
         self.engine.room_settings(room).await
     }
 
     async fn update_room(
         &self,
         room: &str,
-        patch: &RoomConfigPatch,
+        patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
         self.change(|engine| {
@@ -308,7 +308,7 @@ impl Store for DurableStore {
             let change = match &update {
                 SettingsUpdate::Applied(in_force) => Some(Change::UpdateRoom {
                     room: room.to_owned(),
-                    config: in_force.config.clone(),
+                    config: in_force.settings.clone(),
                 }),
                 SettingsUpdate::VersionMismatch(_) => None,
             };
@@ -386,7 +386,7 @@ impl Store for DurableStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &RoomConfig,
+        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
         self.engine.lease(room, holder, lease_ms, defaults).await
     }

@@ -26,7 +26,7 @@ impl Room {
         };
         LeaseOutcome {
             epoch,
-            config: self.versioned(),
+            settings: self.versioned(),
             active: self.active.len() as u64,
         }
     }
@@ -71,7 +71,7 @@ impl Room {
             expired,
             waiting: self.queue.len() as u64,
             active: self.active.len() as u64,
-            config: Some(self.versioned()),
+            settings: Some(self.versioned()),
         }
     }
 

@@ -12,14 +12,14 @@ use vestibule_shared::TicketState;
 
 use super::room::{Room, Settled};
 use crate::ids::token_secret;
-use crate::store::RoomConfig;
+use crate::store::Settings;
 
 /// A room's whole state, in a form that survives a restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoomImage {
     /// The settings in force.
-    pub config: RoomConfig,
+    pub config: Settings,
     /// Settings changes so far (the admin API's `ETag`).
     pub version: u64,
     /// Last arrival sequence handed out.

@@ -22,8 +22,8 @@ use async_trait::async_trait;
 pub use self::room::Room;
 use super::{
     AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
-    QueueCursor, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh, Store,
-    StoreError, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+    QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store,
+    StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.
@@ -57,7 +57,7 @@ impl MemoryStore {
 
     /// Creates `room` with `defaults` unless it exists; the settings in force, and whether this
     /// call created the room.
-    pub fn create_room(&self, room: &str, defaults: &RoomConfig) -> (VersionedConfig, bool) {
+    pub fn create_room(&self, room: &str, defaults: &Settings) -> (VersionedSettings, bool) {
         let mut rooms = lock(&self.rooms);
         let mut created = false;
         let state = rooms.entry(room.to_owned()).or_insert_with(|| {
@@ -115,19 +115,19 @@ impl Store for MemoryStore {
     async fn init_room(
         &self,
         room: &str,
-        defaults: &RoomConfig,
-    ) -> Result<VersionedConfig, StoreError> {
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
         Ok(self.create_room(room, defaults).0)
     }
 
-    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
         self.with_room(room, |state| state.versioned())
     }
 
     async fn update_room(
         &self,
         room: &str,
-        patch: &RoomConfigPatch,
+        patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
         self.with_room(room, |state| state.update(patch, expected_version))
@@ -182,7 +182,7 @@ impl Store for MemoryStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        _defaults: &RoomConfig,
+        _defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
         let clock = super::now_ms();
         self.with_room(room, |state| state.lease(holder, lease_ms, clock))

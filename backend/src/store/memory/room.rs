@@ -16,8 +16,8 @@ use crate::ids::token_secret;
 use crate::store::order_index::OrderIndex;
 use crate::store::{
     gcra, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, OrderClaim, QueueCursor, QueueDelta,
-    RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh, TicketRecord, TokenCheck,
-    TokenUse, VersionedConfig,
+    RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, TicketRecord, TokenCheck,
+    TokenUse, VersionedSettings,
 };
 
 /// A ticket that has left the queue (admitted or ended).
@@ -43,7 +43,7 @@ pub(super) struct Lease {
 /// how a snapshot takes the state quickly, to write it out without holding up changes.
 #[derive(Debug, Clone)]
 pub struct Room {
-    pub(super) config: RoomConfig,
+    pub(super) config: Settings,
     /// Settings changes so far (`If-Match` versions).
     pub(super) version: u64,
     /// Join-limit state per client: the GCRA theoretical arrival time, Unix ms.
@@ -74,7 +74,7 @@ const LEFT_KEPT: usize = 10_000;
 
 impl Room {
     /// An empty room with `config` as its settings (version 0).
-    pub fn new(config: RoomConfig) -> Self {
+    pub fn new(config: Settings) -> Self {
         Self {
             config,
             version: 0,
@@ -168,9 +168,9 @@ impl Room {
     }
 
     /// The settings with their version.
-    pub fn versioned(&self) -> VersionedConfig {
-        VersionedConfig {
-            config: self.config.clone(),
+    pub fn versioned(&self) -> VersionedSettings {
+        VersionedSettings {
+            settings: self.config.clone(),
             version: self.version,
         }
     }
@@ -234,7 +234,7 @@ impl Room {
     /// Applies a settings change (see `Store::update_room`).
     pub fn update(
         &mut self,
-        patch: &RoomConfigPatch,
+        patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> SettingsUpdate {
         if expected_version.is_some_and(|expected| expected != self.version) {

@@ -49,7 +49,7 @@ impl RedisStore {
             expired: *expired as u64,
             waiting: *waiting as u64,
             active: *active as u64,
-            config: parse_versioned(&reply[4..]).ok(),
+            settings: parse_versioned(&reply[4..]).ok(),
         })
     }
 }

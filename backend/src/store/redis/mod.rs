@@ -30,8 +30,8 @@ use redis::{Script, Value};
 use self::reply::as_array;
 use super::{
     AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
-    QueueCursor, RoomConfig, RoomConfigPatch, RoomCounts, SettingsUpdate, SseRefresh, Store,
-    StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedConfig,
+    QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store,
+    StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -72,7 +72,7 @@ struct CachedSecret {
 const SECRET_RECHECK: Duration = Duration::from_secs(5);
 
 /// A room's settings as script arguments: rate, paused (`1`/`0`), TTL in ms, cap (`""` = none).
-pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: &RoomConfig) {
+pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: &Settings) {
     invocation
         .arg(config.admission_rate_per_sec)
         .arg(if config.paused { "1" } else { "0" })
@@ -290,19 +290,19 @@ impl Store for RedisStore {
     async fn init_room(
         &self,
         room: &str,
-        defaults: &RoomConfig,
-    ) -> Result<VersionedConfig, StoreError> {
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
         self.init_room_in_redis(room, defaults).await
     }
 
-    async fn room_settings(&self, room: &str) -> Result<VersionedConfig, StoreError> {
+    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
         self.room_settings_in_redis(room).await
     }
 
     async fn update_room(
         &self,
         room: &str,
-        patch: &RoomConfigPatch,
+        patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
         self.update_room_in_redis(room, patch, expected_version)
@@ -358,7 +358,7 @@ impl Store for RedisStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &RoomConfig,
+        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
         self.lease_in_redis(room, holder, lease_ms, defaults).await
     }

@@ -3,7 +3,7 @@
 use redis::Value;
 use vestibule_shared::TicketState;
 
-use crate::store::{RoomConfig, StoreError, TicketRecord, VersionedConfig};
+use crate::store::{Settings, StoreError, TicketRecord, VersionedSettings};
 
 /// A stored settings version (absent = never changed).
 pub(super) fn version_of(value: &Value) -> Result<u64, StoreError> {
@@ -82,18 +82,18 @@ pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
 }
 
 /// Settings fields `rate, paused, ttl_ms, cap, ver` as stored → versioned settings.
-pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedConfig, StoreError> {
+pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, StoreError> {
     let [settings @ .., version] = fields else {
         return Err(StoreError::Corrupt("room settings need 5 fields".into()));
     };
-    Ok(VersionedConfig {
-        config: parse_config(settings)?,
+    Ok(VersionedSettings {
+        settings: parse_config(settings)?,
         version: version_of(version)?,
     })
 }
 
 /// Settings fields `rate, paused, ttl_ms, cap` as stored (empty = absent) → a config.
-pub(super) fn parse_config(fields: &[Value]) -> Result<RoomConfig, StoreError> {
+pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
     let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
     let [rate, paused, ttl_ms, cap] = text.as_slice() else {
         return Err(StoreError::Corrupt("room settings need 4 fields".into()));
@@ -101,7 +101,7 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<RoomConfig, StoreError> {
     if rate.is_empty() {
         return Err(StoreError::Corrupt("room settings are missing".into()));
     }
-    Ok(RoomConfig {
+    Ok(Settings {
         admission_rate_per_sec: rate
             .parse()
             .map_err(|_| StoreError::Corrupt(format!("rate {rate:?}")))?,

@@ -6,15 +6,15 @@ use redis::Value;
 use super::reply::{as_i64, as_u64, parse_versioned};
 use super::{config_args, fresh_secret, Keys, RedisStore};
 use crate::store::{
-    LeaseOutcome, RoomConfig, RoomConfigPatch, SettingsUpdate, StoreError, VersionedConfig,
+    LeaseOutcome, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
 
 impl RedisStore {
     pub(super) async fn init_room_in_redis(
         &self,
         room: &str,
-        defaults: &RoomConfig,
-    ) -> Result<VersionedConfig, StoreError> {
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
@@ -34,7 +34,7 @@ impl RedisStore {
     pub(super) async fn room_settings_in_redis(
         &self,
         room: &str,
-    ) -> Result<VersionedConfig, StoreError> {
+    ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.connection.clone();
         let fields: Vec<Value> = self
@@ -52,7 +52,7 @@ impl RedisStore {
     pub(super) async fn update_room_in_redis(
         &self,
         room: &str,
-        patch: &RoomConfigPatch,
+        patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
         let keys = Keys::new(room);
@@ -93,7 +93,7 @@ impl RedisStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &RoomConfig,
+        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
         let keys = Keys::new(room);
         // This process's copy of the room secret goes along, so that a Redis restarted without
@@ -117,7 +117,7 @@ impl RedisStore {
         let epoch = as_u64(epoch)?;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
-            config: parse_versioned(settings)?,
+            settings: parse_versioned(settings)?,
             active: as_u64(active)?,
         })
     }

@@ -1,0 +1,170 @@
+//! The bounds of a room's settings — the operator's live knobs: admission rate, token TTL and
+//! active-users cap — in one place.
+//!
+//! The server checks them at start (`--admission-rate`, `--token-ttl-secs`,
+//! `--max-active-users`; clap's ranges come from these consts) and on every admin `PATCH`
+//! ([`RoomSettingsPatch::validate`]). Units are in the names: `_PER_SEC` shoppers per second,
+//! `_SECS` seconds. The bounds are the ones documented in README "Configuration" and in the
+//! OpenAPI schema of [`RoomSettings`](crate::RoomSettings) (a backend test keeps them equal).
+
+use std::fmt;
+use std::ops::RangeInclusive;
+
+use crate::RoomSettingsPatch;
+
+/// Lowest admission rate, shoppers per second (0 admits nobody, like a pause).
+pub const ADMISSION_RATE_PER_SEC_MIN: f64 = 0.0;
+/// Highest admission rate, shoppers per second.
+pub const ADMISSION_RATE_PER_SEC_MAX: f64 = 100_000.0;
+/// Shortest entry token TTL, seconds.
+pub const TOKEN_TTL_SECS_MIN: u64 = 1;
+/// Longest entry token TTL, seconds (one day).
+pub const TOKEN_TTL_SECS_MAX: u64 = 86_400;
+/// Smallest active-users cap (no cap is written as none/`null`, never 0; pause to stop admission).
+pub const MAX_ACTIVE_USERS_MIN: u64 = 1;
+/// Largest active-users cap.
+pub const MAX_ACTIVE_USERS_MAX: u64 = 10_000_000;
+
+/// The token TTL's bounds in seconds (for clap's `value_parser!(u64).range(..)`).
+pub const TOKEN_TTL_SECS: RangeInclusive<u64> = TOKEN_TTL_SECS_MIN..=TOKEN_TTL_SECS_MAX;
+/// The active-users cap's bounds (for clap's `value_parser!(u64).range(..)`).
+pub const MAX_ACTIVE_USERS: RangeInclusive<u64> = MAX_ACTIVE_USERS_MIN..=MAX_ACTIVE_USERS_MAX;
+
+/// Which room setting is out of its bounds; `Display` gives the bounds with their unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingOutOfRange {
+    /// The admission rate is not a number in 0–100000 shoppers/s.
+    AdmissionRate,
+    /// The token TTL is not 1–86400 s.
+    TokenTtl,
+    /// The active-users cap is not 1–10000000.
+    MaxActiveUsers,
+}
+
+impl SettingOutOfRange {
+    /// The field's name in the admin API (camelCase JSON), e.g. `tokenTtlSecs`.
+    pub fn api_field(self) -> &'static str {
+        match self {
+            Self::AdmissionRate => "admissionRatePerSec",
+            Self::TokenTtl => "tokenTtlSecs",
+            Self::MaxActiveUsers => "maxActiveUsers",
+        }
+    }
+}
+
+impl fmt::Display for SettingOutOfRange {
+    /// The bounds, e.g. `1–86400 s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AdmissionRate => write!(
+                f,
+                "{ADMISSION_RATE_PER_SEC_MIN}–{ADMISSION_RATE_PER_SEC_MAX} shoppers/s"
+            ),
+            Self::TokenTtl => write!(f, "{TOKEN_TTL_SECS_MIN}–{TOKEN_TTL_SECS_MAX} s"),
+            Self::MaxActiveUsers => write!(f, "{MAX_ACTIVE_USERS_MIN}–{MAX_ACTIVE_USERS_MAX}"),
+        }
+    }
+}
+
+/// Checks an admission rate (shoppers per second): finite and within the bounds.
+///
+/// # Errors
+/// [`SettingOutOfRange::AdmissionRate`].
+pub fn check_admission_rate(per_sec: f64) -> Result<(), SettingOutOfRange> {
+    let bounds = ADMISSION_RATE_PER_SEC_MIN..=ADMISSION_RATE_PER_SEC_MAX;
+    if per_sec.is_finite() && bounds.contains(&per_sec) {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::AdmissionRate)
+    }
+}
+
+/// Checks an entry token TTL in seconds.
+///
+/// # Errors
+/// [`SettingOutOfRange::TokenTtl`].
+pub fn check_token_ttl_secs(secs: u64) -> Result<(), SettingOutOfRange> {
+    if TOKEN_TTL_SECS.contains(&secs) {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::TokenTtl)
+    }
+}
+
+/// Checks an active-users cap (`None` = no cap, always valid).
+///
+/// # Errors
+/// [`SettingOutOfRange::MaxActiveUsers`].
+pub fn check_max_active_users(cap: Option<u64>) -> Result<(), SettingOutOfRange> {
+    match cap {
+        Some(cap) if !MAX_ACTIVE_USERS.contains(&cap) => Err(SettingOutOfRange::MaxActiveUsers),
+        _ => Ok(()),
+    }
+}
+
+impl RoomSettingsPatch {
+    /// Checks every field present against the bounds of this module (absent fields pass).
+    ///
+    /// # Errors
+    /// The first field out of its bounds, in the order rate, TTL, cap.
+    pub fn validate(&self) -> Result<(), SettingOutOfRange> {
+        if let Some(rate) = self.admission_rate_per_sec {
+            check_admission_rate(rate)?;
+        }
+        if let Some(ttl) = self.token_ttl_secs {
+            check_token_ttl_secs(ttl)?;
+        }
+        if let Some(cap) = self.max_active_users {
+            check_max_active_users(cap)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_inclusive_and_reject_what_lies_outside() {
+        assert!(check_admission_rate(0.0).is_ok());
+        assert!(check_admission_rate(100_000.0).is_ok());
+        for bad in [-0.5, 100_000.5, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                check_admission_rate(bad),
+                Err(SettingOutOfRange::AdmissionRate)
+            );
+        }
+        assert!(check_token_ttl_secs(1).is_ok() && check_token_ttl_secs(86_400).is_ok());
+        assert_eq!(check_token_ttl_secs(0), Err(SettingOutOfRange::TokenTtl));
+        assert_eq!(
+            check_token_ttl_secs(86_401),
+            Err(SettingOutOfRange::TokenTtl)
+        );
+        assert!(check_max_active_users(None).is_ok());
+        assert!(check_max_active_users(Some(10_000_000)).is_ok());
+        assert!(check_max_active_users(Some(0)).is_err());
+        assert!(check_max_active_users(Some(10_000_001)).is_err());
+    }
+
+    #[test]
+    fn a_patch_names_its_first_bad_field_with_the_bounds() {
+        let patch = RoomSettingsPatch {
+            token_ttl_secs: Some(0),
+            max_active_users: Some(Some(0)),
+            ..RoomSettingsPatch::default()
+        };
+        let error = patch.validate().unwrap_err();
+        assert_eq!(error.api_field(), "tokenTtlSecs");
+        assert_eq!(error.to_string(), "1–86400 s");
+        assert_eq!(
+            SettingOutOfRange::AdmissionRate.to_string(),
+            "0–100000 shoppers/s"
+        );
+        let cleared = RoomSettingsPatch {
+            max_active_users: Some(None),
+            ..RoomSettingsPatch::default()
+        };
+        assert_eq!(cleared.validate(), Ok(()));
+    }
+}
