@@ -1,8 +1,11 @@
 //! The HTTP edge's one error type, mapped to the JSON body `{"error": code, "message": …}`.
 //!
 //! Also the extractor wrappers [`Json`] and [`Path`], whose rejections become [`ApiError`] so that
-//! bad input gets the same JSON shape as every other error, and the [`json_error_bodies`]
-//! middleware that gives a JSON body to errors made by layers (405, 408, 413 …).
+//! bad input gets the same JSON shape as every other error, the [`json_error_bodies`]
+//! middleware that gives a JSON body to errors made by layers (405, 408, 413 …), and
+//! [`log_errors`], the one place errors are logged.
+
+use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -172,28 +175,58 @@ pub fn error_response(status: StatusCode, code: &str, message: String) -> Respon
     (status, axum::Json(body)).into_response()
 }
 
+/// The error a response was made from, kept in the response's extensions so that one layer,
+/// [`log_errors`], logs every error (a handler or extractor only returns it).
+#[derive(Debug, Clone)]
+pub struct ErrorReport(pub Arc<ApiError>);
+
 impl IntoResponse for ApiError {
+    /// The JSON body (`ErrorBody`), `Retry-After` for 429, and the error itself as an
+    /// [`ErrorReport`] extension. Logs nothing: [`log_errors`] does.
     fn into_response(self) -> Response {
-        let status = self.status();
-        match &self {
-            Self::Internal(error) => tracing::error!(error = ?error, "internal error"),
-            Self::StoreUnavailable { source } | Self::StoreTimeout { source } => {
-                tracing::warn!(error = %source, "store call failed")
-            }
-            _ => {}
-        }
-        let retry_after = match &self {
-            Self::RateLimited { retry_after_secs } => Some(*retry_after_secs),
-            _ => None,
-        };
-        let mut response = error_response(status, self.code(), self.to_string());
-        if let Some(secs) = retry_after {
+        let mut response = error_response(self.status(), self.code(), self.to_string());
+        if let Self::RateLimited { retry_after_secs } = &self {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
         }
         response
+            .extensions_mut()
+            .insert(ErrorReport(Arc::new(self)));
+        response
     }
+}
+
+/// Logs every error answer once, at a level that fits who must act: 5xx at `error` (our fault:
+/// `internal`, with its cause chain) or `warn` (store outages, with the store's reason), 4xx at
+/// `debug` (the client's mistake). Reads the [`ErrorReport`] an [`ApiError`] leaves on its
+/// response; errors made by layers (408, 413 …) are logged by status alone. Runs inside the
+/// request span, so each line carries the method and the redacted path.
+pub async fn log_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let status = status.as_u16();
+    match response
+        .extensions()
+        .get::<ErrorReport>()
+        .map(|report| &*report.0)
+    {
+        Some(ApiError::Internal(error)) => {
+            tracing::error!(status, error = format!("{error:#}"), "internal error");
+        }
+        Some(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source }) => {
+            tracing::warn!(status, error = %source, "store call failed");
+        }
+        Some(error) => {
+            tracing::debug!(status, code = error.code(), message = %error, "request refused");
+        }
+        None if status >= 500 => tracing::error!(status, "server error"),
+        None => tracing::debug!(status, "request refused"),
+    }
+    response
 }
 
 impl From<JsonRejection> for ApiError {
@@ -294,4 +327,89 @@ pub async fn json_error_bodies(request: Request, next: Next) -> Response {
 /// 404 for paths no route serves.
 pub async fn unknown_endpoint() -> ApiError {
     ApiError::NotFound
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    use axum::body::Body;
+    use axum::routing::get;
+    use axum::Router;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    async fn log_of(path: &str) -> (StatusCode, String) {
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let app = Router::new()
+            .route(
+                "/internal",
+                get(|| async { ApiError::Internal(anyhow::anyhow!("disk on fire")) }),
+            )
+            .route(
+                "/store",
+                get(|| async { ApiError::from(StoreError::Unavailable("refused".into())) }),
+            )
+            .route(
+                "/bad",
+                get(|| async { ApiError::InvalidField("tokenTtlSecs must be 1–86400 s".into()) }),
+            )
+            .route("/ok", get(|| async { "fine" }))
+            .layer(axum::middleware::from_fn(log_errors));
+        let request = Request::builder().uri(path).body(Body::empty()).unwrap();
+        let status = app.oneshot(request).await.unwrap().status();
+        let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        (status, log)
+    }
+
+    #[tokio::test]
+    async fn the_layer_logs_each_error_once_at_its_level() {
+        let (status, log) = log_of("/internal").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(
+            log.contains("ERROR") && log.contains("disk on fire"),
+            "{log}"
+        );
+
+        let (status, log) = log_of("/store").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(log.contains("WARN") && log.contains("refused"), "{log}");
+
+        let (status, log) = log_of("/bad").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(
+            log.contains("DEBUG") && log.contains("invalid_field"),
+            "{log}"
+        );
+
+        let (status, log) = log_of("/ok").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(log, "");
+    }
 }

@@ -37,12 +37,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tower_http::trace::TraceLayer;
 
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::http::error::{json_error_bodies, retry_after, ApiError};
+use crate::http::error::{json_error_bodies, log_errors, retry_after, ApiError};
 use crate::http::token_layer::require_entry_token;
 use crate::state::AppState;
 
@@ -82,6 +82,7 @@ pub fn router(state: AppState) -> Router {
             config.retry_after_secs,
             retry_after,
         ))
+        .layer(middleware::from_fn(log_errors))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
@@ -91,7 +92,8 @@ pub fn router(state: AppState) -> Router {
                         path = %redacted_path(request.uri().path()),
                     )
                 })
-                .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
+                // Every error answer is logged once, with its cause, by `log_errors`.
+                .on_failure(()),
         )
         .with_state(state)
 }
