@@ -10,9 +10,11 @@
 //! - [`OrderRequest`] / [`OrderReceipt`]: the demo checkout behind the entry-token layer.
 //! - [`ErrorBody`] / [`error_code`]: the one error shape of every 4xx/5xx answer.
 //! - [`is_valid_room_slug`]: the room-name rule.
+//! - [`paths`]: the API's paths built from room and ticket id (clients, tests, benchmark).
 
 use serde::{Deserialize, Serialize};
 
+pub mod paths;
 pub mod settings;
 
 #[cfg(feature = "openapi")]
