@@ -1,0 +1,285 @@
+//! Fast in-process tests of the whole HTTP edge: `http::router(state)` over the embedded memory
+//! store, driven with `tower::ServiceExt::oneshot` — no socket, no process, no scheduler.
+//!
+//! Add a test here when it is about what one request gets back (status, JSON error shape,
+//! headers, layers). Tests of the real binary (sockets, Redis, restarts, the page) live in the
+//! black-box suite `tests/tests/`; store semantics in `backend/tests/store_contract.rs`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use axum::Router;
+use clap::Parser as _;
+use serde_json::Value;
+use tower::ServiceExt as _;
+use vestibule::room::RoomRuntime;
+use vestibule::state::AppState;
+use vestibule::store::memory::MemoryStore;
+use vestibule::store::Store;
+use vestibule::Config;
+use vestibule_shared::{error_code, paths, TicketState, TicketStatus, IDEMPOTENCY_KEY_HEADER};
+
+const ADMIN_TOKEN: &str = "router-test-admin-token";
+
+/// Builds an [`AppState`] over a fresh in-memory store, with the rooms initialised.
+struct StateBuilder {
+    args: Vec<String>,
+}
+
+impl StateBuilder {
+    /// Room `main`, no data dir, a known admin token.
+    fn new() -> Self {
+        let args = [
+            "--data-dir",
+            "none",
+            "--rooms",
+            "main",
+            "--admin-token",
+            ADMIN_TOKEN,
+        ];
+        Self {
+            args: args.map(String::from).to_vec(),
+        }
+    }
+
+    /// Adds command-line flags, as `vestibule` would read them.
+    fn flags(mut self, flags: &[&str]) -> Self {
+        self.args.extend(flags.iter().map(|flag| flag.to_string()));
+        self
+    }
+
+    async fn build(self) -> AppState {
+        let config = Config::try_parse_from(std::iter::once("vestibule".into()).chain(self.args))
+            .expect("flags parse");
+        config.validate().expect("valid flags");
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut rooms = HashMap::new();
+        for room in &config.rooms {
+            let in_force = store
+                .init_room(room, &config.default_settings())
+                .await
+                .expect("room initialised");
+            rooms.insert(
+                room.clone(),
+                Arc::new(RoomRuntime::new(room.clone(), in_force)),
+            );
+        }
+        let (_, shutdown) = tokio::sync::watch::channel(false);
+        AppState {
+            store,
+            store_safety: Arc::new(RwLock::new(None)),
+            // As `Application::build`: `--disable-admin` leaves no token to match.
+            admin_token: config
+                .admin_token
+                .clone()
+                .filter(|_| !config.disable_admin)
+                .map(Arc::new),
+            config: Arc::new(config),
+            rooms: Arc::new(rooms),
+            metrics: vestibule::telemetry::metrics_handle(),
+            shutdown,
+        }
+    }
+
+    async fn router(self) -> Router {
+        vestibule::http::router(self.build().await)
+    }
+}
+
+/// One request through the router: status, headers and the body as JSON (`Null` when empty).
+async fn call(app: &Router, request: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+    };
+    (status, headers, json)
+}
+
+fn request(method: Method, path: &str) -> axum::http::request::Builder {
+    Request::builder().method(method).uri(path)
+}
+
+/// Asserts the one error shape `{"error": code, "message": …}` with the given code.
+fn assert_error(body: &Value, code: &str) {
+    assert_eq!(body["error"], code, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(
+        error_code::ALL.contains(&code),
+        "{code} is not a documented code"
+    );
+}
+
+#[tokio::test]
+async fn a_join_is_found_again_by_its_poll_and_by_its_key() {
+    let app = StateBuilder::new().router().await;
+    let join = || {
+        request(Method::POST, &paths::tickets("main"))
+            .header(IDEMPOTENCY_KEY_HEADER, "router-key-1")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, headers, body) = call(&app, join()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let joined: TicketStatus = serde_json::from_value(body).unwrap();
+    assert_eq!(joined.status, TicketState::Waiting);
+    assert_eq!(joined.position, Some(1));
+    assert_eq!(
+        headers[header::LOCATION],
+        paths::ticket("main", &joined.ticket_id)
+    );
+
+    let poll = request(Method::GET, &paths::ticket("main", &joined.ticket_id))
+        .body(Body::empty())
+        .unwrap();
+    let (status, headers, body) = call(&app, poll).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+    let polled: TicketStatus = serde_json::from_value(body).unwrap();
+    assert_eq!(polled.ticket_id, joined.ticket_id);
+    assert_eq!(polled.position, Some(1));
+
+    let (status, _, body) = call(&app, join()).await;
+    assert_eq!(status, StatusCode::OK, "a retried join finds its ticket");
+    assert_eq!(body["ticketId"], joined.ticket_id.as_str());
+}
+
+#[tokio::test]
+async fn an_unknown_room_is_a_json_404() {
+    let app = StateBuilder::new().router().await;
+    for request in [
+        request(Method::POST, &paths::tickets("nope")),
+        request(Method::GET, &paths::room("nope")),
+    ] {
+        let (status, _, body) = call(&app, request.body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_error(&body, error_code::ROOM_NOT_FOUND);
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_ticket_id_or_body_is_a_json_400() {
+    let app = StateBuilder::new().router().await;
+    let (status, _, body) = call(
+        &app,
+        request(Method::GET, &paths::ticket("main", "not-an-id"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, error_code::BAD_REQUEST);
+
+    let (status, _, body) = call(
+        &app,
+        request(Method::PATCH, &paths::admin_room("main"))
+            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from("{\"paused\": tru"))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, error_code::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_setting_out_of_its_bounds_is_refused_naming_the_field_and_bounds() {
+    let app = StateBuilder::new().router().await;
+    let (status, _, body) = call(
+        &app,
+        request(Method::PATCH, &paths::admin_room("main"))
+            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"tokenTtlSecs": 86401}"#))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, error_code::INVALID_FIELD);
+    assert_eq!(body["message"], "tokenTtlSecs must be 1–86400 s", "{body}");
+
+    let (status, _, body) = call(
+        &app,
+        request(Method::PATCH, &paths::admin_room("main"))
+            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(
+                r#"{"tokenTtlSecs": 86400, "maxActiveUsers": null}"#,
+            ))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["tokenTtlSecs"], 86_400);
+    assert!(body["maxActiveUsers"].is_null());
+}
+
+#[tokio::test]
+async fn unknown_endpoints_and_methods_answer_json() {
+    let app = StateBuilder::new().router().await;
+    let (status, _, body) = call(
+        &app,
+        request(Method::GET, "/api/v1/no-such-thing")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&body, error_code::NOT_FOUND);
+
+    let (status, headers, body) = call(
+        &app,
+        request(Method::PUT, &paths::tickets("main"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_error(&body, error_code::METHOD_NOT_ALLOWED);
+    assert!(headers.contains_key(header::ALLOW), "{headers:?}");
+}
+
+#[tokio::test]
+async fn a_protected_path_without_an_entry_token_is_refused() {
+    let app = StateBuilder::new().router().await;
+    let (status, _, body) = call(
+        &app,
+        request(Method::POST, &paths::orders("main"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_error(&body, error_code::TOKEN_MISSING);
+}
+
+#[tokio::test]
+async fn the_admin_api_turned_off_answers_403_even_to_the_right_token() {
+    let app = StateBuilder::new()
+        .flags(&["--disable-admin"])
+        .router()
+        .await;
+    let (status, _, body) = call(
+        &app,
+        request(Method::GET, &paths::admin_room("main"))
+            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_error(&body, error_code::FORBIDDEN);
+}
