@@ -1,0 +1,22 @@
+//! The core promises of Vestibule, each proven against the real binary on both stores.
+//!
+//! One test binary (link time), one file per feature: add a test to the file of its feature, or a
+//! new `mod` here.
+
+mod admission;
+mod bad_input;
+mod configuration;
+mod joins;
+mod outage;
+mod polls;
+mod sse;
+mod tokens;
+
+use serde_json::json;
+use vestibule_tests::{Backend, TestApp};
+
+async fn paused_app(backend: Backend, extra: &[&str]) -> TestApp {
+    let app = TestApp::spawn(backend, extra).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    app
+}

@@ -1,0 +1,192 @@
+//! Server-sent events: a ticket's stream follows leaves, admissions and pauses exactly.
+
+use crate::paused_app;
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_tests::{both_stores, Backend};
+
+both_stores!(
+    sse_streams_status_until_admission,
+    sse_positions_follow_leaves_admissions_and_pauses_exactly,
+);
+
+async fn sse_streams_status_until_admission(backend: Backend) {
+    use futures_util::StreamExt;
+    let app = paused_app(backend, &["--sse-refresh-ms", "100"]).await;
+    let (_, ticket) = app.join("main", None).await;
+    let response = app
+        .client
+        .get(app.url(&format!(
+            "/api/v1/rooms/main/tickets/{}/events",
+            ticket.ticket_id
+        )))
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .expect("SSE");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+    let mut stream = response.bytes_stream();
+    let mut text = String::new();
+    let mut resumed = false;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline.into(), stream.next()).await {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if !resumed && text.contains("\"WAITING\"") {
+            app.patch_room("main", json!({"paused": false})).await;
+            resumed = true;
+        }
+    }
+    let statuses: Vec<TicketStatus> = text
+        .split("\n\n")
+        .filter(|block| block.lines().any(|line| line == "event: status"))
+        .filter_map(|block| block.lines().find_map(|line| line.strip_prefix("data:")))
+        .map(|data| serde_json::from_str(data.trim()).expect("TicketStatus JSON"))
+        .collect();
+    assert!(text.contains("event: status"), "{text}");
+    // 10 s without news: a keep-alive the browser can see (a comment never reaches the page).
+    assert!(text.contains("event: keepalive\ndata: {}\n"), "{text}");
+    assert!(text.contains("id: 0") && text.contains("id: 1"), "{text}");
+    assert_eq!(
+        statuses.first().map(|s| s.status),
+        Some(TicketState::Waiting)
+    );
+    assert_eq!(
+        statuses.last().map(|s| s.status),
+        Some(TicketState::TokenIssued),
+        "{text}"
+    );
+}
+
+/// Reads `status` events from an open SSE response until `done` or the deadline.
+async fn read_events(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    buffer: &mut String,
+    deadline: Instant,
+    done: impl Fn(&TicketStatus) -> bool,
+) -> Vec<TicketStatus> {
+    use futures_util::StreamExt;
+    let mut events = Vec::new();
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            // `event: keepalive` blocks carry no status.
+            if !block.lines().any(|line| line.trim_end() == "event: status") {
+                continue;
+            }
+            if let Some(data) = block.lines().find_map(|line| line.strip_prefix("data:")) {
+                let status: TicketStatus = serde_json::from_str(data.trim()).expect("TicketStatus");
+                let finished = done(&status);
+                events.push(status);
+                if finished {
+                    return events;
+                }
+            }
+        }
+        match tokio::time::timeout_at(deadline.into(), stream.next()).await {
+            Ok(Some(Ok(chunk))) => buffer.push_str(&String::from_utf8_lossy(&chunk)),
+            _ => return events,
+        }
+    }
+}
+
+async fn sse_positions_follow_leaves_admissions_and_pauses_exactly(backend: Backend) {
+    let app = paused_app(
+        backend,
+        &["--sse-refresh-ms", "100", "--admission-rate", "4"],
+    )
+    .await;
+    let mut tickets = Vec::new();
+    for _ in 0..8 {
+        tickets.push(app.join("main", None).await.1);
+    }
+    let watched = &tickets[7];
+    let response = app
+        .client
+        .get(app.url(&format!(
+            "/api/v1/rooms/main/tickets/{}/events",
+            watched.ticket_id
+        )))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("SSE");
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    let deadline = Instant::now() + Duration::from_secs(25);
+    let first = read_events(&mut stream, &mut buffer, deadline, |_| true).await;
+    assert_eq!(first[0].position, Some(8));
+    // Two shoppers ahead leave: the stream says 6 without being polled.
+    app.leave("main", &tickets[1].ticket_id).await;
+    app.leave("main", &tickets[4].ticket_id).await;
+    let after_leaves = read_events(&mut stream, &mut buffer, deadline, |s| {
+        s.position == Some(6)
+    })
+    .await;
+    assert_eq!(
+        after_leaves.last().and_then(|s| s.position),
+        Some(6),
+        "{after_leaves:?}"
+    );
+    // Resume: positions fall one admission at a time to the token, never rising, each exact.
+    app.patch_room("main", json!({"paused": false})).await;
+    let events = read_events(&mut stream, &mut buffer, deadline, |s| {
+        s.status == TicketState::TokenIssued
+    })
+    .await;
+    assert_eq!(
+        events.last().map(|s| s.status),
+        Some(TicketState::TokenIssued),
+        "{events:?}"
+    );
+    let positions: Vec<u64> = events.iter().filter_map(|s| s.position).collect();
+    println!("positions {positions:?}");
+    assert!(
+        positions.windows(2).all(|w| w[1] < w[0]),
+        "positions rose or repeated: {positions:?}"
+    );
+    assert!(events
+        .iter()
+        .any(|s| s.room_state == vestibule_shared::RoomState::Open));
+    // Another stream of a waiting ticket sees a pause as a change of its ETA and room state.
+    let (_, late) = app.join("main", None).await;
+    app.patch_room("main", json!({"paused": true, "admissionRatePerSec": 4}))
+        .await;
+    let response = app
+        .client
+        .get(app.url(&format!(
+            "/api/v1/rooms/main/tickets/{}/events",
+            late.ticket_id
+        )))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("SSE");
+    let mut stream = response.bytes_stream();
+    let mut buffer = String::new();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let opened = read_events(&mut stream, &mut buffer, deadline, |_| true).await;
+    assert_eq!(opened[0].room_state, vestibule_shared::RoomState::Paused);
+    app.patch_room(
+        "main",
+        json!({"paused": false, "admissionRatePerSec": 0.001}),
+    )
+    .await;
+    let resumed = read_events(&mut stream, &mut buffer, deadline, |s| {
+        s.room_state == vestibule_shared::RoomState::Open
+    })
+    .await;
+    let last = resumed.last().expect("an event after the resume");
+    assert_eq!(last.room_state, vestibule_shared::RoomState::Open);
+    assert!(
+        last.eta_seconds.is_some(),
+        "a resumed room has an ETA again"
+    );
+}

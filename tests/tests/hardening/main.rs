@@ -1,0 +1,11 @@
+//! Hardening: each promise of the README's "Guarantees" proven by injecting the fault.
+//!
+//! One test binary (link time), one file per promise: add a test to the file of its promise, or a
+//! new `mod` here.
+
+mod abuse;
+mod failover;
+mod hostile_input;
+mod outage;
+mod persistence;
+mod secrets;

@@ -1,0 +1,140 @@
+//! 1. Store outage policy: fast 503s under load, service back within 2 s, the `pass` policy.
+
+use reqwest::StatusCode;
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vestibule_tests::{Backend, RedisServer, TestApp};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_under_load_gives_fast_503s_and_service_resumes_within_2_s() {
+    let mut redis = RedisServer::start();
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &["--store-timeout-ms", "500"]).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let (_, keeper) = app.join("main", None).await;
+    let app = Arc::new(app);
+    let stop = Arc::new(AtomicBool::new(false));
+    let slowest_ms = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (app, stop, slowest_ms) = (app.clone(), stop.clone(), slowest_ms.clone());
+        let keeper = keeper.ticket_id.clone();
+        workers.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let status = match app
+                    .client
+                    .get(app.url(&format!("/api/v1/rooms/main/tickets/{keeper}")))
+                    .send()
+                    .await
+                {
+                    Ok(response) => {
+                        let status = response.status();
+                        if status == StatusCode::SERVICE_UNAVAILABLE {
+                            assert!(response.headers().contains_key("retry-after"));
+                        }
+                        status
+                    }
+                    Err(error) => panic!("no answer during the outage: {error}"),
+                };
+                slowest_ms.fetch_max(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+                seen.push(status);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            seen
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis.stop(); // SIGKILL
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Protected paths reject while the store is down (default policy).
+    let (status, body) = app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    // Bring Redis back on the same socket (no persistence: it comes back empty).
+    redis.restart();
+    let back = Instant::now();
+    let resumed_after = loop {
+        let (status, _) = app.get_json("/readyz").await;
+        let joined = app
+            .client
+            .post(app.url("/api/v1/rooms/main/tickets"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status == StatusCode::OK && joined == StatusCode::CREATED {
+            break back.elapsed();
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "not serving 5 s after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    stop.store(true, Ordering::Relaxed);
+    let mut statuses = HashSet::new();
+    for worker in workers {
+        statuses.extend(worker.await.unwrap());
+    }
+    println!(
+        "outage statuses {statuses:?}; slowest {} ms; resumed after {resumed_after:?}",
+        slowest_ms.load(Ordering::Relaxed)
+    );
+    assert!(statuses.contains(&StatusCode::SERVICE_UNAVAILABLE));
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.as_u16() < 500 || *s == StatusCode::SERVICE_UNAVAILABLE),
+        "{statuses:?}"
+    );
+    assert!(
+        slowest_ms.load(Ordering::Relaxed) < 2000,
+        "an answer took {} ms",
+        slowest_ms.load(Ordering::Relaxed)
+    );
+    assert!(
+        resumed_after < Duration::from_secs(2),
+        "resumed after {resumed_after:?}"
+    );
+    assert!(!app.log().contains("panicked"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pass_policy_keeps_checkout_open_while_the_store_is_down() {
+    let mut app = TestApp::spawn(
+        Backend::Redis,
+        &[
+            "--rooms",
+            "main,flash",
+            "--outage-policy",
+            "reject,flash=pass",
+            "--store-timeout-ms",
+            "300",
+        ],
+    )
+    .await;
+    // While the store is up a made-up token is refused everywhere.
+    assert_eq!(
+        app.order("flash", Some("flash.AAAAAAAAAAAAAAAAAAAAAA"))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    app.redis.as_mut().unwrap().stop();
+    let (status, body) = app
+        .order("flash", Some("flash.AAAAAAAAAAAAAAAAAAAAAA"))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "pass room: {body}");
+    // The reject room refuses: 503, or 504 while the connection that just broke is in doubt.
+    let (status, body) = app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA")).await;
+    assert!(
+        matches!(
+            (status.as_u16(), body["error"].as_str()),
+            (503, Some("store_unavailable")) | (504, Some("store_timeout"))
+        ),
+        "reject room: {status} {body}"
+    );
+}
