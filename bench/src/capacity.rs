@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::Method;
-use vestibule_shared::TicketStatus;
+use vestibule_shared::{paths, TicketStatus};
 
 use crate::baselines::Ceilings;
 use crate::http::{short, HttpClient};
@@ -210,7 +210,7 @@ pub async fn join_keeping_id(
     key: &str,
     ids: &Mutex<Vec<String>>,
 ) -> Result<(), String> {
-    let path = format!("/api/v1/rooms/{room}/tickets");
+    let path = paths::tickets(room);
     let answer = client
         .send(Method::POST, &path, &[("idempotency-key", key)], None)
         .await
@@ -232,7 +232,7 @@ pub async fn join_keeping_id(
 /// The request failed or was answered otherwise.
 pub async fn poll_once(client: &HttpClient, room: &str, id: &str) -> Result<(), String> {
     let answer = client
-        .get(&format!("/api/v1/rooms/{room}/tickets/{id}"))
+        .get(&paths::ticket(room, id))
         .await
         .map_err(|e| format!("{e:#}"))?;
     if answer.status.is_success() {

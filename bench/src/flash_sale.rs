@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hyper::Method;
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus};
 
 use crate::http::{HttpClient, SharedHistogram};
 use crate::sse::SseStream;
@@ -189,7 +189,7 @@ async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Sh
         ..Shopper::default()
     };
     let key = format!("bench-shopper-{n}");
-    let path = format!("/api/v1/rooms/{}/tickets", shared.room);
+    let path = paths::tickets(&shared.room);
     me.join_sent_us = shared.micros();
     let mut status: Option<TicketStatus> = None;
     let mut last_error = String::new();
@@ -258,7 +258,7 @@ async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Sh
                     .client
                     .send(
                         Method::POST,
-                        &format!("/api/v1/rooms/{}/orders", shared.room),
+                        &paths::orders(&shared.room),
                         &[("x-entry-token", &token)],
                         Some(r#"{"sku":"bench-item","quantity":1}"#),
                     )

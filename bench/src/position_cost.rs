@@ -3,6 +3,7 @@
 //! waiting shopper for the queue entry alone.
 
 use std::sync::Arc;
+use vestibule_shared::paths;
 
 use crate::http::{short, HttpClient};
 use crate::load::{open_loop, LoadResult};
@@ -120,7 +121,7 @@ fn poll(
         let id = ids[n as usize % ids.len()].clone();
         Box::pin(async move {
             let answer = client
-                .get(&format!("/api/v1/rooms/{ROOM}/tickets/{id}"))
+                .get(&paths::ticket(ROOM, &id))
                 .await
                 .map_err(|e| format!("{e:#}"))?;
             if !answer.status.is_success() {

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use vestibule_shared::paths;
 
 use crate::analysis::{fifo_discordance, quantile, rate_fit, ticks};
 use crate::flash_sale::{self, FlashSalePlan};
@@ -129,7 +130,9 @@ pub async fn run(
             admitted_at.insert(id.as_str(), exp - ttl_ms);
         }
     }
-    let metrics = HttpClient::new(&server.base(), 2).get("/metrics").await?;
+    let metrics = HttpClient::new(&server.base(), 2)
+        .get(paths::METRICS)
+        .await?;
     let metrics = String::from_utf8_lossy(&metrics.body).into_owned();
 
     let shoppers = &sale.shoppers;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use vestibule_shared::TicketState;
+use vestibule_shared::{paths, TicketState};
 
 use crate::http::{short, HttpClient};
 use crate::position_cost::fmt_count;
@@ -131,7 +131,7 @@ pub async fn run(
             let permit = opening.clone().acquire_owned().await?;
             let n = opened;
             let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (n / STREAMS_PER_SOURCE) as u8));
-            let path = format!("/api/v1/rooms/{ROOM}/tickets/{}/events", ids[n as usize]);
+            let path = paths::events(ROOM, &ids[n as usize]);
             let counts = counts.clone();
             let server_addr = server.addr;
             streams.spawn(async move {
@@ -371,7 +371,7 @@ async fn bare_axum_floor(count: u64) -> anyhow::Result<(u64, f64)> {
 }
 
 async fn server_stream_gauge(client: &HttpClient) -> f64 {
-    let Ok(answer) = client.get("/metrics").await else {
+    let Ok(answer) = client.get(paths::METRICS).await else {
         return 0.0;
     };
     let text = String::from_utf8_lossy(&answer.body);

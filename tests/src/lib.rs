@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use vestibule_shared::TicketStatus;
+use vestibule_shared::{paths, TicketStatus};
 
 /// The admin token every [`TestApp`] is started with.
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
@@ -347,9 +347,7 @@ impl TestApp {
 
     /// Joins `room`, with an `Idempotency-Key` when given.
     pub async fn join(&self, room: &str, key: Option<&str>) -> (StatusCode, TicketStatus) {
-        let mut request = self
-            .client
-            .post(self.url(&format!("/api/v1/rooms/{room}/tickets")));
+        let mut request = self.client.post(self.url(&paths::tickets(room)));
         if let Some(key) = key {
             request = request.header("Idempotency-Key", key);
         }
@@ -363,9 +361,7 @@ impl TestApp {
 
     /// Polls a ticket (panics unless 200).
     pub async fn poll(&self, room: &str, ticket_id: &str) -> TicketStatus {
-        let (status, body) = self
-            .get_json(&format!("/api/v1/rooms/{room}/tickets/{ticket_id}"))
-            .await;
+        let (status, body) = self.get_json(&paths::ticket(room, ticket_id)).await;
         assert_eq!(status, StatusCode::OK, "poll answered {body}");
         serde_json::from_value(body).expect("TicketStatus")
     }
@@ -373,7 +369,7 @@ impl TestApp {
     /// Leaves the queue; returns the status code.
     pub async fn leave(&self, room: &str, ticket_id: &str) -> StatusCode {
         self.client
-            .delete(self.url(&format!("/api/v1/rooms/{room}/tickets/{ticket_id}")))
+            .delete(self.url(&paths::ticket(room, ticket_id)))
             .send()
             .await
             .expect("leave request")
@@ -392,7 +388,7 @@ impl TestApp {
     pub async fn patch_room(&self, room: &str, patch: Value) -> Value {
         let response = self
             .client
-            .patch(self.url(&format!("/api/v1/admin/rooms/{room}")))
+            .patch(self.url(&paths::admin_room(room)))
             .bearer_auth(ADMIN_TOKEN)
             .json(&patch)
             .send()
@@ -408,7 +404,7 @@ impl TestApp {
     pub async fn order(&self, room: &str, token: Option<&str>) -> (StatusCode, Value) {
         let mut request = self
             .client
-            .post(self.url(&format!("/api/v1/rooms/{room}/orders")))
+            .post(self.url(&paths::orders(room)))
             .json(&serde_json::json!({"sku": "sneaker-42", "quantity": 1}));
         if let Some(token) = token {
             request = request.header("X-Entry-Token", token);
@@ -421,7 +417,7 @@ impl TestApp {
     /// The Prometheus text of `/metrics`.
     pub async fn metrics(&self) -> String {
         self.client
-            .get(self.url("/metrics"))
+            .get(self.url(paths::METRICS))
             .send()
             .await
             .expect("metrics")
@@ -455,8 +451,7 @@ impl TestApp {
 
     /// A join request for `room` to complete with headers (`send()` it).
     pub fn join_request(&self, room: &str) -> reqwest::RequestBuilder {
-        self.client
-            .post(self.url(&format!("/api/v1/rooms/{room}/tickets")))
+        self.client.post(self.url(&paths::tickets(room)))
     }
 
     /// Joins `room` without a key and waits up to 5 s for the entry token; the ticket as
@@ -516,7 +511,7 @@ impl TestApp {
     ) -> reqwest::Response {
         let mut request = self
             .client
-            .post(self.url(&format!("/api/v1/rooms/{room}/orders")))
+            .post(self.url(&paths::orders(room)))
             .header("X-Entry-Token", token)
             .json(&serde_json::json!({"sku": "sneaker-42", "quantity": quantity}));
         if let Some(key) = key {

@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use vestibule_shared::paths;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
@@ -449,12 +450,12 @@ async fn the_waiting_view_speaks_korean_and_a_shopper_can_leave() {
         !t.is_empty()
     })
     .await;
-    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 42);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 42);
     // Leaving gives the place up on the server and offers to join again.
     click(&browser, "#leave-line").await;
     click(&browser, "#leave-confirm").await;
     wait_for_ticket_state(&browser, "LEFT", Duration::from_secs(10)).await;
-    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 41);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 41);
     // Joining again takes the last place; focus goes to the status it changes.
     click(&browser, "#join-again").await;
     assert_eq!(focused_id(&browser).await, "status");

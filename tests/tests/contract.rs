@@ -8,6 +8,7 @@
 //! document.
 
 use std::process::Command;
+use vestibule_shared::paths;
 
 use serde_json::json;
 use vestibule_tests::{python_tool, workspace_root, Backend, TestApp, ADMIN_TOKEN};
@@ -30,7 +31,7 @@ async fn the_document_survives_schemathesis(backend: Backend) {
     let app = TestApp::spawn(backend, &["--token-ttl-secs", "1"]).await;
     let config = workspace_root().join("tests/schemathesis.toml");
     let schemathesis = python_tool("schemathesis");
-    let document = app.url("/api/v1/openapi.json");
+    let document = app.url(paths::OPENAPI);
     let base = app.base.clone();
     // Schemathesis keeps a cache in its working folder: not in the checkout.
     let scratch = tempfile::tempdir().unwrap();
@@ -110,7 +111,7 @@ async fn a_python_client_built_from_the_document_polls_streams_and_is_admitted()
     }
     let resume = {
         let client = app.client.clone();
-        let url = app.url("/api/v1/admin/rooms/main");
+        let url = app.url(&paths::admin_room("main"));
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(3)).await;
             client
@@ -134,17 +135,17 @@ async fn a_python_client_built_from_the_document_can_leave_the_line() {
     app.patch_room("main", json!({"paused": true})).await;
     let summary = python_client(&app, &["--polls", "1", "--leave"]).await;
     assert_eq!(summary["final"], "LEFT", "{summary}");
-    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 0);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_method_a_route_does_not_take_gets_405_even_behind_the_token_layer() {
     let app = TestApp::spawn(Backend::Memory, &[]).await;
     for (method, path) in [
-        (reqwest::Method::GET, "/api/v1/rooms/main/orders"),
-        (reqwest::Method::DELETE, "/api/v1/rooms/main/orders"),
-        (reqwest::Method::PUT, "/api/v1/rooms/main/tickets"),
-        (reqwest::Method::POST, "/api/v1/rooms/main"),
+        (reqwest::Method::GET, &paths::orders("main")),
+        (reqwest::Method::DELETE, &paths::orders("main")),
+        (reqwest::Method::PUT, &paths::tickets("main")),
+        (reqwest::Method::POST, &paths::room("main")),
     ] {
         let answer = app
             .client

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
-use vestibule_shared::TicketState;
+use vestibule_shared::{paths, TicketState};
 use vestibule_tests::{vestibule_command, TestApp, ADMIN_TOKEN};
 
 /// Starts the binary on the data dir `dir` with the admission stopped (rate 0).
@@ -28,7 +28,7 @@ async fn crash(mut app: TestApp) {
 async fn etag(app: &TestApp) -> String {
     let response = app
         .client
-        .get(app.url("/api/v1/admin/rooms/main"))
+        .get(app.url(&paths::admin_room("main")))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
@@ -41,7 +41,7 @@ async fn a_killed_process_restarted_on_its_data_dir_keeps_places_tokens_orders_a
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("data");
     let app = start(&dir).await;
-    assert_eq!(app.get_json("/readyz").await.1["store"], "durable");
+    assert_eq!(app.get_json(paths::READYZ).await.1["store"], "durable");
     let mut tickets = Vec::new();
     for i in 0..5 {
         let (status, ticket) = app.join("main", Some(&format!("key-{i}"))).await;
@@ -122,7 +122,7 @@ async fn a_kill_during_a_join_storm_loses_no_answered_join() {
                 let key = format!("w{worker}-{i}");
                 let request = app
                     .client
-                    .post(app.url("/api/v1/rooms/main/tickets"))
+                    .post(app.url(&paths::tickets("main")))
                     .header("Idempotency-Key", &key)
                     .send()
                     .await;

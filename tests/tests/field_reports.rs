@@ -12,14 +12,14 @@ use futures_util::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
-use vestibule_shared::TicketState;
+use vestibule_shared::{paths, TicketState};
 use vestibule_tests::{both_stores, python_tool, vestibule_command, Backend, RedisServer, TestApp};
 
 /// An unkeyed join; its status code and `Retry-After` (seconds) when present.
 async fn plain_join(app: &TestApp) -> (u16, Option<u64>) {
     let response = app
         .client
-        .post(app.url("/api/v1/rooms/main/tickets"))
+        .post(app.url(&paths::tickets("main")))
         .send()
         .await
         .expect("join");
@@ -87,7 +87,7 @@ async fn concurrent_copies_of_one_keyed_join_leave_one_place(backend: Backend) {
     assert_eq!(ids.len(), 1, "one key, several tickets: {ids:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 1);
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 15);
-    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 1);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 1);
 }
 
 /// A small Python program using `requests` with urllib3's standard `Retry` (503/504 retried,
@@ -124,7 +124,7 @@ async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_re
     let python = tokio::process::Command::new(python_tool("python"))
         .arg("-c")
         .arg(PYTHON_RETRYING_ORDER)
-        .arg(app.url("/api/v1/rooms/main/orders"))
+        .arg(app.url(&paths::orders("main")))
         .arg(&token)
         .arg("retry-me-1")
         .stdout(Stdio::piped())
@@ -189,17 +189,13 @@ async fn after_a_store_stall_every_answer_belongs_to_the_shopper_who_asked() {
         assert_eq!(ticket.position, Some(i as u64 + 1));
         tickets.push(ticket.ticket_id);
     }
-    let poll = |id: &str| {
-        app.client
-            .get(app.url(&format!("/api/v1/rooms/main/tickets/{id}")))
-            .send()
-    };
+    let poll = |id: &str| app.client.get(app.url(&paths::ticket("main", id))).send();
     let redis = app.redis.as_ref().unwrap();
     redis.pause();
     let stalled_polls = join_all(tickets.iter().map(|id| poll(id))).await;
     let stalled_joins = join_all((0..SHOPPERS).map(|i| {
         app.client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .header("Idempotency-Key", format!("late-{i}"))
             .send()
     }))
@@ -236,7 +232,7 @@ async fn after_a_store_stall_every_answer_belongs_to_the_shopper_who_asked() {
         assert_eq!(again.ticket_id, ticket.ticket_id);
     }
     assert_eq!(
-        app.get_json("/api/v1/rooms/main").await.1["waiting"],
+        app.get_json(&paths::room("main")).await.1["waiting"],
         2 * SHOPPERS
     );
 }
@@ -293,7 +289,7 @@ async fn curl_join(app: &TestApp, headers: &[&str]) -> u16 {
         command.args(["-H", header]);
     }
     let output = command
-        .arg(app.url("/api/v1/rooms/main/tickets"))
+        .arg(app.url(&paths::tickets("main")))
         .output()
         .await
         .expect("curl runs");
@@ -396,10 +392,7 @@ async fn sigterm_ends_the_process_within_the_grace_while_an_sse_follower_keeps_r
     let (_, ticket) = app.join("main", None).await;
     let mut curl = tokio::process::Command::new("curl")
         .args(["-sN", "-H", "Accept: text/event-stream"])
-        .arg(app.url(&format!(
-            "/api/v1/rooms/main/tickets/{}/events",
-            ticket.ticket_id
-        )))
+        .arg(app.url(&paths::events("main", &ticket.ticket_id)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -493,7 +486,7 @@ async fn without_config_an_evicting_redis_is_still_reported_and_a_safe_one_still
         .cli(&["CONFIG", "GET", "save"])
         .contains("unknown command"));
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
-    let (status, ready) = app.get_json("/readyz").await;
+    let (status, ready) = app.get_json(paths::READYZ).await;
     println!("/readyz {status}: {ready}");
     assert_eq!(status, StatusCode::OK);
     assert_eq!(ready["redis"]["maxmemoryPolicy"], "volatile-lru", "{ready}");
@@ -577,7 +570,7 @@ async fn a_redis_whose_snapshot_schedule_cannot_be_read_is_not_reported_as_keepi
         "",
     ]);
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
-    let (status, ready) = app.get_json("/readyz").await;
+    let (status, ready) = app.get_json(paths::READYZ).await;
     println!("/readyz {status}: {ready}");
     assert_eq!(status, StatusCode::OK);
     assert!(ready["redis"]["rdbSave"].is_null(), "{ready}");

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use vestibule_shared::TicketState;
+use vestibule_shared::{paths, TicketState};
 use vestibule_tests::{vestibule_command, Backend, RedisServer, TestApp};
 
 // ---------------------------------------------------------------------------------------------
@@ -28,7 +28,7 @@ async fn a_redis_that_may_evict_keys_is_reported_at_start_in_readyz_and_in_metri
         "no warning at start:\n{}",
         app.log()
     );
-    let (status, ready) = app.get_json("/readyz").await;
+    let (status, ready) = app.get_json(paths::READYZ).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(ready["redis"]["maxmemoryPolicy"], "volatile-lru", "{ready}");
     assert_eq!(ready["redis"]["maxmemoryBytes"], 8 * 1024 * 1024);
@@ -47,7 +47,7 @@ async fn a_redis_that_may_evict_keys_is_reported_at_start_in_readyz_and_in_metri
     redis.cli(&["CONFIG", "SET", "appendonly", "yes"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let (_, ready) = app.get_json("/readyz").await;
+        let (_, ready) = app.get_json(paths::READYZ).await;
         if ready["warnings"].as_array().is_some_and(Vec::is_empty) {
             assert_eq!(ready["redis"]["maxmemoryPolicy"], "noeviction");
             break;
@@ -96,7 +96,7 @@ async fn a_full_noeviction_redis_refuses_new_work_with_503_and_loses_nothing() {
     let filled = redis.fill_to_limit();
     let response = app
         .client
-        .post(app.url("/api/v1/rooms/main/tickets"))
+        .post(app.url(&paths::tickets("main")))
         .send()
         .await
         .unwrap();
@@ -125,10 +125,10 @@ async fn stalled_reader(app: &TestApp, count: usize) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stream = socket.connect(address).await.unwrap();
-    let request = b"GET /api/v1/openapi.json HTTP/1.1\r\nHost: test\r\n\r\n";
+    let request = format!("GET {} HTTP/1.1\r\nHost: test\r\n\r\n", paths::OPENAPI);
     let mut pipelined = Vec::with_capacity(request.len() * count);
     for _ in 0..count {
-        pipelined.extend_from_slice(request);
+        pipelined.extend_from_slice(request.as_bytes());
     }
     // The server stops reading once its answers back up; write what it takes.
     let _ = tokio::time::timeout(Duration::from_secs(2), stream.write_all(&pipelined)).await;
@@ -165,7 +165,7 @@ async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
     let mut stalled = stalled_reader(&app, 1500).await;
     let document_bytes = app
         .client
-        .get(app.url("/api/v1/openapi.json"))
+        .get(app.url(paths::OPENAPI))
         .send()
         .await
         .unwrap()
@@ -190,7 +190,7 @@ async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
     assert!(drained.is_ok(), "the connection is still open");
     assert!(received < 1500 * document_bytes, "every answer was sent");
     // Everyone else is served meanwhile.
-    assert_eq!(app.get_json("/healthz").await.0, StatusCode::OK);
+    assert_eq!(app.get_json(paths::HEALTHZ).await.0, StatusCode::OK);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ async fn a_client_cannot_pick_its_address_with_a_forwarded_header_line_of_its_ow
         headers.append("x-forwarded-for", "198.51.100.7".parse().unwrap());
         let response = app
             .client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .headers(headers)
             .send()
             .await
@@ -223,7 +223,7 @@ async fn with_two_trusted_proxies_the_address_the_outer_one_saw_is_the_client() 
     let app = TestApp::behind_proxy_with_join_limit("1", &["--trusted-proxy-hops", "2"]).await;
     let join = |chain: &'static str| {
         app.client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .header("X-Forwarded-For", chain)
             .send()
     };
@@ -297,7 +297,8 @@ async fn a_thousand_sse_streams_that_never_read_hold_bounded_memory_while_the_ro
         socket.set_recv_buffer_size(4096).unwrap();
         let mut stream = socket.connect(address).await.unwrap();
         let request = format!(
-            "GET /api/v1/rooms/main/tickets/{ticket}/events HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n"
+            "GET {} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n",
+            paths::events("main", ticket)
         );
         stream.write_all(request.as_bytes()).await.unwrap();
         streams.push(stream);
@@ -321,6 +322,6 @@ async fn a_thousand_sse_streams_that_never_read_hold_bounded_memory_while_the_ro
         last <= samples[1] + 16 * 1024,
         "memory kept growing: {samples:?}"
     );
-    assert_eq!(app.get_json("/healthz").await.0, StatusCode::OK);
+    assert_eq!(app.get_json(paths::HEALTHZ).await.0, StatusCode::OK);
     drop(streams);
 }

@@ -5,7 +5,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use vestibule_shared::TicketState;
+use vestibule_shared::{paths, TicketState};
 use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
 /// Sends `request` while Redis is frozen (SIGSTOP), wakes Redis after the answer, and returns
@@ -43,7 +43,7 @@ async fn an_order_whose_answer_is_lost_in_a_store_stall_is_retried_to_one_receip
     // Redis freezes with the order's consume sent: the server cannot know whether it happened.
     let order = app
         .client
-        .post(app.url("/api/v1/rooms/main/orders"))
+        .post(app.url(&paths::orders("main")))
         .header("X-Entry-Token", &token)
         .header("Idempotency-Key", "order-1")
         .json(&json!({"sku": "sneaker-42", "quantity": 1}));
@@ -110,7 +110,7 @@ async fn admin_changes_in_a_stall_answer_504_and_if_match_makes_retries_safe() {
     let redis = app.redis.as_ref().unwrap();
     let admin = |method: reqwest::Method| {
         app.client
-            .request(method, app.url("/api/v1/admin/rooms/main"))
+            .request(method, app.url(&paths::admin_room("main")))
             .bearer_auth(ADMIN_TOKEN)
     };
     // A first change loads the settings script, so Redis can run the stalled one on waking.
@@ -163,11 +163,11 @@ async fn an_admin_change_through_one_replica_is_read_at_once_through_another() {
     let b = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     a.patch_room("main", json!({"admissionRatePerSec": 33}))
         .await;
-    let (status, read) = b.get_json("/api/v1/admin/rooms/main").await;
+    let (status, read) = b.get_json(&paths::admin_room("main")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "needs the bearer: {read}");
     let read: Value = b
         .client
-        .get(b.url("/api/v1/admin/rooms/main"))
+        .get(b.url(&paths::admin_room("main")))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
@@ -185,7 +185,7 @@ async fn a_keyed_join_in_a_stall_answers_504_and_its_retry_finds_one_place() {
     let redis = app.redis.as_ref().unwrap();
     let join = app
         .client
-        .post(app.url("/api/v1/rooms/main/tickets"))
+        .post(app.url(&paths::tickets("main")))
         .header("Idempotency-Key", "page-key-1");
     let (status, _, body) = sent_during_a_stall(redis, join).await;
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
@@ -204,7 +204,7 @@ async fn a_keyed_join_in_a_stall_answers_504_and_its_retry_finds_one_place() {
     assert_eq!(ticket.position, Some(1));
     let (_, again) = app.join("main", Some("page-key-1")).await;
     assert_eq!(again.ticket_id, ticket.ticket_id);
-    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 1);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 1);
 }
 
 async fn a_retried_join_is_never_refused_by_the_join_limit(backend: Backend) {
@@ -214,7 +214,7 @@ async fn a_retried_join_is_never_refused_by_the_join_limit(backend: Backend) {
     app.join("main", Some("app-install-2")).await;
     let refused = app
         .client
-        .post(app.url("/api/v1/rooms/main/tickets"))
+        .post(app.url(&paths::tickets("main")))
         .header("Idempotency-Key", "app-install-3")
         .send()
         .await
@@ -228,7 +228,7 @@ async fn a_retried_join_is_never_refused_by_the_join_limit(backend: Backend) {
         assert_eq!(again.ticket_id, first.ticket_id);
         assert_eq!(again.position, Some(1));
     }
-    assert_eq!(app.get_json("/api/v1/rooms/main").await.1["waiting"], 2);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +242,7 @@ async fn the_join_limit_is_shared_by_every_replica_on_one_redis() {
     for app in [&a, &b, &a, &b] {
         let response = app
             .client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .send()
             .await
             .unwrap();

@@ -1,6 +1,7 @@
 //! Bad input: only JSON 4xx answers, and the queue unchanged.
 
 use crate::paused_app;
+use vestibule_shared::paths;
 use vestibule_tests::{both_stores, Backend};
 
 both_stores!(bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged,);
@@ -26,164 +27,146 @@ async fn bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged(backend: Ba
         ))
     };
     let cases: Vec<BadInputCase> = vec![
-        ("POST", "/api/v1/rooms/nope/tickets".into(), None, None, 404),
-        ("POST", "/api/v1/rooms/MAIN/tickets".into(), None, None, 404),
+        ("POST", paths::tickets("nope"), None, None, 404),
+        ("POST", paths::tickets("MAIN"), None, None, 404),
+        ("POST", paths::tickets(&long_room), None, None, 404),
+        ("POST", paths::tickets("%E2%9C%93"), None, None, 404),
+        ("GET", paths::ticket("main", "short"), None, None, 400),
         (
-            "POST",
-            format!("/api/v1/rooms/{long_room}/tickets"),
-            None,
-            None,
-            404,
-        ),
-        (
-            "POST",
-            "/api/v1/rooms/%E2%9C%93/tickets".into(),
+            "GET",
+            paths::ticket("main", "AAAAAAAAAAAAAAAAAAAAAA"),
             None,
             None,
             404,
         ),
         (
             "GET",
-            "/api/v1/rooms/main/tickets/short".into(),
+            paths::ticket("main", "..%2F..%2Fetc"),
             None,
             None,
             400,
         ),
-        (
-            "GET",
-            "/api/v1/rooms/main/tickets/AAAAAAAAAAAAAAAAAAAAAA".into(),
-            None,
-            None,
-            404,
-        ),
-        (
-            "GET",
-            "/api/v1/rooms/main/tickets/..%2F..%2Fetc".into(),
-            None,
-            None,
-            400,
-        ),
-        (
-            "DELETE",
-            "/api/v1/rooms/main/tickets/%00".into(),
-            None,
-            None,
-            400,
-        ),
+        ("DELETE", paths::ticket("main", "%00"), None, None, 400),
         (
             "POST",
-            "/api/v1/rooms/main/tickets".into(),
+            paths::tickets("main"),
             Some(("Idempotency-Key", "k".repeat(500))),
             None,
             400,
         ),
         (
             "POST",
-            "/api/v1/rooms/main/tickets".into(),
+            paths::tickets("main"),
             Some(("Idempotency-Key", "has space".into())),
             None,
             400,
         ),
         (
             "POST",
-            "/api/v1/rooms/main/tickets".into(),
+            paths::tickets("main"),
             Some(("X-User-Assertion", "u.1.abc".into())),
             None,
             403,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some("{not json".into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some(r#"{"admissionRatePerSec":"fast"}"#.into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some(r#"{"admissionRatePerSec":-5}"#.into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some(r#"{"tokenTtlSecs":0}"#.into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some(r#"{"bogus":true}"#.into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some("[50, true]".into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some(r#"{"maxActiveUsers":0}"#.into()),
             400,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             admin(),
             Some(format!(r#"{{"pad":"{big}"}}"#)),
             413,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             None,
             Some("{}".into()),
             401,
         ),
         (
             "PATCH",
-            "/api/v1/admin/rooms/main".into(),
+            paths::admin_room("main"),
             Some(("Authorization", "Bearer wrong-token-wrong-token".into())),
             Some("{}".into()),
             403,
         ),
         (
             "POST",
-            "/api/v1/rooms/main/orders".into(),
+            paths::orders("main"),
             Some(("X-Entry-Token", "\u{e9}t\u{e9}".into())),
             None,
             403,
         ),
         (
             "POST",
-            "/api/v1/rooms/main/tickets".into(),
+            paths::tickets("main"),
             Some(("Idempotency-Key", "cl\u{e9}".into())),
             None,
             400,
         ),
         (
             "POST",
-            "/api/v1/rooms/main/orders".into(),
+            paths::orders("main"),
             Some(("X-Entry-Token", big.clone())),
             Some("{}".into()),
             403,
         ),
-        ("PUT", "/api/v1/rooms/main/tickets".into(), None, None, 405),
-        ("GET", "/api/v1/nothing-here".into(), None, None, 404),
+        ("PUT", paths::tickets("main"), None, None, 405),
+        (
+            "GET",
+            format!("{}/nothing-here", paths::API_V1),
+            None,
+            None,
+            404,
+        ),
     ];
     for (method, path, header, body, expected) in cases {
         let mut request = app.client.request(method.parse().unwrap(), app.url(&path));
@@ -223,7 +206,7 @@ async fn bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged(backend: Ba
             "{text}"
         );
     }
-    let info = app.get_json("/api/v1/rooms/main").await.1;
+    let info = app.get_json(&paths::room("main")).await.1;
     assert_eq!(info["waiting"], 1, "rejected requests changed the queue");
     assert_eq!(app.poll("main", &keeper.ticket_id).await.position, Some(1));
 }

@@ -5,7 +5,7 @@ use crate::paused_app;
 use futures_util::future::join_all;
 use reqwest::StatusCode;
 use std::collections::HashSet;
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus};
 use vestibule_tests::{both_stores, Backend};
 
 both_stores!(
@@ -51,7 +51,7 @@ async fn concurrent_joins_get_every_position_exactly_once(backend: Backend) {
     assert_eq!(positions, (1..=500).collect::<Vec<_>>());
     let ids: HashSet<_> = tickets.iter().map(|t| t.ticket_id.clone()).collect();
     assert_eq!(ids.len(), 500);
-    let info = app.get_json("/api/v1/rooms/main").await.1;
+    let info = app.get_json(&paths::room("main")).await.1;
     assert_eq!(info["waiting"], 500);
 }
 

@@ -3,6 +3,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
+use vestibule_shared::paths;
 use vestibule_tests::{Backend, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,7 +16,7 @@ async fn a_redis_outage_answers_503_fast_and_service_resumes_after_it() {
         let started = Instant::now();
         let response = app
             .client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .send()
             .await
             .expect("answer during outage");
@@ -38,19 +39,19 @@ async fn a_redis_outage_answers_503_fast_and_service_resumes_after_it() {
         assert_eq!(body["error"], expected);
         let started = Instant::now();
         let (status, _) = app
-            .get_json(&format!("/api/v1/rooms/main/tickets/{}", ticket.ticket_id))
+            .get_json(&paths::ticket("main", &ticket.ticket_id))
             .await;
         assert!(started.elapsed() < Duration::from_secs(2));
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     }
-    let (status, _) = app.get_json("/readyz").await;
+    let (status, _) = app.get_json(paths::READYZ).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     app.redis.as_mut().unwrap().restart();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let response = app
             .client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .send()
             .await
             .unwrap();
@@ -64,6 +65,6 @@ async fn a_redis_outage_answers_503_fast_and_service_resumes_after_it() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(app.get_json("/readyz").await.0, StatusCode::OK);
+    assert_eq!(app.get_json(paths::READYZ).await.0, StatusCode::OK);
     assert!(!app.log().contains("panicked"), "{}", app.log());
 }

@@ -4,7 +4,7 @@ use crate::paused_app;
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus};
 use vestibule_tests::{both_stores, Backend};
 
 both_stores!(
@@ -18,10 +18,7 @@ async fn sse_streams_status_until_admission(backend: Backend) {
     let (_, ticket) = app.join("main", None).await;
     let response = app
         .client
-        .get(app.url(&format!(
-            "/api/v1/rooms/main/tickets/{}/events",
-            ticket.ticket_id
-        )))
+        .get(app.url(&paths::events("main", &ticket.ticket_id)))
         .timeout(Duration::from_secs(20))
         .send()
         .await
@@ -110,10 +107,7 @@ async fn sse_positions_follow_leaves_admissions_and_pauses_exactly(backend: Back
     let watched = &tickets[7];
     let response = app
         .client
-        .get(app.url(&format!(
-            "/api/v1/rooms/main/tickets/{}/events",
-            watched.ticket_id
-        )))
+        .get(app.url(&paths::events("main", &watched.ticket_id)))
         .timeout(Duration::from_secs(30))
         .send()
         .await
@@ -161,10 +155,7 @@ async fn sse_positions_follow_leaves_admissions_and_pauses_exactly(backend: Back
         .await;
     let response = app
         .client
-        .get(app.url(&format!(
-            "/api/v1/rooms/main/tickets/{}/events",
-            late.ticket_id
-        )))
+        .get(app.url(&paths::events("main", &late.ticket_id)))
         .timeout(Duration::from_secs(10))
         .send()
         .await

@@ -1,7 +1,8 @@
-//! 6. Abuse: one client cannot flood a room with tickets.
+//! Abuse (README "Guarantees"): one client cannot flood a room with tickets.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use vestibule_shared::paths;
 use vestibule_tests::{metric_value, Backend, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,7 +20,7 @@ async fn one_client_cannot_flood_a_room_with_tickets() {
     app.patch_room("main", json!({"paused": true})).await;
     let join_from = |ip: &'static str| {
         app.client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .header("X-Forwarded-For", format!("203.0.113.9, {ip}"))
             .send()
     };
@@ -44,7 +45,7 @@ async fn one_client_cannot_flood_a_room_with_tickets() {
         join_from("198.51.100.2").await.unwrap().status(),
         StatusCode::CREATED
     );
-    let info = app.get_json("/api/v1/rooms/main").await.1;
+    let info = app.get_json(&paths::room("main")).await.1;
     assert_eq!(info["waiting"], 6);
     assert!(
         metric_value(

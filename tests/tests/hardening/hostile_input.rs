@@ -1,10 +1,11 @@
-//! 4. Hostile input: random requests get no 5xx; slow bodies and headers are cut off.
+//! Hostile input (README "Guarantees"): random requests get no 5xx; slow bodies and headers
+//! are cut off.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus};
 use vestibule_tests::{Backend, TestApp, ADMIN_TOKEN};
 
 /// xorshift64*: a tiny seeded generator, so a failing case can be replayed from its seed.
@@ -66,23 +67,15 @@ fn hostile_request(rng: &mut Rng, valid_ticket: &str) -> HostileRequest {
             .collect()
     };
     let path = match rng.below(9) {
-        0 => format!("/api/v1/rooms/{}/tickets", encode(&room)),
-        1 => format!(
-            "/api/v1/rooms/{}/tickets/{}",
-            encode(&room),
-            encode(&ticket)
-        ),
-        2 => format!(
-            "/api/v1/rooms/{}/tickets/{}/events",
-            encode(&room),
-            encode(&ticket)
-        ),
-        3 => format!("/api/v1/rooms/{}", encode(&room)),
-        4 => format!("/api/v1/rooms/{}/orders", encode(&room)),
-        5 => format!("/api/v1/admin/rooms/{}", encode(&room)),
+        0 => paths::tickets(&encode(&room)),
+        1 => paths::ticket(&encode(&room), &encode(&ticket)),
+        2 => paths::events(&encode(&room), &encode(&ticket)),
+        3 => paths::room(&encode(&room)),
+        4 => paths::orders(&encode(&room)),
+        5 => paths::admin_room(&encode(&room)),
         6 => format!("/{}", encode(&rng.text(20))),
-        7 => "/api/v1/openapi.json".to_owned(),
-        _ => format!("/api/v1/{}", encode(&rng.text(30))),
+        7 => paths::OPENAPI.to_owned(),
+        _ => format!("{}/{}", paths::API_V1, encode(&rng.text(30))),
     };
     let mut headers = Vec::new();
     for _ in 0..rng.below(4) {
@@ -199,7 +192,7 @@ async fn ten_thousand_hostile_requests_get_no_5xx_and_leave_the_queue_consistent
             task.await.unwrap();
         }
         // The queue holds exactly the accepted joins (and keepers) that did not leave.
-        let info = app.get_json("/api/v1/rooms/main").await.1;
+        let info = app.get_json(&paths::room("main")).await.1;
         assert_eq!(
             info["state"], "PAUSED",
             "{backend:?}: no hostile request reached the admin API"
@@ -233,7 +226,8 @@ async fn a_slow_body_is_cut_off_by_the_request_timeout() {
     let address = app.base.trim_start_matches("http://").to_owned();
     let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
     let head = format!(
-        "PATCH /api/v1/admin/rooms/main HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"pau"
+        "PATCH {} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"pau",
+        paths::admin_room("main")
     );
     socket.write_all(head.as_bytes()).await.unwrap();
     let started = Instant::now();
@@ -269,5 +263,5 @@ async fn half_sent_headers_cannot_hold_a_connection_open() {
         started.elapsed()
     );
     // A complete request on a fresh connection is still served.
-    assert_eq!(app.get_json("/healthz").await.0, StatusCode::OK);
+    assert_eq!(app.get_json(paths::HEALTHZ).await.0, StatusCode::OK);
 }

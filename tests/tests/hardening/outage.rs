@@ -1,4 +1,5 @@
-//! 1. Store outage policy: fast 503s under load, service back within 2 s, the `pass` policy.
+//! Store outage policy (README "Guarantees"): fast 503s under load, service back within 2 s,
+//! and the `pass` policy.
 
 use reqwest::StatusCode;
 use serde_json::json;
@@ -6,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vestibule_shared::paths;
 use vestibule_tests::{Backend, RedisServer, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,7 +29,7 @@ async fn a_redis_outage_under_load_gives_fast_503s_and_service_resumes_within_2_
                 let started = Instant::now();
                 let status = match app
                     .client
-                    .get(app.url(&format!("/api/v1/rooms/main/tickets/{keeper}")))
+                    .get(app.url(&paths::ticket("main", &keeper)))
                     .send()
                     .await
                 {
@@ -57,10 +59,10 @@ async fn a_redis_outage_under_load_gives_fast_503s_and_service_resumes_within_2_
     redis.restart();
     let back = Instant::now();
     let resumed_after = loop {
-        let (status, _) = app.get_json("/readyz").await;
+        let (status, _) = app.get_json(paths::READYZ).await;
         let joined = app
             .client
-            .post(app.url("/api/v1/rooms/main/tickets"))
+            .post(app.url(&paths::tickets("main")))
             .send()
             .await
             .unwrap()

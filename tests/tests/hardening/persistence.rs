@@ -1,9 +1,10 @@
-//! 2. Persistence: an AOF Redis restarted mid-sale keeps every ticket and token.
+//! Persistence (README "Guarantees"): an AOF Redis restarted mid-sale keeps every ticket and
+//! token.
 
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus};
 use vestibule_tests::{RedisServer, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,7 +36,7 @@ async fn an_aof_redis_restarted_mid_sale_keeps_every_ticket_and_token() {
 
     redis.restart(); // SIGKILL, then start again: the AOF is replayed.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while app.get_json("/readyz").await.0 != StatusCode::OK {
+    while app.get_json(paths::READYZ).await.0 != StatusCode::OK {
         assert!(Instant::now() < deadline, "not ready after the restart");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

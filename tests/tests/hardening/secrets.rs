@@ -1,11 +1,11 @@
-//! 5. Secrets: no shopper sees another's ticket or token, ids are 128-bit, nothing is cached,
-//! CORS only for configured origins, no secret in the logs.
+//! Secrets (README "Guarantees"): no shopper sees another's ticket or token, ids are 128-bit,
+//! nothing is cached, CORS only for configured origins, no secret in the logs.
 
 use reqwest::StatusCode;
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::Duration;
-use vestibule_shared::TicketState;
+use vestibule_shared::{paths, TicketState};
 use vestibule_tests::{Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,7 +26,7 @@ async fn no_response_to_one_shopper_reveals_another_shoppers_ticket_or_token() {
         .map(|s| HashSet::from([s.ticket_id.clone()]))
         .collect();
     for (i, shopper) in shoppers.iter().enumerate() {
-        let path = format!("/api/v1/rooms/main/tickets/{}", shopper.ticket_id);
+        let path = paths::ticket("main", &shopper.ticket_id);
         let status = app
             .poll_until("main", &shopper.ticket_id, Duration::from_secs(5), |t| {
                 t.status == TicketState::TokenIssued
@@ -60,10 +60,10 @@ async fn no_response_to_one_shopper_reveals_another_shoppers_ticket_or_token() {
             seen[i].push_str(&sse.text().await.unwrap_or_default());
         }
     }
-    let public = app.get_json("/api/v1/rooms/main").await.1.to_string()
+    let public = app.get_json(&paths::room("main")).await.1.to_string()
         + &app
             .client
-            .get(app.url("/api/v1/admin/rooms/main"))
+            .get(app.url(&paths::admin_room("main")))
             .bearer_auth(ADMIN_TOKEN)
             .send()
             .await
@@ -137,7 +137,7 @@ async fn pages_and_api_answers_are_never_cached_and_cors_only_allows_configured_
         ],
     )
     .await;
-    for path in ["/", "/checkout", "/api/v1/rooms/main"] {
+    for path in ["/", "/checkout", &paths::room("main")] {
         let response = app.client.get(app.url(path)).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
         // The page's HTML may be kept but is revalidated every time; API answers are never kept.
@@ -169,10 +169,7 @@ async fn pages_and_api_answers_are_never_cached_and_cors_only_allows_configured_
 
     let preflight = |origin: &'static str| {
         app.client
-            .request(
-                reqwest::Method::OPTIONS,
-                app.url("/api/v1/rooms/main/tickets"),
-            )
+            .request(reqwest::Method::OPTIONS, app.url(&paths::tickets("main")))
             .header("origin", origin)
             .header("access-control-request-method", "POST")
             .header("access-control-request-headers", "idempotency-key")
@@ -188,11 +185,11 @@ async fn pages_and_api_answers_are_never_cached_and_cors_only_allows_configured_
         .headers()
         .contains_key("access-control-allow-origin"));
 
-    let (status, body) = app.get_json("/api/v1/admin/rooms/main").await;
+    let (status, body) = app.get_json(&paths::admin_room("main")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     let wrong = app
         .client
-        .get(app.url("/api/v1/admin/rooms/main"))
+        .get(app.url(&paths::admin_room("main")))
         .bearer_auth("not-the-token-at-all")
         .send()
         .await
@@ -201,7 +198,7 @@ async fn pages_and_api_answers_are_never_cached_and_cors_only_allows_configured_
     let disabled = TestApp::spawn(Backend::Memory, &["--disable-admin"]).await;
     let response = disabled
         .client
-        .get(disabled.url("/api/v1/admin/rooms/main"))
+        .get(disabled.url(&paths::admin_room("main")))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
