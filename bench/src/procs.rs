@@ -1,9 +1,9 @@
 //! The processes a benchmark runs against: a private `redis-server`, the `vestibule` binary and
 //! the bare axum "hello" baseline; plus CPU and memory readings of any process from `/proc`.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -11,18 +11,11 @@ use anyhow::{bail, Context as _};
 /// The admin token every benchmarked server is started with.
 pub const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
 
-/// A free TCP port on 127.0.0.1 (free when asked; the caller binds it right after).
-///
-/// # Errors
-/// When no port can be bound.
-pub fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
-    Ok(listener.local_addr()?.port())
-}
+pub use vestibule_tests::{free_port, ChildGuard};
 
 /// A private `redis-server` on a free TCP port of 127.0.0.1, without persistence.
 pub struct RedisProcess {
-    child: Child,
+    child: ChildGuard,
     /// Its port on 127.0.0.1.
     pub port: u16,
 }
@@ -33,7 +26,7 @@ impl RedisProcess {
     /// # Errors
     /// When `redis-server` is missing or does not come up within 5 s.
     pub fn start() -> anyhow::Result<Self> {
-        let port = free_port()?;
+        let port = free_port().context("binding a probe port")?;
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--maxclients", "10000"])
@@ -41,7 +34,10 @@ impl RedisProcess {
             .stderr(Stdio::null())
             .spawn()
             .context("redis-server must be installed (apt-get install redis-server)")?;
-        let redis = Self { child, port };
+        let redis = Self {
+            child: ChildGuard::new(child),
+            port,
+        };
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(mut connection) = redis.connection() {
@@ -74,16 +70,9 @@ impl RedisProcess {
     }
 }
 
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A server process that prints `… listening on http://ADDR …` when ready.
 pub struct ServerProcess {
-    child: Child,
+    child: ChildGuard,
     /// The address it listens on.
     pub addr: SocketAddr,
     log: vestibule_tests::ServerOutput,
@@ -120,7 +109,11 @@ impl ServerProcess {
         let addr = address
             .parse()
             .with_context(|| format!("listening address {address:?}"))?;
-        Ok(Self { child, addr, log })
+        Ok(Self {
+            child: ChildGuard::new(child),
+            addr,
+            log,
+        })
     }
 
     /// `http://ADDR`.
@@ -136,13 +129,6 @@ impl ServerProcess {
     /// The last lines it printed.
     pub fn log_tail(&self) -> String {
         self.log.text()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -7,6 +7,9 @@
 //! - [`LinkProxy`]: a TCP proxy in front of a [`TestApp`] that can hang the link (accept, never
 //!   answer) or lose the server's answers, as a bad mobile network or middlebox does.
 //!
+//! - [`ChildGuard`] / [`free_port`]: a child process killed and reaped on drop, and a port for
+//!   it (shared with the benchmark).
+//!
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
 
 use std::collections::VecDeque;
@@ -19,6 +22,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::Value;
 use vestibule_shared::{paths, TicketStatus};
+
+mod child;
+pub use child::{free_port, ChildGuard};
 
 /// The admin token every [`TestApp`] is started with.
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
@@ -240,7 +246,7 @@ pub enum Backend {
 
 /// The real `vestibule` process on a free port.
 pub struct TestApp {
-    child: Child,
+    child: ChildGuard,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     /// An HTTP client (no pooling surprises: fresh per app).
@@ -319,7 +325,7 @@ impl TestApp {
             panic!("vestibule did not start; its output:\n{}", log.text());
         };
         Self {
-            child,
+            child: ChildGuard::new(child),
             base: format!("http://{address}"),
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -528,13 +534,6 @@ impl TestApp {
             .status()
             .expect("kill runs");
         assert!(status.success(), "kill -{signal} failed");
-    }
-}
-
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -14,13 +14,13 @@
 //! receipt); the first answer moves nothing on screen; page files go out brotli/gzip-compressed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use vestibule_shared::paths;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
-use vestibule_tests::{Backend, LinkProxy, LinkState, TestApp};
+use vestibule_tests::{free_port, Backend, ChildGuard, LinkProxy, LinkState, TestApp};
 
 /// The workspace root (this crate lives in `tests/`).
 fn workspace_root() -> PathBuf {
@@ -48,16 +48,13 @@ fn screenshot_dir() -> PathBuf {
 
 /// A chromedriver process on a free port, killed on drop.
 struct ChromeDriver {
-    child: Child,
+    _child: ChildGuard,
     port: u16,
 }
 
 impl ChromeDriver {
     fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
+        let port = free_port().expect("a free port");
         let child = Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -74,7 +71,10 @@ impl ChromeDriver {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Self { child, port }
+        Self {
+            _child: ChildGuard::new(child),
+            port,
+        }
     }
 
     async fn browser(&self, user_data_dir: &Path, lang: &str) -> Client {
@@ -100,13 +100,6 @@ impl ChromeDriver {
             .connect(&format!("http://127.0.0.1:{}", self.port))
             .await
             .expect("a Chromium session")
-    }
-}
-
-impl Drop for ChromeDriver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
