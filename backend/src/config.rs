@@ -59,7 +59,8 @@ pub struct Config {
         long,
         env = "VESTIBULE_ADMISSION_RATE",
         default_value_t = 175.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = admission_rate
     )]
     pub admission_rate: f64,
 
@@ -218,6 +219,13 @@ pub struct Config {
     /// Folder with the built page (trunk's `dist/`); served at `/` when present.
     #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
     pub static_dir: PathBuf,
+}
+
+/// Parses `--admission-rate` within the settings' bounds (clap has no ranged `f64` parser).
+fn admission_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text.trim().parse().map_err(|error| format!("{error}"))?;
+    settings::check_admission_rate(rate).map_err(|bounds| format!("must be {bounds}"))?;
+    Ok(rate)
 }
 
 /// The embedded store's data dir: a folder, or none (`none`: nothing survives a restart).

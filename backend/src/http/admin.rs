@@ -64,13 +64,13 @@ async fn answer(
     settings: VersionedSettings,
 ) -> Result<Response, ApiError> {
     let counts = state.store.counts(room, now_ms()).await?;
-    let config = settings.settings;
+    let in_force = settings.settings;
     let body = RoomSettings {
         room: room.to_owned(),
-        admission_rate_per_sec: config.admission_rate_per_sec,
-        paused: config.paused,
-        token_ttl_secs: config.token_ttl_ms / 1000,
-        max_active_users: config.max_active_users,
+        admission_rate_per_sec: in_force.admission_rate_per_sec,
+        paused: in_force.paused,
+        token_ttl_secs: in_force.token_ttl_ms / 1000,
+        max_active_users: in_force.max_active_users,
         waiting: counts.waiting,
         active_users: counts.active,
     };
@@ -205,7 +205,7 @@ pub async fn update(
             })
         }
     };
-    runtime.set_config(settings.clone());
+    runtime.set_settings(settings.clone());
     tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
     answer(&state, &room, settings).await
 }

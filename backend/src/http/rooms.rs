@@ -35,17 +35,17 @@ pub async fn room_info(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let runtime = state.room(&room)?;
     let counts = state.store.counts(&room, now_ms()).await?;
-    let config = runtime.config();
+    let settings = runtime.settings();
     Ok(Json(RoomInfo {
         room,
-        state: if config.paused {
+        state: if settings.paused {
             RoomState::Paused
         } else {
             RoomState::Open
         },
         waiting: counts.waiting,
         active_users: counts.active,
-        admission_rate_per_sec: config.admission_rate_per_sec,
-        token_ttl_secs: config.token_ttl_ms / 1000,
+        admission_rate_per_sec: settings.admission_rate_per_sec,
+        token_ttl_secs: settings.token_ttl_ms / 1000,
     }))
 }

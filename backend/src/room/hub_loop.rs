@@ -50,7 +50,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
         for _ in 0..2 {
             let refreshed = room
                 .hub
-                .refresh(context.store.as_ref(), &room.name, room.config(), &status)
+                .refresh(context.store.as_ref(), &room.name, room.settings(), &status)
                 .await;
             match refreshed {
                 Ok(more_due) if more_due => continue,

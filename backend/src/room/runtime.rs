@@ -10,7 +10,7 @@ use crate::store::{Settings, VersionedSettings};
 pub struct RoomRuntime {
     /// Room slug.
     pub name: String,
-    config: RwLock<VersionedSettings>,
+    settings: RwLock<VersionedSettings>,
     /// Fan-out of ticket updates to this process's SSE streams.
     pub hub: SseHub,
     /// Active users as of this process's last scheduler tick (for the ETA under a cap).
@@ -19,18 +19,18 @@ pub struct RoomRuntime {
 
 impl RoomRuntime {
     /// A room with its settings in force.
-    pub fn new(name: String, config: VersionedSettings) -> Self {
+    pub fn new(name: String, settings: VersionedSettings) -> Self {
         Self {
             name,
-            config: RwLock::new(config),
+            settings: RwLock::new(settings),
             hub: SseHub::default(),
             active_users: AtomicU64::new(0),
         }
     }
 
     /// The settings last read from the store (refreshed every scheduler tick).
-    pub fn config(&self) -> Settings {
-        self.config
+    pub fn settings(&self) -> Settings {
+        self.settings
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .settings
@@ -49,13 +49,13 @@ impl RoomRuntime {
 
     /// Replaces the cached settings, unless they are older than the ones held: a scheduler tick
     /// that read the store before an admin change must not undo it here when it answers after.
-    pub fn set_config(&self, config: VersionedSettings) {
+    pub fn set_settings(&self, settings: VersionedSettings) {
         let mut held = self
-            .config
+            .settings
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if config.version >= held.version {
-            *held = config;
+        if settings.version >= held.version {
+            *held = settings;
         }
     }
 }

@@ -84,7 +84,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 .await
             {
                 Ok(lease) => {
-                    room.set_config(lease.settings);
+                    room.set_settings(lease.settings);
                     room.set_active_users(lease.active);
                     if let Some(epoch) = lease.epoch {
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
@@ -104,12 +104,12 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             Some(leadership) => {
                 let elapsed = started - leadership.last_tick;
                 leadership.last_tick = started;
-                let config = room.config();
-                let granted = if config.paused {
+                let settings = room.settings();
+                let granted = if settings.paused {
                     quota.reset();
                     0
                 } else {
-                    quota.take(config.admission_rate_per_sec, elapsed, tick)
+                    quota.take(settings.admission_rate_per_sec, elapsed, tick)
                 };
                 let tokens: Vec<String> = (0..granted).map(|_| entry_token(&room.name)).collect();
                 let request = AdmitRequest {
@@ -117,9 +117,9 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     epoch: leadership.epoch,
                     lease_ms: state.config.lease_ms,
                     now_ms: now_ms(),
-                    token_ttl_ms: config.token_ttl_ms,
+                    token_ttl_ms: settings.token_ttl_ms,
                     keep_ms: state.keep_ms(),
-                    max_active_users: config.max_active_users,
+                    max_active_users: settings.max_active_users,
                     tokens: &tokens,
                 };
                 match store.admit(&room.name, &request).await {
@@ -136,7 +136,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         quota.settle_short(granted, outcome.admitted);
                         room.set_active_users(outcome.active);
                         if let Some(config) = outcome.settings {
-                            room.set_config(config);
+                            room.set_settings(config);
                         }
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
                         metrics::counter!("vestibule_admissions_total", &labels)

@@ -55,7 +55,7 @@ struct Watchers {
     by_ticket: HashMap<String, Watched>,
     cursor: Option<QueueCursor>,
     /// The room settings the published statuses were computed with (ETA, paused).
-    config_seen: Option<Settings>,
+    settings_seen: Option<Settings>,
 }
 
 /// The watched tickets of one room in this process.
@@ -173,8 +173,8 @@ impl SseHub {
         let mut more_due = false;
         let exact: std::collections::HashSet<&str> = due.iter().map(String::as_str).collect();
         // A pause, resume or rate change moves every ETA (not the positions): republish them all.
-        let config_changed = watchers.config_seen.as_ref() != Some(&settings);
-        watchers.config_seen = Some(settings);
+        let settings_changed = watchers.settings_seen.as_ref() != Some(&settings);
+        watchers.settings_seen = Some(settings);
         match &answer.delta {
             Some(delta) => {
                 for (id, watched) in watchers.by_ticket.iter_mut() {
@@ -192,10 +192,11 @@ impl SseHub {
                         watched.read_at = Some(now);
                         watched.position = None;
                         more_due = true;
-                    } else if moved > 0 || config_changed {
+                    } else if moved > 0 || settings_changed {
                         let position = position - moved;
                         watched.position = Some(position);
-                        if config_changed || now >= watched.published_at + publish_every(position) {
+                        if settings_changed || now >= watched.published_at + publish_every(position)
+                        {
                             watched.published_at = now;
                             let record = TicketRecord::waiting(id, position);
                             publish(watched, status(&record));

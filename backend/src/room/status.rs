@@ -13,7 +13,7 @@ use crate::store::TicketRecord;
 /// The public status of a ticket: position, ETA and poll hint by the formulas of
 /// docs/DESIGN.md ("ETA and poll hints"), from the room's settings as this process last read them.
 pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
-    let settings = room.config();
+    let settings = room.settings();
     let room_state = if settings.paused {
         RoomState::Paused
     } else {
