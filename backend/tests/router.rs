@@ -105,6 +105,19 @@ async fn call(app: &Router, request: Request<Body>) -> (StatusCode, axum::http::
     (status, headers, json)
 }
 
+/// `PATCH`es room `main`'s settings with the admin token and a JSON body.
+async fn patch_settings(
+    app: &Router,
+    body: &'static str,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let request = request(Method::PATCH, &paths::admin_room("main"))
+        .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    call(app, request).await
+}
+
 fn request(method: Method, path: &str) -> axum::http::request::Builder {
     Request::builder().method(method).uri(path)
 }
@@ -182,15 +195,7 @@ async fn a_malformed_ticket_id_or_body_is_a_json_400() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_error(&body, error_code::BAD_REQUEST);
 
-    let (status, _, body) = call(
-        &app,
-        request(Method::PATCH, &paths::admin_room("main"))
-            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from("{\"paused\": tru"))
-            .unwrap(),
-    )
-    .await;
+    let (status, _, body) = patch_settings(&app, "{\"paused\": tru").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_error(&body, error_code::BAD_REQUEST);
 }
@@ -198,30 +203,13 @@ async fn a_malformed_ticket_id_or_body_is_a_json_400() {
 #[tokio::test]
 async fn a_setting_out_of_its_bounds_is_refused_naming_the_field_and_bounds() {
     let app = StateBuilder::new().router().await;
-    let (status, _, body) = call(
-        &app,
-        request(Method::PATCH, &paths::admin_room("main"))
-            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(r#"{"tokenTtlSecs": 86401}"#))
-            .unwrap(),
-    )
-    .await;
+    let (status, _, body) = patch_settings(&app, r#"{"tokenTtlSecs": 86401}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_error(&body, error_code::INVALID_FIELD);
     assert_eq!(body["message"], "tokenTtlSecs must be 1–86400 s", "{body}");
 
-    let (status, _, body) = call(
-        &app,
-        request(Method::PATCH, &paths::admin_room("main"))
-            .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(
-                r#"{"tokenTtlSecs": 86400, "maxActiveUsers": null}"#,
-            ))
-            .unwrap(),
-    )
-    .await;
+    let (status, _, body) =
+        patch_settings(&app, r#"{"tokenTtlSecs": 86400, "maxActiveUsers": null}"#).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["tokenTtlSecs"], 86_400);
     assert!(body["maxActiveUsers"].is_null());
