@@ -203,6 +203,9 @@ pub struct Config {
     /// Folder with the built page (trunk's `dist/`); served at `/` when present.
     #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
     pub static_dir: PathBuf,
+
+    #[command(flatten)]
+    pub gate: crate::gate::GateConfig,
 }
 
 /// The embedded store's data dir: a folder, or none (`none`: nothing survives a restart).
@@ -352,6 +355,7 @@ impl Config {
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
+        self.gate.validate(&self.rooms)?;
         if let Some(dir) = &self.data_dir.0 {
             if dir.as_os_str().is_empty() {
                 return Err("--data-dir must be a folder or none".into());

@@ -105,6 +105,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(orders::router())
         .merge(admin::router())
         .merge(health::router())
+        .merge(crate::gate::session::router())
         .split_for_parts()
 }
 
