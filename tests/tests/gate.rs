@@ -331,6 +331,10 @@ async fn a_json_client_is_refused_then_admitted_with_its_token_and_the_origin_se
     )
     .await;
     assert!(document["paths"]["/api/v1/rooms/{room}/session"]["post"].is_object());
+    assert_eq!(
+        document["servers"][0]["url"], "/_vestibule",
+        "clients must call the API under the prefix"
+    );
 
     // No token: 403 JSON naming the waiting room; the origin never hears of it.
     let (status, headers, refused) = json_of(

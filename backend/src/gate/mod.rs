@@ -25,7 +25,7 @@ pub mod session;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Router;
 use vestibule_shared::error_code;
@@ -89,6 +89,9 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
     strip_vestibule_headers(request.headers_mut());
     let navigation = is_navigation(request.method(), request.headers());
     let config = &gate.state.config;
+    if request.method() == Method::CONNECT {
+        return ApiError::MethodNotAllowed.into_response();
+    }
     if let Some(room) = gated_room(&gate.rules, request.uri().path()) {
         let back = request
             .uri()
