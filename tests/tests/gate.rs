@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 use vestibule_shared::TicketState;
-use vestibule_tests::TestApp;
+use vestibule_tests::{both_stores, Backend, TestApp};
 
 const PREFIX: &str = "/_vestibule/";
 
@@ -183,7 +183,7 @@ async fn hop() -> Response {
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-async fn gate_in_front_of(origin: &Origin, extra: &[&str]) -> TestApp {
+async fn gate_in_front_of(origin: &Origin, backend: Backend, extra: &[&str]) -> TestApp {
     let upstream = origin.url();
     let mut args = vec![
         "--upstream",
@@ -200,7 +200,7 @@ async fn gate_in_front_of(origin: &Origin, extra: &[&str]) -> TestApp {
         "2",
     ];
     args.extend_from_slice(extra);
-    TestApp::spawn_with_url(None, &args).await
+    TestApp::spawn(backend, &args).await
 }
 
 /// Joins `room` under the prefix and waits for the entry token.
@@ -284,7 +284,7 @@ async fn open_session(app: &TestApp, room: &str, token: &str, extra: Value) -> r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_json_client_is_refused_then_admitted_with_its_token_and_the_origin_sees_the_claims() {
     let origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &[]).await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
 
     // Vestibule lives under the prefix; the root belongs to the origin, health stays.
     let (status, _, info) = json_of(
@@ -481,10 +481,13 @@ impl SystemTimeSecs {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_gate() {
+both_stores!(the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_gate);
+
+async fn the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_gate(
+    backend: Backend,
+) {
     let origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &["--token-ttl-secs", "120"]).await;
+    let app = gate_in_front_of(&origin, backend, &["--token-ttl-secs", "120"]).await;
     let token = admitted(&app, "main").await;
 
     let response = open_session(
@@ -615,7 +618,7 @@ async fn the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_ga
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_open_redirect_variant_is_refused() {
     let origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &[]).await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
     let token = admitted(&app, "main").await;
     // The page asks the server where to go back to: only a same-origin path comes back.
     for evil in [
@@ -660,7 +663,7 @@ async fn every_open_redirect_variant_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_origin_gets_504_and_a_stopped_one_502_while_the_queue_keeps_working() {
     let mut origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &[]).await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
 
     let started = Instant::now();
     let (status, headers, slow) =
@@ -753,7 +756,7 @@ async fn a_slow_origin_gets_504_and_a_stopped_one_502_while_the_queue_keeps_work
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_stream_both_ways_and_upgrades_pass_through() {
     let origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &[]).await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
 
     // Download: the first chunk arrives before the origin writes the second.
     let response = app.client.get(app.url("/stream")).send().await.unwrap();
@@ -834,7 +837,7 @@ async fn bodies_stream_both_ways_and_upgrades_pass_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_through_the_gate_loses_hop_by_hop_headers_and_forged_forwarding() {
     let origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &[]).await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
     let token = admitted(&app, "main").await;
     let output = tokio::process::Command::new("curl")
         .args([
@@ -898,7 +901,12 @@ async fn curl_through_the_gate_loses_hop_by_hop_headers_and_forged_forwarding() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_a_trusted_proxy_the_chain_is_kept_and_https_sessions_get_secure_cookies() {
     let origin = Origin::start().await;
-    let app = gate_in_front_of(&origin, &["--client-ip-header", "X-Forwarded-For"]).await;
+    let app = gate_in_front_of(
+        &origin,
+        Backend::Memory,
+        &["--client-ip-header", "X-Forwarded-For"],
+    )
+    .await;
     let (status, _, echoed) = json_of(
         app.client
             .get(app.url("/products"))
