@@ -203,7 +203,6 @@ pub struct Config {
     /// Folder with the built page (trunk's `dist/`); served at `/` when present.
     #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
     pub static_dir: PathBuf,
-
     #[command(flatten)]
     pub gate: crate::gate::GateConfig,
 }
