@@ -939,3 +939,52 @@ async fn behind_a_trusted_proxy_the_chain_is_kept_and_https_sessions_get_secure_
     let cookie = response.headers()["set-cookie"].to_str().unwrap();
     assert!(cookie.split("; ").any(|part| part == "Secure"), "{cookie}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_with_a_body_gets_its_answer_and_keeps_its_connection() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let body = vec![b'x'; 12_000];
+    let head = format!(
+        "POST /checkout HTTP/1.1\r\nHost: shop.test\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // The body arrives in two parts, as over a slow link: the answer must wait for all of it.
+    socket.write_all(&body[..4000]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    socket.write_all(&body[4000..]).await.unwrap();
+    socket
+        .write_all(b"GET /products HTTP/1.1\r\nHost: shop.test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answers = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buffer = [0u8; 4096];
+    while Instant::now() < deadline {
+        let text = String::from_utf8_lossy(&answers).to_string();
+        if text.matches("HTTP/1.1 ").count() >= 2 && text.ends_with('}') {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await {
+            Ok(Ok(0)) | Err(_) => break,
+            Ok(Ok(n)) => answers.extend_from_slice(&buffer[..n]),
+            Ok(Err(error)) => panic!("the connection broke: {error}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&answers);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    assert!(text.contains("entry_token_missing"), "{text}");
+    let second = text
+        .split("HTTP/1.1 ")
+        .nth(2)
+        .expect("a second answer on the same connection");
+    assert!(second.starts_with("200"), "{text}");
+    assert_eq!(
+        origin.paths(),
+        ["/products"],
+        "the refused POST never reached the origin"
+    );
+}

@@ -109,10 +109,25 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
                 }
             }
             Ok(None) => {}
-            Err(refused) => return refused,
+            Err(refused) => return drained(request, refused, config).await,
         }
     }
     gate.proxy.forward(request, config, navigation).await
+}
+
+/// `answer` once the refused request's body is read (up to `--max-body-bytes`, within
+/// `--request-timeout-secs`): a keep-alive client then always gets the answer, never a reset
+/// for bytes left unread. A larger or slower body closes the connection after the answer.
+async fn drained(request: Request, mut answer: Response, config: &crate::Config) -> Response {
+    let read = axum::body::to_bytes(request.into_body(), config.max_body_bytes);
+    let limit = std::time::Duration::from_secs(config.request_timeout_secs);
+    if !matches!(tokio::time::timeout(limit, read).await, Ok(Ok(_))) {
+        answer.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+    }
+    answer
 }
 
 /// Removes every client-sent header starting with `X-Vestibule-`: only the gate sets them.
