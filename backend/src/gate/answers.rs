@@ -5,6 +5,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
+use vestibule_shared::error_code;
 
 use super::entry::cookie_name;
 
@@ -50,16 +51,19 @@ pub fn fault(
     retry_after_secs: u64,
 ) -> Response {
     let mut response = if navigation {
-        let title = match status {
-            StatusCode::NOT_FOUND => "Not found",
-            StatusCode::GATEWAY_TIMEOUT => "The shop is slow to answer",
-            _ => "The shop is not answering",
+        let title = match code {
+            error_code::UPSTREAM_TIMEOUT => "The shop is slow to answer",
+            error_code::UPSTREAM_UNAVAILABLE => "The shop is not answering",
+            _ if status.is_server_error() => "The waiting room is busy",
+            _ => "Not found",
         };
         let page = format!(
             "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\">\
              <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
              <title>{title}</title><main><h1>{title}</h1><p>{message}.</p>\
-             <p><a href=\"\">Try again</a></p></main></html>"
+             <p><a href=\"\">Try again</a></p></main></html>",
+            // A message may quote part of the request's path.
+            message = html_escape::encode_safe(message)
         );
         (status, Html(page)).into_response()
     } else {
@@ -87,6 +91,25 @@ mod tests {
         assert_eq!(api.status(), StatusCode::FORBIDDEN);
         let cleared = api.headers()[header::SET_COOKIE].to_str().unwrap();
         assert!(cleared.starts_with("vestibule_entry_main=;") && cleared.contains("Max-Age=0"));
+    }
+
+    #[tokio::test]
+    async fn a_path_quoted_in_a_page_cannot_inject_markup() {
+        let page = fault(
+            StatusCode::NOT_FOUND,
+            "room_not_found",
+            "no room named \"<script>x</script>\"",
+            true,
+            2,
+        );
+        let body = axum::body::to_bytes(page.into_body(), 10_000)
+            .await
+            .unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        assert!(
+            !text.contains("<script>") && text.contains("&lt;script&gt;"),
+            "{text}"
+        );
     }
 
     #[test]
