@@ -988,3 +988,30 @@ async fn a_refused_request_with_a_body_gets_its_answer_and_keeps_its_connection(
         "the refused POST never reached the origin"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_token_opens_no_session_and_passes_no_gate() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &["--token-ttl-secs", "1"]).await;
+    let token = admitted(&app, "main").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, _, refused) = json_of(open_session(&app, "main", &token, json!({})).await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(refused["error"], "entry_token_expired", "{refused}");
+    let (status, _, refused) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", &token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(refused["error"], "entry_token_expired", "{refused}");
+    assert!(
+        origin.paths().is_empty(),
+        "the origin saw {:?}",
+        origin.paths()
+    );
+}
