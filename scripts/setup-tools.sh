@@ -65,6 +65,8 @@ command -v brotli >/dev/null || apt_install brotli
 
 if [ "$want_test" = 1 ]; then
   command -v redis-server >/dev/null || apt_install redis-server
+  # The gate test sends one request with curl, an independent HTTP client.
+  command -v curl >/dev/null || apt_install curl
   if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     apt_install chromium chromium-driver
   fi

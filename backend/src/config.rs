@@ -219,6 +219,8 @@ pub struct Config {
     /// Folder with the built page (trunk's `dist/`); served at `/` when present.
     #[arg(long, env = "VESTIBULE_STATIC_DIR", default_value = "dist")]
     pub static_dir: PathBuf,
+    #[command(flatten)]
+    pub gate: crate::gate::GateConfig,
 }
 
 /// Parses `--admission-rate` within the settings' bounds (clap has no ranged `f64` parser).
@@ -383,6 +385,7 @@ impl Config {
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
+        self.gate.validate(&self.rooms)?;
         if let Some(dir) = &self.data_dir.0 {
             if dir.as_os_str().is_empty() {
                 return Err("--data-dir must be a folder or none".into());

@@ -9,12 +9,14 @@
 //! - [`state`]: the shared [`state::AppState`] (handles, no rules).
 //! - [`http`]: the HTTP edge: routes (one module per resource), error type, entry-token layer,
 //!   client address, user assertions.
+//! - [`gate`]: gate mode: the reverse proxy in front of a storefront, its rules and sessions.
 //! - [`room`]: a running room: scheduler, SSE hub and its loop, ticket status, ETA, outage policy.
 //! - [`store`]: the store trait with its Redis and embedded implementations.
 //! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 
 pub mod config;
+pub mod gate;
 pub mod http;
 pub mod ids;
 pub mod room;

@@ -160,7 +160,11 @@ impl Application {
             write_timeout: state.config.write_timeout(),
             shutdown_grace: state.config.shutdown_grace(),
         };
-        let app = http::router(state);
+        let gated = state.config.gate.enabled().then(|| state.clone());
+        let mut app = http::router(state);
+        if let Some(state) = gated {
+            app = crate::gate::router(state, app)?;
+        }
         // The schedulers see the flag first and release their leases while connections drain.
         let signal = async move {
             stop.await;

@@ -11,6 +11,10 @@
 //! - [`ErrorBody`] / [`error_code`]: the one error shape of every 4xx/5xx answer.
 //! - [`is_valid_room_slug`]: the room-name rule.
 //! - [`paths`]: the API's paths built from room and ticket id (clients, tests, benchmark).
+//! - [`gate`]: gate mode's session exchange ([`SessionRequest`] / [`EntrySession`]).
+
+pub mod gate;
+pub use gate::{EntrySession, SessionRequest};
 
 use serde::{Deserialize, Serialize};
 
@@ -352,6 +356,10 @@ pub mod error_code {
     pub const STORE_TIMEOUT: &str = "store_timeout";
     /// 500: a fault of Vestibule's own; never caused by client input.
     pub const INTERNAL: &str = "internal";
+    /// 502 (gate mode): the storefront behind the gate could not be reached.
+    pub const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
+    /// 504 (gate mode): the storefront did not answer within `--upstream-timeout-secs`.
+    pub const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
 
     /// Every code above, for documents and clients that list them.
     pub const ALL: &[&str] = &[
@@ -379,6 +387,8 @@ pub mod error_code {
         STORE_UNAVAILABLE,
         STORE_TIMEOUT,
         INTERNAL,
+        UPSTREAM_UNAVAILABLE,
+        UPSTREAM_TIMEOUT,
     ];
 }
 

@@ -49,7 +49,15 @@ use crate::state::AppState;
 /// The whole application's router, without a socket (tests can `oneshot` it).
 pub fn router(state: AppState) -> Router {
     let config = state.config.clone();
-    let (api, document) = documented_routes();
+    let (api, mut document) = documented_routes();
+    if config.gate.enabled() {
+        // Gate mode serves the API under the mount prefix: clients built from the document
+        // must call it there, not at the storefront's root.
+        let prefix = config.gate.prefix();
+        document.servers = Some(vec![utoipa::openapi::Server::new(
+            prefix.trim_end_matches('/'),
+        )]);
+    }
     let api = api
         .merge(openapi::router(&document))
         .route(
@@ -107,6 +115,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(orders::router())
         .merge(admin::router())
         .merge(health::router())
+        .merge(crate::gate::session::router())
         .split_for_parts()
 }
 

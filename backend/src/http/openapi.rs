@@ -175,6 +175,7 @@ fn ticket_link(operation: &str) -> Value {
         (name = "tickets", description = "A shopper's place in a room: join, poll, stream, leave"),
         (name = "rooms", description = "Public facts about a room"),
         (name = "checkout", description = "The demo checkout behind the entry token"),
+        (name = "gate", description = "Gate mode: an entry token becomes the storefront's session cookie"),
         (name = "admin", description = "The operator's live knobs (bearer admin token)"),
         (name = "health", description = "Liveness, readiness and metrics"),
     ),

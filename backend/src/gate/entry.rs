@@ -1,0 +1,151 @@
+//! Admission in gate mode: the one seam that verifies an entry token ([`verify_entry`]), the
+//! claims it gives, and where a request carries its token (cookie or `X-Entry-Token`).
+
+use axum::http::HeaderMap;
+use serde::Serialize;
+use vestibule_shared::{error_code, TicketState, ENTRY_TOKEN_HEADER};
+
+use crate::http::error::ApiError;
+use crate::http::token_layer;
+use crate::ids::log_tag;
+use crate::state::AppState;
+use crate::store::now_ms;
+
+/// The header an admitted request reaches the origin with: [`EntryClaims`] as JSON. Any
+/// client-sent header starting with [`VESTIBULE_HEADER_PREFIX`] is removed first.
+pub const ENTRY_CLAIMS_HEADER: &str = "x-vestibule-entry";
+
+/// Headers with this prefix are Vestibule's to set; a client's own are stripped.
+pub const VESTIBULE_HEADER_PREFIX: &str = "x-vestibule-";
+
+/// What a verified entry token says: `{"room": "main", "sub": "3f9a0c…", "exp": 1764500000}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryClaims {
+    /// The room the token admits to.
+    pub room: String,
+    /// A tag of the ticket (12 hex digits of SHA-256 of its id), never the ticket id itself.
+    pub sub: String,
+    /// When the token stops working, Unix seconds (rounded down).
+    pub exp: u64,
+}
+
+impl EntryClaims {
+    /// Seconds the token still works at `now_ms` (0 once expired).
+    pub fn remaining_secs(&self, now_ms: u64) -> u64 {
+        self.exp.saturating_sub(now_ms / 1000)
+    }
+}
+
+/// The name of the cookie holding a room's entry token: `vestibule_entry_{room}`.
+pub fn cookie_name(room: &str) -> String {
+    format!("vestibule_entry_{room}")
+}
+
+/// Where a token was found on a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSource {
+    /// The `X-Entry-Token` header (apps).
+    Header,
+    /// The room's cookie set by the session endpoint (browsers).
+    Cookie,
+}
+
+/// The entry token a request carries for `room`: `X-Entry-Token` first, else the room's cookie.
+pub fn request_token(headers: &HeaderMap, room: &str) -> Option<(String, TokenSource)> {
+    if let Some(value) = headers.get(ENTRY_TOKEN_HEADER) {
+        let token = value.to_str().unwrap_or_default().trim().to_owned();
+        return Some((token, TokenSource::Header));
+    }
+    let name = cookie_name(room);
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|cookie| cookie.name() == name)
+        .map(|cookie| (cookie.value().to_owned(), TokenSource::Cookie))
+}
+
+/// Verifies `token` for `room` without using it: the only place gate mode decides admission
+/// (the session endpoint and every gated request call it).
+///
+/// Today it asks the store (`Store::check_token`, then the ticket for its expiry); signed
+/// tokens will verify offline here with the same answers.
+///
+/// # Errors
+/// 403 `entry_token_unknown|expired|wrong_room|used` (the `EntryToken` error); 503/504 when
+/// the store is unreachable.
+pub async fn verify_entry(
+    state: &AppState,
+    room: &str,
+    token: &str,
+) -> Result<EntryClaims, ApiError> {
+    let ticket_id = token_layer::verify(state, room, token).await?;
+    let now = now_ms();
+    let ticket = state
+        .store
+        .ticket(room, &ticket_id, now)
+        .await
+        .map_err(|error| ApiError::from(error.for_read()))?;
+    match ticket {
+        Some(record) if record.state == TicketState::TokenIssued => {
+            let exp_ms = record.token_expires_at_ms.unwrap_or(now);
+            Ok(EntryClaims {
+                room: room.to_owned(),
+                sub: log_tag(&ticket_id),
+                exp: exp_ms / 1000,
+            })
+        }
+        // The token ran out (or was used) between the two reads.
+        Some(record) if record.state == TicketState::Expired => Err(ApiError::EntryToken {
+            code: error_code::TOKEN_EXPIRED,
+            message: "this entry token has expired; join the queue again".into(),
+        }),
+        _ => Err(ApiError::EntryToken {
+            code: error_code::TOKEN_USED,
+            message: "this entry token was already used".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_wins_over_the_cookie_and_only_the_rooms_cookie_counts() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            axum::http::header::COOKIE,
+            "a=1; vestibule_entry_other=x.y; vestibule_entry_main=main.tok"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            request_token(&headers, "main"),
+            Some(("main.tok".into(), TokenSource::Cookie))
+        );
+        assert_eq!(request_token(&headers, "flash"), None);
+        headers.insert(ENTRY_TOKEN_HEADER, " main.hdr ".parse().unwrap());
+        assert_eq!(
+            request_token(&headers, "main"),
+            Some(("main.hdr".into(), TokenSource::Header))
+        );
+    }
+
+    #[test]
+    fn claims_serialize_as_the_origin_reads_them() {
+        let claims = EntryClaims {
+            room: "main".into(),
+            sub: "3f9a0c1b2d4e".into(),
+            exp: 1_764_500_000,
+        };
+        assert_eq!(
+            serde_json::to_string(&claims).unwrap(),
+            r#"{"room":"main","sub":"3f9a0c1b2d4e","exp":1764500000}"#
+        );
+        assert_eq!(claims.remaining_secs(1_764_499_990_500), 10);
+        assert_eq!(claims.remaining_secs(1_764_600_000_000), 0);
+    }
+}

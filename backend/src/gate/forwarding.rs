@@ -1,0 +1,209 @@
+//! The `X-Forwarded-*` headers a proxied request reaches the origin with, and whether a request
+//! came over HTTPS.
+//!
+//! What a client sends in these headers is believed only from trusted proxies: those that
+//! write `--client-ip-header`, `--trusted-proxy-hops` of them (as for the client's address,
+//! `http::client_ip`). Without `--client-ip-header` Vestibule faces clients directly and writes
+//! the headers afresh.
+//! - `X-Forwarded-For`: the trusted chain, then the TCP peer. With `--client-ip-header
+//!   X-Forwarded-For` the chain is the last `--trusted-proxy-hops` entries of all its lines (what
+//!   the proxies wrote; anything a client put before them is dropped); with another header
+//!   (`Forwarded`, `X-Real-IP`) it is the client's address read from it.
+//! - `X-Forwarded-Proto`: a trusted proxy's value, else `http` (Vestibule serves plain HTTP).
+//! - `X-Forwarded-Host`: a trusted proxy's value, else the request's `Host`.
+//! - `Forwarded` (RFC 7239) is removed unless it is the trusted header (then passed as is).
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::ConnectInfo;
+use axum::http::{header, Extensions, HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::Config;
+use crate::http::client_ip::client_ip;
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// The trusted forwarding header's name, when trusted proxies are configured.
+fn trusted_header(config: &Config) -> Option<HeaderName> {
+    config
+        .client_ip_header
+        .as_deref()
+        .and_then(|name| HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes()).ok())
+}
+
+/// All comma-separated entries of every line of `name`, trimmed.
+fn entries(headers: &HeaderMap, name: &HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|line| line.to_str().ok())
+        .flat_map(|line| line.split(','))
+        .map(|entry| entry.trim().to_owned())
+        .filter(|entry| !entry.is_empty())
+        .collect()
+}
+
+/// A trusted proxy's value of a single-valued header: the entry `hops` from the end when the
+/// proxies appended, else the only one there (a proxy that overwrote it).
+fn trusted_value(headers: &HeaderMap, name: &HeaderName, config: &Config) -> Option<String> {
+    trusted_header(config)?;
+    let list = entries(headers, name);
+    let hops = config.trusted_proxy_hops.max(1);
+    list.len()
+        .checked_sub(hops)
+        .and_then(|index| list.get(index))
+        .or_else(|| list.first())
+        .cloned()
+}
+
+/// Whether the request reached the first trusted proxy over HTTPS (`X-Forwarded-Proto:
+/// https` from trusted proxies); always false without `--client-ip-header`.
+pub fn came_over_https(headers: &HeaderMap, config: &Config) -> bool {
+    trusted_value(headers, &X_FORWARDED_PROTO, config)
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
+}
+
+/// The TCP peer of a request, if known.
+pub fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip())
+}
+
+/// Rewrites the forwarding headers of a request about to go to the origin (module docs).
+pub fn set_forwarding_headers(headers: &mut HeaderMap, extensions: &Extensions, config: &Config) {
+    let peer = peer_ip(extensions);
+    let trusted = trusted_header(config);
+    let mut chain: Vec<String> = match &trusted {
+        Some(name) if *name == X_FORWARDED_FOR => {
+            let list = entries(headers, name);
+            let hops = config.trusted_proxy_hops.max(1);
+            list.len()
+                .checked_sub(hops)
+                .map(|start| list[start..].to_vec())
+                .unwrap_or_default()
+        }
+        Some(_) => client_ip(headers, extensions, config.client_ip_source())
+            .filter(|ip| Some(*ip) != peer)
+            .map(|ip| vec![ip.to_string()])
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    chain.extend(peer.map(|ip| ip.to_string()));
+    let proto = trusted_value(headers, &X_FORWARDED_PROTO, config)
+        .filter(|proto| proto.eq_ignore_ascii_case("https") || proto.eq_ignore_ascii_case("http"))
+        .unwrap_or_else(|| "http".to_owned());
+    let host = trusted_value(headers, &X_FORWARDED_HOST, config).or_else(|| {
+        headers
+            .get(header::HOST)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    });
+    headers.remove(&X_FORWARDED_FOR);
+    headers.remove(&X_FORWARDED_PROTO);
+    headers.remove(&X_FORWARDED_HOST);
+    if trusted.as_ref() != Some(&header::FORWARDED) {
+        headers.remove(header::FORWARDED);
+    }
+    if let Ok(value) = HeaderValue::from_str(&chain.join(", ")) {
+        if !chain.is_empty() {
+            headers.insert(X_FORWARDED_FOR, value);
+        }
+    }
+    if let Ok(value) = HeaderValue::from_str(&proto.to_ascii_lowercase()) {
+        headers.insert(X_FORWARDED_PROTO, value);
+    }
+    if let Some(value) = host.and_then(|host| HeaderValue::from_str(&host).ok()) {
+        headers.insert(X_FORWARDED_HOST, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn config(args: &[&str]) -> Config {
+        let mut all = vec!["vestibule"];
+        all.extend_from_slice(args);
+        Config::try_parse_from(all).unwrap()
+    }
+
+    fn request(lines: &[(&str, &str)]) -> (HeaderMap, Extensions) {
+        let mut headers = HeaderMap::new();
+        for (name, value) in lines {
+            headers.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        let mut extensions = Extensions::new();
+        extensions.insert(ConnectInfo::<SocketAddr>("10.0.0.2:5000".parse().unwrap()));
+        (headers, extensions)
+    }
+
+    fn forwarded(config: &Config, lines: &[(&str, &str)]) -> HeaderMap {
+        let (mut headers, extensions) = request(lines);
+        set_forwarding_headers(&mut headers, &extensions, config);
+        headers
+    }
+
+    #[test]
+    fn facing_clients_directly_nothing_they_send_is_believed() {
+        let headers = forwarded(
+            &config(&[]),
+            &[
+                ("host", "shop.example"),
+                ("x-forwarded-for", "6.6.6.6"),
+                ("x-forwarded-proto", "https"),
+                ("x-forwarded-host", "evil.example"),
+                ("forwarded", "for=6.6.6.6"),
+            ],
+        );
+        assert_eq!(headers["x-forwarded-for"], "10.0.0.2");
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-forwarded-host"], "shop.example");
+        assert!(!headers.contains_key("forwarded"));
+        assert!(!came_over_https(&headers, &config(&[])));
+    }
+
+    #[test]
+    fn behind_trusted_proxies_their_part_of_the_chain_is_kept_and_the_peer_appended() {
+        let trusted = config(&[
+            "--client-ip-header",
+            "X-Forwarded-For",
+            "--trusted-proxy-hops",
+            "2",
+        ]);
+        let lines = [
+            ("host", "shop.example"),
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "198.51.100.7, 10.0.0.1"),
+            ("x-forwarded-proto", "https"),
+        ];
+        let headers = forwarded(&trusted, &lines);
+        assert_eq!(
+            headers["x-forwarded-for"],
+            "198.51.100.7, 10.0.0.1, 10.0.0.2"
+        );
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        let (raw, _) = request(&lines);
+        assert!(came_over_https(&raw, &trusted));
+    }
+
+    #[test]
+    fn a_forwarded_header_gives_the_client_address() {
+        let trusted = config(&["--client-ip-header", "Forwarded"]);
+        let headers = forwarded(
+            &trusted,
+            &[
+                ("forwarded", "for=198.51.100.7;proto=https"),
+                ("x-forwarded-for", "6.6.6.6"),
+            ],
+        );
+        assert_eq!(headers["x-forwarded-for"], "198.51.100.7, 10.0.0.2");
+        assert_eq!(headers["forwarded"], "for=198.51.100.7;proto=https");
+    }
+}

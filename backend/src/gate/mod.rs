@@ -1,0 +1,220 @@
+//! Gate mode: Vestibule as a reverse proxy in front of a storefront (the origin), so that a
+//! store's checkout needs admission without a line of its code changed (docs/DESIGN.md "Gate
+//! mode").
+//!
+//! With `--upstream`, [`router`] serves Vestibule's page, API and OpenAPI under the mount prefix
+//! (`/_vestibule/`; `/_vestibule` redirects there), `/healthz`, `/readyz` and `/metrics` at the
+//! root, and sends everything else to the origin. A path matched by a `--gate` rule needs
+//! admission to the rule's room: the room's session cookie or `X-Entry-Token`, verified by
+//! [`entry::verify_entry`]; without it a browser is sent to the waiting room (303) and anything
+//! else gets 403 JSON with a `joinUrl`.
+//!
+//! - [`config`]: the flags. [`rules`]: gate rules, the path view they match, `return` paths.
+//! - [`entry`]: the one verification seam and its claims. [`session`]: token → cookie.
+//! - [`proxy`]: the HTTP client to the origin. [`forwarding`]: `X-Forwarded-*`.
+//! - [`answers`]: refusals and faults the gate answers itself.
+
+pub mod answers;
+pub mod config;
+pub mod entry;
+pub mod forwarding;
+pub mod proxy;
+pub mod rules;
+pub mod session;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Router;
+use vestibule_shared::error_code;
+
+pub use config::GateConfig;
+pub use entry::{verify_entry, EntryClaims};
+
+use crate::config::OutagePolicy;
+use crate::http::error::ApiError;
+use crate::state::AppState;
+use entry::{request_token, TokenSource, ENTRY_CLAIMS_HEADER, VESTIBULE_HEADER_PREFIX};
+use rules::{gated_room, is_navigation, join_url, GateRule};
+
+/// What the gate needs per request.
+struct Gate {
+    state: AppState,
+    rules: Vec<GateRule>,
+    prefix: String,
+    proxy: proxy::Proxy,
+}
+
+/// The router of gate mode around Vestibule's own `app` (its routes at `/`, with their layers).
+///
+/// # Errors
+/// An `--upstream` that cannot be used (validated at start already).
+pub fn router(state: AppState, app: Router) -> anyhow::Result<Router> {
+    let gate_config = &state.config.gate;
+    let prefix = gate_config.prefix();
+    let gate = Arc::new(Gate {
+        rules: gate_config.rules(),
+        proxy: proxy::Proxy::new(&state.config).map_err(anyhow::Error::msg)?,
+        prefix: prefix.clone(),
+        state,
+    });
+    let mut router = Router::new();
+    for path in config::ROOT_PATHS {
+        router = router.route_service(path, app.clone());
+    }
+    let bare = prefix.trim_end_matches('/').to_owned();
+    let to_prefix = prefix.clone();
+    Ok(router
+        .route(
+            &bare,
+            axum::routing::any(move |request: Request| async move {
+                let query = request
+                    .uri()
+                    .query()
+                    .map(|query| format!("?{query}"))
+                    .unwrap_or_default();
+                Redirect::permanent(&format!("{to_prefix}{query}"))
+            }),
+        )
+        .nest_service(&prefix, app)
+        .fallback(pass)
+        .with_state(gate))
+}
+
+/// Every request outside the mount prefix: stripped of `X-Vestibule-*`, admitted when a rule
+/// gates its path, then proxied.
+async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
+    strip_vestibule_headers(request.headers_mut());
+    let navigation = is_navigation(request.method(), request.headers());
+    let config = &gate.state.config;
+    if request.method() == Method::CONNECT {
+        return ApiError::MethodNotAllowed.into_response();
+    }
+    if let Some(room) = gated_room(&gate.rules, request.uri().path()) {
+        let back = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |path| path.as_str())
+            .to_owned();
+        match gate
+            .admit(&room, request.headers(), &back, navigation)
+            .await
+        {
+            Ok(Some(claims)) => {
+                let json = serde_json::to_string(&claims).unwrap_or_default();
+                if let Ok(value) = HeaderValue::from_str(&json) {
+                    request.headers_mut().insert(ENTRY_CLAIMS_HEADER, value);
+                }
+            }
+            Ok(None) => {}
+            Err(refused) => return drained(request, refused, config).await,
+        }
+    }
+    gate.proxy.forward(request, config, navigation).await
+}
+
+/// `answer` once the refused request's body is read (up to `--max-body-bytes`, within
+/// `--request-timeout-secs`): a keep-alive client then always gets the answer, never a reset
+/// for bytes left unread. A larger or slower body closes the connection after the answer.
+async fn drained(request: Request, mut answer: Response, config: &crate::Config) -> Response {
+    let read = axum::body::to_bytes(request.into_body(), config.max_body_bytes);
+    let limit = std::time::Duration::from_secs(config.request_timeout_secs);
+    if !matches!(tokio::time::timeout(limit, read).await, Ok(Ok(_))) {
+        answer.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+    }
+    answer
+}
+
+/// Removes every client-sent header starting with `X-Vestibule-`: only the gate sets them.
+fn strip_vestibule_headers(headers: &mut HeaderMap) {
+    let names: Vec<_> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(VESTIBULE_HEADER_PREFIX))
+        .cloned()
+        .collect();
+    for name in names {
+        headers.remove(name);
+    }
+}
+
+impl Gate {
+    /// Admission to `room` for a gated request (its `headers`, and `back`, its path and query):
+    /// its claims; `None` when the store is down and
+    /// the room's outage policy is `pass`; else the answer that refuses it.
+    async fn admit(
+        &self,
+        room: &str,
+        headers: &HeaderMap,
+        back: &str,
+        navigation: bool,
+    ) -> Result<Option<EntryClaims>, Response> {
+        let config = &self.state.config;
+        if !self.state.rooms.contains_key(room) {
+            let message = format!(
+                "no room named {:?}",
+                room.chars().take(64).collect::<String>()
+            );
+            return Err(answers::fault(
+                StatusCode::NOT_FOUND,
+                error_code::ROOM_NOT_FOUND,
+                &message,
+                navigation,
+                config.retry_after_secs,
+            ));
+        }
+        let join = join_url(&self.prefix, room, back);
+        let refuse = |code: &str, message: &str, clear_cookie: bool| {
+            metrics::counter!("vestibule_gate_refusals_total", "room" => room.to_owned())
+                .increment(1);
+            answers::refusal(room, code, message, &join, navigation, clear_cookie)
+        };
+        let Some((token, source)) = request_token(headers, room) else {
+            return Err(refuse(
+                error_code::TOKEN_MISSING,
+                "this page needs admission: join the waiting room at joinUrl, then send the \
+                 entry token in X-Entry-Token (or open a session)",
+                false,
+            ));
+        };
+        match verify_entry(&self.state, room, &token).await {
+            Ok(claims) => Ok(Some(claims)),
+            Err(ApiError::EntryToken { code, message }) => {
+                Err(refuse(code, &message, source == TokenSource::Cookie))
+            }
+            Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source })
+                if config.outage_policy.for_room(room) == OutagePolicy::Pass =>
+            {
+                tracing::warn!(%room, reason = %source, "store down: gated path passed unverified (outage policy = pass)");
+                metrics::counter!("vestibule_outage_passes_total", "room" => room.to_owned())
+                    .increment(1);
+                Ok(None)
+            }
+            Err(error) => {
+                let status = match error.status() {
+                    StatusCode::GATEWAY_TIMEOUT => StatusCode::SERVICE_UNAVAILABLE,
+                    status => status,
+                };
+                let code = match status {
+                    StatusCode::SERVICE_UNAVAILABLE => error_code::STORE_UNAVAILABLE,
+                    _ => error.code(),
+                };
+                let mut response = answers::fault(
+                    status,
+                    code,
+                    "the waiting room cannot check admission right now; retry shortly",
+                    navigation,
+                    config.retry_after_secs,
+                );
+                if status.is_client_error() {
+                    response = error.into_response();
+                }
+                Err(response)
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The reverse proxy to the origin: hyper-util's pooled HTTP/1.1 client, bodies streamed both
+//! ways (nothing buffered), hop-by-hop headers removed (RFC 9110 §7.6.1: the fixed list and
+//! every header named in `Connection`), forwarding headers set (`forwarding`), and HTTP/1.1
+//! upgrades (WebSocket) tunnelled once the origin answers `101`.
+//!
+//! The origin gets `--upstream-timeout-secs` to connect and answer a request's headers: past
+//! it 504 `upstream_timeout`; an origin that cannot be reached gets 502 `upstream_unavailable`
+//! at once. The queue never waits on the origin: proxied requests share nothing with the API.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::uri::{Authority, Scheme};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, Version};
+use axum::response::Response;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use vestibule_shared::error_code;
+
+use super::answers::fault;
+use super::forwarding::set_forwarding_headers;
+use crate::config::Config;
+
+/// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1, plus the
+/// non-standard `Proxy-Connection` and `Keep-Alive`).
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The origin and the client that reaches it.
+#[derive(Clone)]
+pub struct Proxy {
+    client: Client<HttpConnector, Body>,
+    authority: Authority,
+    timeout: Duration,
+}
+
+impl Proxy {
+    /// A proxy to the origin `--upstream`.
+    ///
+    /// # Errors
+    /// An upstream URL that [`super::config::upstream_authority`] refuses.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let upstream = config.gate.upstream.as_deref().unwrap_or_default();
+        let authority = super::config::upstream_authority(upstream)?
+            .parse::<Authority>()
+            .map_err(|error| format!("--upstream {upstream:?}: {error}"))?;
+        let timeout = config.gate.upstream_timeout();
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        Ok(Self {
+            client,
+            authority,
+            timeout,
+        })
+    }
+
+    /// Sends `request` to the origin and streams its answer back (or answers 502/504 itself;
+    /// `navigation` picks HTML over JSON for those).
+    pub async fn forward(
+        &self,
+        mut request: Request,
+        config: &Config,
+        navigation: bool,
+    ) -> Response {
+        let upgrade = requested_upgrade(request.headers(), request.version());
+        let client_side = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut request));
+        let (mut parts, body) = request.into_parts();
+        if !parts.headers.contains_key(header::HOST) {
+            // HTTP/2 clients name the host in the URI only.
+            if let Some(host) = parts
+                .uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            {
+                parts.headers.insert(header::HOST, host);
+            }
+        }
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |path| path.as_str())
+            .to_owned();
+        let uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build();
+        let Ok(uri) = uri else {
+            return fault(
+                StatusCode::BAD_REQUEST,
+                error_code::BAD_REQUEST,
+                "this request target cannot be forwarded",
+                navigation,
+                config.retry_after_secs,
+            );
+        };
+        parts.uri = uri;
+        parts.version = Version::HTTP_11;
+        remove_hop_by_hop(&mut parts.headers);
+        if let Some(protocol) = &upgrade {
+            parts
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            parts.headers.insert(header::UPGRADE, protocol.clone());
+        }
+        set_forwarding_headers(&mut parts.headers, &parts.extensions, config);
+        let method = parts.method.clone();
+        let outgoing = Request::from_parts(parts, body);
+        let answer = tokio::time::timeout(self.timeout, self.client.request(outgoing)).await;
+        let mut response = match answer {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) => {
+                tracing::warn!(%method, error = %error, "origin unreachable");
+                metrics::counter!("vestibule_gate_upstream_errors_total", "kind" => "unavailable")
+                    .increment(1);
+                return fault(
+                    StatusCode::BAD_GATEWAY,
+                    error_code::UPSTREAM_UNAVAILABLE,
+                    "the shop behind the waiting room could not be reached; retry shortly",
+                    navigation,
+                    config.retry_after_secs,
+                );
+            }
+            Err(_) => {
+                tracing::warn!(%method, timeout_secs = self.timeout.as_secs(), "origin too slow");
+                metrics::counter!("vestibule_gate_upstream_errors_total", "kind" => "timeout")
+                    .increment(1);
+                return fault(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    error_code::UPSTREAM_TIMEOUT,
+                    "the shop behind the waiting room did not answer in time; retry shortly",
+                    navigation,
+                    config.retry_after_secs,
+                );
+            }
+        };
+        let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+        let protocol = response.headers().get(header::UPGRADE).cloned();
+        remove_hop_by_hop(response.headers_mut());
+        if let (true, Some(client_side), Some(protocol)) = (switching, client_side, protocol) {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            response.headers_mut().insert(header::UPGRADE, protocol);
+            let origin_side = hyper::upgrade::on(&mut response);
+            tokio::spawn(tunnel(client_side, origin_side));
+        }
+        response.map(Body::new)
+    }
+}
+
+/// Copies bytes both ways between an upgraded client connection and the origin's, until either
+/// side closes.
+async fn tunnel(client: hyper::upgrade::OnUpgrade, origin: hyper::upgrade::OnUpgrade) {
+    let (client, origin) = tokio::join!(client, origin);
+    let (Ok(client), Ok(origin)) = (client, origin) else {
+        tracing::debug!("an upgrade did not complete");
+        return;
+    };
+    let mut client = TokioIo::new(client);
+    let mut origin = TokioIo::new(origin);
+    if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut origin).await {
+        tracing::debug!(%error, "upgraded connection ended");
+    }
+}
+
+/// The protocol an HTTP/1.1 request asks to upgrade to (`Connection: upgrade` + `Upgrade`).
+fn requested_upgrade(headers: &HeaderMap, version: Version) -> Option<HeaderValue> {
+    let asks = version == Version::HTTP_11
+        && connection_tokens(headers)
+            .iter()
+            .any(|token| token == "upgrade");
+    asks.then(|| headers.get(header::UPGRADE).cloned())
+        .flatten()
+}
+
+/// The lowercase tokens of every `Connection` line.
+fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|line| line.split(','))
+        .map(|token| token.trim().to_ascii_lowercase())
+        .filter(|token| !token.is_empty())
+        .collect()
+}
+
+/// Removes the hop-by-hop headers: the fixed list and every header `Connection` names.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    for token in connection_tokens(headers) {
+        if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+            headers.remove(name);
+        }
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_removed() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "keep-alive, x-private-hop"),
+            ("keep-alive", "timeout=5"),
+            ("x-private-hop", "1"),
+            ("te", "trailers"),
+            ("trailer", "x-sum"),
+            ("upgrade", "h2c"),
+            ("proxy-authorization", "Basic eA=="),
+            ("cookie", "a=1"),
+            ("x-end-to-end", "kept"),
+        ] {
+            headers.insert(HeaderName::from_static(name), value.parse().unwrap());
+        }
+        remove_hop_by_hop(&mut headers);
+        let left: Vec<_> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["cookie", "x-end-to-end"]);
+    }
+
+    #[test]
+    fn only_an_http11_connection_upgrade_is_an_upgrade() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::UPGRADE, "websocket".parse().unwrap());
+        assert_eq!(requested_upgrade(&headers, Version::HTTP_11), None);
+        headers.insert(header::CONNECTION, "keep-alive, Upgrade".parse().unwrap());
+        assert_eq!(
+            requested_upgrade(&headers, Version::HTTP_11).unwrap(),
+            "websocket"
+        );
+        assert_eq!(requested_upgrade(&headers, Version::HTTP_2), None);
+    }
+}

@@ -1,0 +1,324 @@
+//! Gate rules (`--gate PATTERN=ROOM`), the path view they are matched against, and the
+//! waiting-room link a refused shopper is sent to.
+//!
+//! A rule is matched against a *normalized* path, so that no spelling the origin may read as
+//! the same path slips past the gate: percent-decoded once, `\` read as `/`, empty and `.`
+//! segments dropped, `..` resolved, `;parameters` cut off a segment, ASCII letters compared
+//! without case. Normalizing can only gate more paths than the origin serves under a rule,
+//! never fewer. The request itself goes to the origin untouched.
+
+use axum::http::{header, HeaderMap, Method};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use vestibule_shared::is_valid_room_slug;
+
+/// Longest `return` path kept (longer ones become `/`).
+pub const MAX_RETURN_LEN: usize = 2048;
+
+/// One segment of a rule's pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    /// This exact segment (compared normalized).
+    Literal(String),
+    /// Any one segment.
+    Any,
+    /// Any one segment, which names the room.
+    Room,
+}
+
+/// A parsed `--gate` rule: the paths starting with its segments need admission to a room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateRule {
+    segments: Vec<Segment>,
+    /// The room of `PATTERN=ROOM`; `None` when the pattern holds `{room}`.
+    room: Option<String>,
+}
+
+impl GateRule {
+    /// Parses `PATTERN=ROOM`, or a `PATTERN` with one `{room}` segment.
+    ///
+    /// # Errors
+    /// A short reason: no leading `/`, no segment, a bad room slug, `=ROOM` missing or given
+    /// beside `{room}`, two `{room}`, or `*`, `{`, `}` inside a literal segment.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (pattern, room) = match text.rsplit_once('=') {
+            Some((pattern, room)) => (pattern, Some(room)),
+            None => (text, None),
+        };
+        if !pattern.starts_with('/') {
+            return Err("the pattern must start with /".into());
+        }
+        let mut segments = Vec::new();
+        for raw in pattern.split('/').filter(|s| !s.is_empty()) {
+            segments.push(match raw {
+                "*" => Segment::Any,
+                "{room}" => Segment::Room,
+                literal if literal.contains(['*', '{', '}']) => {
+                    return Err(format!(
+                        "segment {literal:?}: * and {{room}} must be whole segments"
+                    ))
+                }
+                literal => match normalize_path(&format!("/{literal}")).as_slice() {
+                    [one] => Segment::Literal(one.clone()),
+                    _ => return Err(format!("segment {literal:?} is not a path segment")),
+                },
+            });
+        }
+        if segments.is_empty() {
+            return Err(
+                "the pattern needs at least one segment (gating / would gate everything)".into(),
+            );
+        }
+        let room_segments = segments.iter().filter(|s| **s == Segment::Room).count();
+        match (room_segments, room) {
+            (0, None) => Err("name the room: PATTERN=ROOM".into()),
+            (0, Some(room)) if !is_valid_room_slug(room) => {
+                Err(format!("{room:?} is not a room slug [a-z0-9-]{{1,64}}"))
+            }
+            (0, Some(room)) => Ok(Self {
+                segments,
+                room: Some(room.to_owned()),
+            }),
+            (1, None) => Ok(Self {
+                segments,
+                room: None,
+            }),
+            (1, Some(_)) => Err("with {room} in the pattern, leave out =ROOM".into()),
+            _ => Err("at most one {room} segment".into()),
+        }
+    }
+
+    /// The room named by `=ROOM`, if the rule has one.
+    pub fn fixed_room(&self) -> Option<&str> {
+        self.room.as_deref()
+    }
+
+    /// The room this rule gates `path` (normalized segments) for, if it matches: the rule's
+    /// room, or the `{room}` segment of the path (which may name no configured room).
+    pub fn room_for(&self, path: &[String]) -> Option<String> {
+        if path.len() < self.segments.len() {
+            return None;
+        }
+        let mut captured = None;
+        for (segment, actual) in self.segments.iter().zip(path) {
+            match segment {
+                Segment::Literal(literal) if literal != actual => return None,
+                Segment::Literal(_) | Segment::Any => {}
+                Segment::Room => captured = Some(actual.clone()),
+            }
+        }
+        self.room.clone().or(captured)
+    }
+
+    /// Whether the rule matches paths under `prefix` (e.g. the mount prefix).
+    pub fn covers(&self, prefix: &str) -> bool {
+        self.room_for(&normalize_path(&format!("{prefix}/x")))
+            .is_some()
+    }
+}
+
+/// The room the first matching rule gates `raw_path` for (see the module docs for how the path
+/// is read).
+pub fn gated_room(rules: &[GateRule], raw_path: &str) -> Option<String> {
+    let path = normalize_path(raw_path);
+    rules.iter().find_map(|rule| rule.room_for(&path))
+}
+
+/// The segments of `raw_path` as an origin might read it: percent-decoded once, `\` as `/`,
+/// empty and `.` segments dropped, `..` resolved, `;params` cut, ASCII lowercase.
+pub fn normalize_path(raw_path: &str) -> Vec<String> {
+    let decoded = percent_decode_str(raw_path).decode_utf8_lossy();
+    let mut segments: Vec<String> = Vec::new();
+    for segment in decoded.split(['/', '\\']) {
+        let segment = segment.split(';').next().unwrap_or_default();
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            other => segments.push(other.to_ascii_lowercase()),
+        }
+    }
+    segments
+}
+
+/// `candidate` when it is a same-origin path, else `/` (no open redirect).
+///
+/// Refused: anything not starting with `/` (`https://…`, `javascript:…`, `evil.com`),
+/// protocol-relative `//host`, `/\host` and any other `\` (browsers read `\` as `/`), control
+/// characters (browsers drop tabs and newlines, so `/\t/host` would become `//host`), and paths
+/// longer than [`MAX_RETURN_LEN`].
+pub fn safe_return_path(candidate: &str) -> &str {
+    let safe = candidate.starts_with('/')
+        && !candidate.starts_with("//")
+        && !candidate.contains('\\')
+        && !candidate.chars().any(char::is_control)
+        && candidate.len() <= MAX_RETURN_LEN;
+    if safe {
+        candidate
+    } else {
+        "/"
+    }
+}
+
+/// Characters left as they are in a query value: RFC 3986 unreserved.
+const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The waiting room of `room` under the mount `prefix`, coming back to `return_to` once
+/// admitted: `{prefix}?room=ROOM&return=<percent-encoded same-origin path>`.
+pub fn join_url(prefix: &str, room: &str, return_to: &str) -> String {
+    let room = utf8_percent_encode(room, QUERY_VALUE);
+    let back = utf8_percent_encode(safe_return_path(return_to), QUERY_VALUE);
+    format!("{prefix}?room={room}&return={back}")
+}
+
+/// Whether the request is a browser navigation: `GET`/`HEAD` whose `Accept` includes `text/html`.
+pub fn is_navigation(method: &Method, headers: &HeaderMap) -> bool {
+    (method == Method::GET || method == Method::HEAD)
+        && headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(|accept| accept.to_ascii_lowercase().contains("text/html"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(texts: &[&str]) -> Vec<GateRule> {
+        texts.iter().map(|t| GateRule::parse(t).unwrap()).collect()
+    }
+
+    #[test]
+    fn rules_match_by_segment_prefix_with_wildcards_and_rooms() {
+        let rules = rules(&["/checkout=main", "/drops/*/buy=drop", "/rooms/{room}/pay"]);
+        let room = |path: &str| gated_room(&rules, path);
+        assert_eq!(room("/checkout").as_deref(), Some("main"));
+        assert_eq!(room("/checkout/").as_deref(), Some("main"));
+        assert_eq!(room("/checkout/pay?x=1").as_deref(), Some("main"));
+        assert_eq!(room("/checkouts"), None);
+        assert_eq!(room("/cart"), None);
+        assert_eq!(room("/"), None);
+        assert_eq!(room("/drops/sneaker/buy").as_deref(), Some("drop"));
+        assert_eq!(room("/drops/sneaker"), None);
+        assert_eq!(room("/rooms/flash/pay/now").as_deref(), Some("flash"));
+        assert_eq!(room("/rooms/flash"), None);
+    }
+
+    #[test]
+    fn no_spelling_of_a_gated_path_slips_past() {
+        let rules = rules(&["/checkout=main"]);
+        for path in [
+            "/CHECKOUT",
+            "//checkout",
+            "/./checkout",
+            "/cart/../checkout",
+            "/%63heckout",
+            "/%2e/checkout",
+            "/checkout;jsessionid=1",
+            "\\checkout",
+            "/x/..%2fcheckout",
+            "/checkout%2fpay",
+        ] {
+            assert_eq!(gated_room(&rules, path).as_deref(), Some("main"), "{path}");
+        }
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        for text in [
+            "checkout=main",
+            "/=main",
+            "/checkout",
+            "/checkout=Main",
+            "/{room}/{room}",
+            "/{room}/pay=main",
+            "/check*=main",
+            "/..=main",
+        ] {
+            assert!(GateRule::parse(text).is_err(), "{text}");
+        }
+        assert!(GateRule::parse("/*=main").unwrap().covers("/_vestibule/"));
+        assert!(GateRule::parse("/_vestibule=main")
+            .unwrap()
+            .covers("/_vestibule/"));
+        assert!(!GateRule::parse("/checkout=main")
+            .unwrap()
+            .covers("/_vestibule/"));
+    }
+
+    #[test]
+    fn same_origin_paths_are_kept() {
+        for path in [
+            "/",
+            "/checkout",
+            "/checkout?step=2&x=%2F",
+            "/a/b#frag",
+            "/%2F%2Fevil",
+        ] {
+            assert_eq!(safe_return_path(path), path);
+        }
+    }
+
+    #[test]
+    fn every_open_redirect_variant_becomes_the_root() {
+        let long = format!("/{}", "a".repeat(MAX_RETURN_LEN));
+        for evil in [
+            "",
+            "//evil.example",
+            "//evil.example/checkout",
+            "///evil.example",
+            "/\\evil.example",
+            "\\\\evil.example",
+            "/a\\b",
+            "https://evil.example",
+            "http://evil.example/checkout",
+            "HTTPS://evil.example",
+            "javascript:alert(1)",
+            "data:text/html,hi",
+            "evil.example",
+            " /checkout",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil.example",
+            "/checkout\u{0}",
+            "/checkout\u{7f}",
+            "/checkout\u{85}",
+            long.as_str(),
+        ] {
+            assert_eq!(safe_return_path(evil), "/", "{evil:?}");
+        }
+    }
+
+    #[test]
+    fn the_join_url_carries_an_encoded_safe_return() {
+        assert_eq!(
+            join_url("/_vestibule/", "main", "/checkout?step=2&a=b c"),
+            "/_vestibule/?room=main&return=%2Fcheckout%3Fstep%3D2%26a%3Db%20c"
+        );
+        assert_eq!(
+            join_url("/_vestibule/", "main", "//evil.example"),
+            "/_vestibule/?room=main&return=%2F"
+        );
+    }
+
+    #[test]
+    fn only_html_gets_and_heads_are_navigations() {
+        let mut html = HeaderMap::new();
+        html.insert(
+            header::ACCEPT,
+            "text/html,application/xhtml+xml;q=0.9".parse().unwrap(),
+        );
+        let mut json = HeaderMap::new();
+        json.insert(header::ACCEPT, "application/json".parse().unwrap());
+        assert!(is_navigation(&Method::GET, &html));
+        assert!(is_navigation(&Method::HEAD, &html));
+        assert!(!is_navigation(&Method::POST, &html));
+        assert!(!is_navigation(&Method::GET, &json));
+        assert!(!is_navigation(&Method::GET, &HeaderMap::new()));
+    }
+}

@@ -1,0 +1,1017 @@
+//! Gate mode end to end: the real binary with `--upstream` in front of a small origin run by
+//! the test (an axum server that echoes what it received as JSON, plus streaming, slow, upload,
+//! upgrade and hop-by-hop routes). JSON clients, curl, cookies, the origin stopped and slow.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode as OriginStatus};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::{Json, Router};
+use futures_util::StreamExt as _;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+use vestibule_shared::TicketState;
+use vestibule_tests::{both_stores, Backend, TestApp};
+
+const PREFIX: &str = "/_vestibule/";
+
+// ---------------------------------------------------------------------------------------------
+// The origin: a storefront stand-in in the test process
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Seen {
+    /// Paths the origin received, in order.
+    paths: Arc<Mutex<Vec<String>>>,
+    /// Released by the test once it read the first chunk of `/stream`.
+    release_stream: Arc<Notify>,
+    /// Signalled by the origin when the first chunk of an `/upload` arrived.
+    upload_started: Arc<Notify>,
+}
+
+struct Origin {
+    address: SocketAddr,
+    seen: Seen,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Origin {
+    async fn start() -> Self {
+        let seen = Seen::default();
+        let app = Router::new()
+            .route("/stream", get(stream))
+            .route("/slow", get(slow))
+            .route("/upload", any(upload))
+            .route("/ws", get(upgrade))
+            .route("/hop", get(hop))
+            .fallback(echo)
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Self {
+            address,
+            seen,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.seen.paths.lock().unwrap().clone()
+    }
+
+    /// Stops serving and closes the port (connections refused from now on).
+    async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}
+
+/// Answers what it received: method, path, query, every header (all values), body.
+async fn echo(State(seen): State<Seen>, request: Request) -> Json<Value> {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    seen.paths.lock().unwrap().push(parts.uri.path().to_owned());
+    let mut headers = serde_json::Map::new();
+    for (name, value) in &parts.headers {
+        let values = headers.entry(name.as_str()).or_insert_with(|| json!([]));
+        values
+            .as_array_mut()
+            .unwrap()
+            .push(json!(value.to_str().unwrap_or("<bytes>")));
+    }
+    Json(json!({
+        "method": parts.method.as_str(),
+        "path": parts.uri.path(),
+        "query": parts.uri.query(),
+        "headers": headers,
+        "body": String::from_utf8_lossy(&body),
+    }))
+}
+
+/// Sends `first`, then `second` only once the test has read `first` (a buffering proxy would
+/// never deliver `first`).
+async fn stream(State(seen): State<Seen>) -> Response {
+    let release = seen.release_stream.clone();
+    let first =
+        futures_util::stream::once(async { Ok::<_, std::io::Error>(Bytes::from("first;")) });
+    let second = futures_util::stream::once(async move {
+        release.notified().await;
+        Ok(Bytes::from("second"))
+    });
+    Body::from_stream(first.chain(second)).into_response()
+}
+
+async fn slow() -> &'static str {
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    "too late"
+}
+
+/// Counts the body's bytes, telling the test when the first chunk arrived.
+async fn upload(State(seen): State<Seen>, request: Request) -> Json<Value> {
+    let mut body = request.into_body().into_data_stream();
+    let mut total = 0;
+    let mut first = true;
+    while let Some(Ok(chunk)) = body.next().await {
+        total += chunk.len();
+        if first {
+            seen.upload_started.notify_one();
+            first = false;
+        }
+    }
+    Json(json!({"bytes": total}))
+}
+
+/// Switches to a byte echo protocol (what a WebSocket server does after its handshake).
+async fn upgrade(mut request: Request) -> Response {
+    let upgraded = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        let Ok(upgraded) = upgraded.await else { return };
+        let mut io = hyper_util::rt::TokioIo::new(upgraded);
+        let mut buffer = [0u8; 256];
+        while let Ok(n) = io.read(&mut buffer).await {
+            if n == 0 || io.write_all(&buffer[..n]).await.is_err() {
+                return;
+            }
+        }
+    });
+    Response::builder()
+        .status(OriginStatus::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, "echo")
+        .body(Body::empty())
+        .unwrap()
+}
+
+/// Answers with a hop-by-hop header named in `Connection`.
+async fn hop() -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONNECTION, "x-origin-hop".parse().unwrap());
+    headers.insert("x-origin-hop", "1".parse().unwrap());
+    headers.insert("x-end-to-end", "kept".parse().unwrap());
+    (headers, "hop").into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+async fn gate_in_front_of(origin: &Origin, backend: Backend, extra: &[&str]) -> TestApp {
+    let upstream = origin.url();
+    let mut args = vec![
+        "--upstream",
+        upstream.as_str(),
+        "--rooms",
+        "main,flash",
+        "--gate",
+        "/checkout=main",
+        "--gate",
+        "/rooms/{room}/pay",
+        "--admission-rate",
+        "1000",
+        "--upstream-timeout-secs",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    TestApp::spawn(backend, &args).await
+}
+
+/// Joins `room` under the prefix and waits for the entry token.
+async fn admitted(app: &TestApp, room: &str) -> String {
+    let joined: Value = app
+        .client
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/{room}/tickets")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = joined["ticketId"].as_str().expect("a ticket").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status: Value = app
+            .client
+            .get(app.url(&format!("{PREFIX}api/v1/rooms/{room}/tickets/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if status["status"] == TicketState::TokenIssued.as_str() {
+            return status["entryToken"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "not admitted: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+async fn json_of(response: reqwest::Response) -> (StatusCode, HeaderMap, Value) {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text }));
+    (status, headers, body)
+}
+
+/// All values of `name` the origin saw, as one comma-joined string ("" when none).
+fn seen_header(echo: &Value, name: &str) -> String {
+    echo["headers"][name]
+        .as_array()
+        .map(|values| {
+            values
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+async fn open_session(app: &TestApp, room: &str, token: &str, extra: Value) -> reqwest::Response {
+    let mut body = json!({ "entryToken": token });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    app.client
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/{room}/session")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_client_is_refused_then_admitted_with_its_token_and_the_origin_sees_the_claims() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+
+    // Vestibule lives under the prefix; the root belongs to the origin, health stays.
+    let (status, _, info) = json_of(
+        app.client
+            .get(app.url(&format!("{PREFIX}api/v1/rooms/main")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert_eq!(info["room"], "main");
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/api/v1/rooms/main"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        echoed["path"], "/api/v1/rooms/main",
+        "the origin answers the root: {echoed}"
+    );
+    assert_eq!(app.get_json("/healthz").await.0, StatusCode::OK);
+    assert_eq!(app.get_json("/readyz").await.0, StatusCode::OK);
+    let bare = no_redirects()
+        .get(app.url("/_vestibule?room=main"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(
+        bare.headers()[header::LOCATION.as_str()],
+        "/_vestibule/?room=main"
+    );
+    let (_, _, document) = json_of(
+        app.client
+            .get(app.url(&format!("{PREFIX}api/v1/openapi.json")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(document["paths"]["/api/v1/rooms/{room}/session"]["post"].is_object());
+    assert_eq!(
+        document["servers"][0]["url"], "/_vestibule",
+        "clients must call the API under the prefix"
+    );
+
+    // No token: 403 JSON naming the waiting room; the origin never hears of it.
+    let (status, headers, refused) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(refused["error"], "entry_token_missing", "{refused}");
+    assert_eq!(
+        refused["joinUrl"],
+        "/_vestibule/?room=main&return=%2Fcheckout"
+    );
+    assert_eq!(headers["cache-control"], "no-store");
+    assert!(!origin.paths().contains(&"/checkout".to_owned()));
+
+    // A browser navigation is sent to the waiting room, coming back to where it was going.
+    let navigation = no_redirects()
+        .get(app.url("/checkout/pay?step=2&x=a%20b"))
+        .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(navigation.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        navigation.headers()["location"],
+        "/_vestibule/?room=main&return=%2Fcheckout%2Fpay%3Fstep%3D2%26x%3Da%2520b"
+    );
+
+    // Admitted: the token passes; the origin gets the claims, never a client's own.
+    let token = admitted(&app, "main").await;
+    let before = SystemTimeSecs::now();
+    let (status, _, echoed) = json_of(
+        app.client
+            .post(app.url("/checkout/pay?x=1"))
+            .header("x-entry-token", &token)
+            .header(
+                "x-vestibule-entry",
+                r#"{"room":"main","sub":"forged","exp":9999999999}"#,
+            )
+            .header("X-Vestibule-Admin", "yes")
+            .body("order=1")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    assert_eq!(echoed["method"], "POST");
+    assert_eq!(echoed["path"], "/checkout/pay");
+    assert_eq!(echoed["query"], "x=1");
+    assert_eq!(echoed["body"], "order=1");
+    let claims: Value = serde_json::from_str(&seen_header(&echoed, "x-vestibule-entry"))
+        .expect("one claims header");
+    assert_eq!(claims["room"], "main");
+    assert_ne!(claims["sub"], "forged");
+    assert_eq!(claims["sub"].as_str().unwrap().len(), 12, "{claims}");
+    let exp = claims["exp"].as_u64().unwrap();
+    assert!(
+        (before + 290..=before + 301).contains(&exp),
+        "exp {exp} vs now {before}"
+    );
+    assert_eq!(seen_header(&echoed, "x-vestibule-admin"), "");
+    assert_eq!(seen_header(&echoed, "x-forwarded-for"), "127.0.0.1");
+    assert_eq!(seen_header(&echoed, "x-forwarded-proto"), "http");
+    assert_eq!(
+        seen_header(&echoed, "x-forwarded-host"),
+        app.base.trim_start_matches("http://")
+    );
+
+    // A path no rule gates goes through without a token, and without any claims.
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/products?q=shoes"))
+            .header("x-vestibule-entry", "forged")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(echoed["query"], "q=shoes");
+    assert_eq!(seen_header(&echoed, "x-vestibule-entry"), "");
+
+    // Other rooms' and made-up tokens are refused; so is a room that does not exist.
+    let flash = admitted(&app, "flash").await;
+    for (token, code) in [
+        (flash.as_str(), "entry_token_wrong_room"),
+        ("main.AAAAAAAAAAAAAAAAAAAAAA", "entry_token_unknown"),
+        ("garbage", "entry_token_unknown"),
+    ] {
+        let (status, _, refused) = json_of(
+            app.client
+                .get(app.url("/checkout"))
+                .header("x-entry-token", token)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{token}");
+        assert_eq!(refused["error"], code, "{token}: {refused}");
+        assert!(refused["joinUrl"].is_string());
+    }
+    let (status, _, _) = json_of(
+        app.client
+            .get(app.url("/rooms/flash/pay"))
+            .header("x-entry-token", &flash)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{{room}} rules take the room from the path"
+    );
+    let (status, _, missing) = json_of(
+        app.client
+            .get(app.url("/rooms/ghost/pay"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(missing["error"], "room_not_found");
+}
+
+/// Whole seconds since the Unix epoch.
+struct SystemTimeSecs;
+
+impl SystemTimeSecs {
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+}
+
+both_stores!(the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_gate);
+
+async fn the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_gate(
+    backend: Backend,
+) {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, backend, &["--token-ttl-secs", "120"]).await;
+    let token = admitted(&app, "main").await;
+
+    let response = open_session(
+        &app,
+        "main",
+        &token,
+        json!({"returnTo": "/checkout?step=2"}),
+    )
+    .await;
+    let (status, headers, session) = json_of(response).await;
+    assert_eq!(status, StatusCode::OK, "{session}");
+    assert_eq!(session["room"], "main");
+    assert_eq!(session["returnTo"], "/checkout?step=2");
+    let expires_at = session["expiresAt"].as_u64().unwrap();
+    let now_ms = SystemTimeSecs::now() * 1000;
+    assert!(
+        (now_ms + 100_000..=now_ms + 121_000).contains(&expires_at),
+        "{expires_at}"
+    );
+    assert_eq!(headers["cache-control"], "no-store");
+    let cookie = headers["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.starts_with(&format!("vestibule_entry_main={token};")),
+        "{cookie}"
+    );
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(
+            cookie.split("; ").any(|part| part == attribute),
+            "{cookie} lacks {attribute}"
+        );
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "plain HTTP, no trusted proxy: {cookie}"
+    );
+    let max_age: u64 = cookie
+        .split("; ")
+        .find_map(|part| part.strip_prefix("Max-Age="))
+        .expect("Max-Age")
+        .parse()
+        .unwrap();
+    assert!((100..=120).contains(&max_age), "Max-Age {max_age}");
+
+    // The browser sends the cookie back: the gated page comes from the origin, with claims.
+    let pair = cookie.split(';').next().unwrap();
+    let (status, _, echoed) = json_of(
+        no_redirects()
+            .get(app.url("/checkout?step=2"))
+            .header("accept", "text/html")
+            .header("cookie", format!("theme=dark; {pair}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    assert_eq!(echoed["path"], "/checkout");
+    assert!(seen_header(&echoed, "x-vestibule-entry").contains("\"room\":\"main\""));
+
+    // A cookie with a refused token sends the browser back to the line and is deleted.
+    let refused = no_redirects()
+        .get(app.url("/checkout"))
+        .header("accept", "text/html")
+        .header("cookie", "vestibule_entry_main=main.AAAAAAAAAAAAAAAAAAAAAA")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::SEE_OTHER);
+    assert!(refused.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("Max-Age=0"));
+
+    // Other rooms', made-up and missing tokens get no session.
+    let flash = admitted(&app, "flash").await;
+    for (room, token, status, code) in [
+        (
+            "main",
+            flash.as_str(),
+            StatusCode::FORBIDDEN,
+            "entry_token_wrong_room",
+        ),
+        (
+            "flash",
+            token.as_str(),
+            StatusCode::FORBIDDEN,
+            "entry_token_wrong_room",
+        ),
+        (
+            "main",
+            "main.AAAAAAAAAAAAAAAAAAAAAA",
+            StatusCode::FORBIDDEN,
+            "entry_token_unknown",
+        ),
+        (
+            "main",
+            "garbage",
+            StatusCode::FORBIDDEN,
+            "entry_token_unknown",
+        ),
+        ("main", "", StatusCode::FORBIDDEN, "entry_token_missing"),
+        (
+            "ghost",
+            token.as_str(),
+            StatusCode::NOT_FOUND,
+            "room_not_found",
+        ),
+    ] {
+        let (got, headers, body) = json_of(open_session(&app, room, token, json!({})).await).await;
+        assert_eq!(
+            (got, body["error"].as_str()),
+            (status, Some(code)),
+            "{room} {token}: {body}"
+        );
+        assert!(!headers.contains_key("set-cookie"));
+    }
+    let wrong_body = app
+        .client
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/main/session")))
+        .header("content-type", "application/json")
+        .body("{\"token\": 1}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_body.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_open_redirect_variant_is_refused() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    let token = admitted(&app, "main").await;
+    // The page asks the server where to go back to: only a same-origin path comes back.
+    for evil in [
+        "//evil.example",
+        "//evil.example/checkout",
+        "///evil.example",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "https://evil.example/checkout",
+        "HTTPS://evil.example",
+        "javascript:alert(1)",
+        "evil.example",
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/checkout\u{0}",
+        "",
+    ] {
+        let (status, _, session) =
+            json_of(open_session(&app, "main", &token, json!({"returnTo": evil})).await).await;
+        assert_eq!(status, StatusCode::OK, "{evil:?}: {session}");
+        assert_eq!(session["returnTo"], "/", "{evil:?}");
+    }
+    // A gated request whose own path would make a protocol-relative return gets `/`.
+    let navigation = no_redirects()
+        .get(app.url("//checkout"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(navigation.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        navigation.headers()["location"],
+        "/_vestibule/?room=main&return=%2F"
+    );
+    assert!(
+        origin.paths().is_empty(),
+        "the origin saw {:?}",
+        origin.paths()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_origin_gets_504_and_a_stopped_one_502_while_the_queue_keeps_working() {
+    let mut origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+
+    let started = Instant::now();
+    let (status, headers, slow) =
+        json_of(app.client.get(app.url("/slow")).send().await.unwrap()).await;
+    let took = started.elapsed();
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{slow}");
+    assert_eq!(slow["error"], "upstream_timeout");
+    assert!(headers.contains_key("retry-after"));
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+
+    let waiting: Value = app
+        .client
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/main/tickets")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ticket = waiting["ticketId"].as_str().unwrap().to_owned();
+
+    origin.stop().await;
+    // Proxied paths fail fast with 502 (JSON for clients, a page for browsers) …
+    let started = Instant::now();
+    let (status, headers, down) =
+        json_of(app.client.get(app.url("/products")).send().await.unwrap()).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{down}");
+    assert_eq!(down["error"], "upstream_unavailable");
+    assert!(headers.contains_key("retry-after"));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let page = app
+        .client
+        .get(app.url("/"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::BAD_GATEWAY);
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+
+    // … while joins, polls, the page and the event stream keep answering.
+    let (status, _, joined) = json_of(
+        app.client
+            .post(app.url(&format!("{PREFIX}api/v1/rooms/main/tickets")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{joined}");
+    let (status, _, polled) = json_of(
+        app.client
+            .get(app.url(&format!("{PREFIX}api/v1/rooms/main/tickets/{ticket}")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{polled}");
+    let page = app.client.get(app.url(PREFIX)).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let events = app
+        .client
+        .get(app.url(&format!(
+            "{PREFIX}api/v1/rooms/main/tickets/{ticket}/events"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let mut stream = events.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("an event within 5 s")
+        .expect("a chunk")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("event: status"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_stream_both_ways_and_upgrades_pass_through() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+
+    // Download: the first chunk arrives before the origin writes the second.
+    let response = app.client.get(app.url("/stream")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut chunks = response.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(5), chunks.next())
+        .await
+        .expect("the first chunk before the last was written: not buffered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(&first[..], b"first;");
+    origin.seen.release_stream.notify_one();
+    let mut rest = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        rest.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(rest, b"second");
+
+    // Upload: the origin has the first chunk before the client sends the second.
+    let started = origin.seen.upload_started.clone();
+    let streamed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = streamed.clone();
+    let body = futures_util::stream::once(async {
+        Ok::<_, std::io::Error>(Bytes::from(vec![b'a'; 1000]))
+    })
+    .chain(futures_util::stream::once(async move {
+        let arrived = tokio::time::timeout(Duration::from_secs(5), started.notified()).await;
+        flag.store(arrived.is_ok(), std::sync::atomic::Ordering::SeqCst);
+        Ok(Bytes::from(vec![b'b'; 500]))
+    }));
+    let (status, _, counted) = json_of(
+        app.client
+            .put(app.url("/upload"))
+            .body(reqwest::Body::wrap_stream(body))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{counted}");
+    assert_eq!(counted["bytes"], 1500);
+    assert!(
+        streamed.load(std::sync::atomic::Ordering::SeqCst),
+        "the upload was buffered"
+    );
+
+    // An HTTP/1.1 upgrade (a WebSocket's handshake) becomes a tunnel to the origin.
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket
+        .write_all(
+            b"GET /ws HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            socket.read(&mut byte).await.unwrap(),
+            1,
+            "closed in the head"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: echo"), "{head}");
+    socket.write_all(b"ping through the gate").await.unwrap();
+    let mut echoed = vec![0u8; 21];
+    tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut echoed))
+        .await
+        .expect("the tunnel echoes")
+        .unwrap();
+    assert_eq!(&echoed, b"ping through the gate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_through_the_gate_loses_hop_by_hop_headers_and_forged_forwarding() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    let token = admitted(&app, "main").await;
+    let output = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-i",
+            "-X",
+            "POST",
+            "--data-binary",
+            "payload",
+        ])
+        .args(["-H", "Connection: keep-alive, X-Private-Hop"])
+        .args(["-H", "X-Private-Hop: secret"])
+        .args(["-H", "Keep-Alive: timeout=5"])
+        .args(["-H", "Proxy-Authorization: Basic eDp5"])
+        .args(["-H", "TE: trailers"])
+        .args(["-H", "X-Forwarded-For: 6.6.6.6"])
+        .args(["-H", "X-Forwarded-Proto: https"])
+        .args(["-H", "X-Vestibule-Entry: {\"room\":\"main\"}"])
+        .args(["-H", &format!("X-Entry-Token: {token}")])
+        .arg(app.url("/checkout?via=curl"))
+        .output()
+        .await
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (_, body) = text.split_once("\r\n\r\n").expect("head and body");
+    let echoed: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(echoed["method"], "POST");
+    assert_eq!(echoed["query"], "via=curl");
+    assert_eq!(echoed["body"], "payload");
+    for hop in ["x-private-hop", "keep-alive", "proxy-authorization", "te"] {
+        assert_eq!(
+            seen_header(&echoed, hop),
+            "",
+            "{hop} reached the origin: {echoed}"
+        );
+    }
+    assert_eq!(seen_header(&echoed, "x-forwarded-for"), "127.0.0.1");
+    assert_eq!(seen_header(&echoed, "x-forwarded-proto"), "http");
+    let claims: Value = serde_json::from_str(&seen_header(&echoed, "x-vestibule-entry")).unwrap();
+    assert_eq!(claims["room"], "main");
+    assert!(
+        claims["sub"].is_string() && claims["exp"].is_u64(),
+        "{claims}"
+    );
+
+    // The origin's own hop-by-hop header stops at the gate (it does send it: asked directly).
+    let direct = reqwest::get(format!("{}/hop", origin.url())).await.unwrap();
+    assert!(direct.headers().contains_key("x-origin-hop"));
+    let proxied = app.client.get(app.url("/hop")).send().await.unwrap();
+    assert!(!proxied.headers().contains_key("x-origin-hop"));
+    assert_eq!(proxied.headers()["x-end-to-end"], "kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_chain_is_kept_and_https_sessions_get_secure_cookies() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(
+        &origin,
+        Backend::Memory,
+        &["--client-ip-header", "X-Forwarded-For"],
+    )
+    .await;
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/products"))
+            .header("x-forwarded-for", "6.6.6.6, 198.51.100.7")
+            .header("x-forwarded-proto", "https")
+            .header("x-forwarded-host", "shop.example")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        seen_header(&echoed, "x-forwarded-for"),
+        "198.51.100.7, 127.0.0.1"
+    );
+    assert_eq!(seen_header(&echoed, "x-forwarded-proto"), "https");
+    assert_eq!(seen_header(&echoed, "x-forwarded-host"), "shop.example");
+
+    let token = admitted(&app, "main").await;
+    let response = app
+        .client
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/main/session")))
+        .header("x-forwarded-proto", "https")
+        .json(&json!({"entryToken": token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.split("; ").any(|part| part == "Secure"), "{cookie}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_with_a_body_gets_its_answer_and_keeps_its_connection() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let body = vec![b'x'; 12_000];
+    let head = format!(
+        "POST /checkout HTTP/1.1\r\nHost: shop.test\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // The body arrives in two parts, as over a slow link: the answer must wait for all of it.
+    socket.write_all(&body[..4000]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    socket.write_all(&body[4000..]).await.unwrap();
+    socket
+        .write_all(b"GET /products HTTP/1.1\r\nHost: shop.test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answers = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buffer = [0u8; 4096];
+    while Instant::now() < deadline {
+        let text = String::from_utf8_lossy(&answers).to_string();
+        if text.matches("HTTP/1.1 ").count() >= 2 && text.ends_with('}') {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buffer)).await {
+            Ok(Ok(0)) | Err(_) => break,
+            Ok(Ok(n)) => answers.extend_from_slice(&buffer[..n]),
+            Ok(Err(error)) => panic!("the connection broke: {error}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&answers);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    assert!(text.contains("entry_token_missing"), "{text}");
+    let second = text
+        .split("HTTP/1.1 ")
+        .nth(2)
+        .expect("a second answer on the same connection");
+    assert!(second.starts_with("200"), "{text}");
+    assert_eq!(
+        origin.paths(),
+        ["/products"],
+        "the refused POST never reached the origin"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_token_opens_no_session_and_passes_no_gate() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &["--token-ttl-secs", "1"]).await;
+    let token = admitted(&app, "main").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, _, refused) = json_of(open_session(&app, "main", &token, json!({})).await).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(refused["error"], "entry_token_expired", "{refused}");
+    let (status, _, refused) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", &token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(refused["error"], "entry_token_expired", "{refused}");
+    assert!(
+        origin.paths().is_empty(),
+        "the origin saw {:?}",
+        origin.paths()
+    );
+}
