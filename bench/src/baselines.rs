@@ -15,7 +15,8 @@ use crate::procs::{CpuMeter, RedisProcess, ServerProcess};
 use crate::profile::Profile;
 use crate::report::{Report, Verdict};
 
-/// Serves the baselines on `bind` until killed (the `hello` subcommand): `GET /` → `hello`, and
+/// Serves the baselines on `bind` until killed (the `hello` subcommand): `GET /` (and any other
+/// path) → `hello`, and
 /// `GET /sse` → one `status` event (a fixed waiting TicketStatus), then keep-alives: the floor
 /// of what an axum SSE stream costs, to read the server's RSS per stream against.
 ///
@@ -26,7 +27,9 @@ pub async fn serve_hello(bind: std::net::SocketAddr) -> anyhow::Result<()> {
     println!("hello listening on http://{}", listener.local_addr()?);
     let app = Router::new()
         .route("/", get(|| async { "hello" }))
-        .route("/sse", get(bare_sse));
+        .route("/sse", get(bare_sse))
+        // Any other path answers the same: the origin behind the gate benchmark.
+        .fallback(get(|| async { "hello" }));
     axum::serve(listener, app).await?;
     Ok(())
 }

@@ -9,6 +9,7 @@
 //!   [`embedded_inprocess`]: the same through the `Store` trait, and snapshot and restart times.
 //! - [`position_cost`]: poll latency with 1K vs 1M waiting.
 //! - [`sse_capacity`]: SSE streams per process, RSS per stream, Redis load as they grow.
+//! - [`gate_overhead`]: gate mode's requests/s and added p99 vs straight and vs nginx.
 //! - [`analysis`]: Kendall-tau distance, admission-rate fit, tick bursts.
 //! - [`http`], [`sse`], [`load`]: the client, the SSE reader, closed and open load loops.
 //! - [`procs`], [`redis_probe`]: the processes under test and direct reads of Redis.
@@ -20,6 +21,7 @@ pub mod capacity;
 pub mod embedded;
 pub mod embedded_inprocess;
 pub mod flash_sale;
+pub mod gate_overhead;
 pub mod http;
 pub mod load;
 pub mod position_cost;

@@ -5,16 +5,17 @@ use std::process::Command;
 
 use crate::profile::Profile;
 use crate::report::Report;
-use crate::{baselines, capacity, embedded, position_cost, sale, sse_capacity};
+use crate::{baselines, capacity, embedded, gate_overhead, position_cost, sale, sse_capacity};
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 6] = [
+pub const STAGES: [&str; 7] = [
     "baselines",
     "sale",
     "capacity",
     "embedded",
     "position",
     "sse",
+    "gate",
 ];
 
 /// What to run.
@@ -81,6 +82,12 @@ pub async fn run(options: &RunOptions) -> Report {
         eprintln!("[bench] stage: SSE");
         if let Err(error) = sse_capacity::run(profile, &options.vestibule, &mut report).await {
             report.note(format!("stage sse failed: {error:#}"));
+        }
+    }
+    if wants("gate") {
+        eprintln!("[bench] stage: gate overhead vs nginx");
+        if let Err(error) = gate_overhead::run(profile, &options.vestibule, &mut report).await {
+            report.note(format!("stage gate failed: {error:#}"));
         }
     }
     report

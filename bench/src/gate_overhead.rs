@@ -1,0 +1,288 @@
+//! What gate mode costs: the same origin (the `hello` baseline server) reached straight, through
+//! Debian's nginx as a plain reverse proxy, and through Vestibule's gate (a path no rule names,
+//! and a gated path carrying a valid entry token), in one run. Each is measured twice: a closed
+//! loop (requests/s at saturation) and an open loop at a fixed rate (latency counted from when
+//! each request was due, so the added p99 is not hidden by coordinated omission).
+//!
+//! The issue's target: the gate's overhead no worse than nginx's.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use hyper::Method;
+use vestibule_shared::{paths, TicketStatus};
+
+use crate::http::{short, HttpClient, Percentiles};
+use crate::load::{closed_loop, open_loop, LoadResult};
+use crate::procs::{free_port, start_vestibule_on, ChildGuard, CpuMeter, ServerProcess};
+use crate::profile::Profile;
+use crate::report::{Report, Verdict};
+
+const ROOM: &str = "main";
+const PREFIX: &str = "/_vestibule";
+/// The open loop's rate, requests/s: well under every path's saturation on a 2-core box.
+const FIXED_RATE: f64 = 2_000.0;
+
+/// One way to reach the origin.
+struct Route {
+    name: &'static str,
+    client: HttpClient,
+    path: &'static str,
+    headers: Vec<(&'static str, String)>,
+}
+
+/// Runs the gate-overhead figures.
+///
+/// # Errors
+/// When a process cannot start (nginx missing: `apt-get install nginx-light`).
+pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let origin = ServerProcess::start(
+        &exe,
+        &["hello".into(), "--bind".into(), "127.0.0.1:0".into()],
+    )?;
+    let nginx = Nginx::start(&origin.base())?;
+    let gate = start_vestibule_on(
+        vestibule,
+        &["--data-dir", "none"],
+        ROOM,
+        1_000.0,
+        profile.tick_ms,
+        &[
+            "--upstream",
+            &origin.base(),
+            "--gate",
+            "/checkout=main",
+            "--token-ttl-secs",
+            "3600",
+        ],
+    )?;
+    let token = entry_token(&HttpClient::new(&gate.base(), 1)).await?;
+    let connections = profile.capacity_connections;
+    let routes = [
+        Route {
+            name: "straight to the origin",
+            client: HttpClient::new(&origin.base(), connections),
+            path: "/checkout",
+            headers: vec![],
+        },
+        Route {
+            name: "through nginx (proxy_pass, keepalive upstream)",
+            client: HttpClient::new(&nginx.base(), connections),
+            path: "/checkout",
+            headers: vec![],
+        },
+        Route {
+            name: "through the gate, a path no rule names",
+            client: HttpClient::new(&gate.base(), connections),
+            path: "/",
+            headers: vec![],
+        },
+        Route {
+            name: "through the gate, gated path with X-Entry-Token",
+            client: HttpClient::new(&gate.base(), connections),
+            path: "/checkout",
+            headers: vec![("x-entry-token", token)],
+        },
+    ];
+    let secs = Profile::secs(profile.capacity_secs / 2.0);
+    let mut fixed: Vec<Percentiles> = Vec::new();
+    for route in &routes {
+        let _ = closed_loop(connections, Duration::from_millis(300), 5_000, send(route)).await;
+        let cpu = CpuMeter::start(&[
+            ("origin", origin.pid()),
+            ("vestibule", gate.pid()),
+            ("bench", std::process::id()),
+        ]);
+        let saturated = closed_loop(connections, secs, u64::MAX, send(route)).await;
+        let cpu_saturated = cpu.summary();
+        let at_rate = open_loop(FIXED_RATE, secs, 10_000, {
+            let send = send(route);
+            move |n| send(0, n)
+        })
+        .await;
+        let latency = at_rate.percentiles();
+        let added = fixed
+            .first()
+            .map(|straight| {
+                format!(
+                    "; p99 {:+.2} ms vs straight",
+                    latency.p99_ms - straight.p99_ms
+                )
+            })
+            .unwrap_or_default();
+        report.value(&format!("gate_{}_per_sec", slug(route.name)), saturated.rate());
+        report.value(&format!("gate_{}_p99_ms", slug(route.name)), latency.p99_ms);
+        report.row(
+            format!("Gate overhead: {}", route.name),
+            format!(
+                "{} req/s (closed loop); at {}/s: {}{added}",
+                short(saturated.rate()),
+                short(FIXED_RATE),
+                latency.triple()
+            ),
+            "gate's overhead ≤ nginx's",
+            Verdict::Info,
+            format!(
+                "{connections} connections; CPU (closed loop; nginx's workers are not listed, \
+                 the machine total holds them): {cpu_saturated}; errors {}/{}",
+                saturated.errors,
+                errors(&at_rate)
+            ),
+        );
+        fixed.push(latency);
+    }
+    if let [straight, through_nginx, ungated, gated] = fixed.as_slice() {
+        let nginx_added = through_nginx.p99_ms - straight.p99_ms;
+        let worst_gate = (ungated.p99_ms - straight.p99_ms).max(gated.p99_ms - straight.p99_ms);
+        report.row(
+            "Gate overhead vs nginx: added p99 at a fixed rate",
+            format!("gate {worst_gate:+.2} ms, nginx {nginx_added:+.2} ms"),
+            "gate ≤ nginx",
+            if worst_gate <= nginx_added.max(0.0) + 0.5 {
+                Verdict::Met
+            } else {
+                Verdict::Missed
+            },
+            "the worse of the gate's two paths; 0.5 ms of grace for timer noise",
+        );
+    }
+    Ok(())
+}
+
+fn send(
+    route: &Route,
+) -> impl Fn(usize, u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+       + Send
+       + Sync
+       + Clone
+       + 'static {
+    let client = route.client.clone();
+    let path = route.path;
+    let headers = route.headers.clone();
+    move |_worker, _n| {
+        let client = client.clone();
+        let headers = headers.clone();
+        Box::pin(async move {
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let answer = client
+                .send(Method::GET, path, &pairs, None)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            if answer.status.is_success() {
+                Ok(())
+            } else {
+                Err(format!("answered {}", answer.status))
+            }
+        })
+    }
+}
+
+fn errors(result: &LoadResult) -> u64 {
+    result.errors
+}
+
+fn slug(name: &str) -> String {
+    name.split(',')
+        .next()
+        .unwrap_or(name)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// Joins the gate's room and waits for the entry token (the room admits 1,000/s).
+async fn entry_token(client: &HttpClient) -> anyhow::Result<String> {
+    let joined = client
+        .send(
+            Method::POST,
+            &format!("{PREFIX}{}", paths::tickets(ROOM)),
+            &[],
+            None,
+        )
+        .await?;
+    let mut status: TicketStatus =
+        serde_json::from_slice(&joined.body).context("join answer through the gate")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status.entry_token.is_none() {
+        if Instant::now() > deadline {
+            bail!("no entry token within 10 s: {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let polled = client
+            .get(&format!(
+                "{PREFIX}{}",
+                paths::ticket(ROOM, &status.ticket_id)
+            ))
+            .await?;
+        status = serde_json::from_slice(&polled.body).context("poll answer through the gate")?;
+    }
+    status.entry_token.context("entry token")
+}
+
+/// Debian's nginx as a plain reverse proxy to `origin`, in a folder of its own.
+struct Nginx {
+    _child: ChildGuard,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start(origin: &str) -> anyhow::Result<Self> {
+        let binary = which_nginx().context("nginx is missing (apt-get install nginx-light)")?;
+        let dir = tempfile::tempdir()?;
+        let port = free_port()?;
+        let upstream = origin.trim_start_matches("http://");
+        // As many workers as cores (Vestibule's runtime has one worker per core too), upstream
+        // connections kept alive, no access log (Vestibule logs no access line either).
+        let conf = format!(
+            "worker_processes auto;\npid nginx.pid;\nerror_log stderr warn;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path tmp;\n  proxy_temp_path tmp;\n\
+             upstream origin {{ server {upstream}; keepalive 128; }}\n\
+             server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
+             proxy_pass http://origin;\n      proxy_http_version 1.1;\n\
+             proxy_set_header Connection \"\";\n      proxy_set_header Host $host;\n\
+             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n    }}\n  }}\n}}\n"
+        );
+        std::fs::create_dir_all(dir.path().join("tmp"))?;
+        std::fs::write(dir.path().join("nginx.conf"), conf)?;
+        let child = Command::new(binary)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .args(["-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting nginx")?;
+        let child = ChildGuard::new(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                bail!("nginx did not listen on {port} within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Self {
+            _child: child,
+            port,
+            _dir: dir,
+        })
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+}
+
+fn which_nginx() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
