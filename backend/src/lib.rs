@@ -11,6 +11,7 @@
 //!   client address, user assertions.
 //! - [`room`]: a running room: scheduler, SSE hub and its loop, ticket status, ETA, outage policy.
 //! - [`store`]: the store trait with its Redis and embedded implementations.
+//! - [`tokens`]: signed entry tokens (JWT, Ed25519): keys, signing, verification, JWKS.
 //! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 
@@ -22,6 +23,7 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod tokens;
 
 pub use config::Config;
 pub use startup::Application;

@@ -22,6 +22,8 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::{Store, StoreSafety};
 use crate::telemetry;
+use crate::tokens::keys::SharedKey;
+use crate::tokens::{KeyRing, TokenService};
 
 /// A built application: bound socket, state and background tasks, ready to serve.
 pub struct Application {
@@ -53,19 +55,39 @@ impl Application {
     /// Invalid config, an unreachable Redis, or a socket that cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate().map_err(anyhow::Error::msg)?;
-        let store: Arc<dyn Store> = match &config.redis_url {
-            Some(url) => Arc::new(
-                RedisStore::connect(url, config.store_timeout())
+        let (store, keys): (Arc<dyn Store>, _) = match &config.redis_url {
+            Some(url) => {
+                let redis = RedisStore::connect(url, config.store_timeout())
                     .await
                     .with_context(|| {
                         format!(
                             "connecting to Redis at {}",
                             config.redis_url_for_logs().unwrap_or_default()
                         )
-                    })?,
-            ),
-            None => embedded_store(&config)?,
+                    })?;
+                let keys = KeyRing::load(&config.tokens, SharedKey::Redis(&redis)).await;
+                (Arc::new(redis), keys)
+            }
+            None => {
+                let store = embedded_store(&config)?;
+                let shared = config
+                    .data_dir
+                    .0
+                    .as_deref()
+                    .map_or(SharedKey::Memory, SharedKey::DataDir);
+                (store, KeyRing::load(&config.tokens, shared).await)
+            }
         };
+        let keys = keys.context("loading the entry-token signing keys")?;
+        tracing::info!(
+            kid = keys.current_kid(),
+            "entry tokens signed with this key"
+        );
+        let tokens = Arc::new(TokenService::new(
+            keys,
+            &config.tokens.token_issuer,
+            &config.tokens.token_audience,
+        ));
         let metrics = telemetry::metrics_handle();
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
         warn_if_page_missing(&config.static_dir);
@@ -78,7 +100,7 @@ impl Application {
                 .with_context(|| format!("initialising room {room}"))?;
             rooms.insert(
                 room.clone(),
-                Arc::new(RoomRuntime::new(room.clone(), in_force)),
+                Arc::new(RoomRuntime::new(room.clone(), in_force, tokens.clone())),
             );
         }
         let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
@@ -100,6 +122,7 @@ impl Application {
             config: Arc::new(config),
             rooms: Arc::new(rooms),
             admin_token,
+            tokens,
             metrics,
             shutdown: shutdown_rx,
         };

@@ -9,6 +9,9 @@
 //! - [`OrderRequest`] / [`OrderReceipt`]: the demo checkout behind the entry-token layer.
 //! - [`ErrorBody`] / [`error_code`]: the one error shape of every 4xx/5xx answer.
 //! - [`is_valid_room_slug`]: the room-name rule.
+//! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
+
+pub mod entry;
 
 use serde::{Deserialize, Serialize};
 
@@ -303,7 +306,8 @@ pub mod error_code {
     pub const INVALID_FIELD: &str = "invalid_field";
     /// 408: the request took longer than the server's request timeout.
     pub const REQUEST_TIMEOUT: &str = "request_timeout";
-    /// 401: the admin API needs `Authorization: Bearer <admin token>`.
+    /// 401: the admin API needs `Authorization: Bearer <admin token>`; the entry endpoints
+    /// for storefronts need `Authorization: Bearer <origin API key>`.
     pub const UNAUTHORIZED: &str = "unauthorized";
     /// 403: no `X-Entry-Token` on a protected path.
     pub const TOKEN_MISSING: &str = "entry_token_missing";
@@ -329,6 +333,9 @@ pub mod error_code {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the request conflicts with the ticket's state.
     pub const CONFLICT: &str = "conflict";
+    /// 409: the entry token was already consumed by `…/entries/consume` (or an order), or its
+    /// session was released.
+    pub const TOKEN_CONSUMED: &str = "entry_token_consumed";
     /// 409: an `Idempotency-Key` already used for a different request (another body).
     pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
     /// 412: `If-Match` names a version of the room settings that is no longer current.
@@ -365,6 +372,7 @@ pub mod error_code {
         NOT_FOUND,
         METHOD_NOT_ALLOWED,
         CONFLICT,
+        TOKEN_CONSUMED,
         IDEMPOTENCY_KEY_REUSED,
         PRECONDITION_FAILED,
         PAYLOAD_TOO_LARGE,
