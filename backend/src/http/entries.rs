@@ -73,6 +73,7 @@ pub fn authorize_origin(state: &AppState, headers: &HeaderMap) -> Result<(), Api
         (status = 403, description = "Wrong origin key or none configured (`forbidden`); token not issued here, expired or another room's (`entry_token_*`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
         (status = 409, description = "Already used (by a consume or an order) or released (`entry_token_consumed`)", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     ),
     security(("origin_key" = []))

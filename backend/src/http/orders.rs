@@ -59,7 +59,7 @@ fn order_from(headers: &HeaderMap, body: &Bytes) -> Result<OrderRequest, ApiErro
     operation_id = "place_order",
     params(
         ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
-        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED (a JWT, see /.well-known/jwks.json)", example = "eyJhbGciOiJFZERTQSIs…"),
+        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED (a JWT, see /.well-known/jwks.json)", example = "eyJ0eXAiOiJKV1QiLCJhbGciOiJFZERTQSJ9.e30.c2lnbmF0dXJl"),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$", description = "Makes retries safe: the same key with the same token and body answers the first receipt again (1–128 printable ASCII, no spaces)", example = "order-7f3a9c"),
     ),
     request_body(content = Option<OrderRequest>, content_type = "application/json", description = "May be omitted: one `demo-item`"),
