@@ -8,8 +8,8 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::DecodingKey;
 use tokio::sync::{Mutex, RwLock};
 
-/// Shortest time between two JWKS fetches caused by unknown `kid`s (a flood of forged `kid`s must
-/// not become a flood of requests to Vestibule).
+/// Default shortest time between two JWKS fetches caused by unknown `kid`s (a flood of forged
+/// `kid`s must not become a flood of requests to Vestibule).
 pub const MIN_REFRESH: Duration = Duration::from_secs(10);
 
 /// A source of verification keys.
@@ -24,6 +24,8 @@ pub enum Keys {
         cache: RwLock<HashMap<String, DecodingKey>>,
         /// When the set was last fetched (serializes fetches).
         fetched: Mutex<Option<Instant>>,
+        /// Shortest time between two fetches.
+        min_refresh: Duration,
     },
     /// One Ed25519 public key, whatever the token's `kid`.
     Static(DecodingKey),
@@ -39,18 +41,20 @@ impl Keys {
                 client,
                 cache,
                 fetched,
-            } => (url, client, cache, fetched),
+                min_refresh,
+            } => (url, client, cache, (fetched, *min_refresh)),
         };
         let Some(kid) = kid else { return Ok(None) };
         if let Some(key) = cache.read().await.get(kid) {
             return Ok(Some(key.clone()));
         }
+        let (fetched, min_refresh) = fetched;
         let mut last = fetched.lock().await;
         // Another request may have fetched while this one waited.
         if let Some(key) = cache.read().await.get(kid) {
             return Ok(Some(key.clone()));
         }
-        if last.is_some_and(|at| at.elapsed() < MIN_REFRESH) {
+        if last.is_some_and(|at| at.elapsed() < min_refresh) {
             return Ok(None);
         }
         *last = Some(Instant::now());

@@ -76,6 +76,7 @@ pub struct GuardBuilder {
     cookie: Option<String>,
     consume: Option<(String, String)>,
     timeout: Duration,
+    min_refresh: Duration,
 }
 
 impl GuardBuilder {
@@ -127,6 +128,13 @@ impl GuardBuilder {
         self
     }
 
+    /// Shortest time between two JWKS fetches caused by an unknown `kid` (default
+    /// [`keys::MIN_REFRESH`], 10 s).
+    pub fn jwks_min_refresh(mut self, interval: Duration) -> Self {
+        self.min_refresh = interval;
+        self
+    }
+
     /// Bound on each call to Vestibule (JWKS fetch, consume); default 3 s.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -153,6 +161,7 @@ impl GuardBuilder {
                 client: client.clone(),
                 cache: Default::default(),
                 fetched: Default::default(),
+                min_refresh: self.min_refresh,
             },
             (None, None) => return Err(GuardError::NoKeys),
         };
@@ -221,6 +230,7 @@ impl EntryGuard {
             cookie: None,
             consume: None,
             timeout: Duration::from_secs(3),
+            min_refresh: keys::MIN_REFRESH,
         }
     }
 }

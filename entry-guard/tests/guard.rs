@@ -134,3 +134,98 @@ async fn with_online_consume_a_token_gets_through_once() {
         .unwrap()
         .starts_with("/_vestibule/?room=main&return="));
 }
+
+/// A key-set server whose answer the test changes, counting its fetches.
+struct KeySetServer {
+    url: String,
+    body: std::sync::Arc<std::sync::Mutex<String>>,
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl KeySetServer {
+    async fn start(body: String) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::{Arc, Mutex};
+        let body = Arc::new(Mutex::new(body));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let (served, counted) = (body.clone(), fetches.clone());
+        let app = Router::new().route(
+            "/jwks.json",
+            get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let body = served.lock().unwrap().clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, body, fetches }
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+async fn key_set(app: &TestApp) -> Value {
+    app.get_json("/.well-known/jwks.json").await.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kid_fetches_the_key_set_again_but_not_more_than_the_limit_allows() {
+    // Two waiting rooms with different keys stand for one before and after a rotation.
+    let before = TestApp::spawn_with_url(None, &[]).await;
+    let after = TestApp::spawn_with_url(None, &[]).await;
+    let (_, old_token) = before.admitted("main").await;
+    let (_, new_token) = after.admitted("main").await;
+    let keys = KeySetServer::start(key_set(&before).await.to_string()).await;
+    let rotating = shop(
+        EntryGuard::builder("main")
+            .jwks_url(&keys.url)
+            .jwks_min_refresh(std::time::Duration::ZERO)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(
+        send(&rotating, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&rotating, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(keys.fetches(), 1, "known kids come from the cache");
+    // The rotation: the set now holds the new key first, the old one after.
+    let mut rotated = key_set(&after).await;
+    let old = key_set(&before).await["keys"][0].clone();
+    rotated["keys"].as_array_mut().unwrap().push(old);
+    *keys.body.lock().unwrap() = rotated.to_string();
+    assert_eq!(
+        send(&rotating, get_with(Some(&new_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&rotating, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(keys.fetches(), 2, "one fetch for the new kid");
+
+    // With the default limit, tokens naming unknown kids cause at most one fetch.
+    let limited = KeySetServer::start(key_set(&before).await.to_string()).await;
+    let guarded = shop(
+        EntryGuard::builder("main")
+            .jwks_url(&limited.url)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(
+        send(&guarded, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    for _ in 0..5 {
+        let (status, _, body) = send(&guarded, get_with(Some(&new_token), "*/*")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    }
+    assert_eq!(limited.fetches(), 1);
+}
