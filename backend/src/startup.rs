@@ -22,7 +22,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::{Store, StoreSafety};
 use crate::telemetry;
-use crate::tokens::keys::SharedKey;
+use crate::tokens::keys::{keep_in_redis, SharedKey};
 use crate::tokens::{KeyRing, TokenService};
 
 /// A built application: bound socket, state and background tasks, ready to serve.
@@ -31,6 +31,8 @@ pub struct Application {
     state: AppState,
     shutdown: watch::Sender<bool>,
     generated_admin_token: Option<String>,
+    /// Redis and the generated signing key this replica keeps there (no key file).
+    shared_key: Option<(Arc<RedisStore>, String)>,
 }
 
 /// The embedded store: durable in `--data-dir`, or memory only with `--data-dir none`.
@@ -55,6 +57,7 @@ impl Application {
     /// Invalid config, an unreachable Redis, or a socket that cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate().map_err(anyhow::Error::msg)?;
+        let mut redis_handle = None;
         let (store, keys): (Arc<dyn Store>, _) = match &config.redis_url {
             Some(url) => {
                 let redis = RedisStore::connect(url, config.store_timeout())
@@ -66,7 +69,9 @@ impl Application {
                         )
                     })?;
                 let keys = KeyRing::load(&config.tokens, SharedKey::Redis(&redis)).await;
-                (Arc::new(redis), keys)
+                let redis = Arc::new(redis);
+                redis_handle = Some(redis.clone());
+                (redis as Arc<dyn Store>, keys)
             }
             None => {
                 let store = embedded_store(&config)?;
@@ -79,6 +84,7 @@ impl Application {
             }
         };
         let keys = keys.context("loading the entry-token signing keys")?;
+        let shared_key = redis_handle.zip(keys.shared_pem().map(str::to_owned));
         tracing::info!(
             kid = keys.current_kid(),
             "entry tokens signed with this key"
@@ -131,6 +137,7 @@ impl Application {
             state,
             shutdown,
             generated_admin_token,
+            shared_key,
         })
     }
 
@@ -164,6 +171,7 @@ impl Application {
             listener,
             state,
             shutdown,
+            shared_key,
             ..
         } = self;
         let schedulers = spawn_scheduler_thread(state.clone())?;
@@ -173,6 +181,9 @@ impl Application {
         }
         if state.store.kind() == "redis" {
             tasks.spawn(watch_store_safety(state.clone()));
+        }
+        if let Some((redis, pem)) = shared_key {
+            tasks.spawn(keep_in_redis(redis, pem, state.shutdown.clone()));
         }
         let limits = ConnectionLimits {
             header_read_timeout: Duration::from_secs(state.config.header_read_timeout_secs),

@@ -411,3 +411,27 @@ async fn the_entry_endpoints_are_off_without_an_origin_key_and_documented() {
         StatusCode::OK
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restarted_empty_gets_the_running_replicas_key_back_for_the_next_replica() {
+    let mut redis = RedisServer::start();
+    let first = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (_, token) = first.admitted("main").await;
+    // Redis comes back without persistence: the shared key is gone …
+    redis.stop();
+    redis.restart();
+    assert_eq!(redis.cli(&["EXISTS", "vestibule:signing-key"]).trim(), "0");
+    // … and the running replica writes its copy back at its next upkeep (every 5 s; the first
+    // call after the restart may meet the broken connection and reconnect).
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while redis.cli(&["EXISTS", "vestibule:signing-key"]).trim() != "1" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key was not written back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A replica started now signs and verifies with the same key.
+    let second = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    assert_eq!(jwks(&second).await.1, [kid_of(&token)]);
+}

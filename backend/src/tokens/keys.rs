@@ -92,6 +92,8 @@ pub struct KeyRing {
     current: PublicKey,
     signer: EncodingKey,
     previous: Vec<PublicKey>,
+    /// The current key's PEM when it is the generated, shared one (no key file).
+    shared_pem: Option<String>,
 }
 
 impl KeyRing {
@@ -119,6 +121,7 @@ impl KeyRing {
             signer: EncodingKey::from_ed_der(der.as_bytes()),
             current,
             previous: Vec::new(),
+            shared_pem: None,
         };
         for (what, pem) in previous {
             let verifying = match SigningKey::from_pkcs8_pem(pem) {
@@ -187,7 +190,47 @@ impl KeyRing {
             .iter()
             .map(|path| Ok((path.display().to_string(), read(path)?)))
             .collect::<Result<Vec<_>, KeyError>>()?;
-        Ok(Self::new((&current.0, &current.1), &previous)?)
+        let mut ring = Self::new((&current.0, &current.1), &previous)?;
+        if args.signing_key_file.is_none() {
+            ring.shared_pem = Some(current.1);
+        }
+        Ok(ring)
+    }
+
+    /// The current key's PEM when it is the generated key shared through the store.
+    pub fn shared_pem(&self) -> Option<&str> {
+        self.shared_pem.as_deref()
+    }
+}
+
+/// How often a replica writes its generated key back to Redis.
+pub const KEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Keeps the generated key in Redis: every [`KEEP_PERIOD`] this replica writes its copy back
+/// with `SET NX` (Redis restarted empty, or the key was deleted), so that a replica started later
+/// adopts it instead of generating another. Warns when another key is in force (tokens signed
+/// with it do not verify here). Ends on shutdown.
+pub async fn keep_in_redis(
+    redis: std::sync::Arc<RedisStore>,
+    pem: String,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(KEEP_PERIOD) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+        match redis.shared_signing_key(REDIS_KEY, &pem).await {
+            Ok(in_force) if in_force != pem && !warned => {
+                warned = true;
+                tracing::warn!(
+                    "another entry-token signing key is in Redis ({REDIS_KEY}); tokens signed \
+                     with it do not verify on this replica: give every replica --signing-key-file"
+                );
+            }
+            Ok(_) | Err(_) => {}
+        }
     }
 }
 
