@@ -435,3 +435,61 @@ async fn a_redis_restarted_empty_gets_the_running_replicas_key_back_for_the_next
     let second = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     assert_eq!(jwks(&second).await.1, [kid_of(&token)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_layer_on_a_protected_prefix_verifies_offline_then_asks_the_store() {
+    let app = TestApp::spawn_with_url(
+        None,
+        &[
+            "--rooms",
+            "main,other",
+            "--protected-prefixes",
+            "/api/v1/rooms/{room}/orders,/api/v1/rooms/{room}/vip",
+        ],
+    )
+    .await;
+    let (_, token) = app.admitted("main").await;
+    let (_, other_room) = app.admitted("other").await;
+    let vip = |token: Option<&str>| {
+        let mut request = app.client.get(app.url("/api/v1/rooms/main/vip/lounge"));
+        if let Some(token) = token {
+            request = request.header("X-Entry-Token", token);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    // A live token passes the layer (the route itself does not exist here: 404 not_found).
+    let (status, body) = vip(Some(&token)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    for (bad, code) in [
+        (None, "entry_token_missing"),
+        (Some("main.AAAAAAAAAAAAAAAAAAAAAA"), "entry_token_unknown"),
+        (Some(other_room.as_str()), "entry_token_wrong_room"),
+    ] {
+        let (status, body) = vip(bad).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::FORBIDDEN, Some(code)),
+            "{bad:?}"
+        );
+    }
+    // Once released, the same token is refused by the layer: the store says it is over.
+    assert_eq!(
+        release_as_holder(&app, "main", &token).await.0,
+        StatusCode::OK
+    );
+    let (status, body) = vip(Some(&token)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("entry_token_used"))
+    );
+}

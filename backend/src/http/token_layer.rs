@@ -100,8 +100,7 @@ pub fn stored_refusal(check: TokenCheck) -> ApiError {
 }
 
 /// The one check of an entry token for `room`: offline ([`verify_offline`]), then the store by
-/// `jti` (not used, not released, not expired), without using it. Returns the claims and the
-/// ticket id.
+/// `jti` ([`check_live`]), without using it. Returns the claims and the ticket id.
 ///
 /// # Errors
 /// 403 for every token problem; 503 when the store is unreachable.
@@ -111,8 +110,22 @@ pub async fn verify(
     token: &str,
 ) -> Result<(EntryClaims, String), ApiError> {
     let claims = verify_offline(state, room, token)?;
+    let ticket_id = check_live(state, room, &claims).await?;
+    Ok((claims, ticket_id))
+}
+
+/// Whether the store still holds a verified token as live (not used, not released, not
+/// expired); returns its ticket id.
+///
+/// # Errors
+/// 403 `entry_token_used` / `entry_token_expired`; 503 when the store is unreachable.
+pub async fn check_live(
+    state: &AppState,
+    room: &str,
+    claims: &EntryClaims,
+) -> Result<String, ApiError> {
     match state.store.check_token(room, &claims.jti, now_ms()).await? {
-        TokenCheck::Valid { ticket_id } => Ok((claims, ticket_id)),
+        TokenCheck::Valid { ticket_id } => Ok(ticket_id),
         refused => Err(stored_refusal(refused)),
     }
 }
@@ -179,10 +192,11 @@ pub async fn require_entry_token(
         Some(Err(_)) => return refusal(TokenCheck::Unknown).into_response(),
         Some(Ok(token)) => token.trim().to_owned(),
     };
-    if let Err(refused) = verify_offline(&state, &room, &token) {
-        return refused.into_response();
-    }
-    match verify(&state, &room, &token).await {
+    let claims = match verify_offline(&state, &room, &token) {
+        Ok(claims) => claims,
+        Err(refused) => return refused.into_response(),
+    };
+    match check_live(&state, &room, &claims).await {
         Ok(_) => next.run(request).await,
         Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source })
             if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass =>
