@@ -114,6 +114,10 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_DISABLE_ADMIN", default_value_t = false)]
     pub disable_admin: bool,
 
+    /// Signed entry tokens: keys, issuer, audience, origin API key (`tokens::TokenArgs`).
+    #[command(flatten)]
+    pub tokens: crate::tokens::TokenArgs,
+
     /// Comma-separated path prefixes that need an entry token; `{room}` matches a room slug.
     #[arg(
         long,
@@ -251,6 +255,7 @@ impl Config {
     /// # Errors
     /// A one-line reason naming the flag, e.g. `--tick-ms must be 10–10000, got 0`.
     pub fn validate(&self) -> Result<(), String> {
+        self.tokens.validate()?;
         if self.rooms.is_empty() {
             return Err("--rooms needs at least one room".into());
         }

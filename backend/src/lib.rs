@@ -12,6 +12,7 @@
 //! - [`gate`]: gate mode: the reverse proxy in front of a storefront, its rules and sessions.
 //! - [`room`]: a running room: scheduler, SSE hub and its loop, ticket status, ETA, outage policy.
 //! - [`store`]: the store trait with its Redis and embedded implementations.
+//! - [`tokens`]: signed entry tokens (JWT, Ed25519): keys, signing, verification, JWKS.
 //! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 
@@ -24,6 +25,7 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod tokens;
 
 pub use config::Config;
 pub use startup::Application;

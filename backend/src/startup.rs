@@ -23,6 +23,8 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::{Store, StoreSafety};
 use crate::telemetry;
+use crate::tokens::keys::{keep_in_redis, SharedKey};
+use crate::tokens::{KeyRing, TokenService};
 
 /// A built application: bound socket, state and background tasks, ready to serve.
 pub struct Application {
@@ -30,6 +32,8 @@ pub struct Application {
     state: AppState,
     shutdown: watch::Sender<bool>,
     generated_admin_token: Option<String>,
+    /// Redis and the generated signing key this replica keeps there (no key file).
+    shared_key: Option<(Arc<RedisStore>, String)>,
 }
 
 /// The embedded store: durable in `--data-dir`, or memory only with `--data-dir none`.
@@ -54,19 +58,43 @@ impl Application {
     /// Invalid config, an unreachable Redis, or a socket that cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate().map_err(anyhow::Error::msg)?;
-        let store: Arc<dyn Store> = match &config.redis_url {
-            Some(url) => Arc::new(
-                RedisStore::connect(url.expose_secret(), config.store_timeout())
+        let mut redis_handle = None;
+        let (store, keys): (Arc<dyn Store>, _) = match &config.redis_url {
+            Some(url) => {
+                let redis = RedisStore::connect(url.expose_secret(), config.store_timeout())
                     .await
                     .with_context(|| {
                         format!(
                             "connecting to Redis at {}",
                             config.redis_url_for_logs().unwrap_or_default()
                         )
-                    })?,
-            ),
-            None => embedded_store(&config)?,
+                    })?;
+                let keys = KeyRing::load(&config.tokens, SharedKey::Redis(&redis)).await;
+                let redis = Arc::new(redis);
+                redis_handle = Some(redis.clone());
+                (redis as Arc<dyn Store>, keys)
+            }
+            None => {
+                let store = embedded_store(&config)?;
+                let shared = config
+                    .data_dir
+                    .0
+                    .as_deref()
+                    .map_or(SharedKey::Memory, SharedKey::DataDir);
+                (store, KeyRing::load(&config.tokens, shared).await)
+            }
         };
+        let keys = keys.context("loading the entry-token signing keys")?;
+        let shared_key = redis_handle.zip(keys.shared_pem().map(str::to_owned));
+        tracing::info!(
+            kid = keys.current_kid(),
+            "entry tokens signed with this key"
+        );
+        let tokens = Arc::new(TokenService::new(
+            keys,
+            &config.tokens.token_issuer,
+            &config.tokens.token_audience,
+        ));
         let metrics = telemetry::metrics_handle();
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
         warn_if_page_missing(&config.static_dir);
@@ -79,7 +107,7 @@ impl Application {
                 .with_context(|| format!("initialising room {room}"))?;
             rooms.insert(
                 room.clone(),
-                Arc::new(RoomRuntime::new(room.clone(), in_force)),
+                Arc::new(RoomRuntime::new(room.clone(), in_force, tokens.clone())),
             );
         }
         let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
@@ -104,6 +132,7 @@ impl Application {
             config: Arc::new(config),
             rooms: Arc::new(rooms),
             admin_token,
+            tokens,
             metrics,
             shutdown: shutdown_rx,
         };
@@ -112,6 +141,7 @@ impl Application {
             state,
             shutdown,
             generated_admin_token,
+            shared_key,
         })
     }
 
@@ -145,6 +175,7 @@ impl Application {
             listener,
             state,
             shutdown,
+            shared_key,
             ..
         } = self;
         let schedulers = spawn_scheduler_thread(state.clone())?;
@@ -154,6 +185,9 @@ impl Application {
         }
         if state.store.kind() == "redis" {
             tasks.spawn(watch_store_safety(state.clone()));
+        }
+        if let Some((redis, pem)) = shared_key {
+            tasks.spawn(keep_in_redis(redis, pem, state.shutdown.clone()));
         }
         let limits = ConnectionLimits {
             header_read_timeout: Duration::from_secs(state.config.header_read_timeout_secs),

@@ -27,6 +27,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Flips to `true` when the server starts shutting down (ends SSE streams).
     pub shutdown: watch::Receiver<bool>,
+    /// Signs and verifies entry tokens (JWT); its keys are the JWKS.
+    pub tokens: Arc<crate::tokens::TokenService>,
     /// How the store is set up where that can lose queue state (Redis), as last checked.
     pub store_safety: Arc<RwLock<Option<crate::store::StoreSafety>>>,
 }

@@ -18,6 +18,8 @@ use vestibule::room::RoomRuntime;
 use vestibule::state::AppState;
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::Store;
+use vestibule::tokens::keys::SharedKey;
+use vestibule::tokens::{KeyRing, TokenService};
 use vestibule::Config;
 use vestibule_shared::{error_code, paths, TicketState, TicketStatus, IDEMPOTENCY_KEY_HEADER};
 
@@ -55,6 +57,14 @@ impl StateBuilder {
             .expect("flags parse");
         config.validate().expect("valid flags");
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let keys = KeyRing::load(&config.tokens, SharedKey::Memory)
+            .await
+            .expect("a generated signing key");
+        let tokens = Arc::new(TokenService::new(
+            keys,
+            &config.tokens.token_issuer,
+            &config.tokens.token_audience,
+        ));
         let mut rooms = HashMap::new();
         for room in &config.rooms {
             let in_force = store
@@ -63,7 +73,7 @@ impl StateBuilder {
                 .expect("room initialised");
             rooms.insert(
                 room.clone(),
-                Arc::new(RoomRuntime::new(room.clone(), in_force)),
+                Arc::new(RoomRuntime::new(room.clone(), in_force, tokens.clone())),
             );
         }
         let (_, shutdown) = tokio::sync::watch::channel(false);
@@ -80,6 +90,7 @@ impl StateBuilder {
             rooms: Arc::new(rooms),
             metrics: vestibule::telemetry::metrics_handle(),
             shutdown,
+            tokens,
         }
     }
 

@@ -113,7 +113,10 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
                 )
             })
             .unwrap_or_default();
-        report.value(&format!("gate_{}_per_sec", slug(route.name)), saturated.rate());
+        report.value(
+            &format!("gate_{}_per_sec", slug(route.name)),
+            saturated.rate(),
+        );
         report.value(&format!("gate_{}_p99_ms", slug(route.name)), latency.p99_ms);
         report.row(
             format!("Gate overhead: {}", route.name),
@@ -154,7 +157,10 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
 
 fn send(
     route: &Route,
-) -> impl Fn(usize, u64) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+) -> impl Fn(
+    usize,
+    u64,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
        + Send
        + Sync
        + Clone
@@ -277,7 +283,6 @@ impl Nginx {
     fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
-
 }
 
 fn which_nginx() -> Option<PathBuf> {

@@ -12,7 +12,9 @@
 //! - [`is_valid_room_slug`]: the room-name rule.
 //! - [`paths`]: the API's paths built from room and ticket id (clients, tests, benchmark).
 //! - [`gate`]: gate mode's session exchange ([`SessionRequest`] / [`EntrySession`]).
+//! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
 
+pub mod entry;
 pub mod gate;
 pub use gate::{EntrySession, SessionRequest};
 
@@ -313,7 +315,8 @@ pub mod error_code {
     pub const INVALID_FIELD: &str = "invalid_field";
     /// 408: the request took longer than the server's request timeout.
     pub const REQUEST_TIMEOUT: &str = "request_timeout";
-    /// 401: the admin API needs `Authorization: Bearer <admin token>`.
+    /// 401: the admin API needs `Authorization: Bearer <admin token>`; the entry endpoints
+    /// for storefronts need `Authorization: Bearer <origin API key>`.
     pub const UNAUTHORIZED: &str = "unauthorized";
     /// 403: no `X-Entry-Token` on a protected path.
     pub const TOKEN_MISSING: &str = "entry_token_missing";
@@ -339,6 +342,9 @@ pub mod error_code {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the request conflicts with the ticket's state.
     pub const CONFLICT: &str = "conflict";
+    /// 409: the entry token was already consumed by `…/entries/consume` (or an order), or its
+    /// session was released.
+    pub const TOKEN_CONSUMED: &str = "entry_token_consumed";
     /// 409: an `Idempotency-Key` already used for a different request (another body).
     pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
     /// 412: `If-Match` names a version of the room settings that is no longer current.
@@ -379,6 +385,7 @@ pub mod error_code {
         NOT_FOUND,
         METHOD_NOT_ALLOWED,
         CONFLICT,
+        TOKEN_CONSUMED,
         IDEMPOTENCY_KEY_REUSED,
         PRECONDITION_FAILED,
         PAYLOAD_TOO_LARGE,

@@ -79,6 +79,20 @@ pub fn python_tool(name: &str) -> PathBuf {
     path
 }
 
+/// The claims of an entry token (a JWT), read without checking its signature: what a test
+/// compares with what the server verified.
+///
+/// # Panics
+/// When `token` is not three base64url parts with JSON in the middle one.
+pub fn entry_claims(token: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).expect("a JWT has three parts");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("base64url claims");
+    serde_json::from_slice(&bytes).expect("JSON claims")
+}
+
 /// A private `redis-server` listening on a Unix socket in its own temp folder.
 pub struct RedisServer {
     child: Option<Child>,

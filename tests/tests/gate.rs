@@ -335,6 +335,15 @@ async fn a_json_client_is_refused_then_admitted_with_its_token_and_the_origin_se
         document["servers"][0]["url"], "/_vestibule",
         "clients must call the API under the prefix"
     );
+    // The key set is where JWT libraries look for it, and under the prefix too.
+    for path in [
+        "/.well-known/jwks.json",
+        "/_vestibule/.well-known/jwks.json",
+    ] {
+        let (status, _, keys) = json_of(app.client.get(app.url(path)).send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(keys["keys"][0]["crv"], "Ed25519", "{path}: {keys}");
+    }
 
     // No token: 403 JSON naming the waiting room; the origin never hears of it.
     let (status, headers, refused) = json_of(

@@ -12,8 +12,9 @@ use super::rules::GateRule;
 /// Where Vestibule's own routes live in gate mode unless `--mount-prefix` says otherwise.
 pub const DEFAULT_MOUNT_PREFIX: &str = "/_vestibule/";
 
-/// Paths that stay at the root in gate mode (health and metrics, for load balancers).
-pub const ROOT_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics"];
+/// Paths that stay at the root in gate mode: health and metrics (for load balancers) and the
+/// JWKS (where JWT libraries look for it; also served under the prefix).
+pub const ROOT_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics", "/.well-known/jwks.json"];
 
 /// Gate mode: Vestibule in front of a storefront (the origin) as a reverse proxy.
 #[derive(Debug, Clone, Default, Args)]

@@ -3,13 +3,11 @@
 
 use axum::http::HeaderMap;
 use serde::Serialize;
-use vestibule_shared::{error_code, TicketState, ENTRY_TOKEN_HEADER};
+use vestibule_shared::ENTRY_TOKEN_HEADER;
 
 use crate::http::error::ApiError;
 use crate::http::token_layer;
-use crate::ids::log_tag;
 use crate::state::AppState;
-use crate::store::now_ms;
 
 /// The header an admitted request reaches the origin with: [`EntryClaims`] as JSON. Any
 /// client-sent header starting with [`VESTIBULE_HEADER_PREFIX`] is removed first.
@@ -70,8 +68,8 @@ pub fn request_token(headers: &HeaderMap, room: &str) -> Option<(String, TokenSo
 /// Verifies `token` for `room` without using it: the only place gate mode decides admission
 /// (the session endpoint and every gated request call it).
 ///
-/// Today it asks the store (`Store::check_token`, then the ticket for its expiry); signed
-/// tokens will verify offline here with the same answers.
+/// The signature, expiry, audience and room are checked offline; then one store read by `jti`
+/// says whether the token is still live, so a used or released token stops passing at once.
 ///
 /// # Errors
 /// 403 `entry_token_unknown|expired|wrong_room|used` (the `EntryToken` error); 503/504 when
@@ -81,32 +79,12 @@ pub async fn verify_entry(
     room: &str,
     token: &str,
 ) -> Result<EntryClaims, ApiError> {
-    let ticket_id = token_layer::verify(state, room, token).await?;
-    let now = now_ms();
-    let ticket = state
-        .store
-        .ticket(room, &ticket_id, now)
-        .await
-        .map_err(|error| ApiError::from(error.for_read()))?;
-    match ticket {
-        Some(record) if record.state == TicketState::TokenIssued => {
-            let exp_ms = record.token_expires_at_ms.unwrap_or(now);
-            Ok(EntryClaims {
-                room: room.to_owned(),
-                sub: log_tag(&ticket_id),
-                exp: exp_ms / 1000,
-            })
-        }
-        // The token ran out (or was used) between the two reads.
-        Some(record) if record.state == TicketState::Expired => Err(ApiError::EntryToken {
-            code: error_code::TOKEN_EXPIRED,
-            message: "this entry token has expired; join the queue again".into(),
-        }),
-        _ => Err(ApiError::EntryToken {
-            code: error_code::TOKEN_USED,
-            message: "this entry token was already used".into(),
-        }),
-    }
+    let (claims, _ticket_id) = token_layer::verify(state, room, token).await?;
+    Ok(EntryClaims {
+        room: claims.room,
+        sub: claims.sub,
+        exp: claims.exp,
+    })
 }
 
 #[cfg(test)]

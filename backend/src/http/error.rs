@@ -28,6 +28,9 @@ pub enum ApiError {
     /// 401 `unauthorized`: the admin API needs a bearer token.
     #[error("this endpoint needs Authorization: Bearer <admin token>")]
     Unauthorized,
+    /// 401 `unauthorized`: the storefront's entry endpoints need the origin API key.
+    #[error("this endpoint needs Authorization: Bearer <origin API key>")]
+    OriginUnauthorized,
     /// 403 `forbidden`: wrong admin token, or the admin API is off.
     #[error("{0}")]
     Forbidden(String),
@@ -57,6 +60,9 @@ pub enum ApiError {
     /// 409 `conflict`.
     #[error("{0}")]
     Conflict(String),
+    /// 409 `entry_token_consumed`: the entry token was already used or its session released.
+    #[error("{0}")]
+    EntryConsumed(String),
     /// 409 `idempotency_key_reused`: the key was used for another request.
     #[error("{0}")]
     IdempotencyKeyReused(String),
@@ -110,7 +116,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) | Self::InvalidField(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::OriginUnauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::EntryToken { .. } | Self::UserAssertion(_) => {
                 StatusCode::FORBIDDEN
             }
@@ -118,7 +124,9 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict(_) | Self::IdempotencyKeyReused(_) => StatusCode::CONFLICT,
+            Self::Conflict(_) | Self::EntryConsumed(_) | Self::IdempotencyKeyReused(_) => {
+                StatusCode::CONFLICT
+            }
             Self::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -134,7 +142,7 @@ impl ApiError {
         match self {
             Self::BadRequest(_) => error_code::BAD_REQUEST,
             Self::InvalidField(_) => error_code::INVALID_FIELD,
-            Self::Unauthorized => error_code::UNAUTHORIZED,
+            Self::Unauthorized | Self::OriginUnauthorized => error_code::UNAUTHORIZED,
             Self::Forbidden(_) => error_code::FORBIDDEN,
             Self::EntryToken { code, .. } => code,
             Self::UserAssertion(_) => error_code::USER_ASSERTION_INVALID,
@@ -143,6 +151,7 @@ impl ApiError {
             Self::NotFound => error_code::NOT_FOUND,
             Self::MethodNotAllowed => error_code::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => error_code::CONFLICT,
+            Self::EntryConsumed(_) => error_code::TOKEN_CONSUMED,
             Self::IdempotencyKeyReused(_) => error_code::IDEMPOTENCY_KEY_REUSED,
             Self::PreconditionFailed { .. } => error_code::PRECONDITION_FAILED,
             Self::PayloadTooLarge => error_code::PAYLOAD_TOO_LARGE,

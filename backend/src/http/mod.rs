@@ -9,6 +9,7 @@
 //! - [`idempotency`]: the `Idempotency-Key` header of joins and orders.
 //! - [`rooms`]: public room info.
 //! - [`orders`]: the demo checkout behind the entry-token layer.
+//! - [`entries`]: the storefront's consume and release of entry tokens (origin API key).
 //! - [`admin`]: live room settings (bearer token).
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -16,6 +17,7 @@
 
 pub mod admin;
 pub mod client_ip;
+pub mod entries;
 pub mod error;
 pub mod events;
 pub mod health;
@@ -113,6 +115,8 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(events::router())
         .merge(rooms::router())
         .merge(orders::router())
+        .merge(entries::router())
+        .merge(crate::tokens::jwks::router())
         .merge(admin::router())
         .merge(health::router())
         .merge(crate::gate::session::router())

@@ -61,6 +61,10 @@ impl Modify for AdminSecurity {
             "admin_token",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        components.add_security_scheme(
+            "origin_key",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
     }
 }
 
@@ -176,6 +180,7 @@ fn ticket_link(operation: &str) -> Value {
         (name = "rooms", description = "Public facts about a room"),
         (name = "checkout", description = "The demo checkout behind the entry token"),
         (name = "gate", description = "Gate mode: an entry token becomes the storefront's session cookie"),
+        (name = "tokens", description = "Entry tokens for storefronts: public keys (JWKS), single-use consume, session release"),
         (name = "admin", description = "The operator's live knobs (bearer admin token)"),
         (name = "health", description = "Liveness, readiness and metrics"),
     ),
@@ -183,6 +188,8 @@ fn ticket_link(operation: &str) -> Value {
         vestibule_shared::TicketStatus, vestibule_shared::TicketState, vestibule_shared::RoomInfo,
         vestibule_shared::RoomState, vestibule_shared::RoomSettings, vestibule_shared::RoomSettingsPatch,
         vestibule_shared::OrderRequest, vestibule_shared::OrderReceipt, vestibule_shared::ErrorBody,
+        vestibule_shared::entry::EntryClaims, vestibule_shared::entry::EntryTokenBody,
+        vestibule_shared::entry::EntryReleased,
     )),
     modifiers(&AdminSecurity)
 )]

@@ -1,6 +1,7 @@
 //! `POST /api/v1/rooms/{room}/orders`: the demo checkout behind the entry-token layer.
 //!
-//! The handler checks and uses the entry token in one atomic store step (the token layer lets this
+//! The handler verifies the signed entry token offline, then uses it by its `jti` in one atomic
+//! store step (the token layer lets this
 //! route through unchecked), so a token buys exactly one order. With an `Idempotency-Key`, the
 //! key and the receipt are recorded with the token: a retry of the same order (after a lost
 //! answer or a 504) gets the same receipt, while any other use of the token stays 403 used.
@@ -58,7 +59,7 @@ fn order_from(headers: &HeaderMap, body: &Bytes) -> Result<OrderRequest, ApiErro
     operation_id = "place_order",
     params(
         ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
-        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED", example = "main.Qm9vZGxlcy1hbmQtY2hlZXNl"),
+        ("X-Entry-Token" = String, Header, description = "Entry token from TOKEN_ISSUED (a JWT, see /.well-known/jwks.json)", example = "eyJ0eXAiOiJKV1QiLCJhbGciOiJFZERTQSJ9.e30.c2lnbmF0dXJl"),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$", description = "Makes retries safe: the same key with the same token and body answers the first receipt again (1–128 printable ASCII, no spaces)", example = "order-7f3a9c"),
     ),
     request_body(content = Option<OrderRequest>, content_type = "application/json", description = "May be omitted: one `demo-item`"),
@@ -111,26 +112,18 @@ pub async fn place_order(
         idempotency_key: key.as_deref(),
         receipt: &stored,
     };
-    let used = match token_layer::check_room(&state, &room, &token).await {
-        Ok(()) => {
-            state
-                .store
-                .consume_token(&room, &token, &claim, now_ms(), state.keep_ms())
-                .await
-        }
-        Err(refused @ ApiError::EntryToken { .. }) => return Err(refused),
-        Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source }) => {
-            Err(source)
-        }
-        Err(other) => return Err(other),
-    };
+    let claims = token_layer::verify_offline(&state, &room, &token)?;
+    let used = state
+        .store
+        .consume_token(&room, &claims.jti, &claim, now_ms(), state.keep_ms())
+        .await;
     let replayed = match used {
         Ok(TokenUse::Consumed { .. }) => None,
         Ok(TokenUse::Replayed { receipt, .. }) => Some(receipt),
-        Ok(TokenUse::Refused(check)) => return Err(token_layer::refusal(check)),
+        Ok(TokenUse::Refused(check)) => return Err(token_layer::stored_refusal(check)),
         // The operator chose to keep checkout open while the store is down.
         Err(error) if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass => {
-            tracing::warn!(%room, %error, "store down: order accepted unverified (outage policy = pass)");
+            tracing::warn!(%room, %error, "store down: order accepted with a token verified offline only (outage policy = pass)");
             None
         }
         Err(error) => return Err(error.into()),

@@ -3,7 +3,9 @@
 //! A request under a protected prefix (default `/api/v1/rooms/{room}/orders`) must carry
 //! `X-Entry-Token` with a live token of that room; otherwise 403 with a JSON error naming what is
 //! wrong: missing, unknown, expired, another room's, or already used (docs/DESIGN.md "Entry tokens").
-//! The layer only checks; the order handler consumes the token atomically, so it works once.
+//! The token (a signed JWT) is verified offline first, then the store says by its `jti` whether it
+//! was used or released. The layer only checks; the order handler consumes the token atomically,
+//! so it works once.
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -12,9 +14,10 @@ use vestibule_shared::{error_code, ENTRY_TOKEN_HEADER};
 
 use crate::config::OutagePolicy;
 use crate::http::error::ApiError;
-use crate::ids::split_token;
 use crate::state::AppState;
 use crate::store::{now_ms, TokenCheck};
+use crate::tokens::Refusal;
+use vestibule_shared::entry::EntryClaims;
 
 /// The room a protected prefix pattern matches in `path`, if it matches.
 ///
@@ -46,57 +49,84 @@ fn refuse(code: &'static str, message: impl Into<String>) -> ApiError {
     }
 }
 
-/// Refuses a token that is malformed or was issued for another room, before any use of it.
+/// Verifies `token` for `room` offline, with no store call: its signature by a key of the ring,
+/// issuer, audience, expiry and room (`crate::tokens::TokenService::verify`).
 ///
 /// # Errors
-/// 403 `entry_token_unknown` / `entry_token_wrong_room`; 503 when the store is unreachable.
-pub async fn check_room(state: &AppState, room: &str, token: &str) -> Result<(), ApiError> {
-    let Some((token_room, _)) = split_token(token) else {
-        return Err(refusal(TokenCheck::Unknown));
-    };
-    if token_room == room {
-        return Ok(());
-    }
-    // Tell "another room's" from "made up" only when the other room really issued it.
-    let known = state.rooms.contains_key(token_room)
-        && !matches!(
-            state.store.check_token(token_room, token, now_ms()).await?,
-            TokenCheck::Unknown
-        );
-    Err(if known {
-        refuse(
-            error_code::TOKEN_WRONG_ROOM,
-            format!("this entry token is for another room, not {room}"),
-        )
-    } else {
-        refusal(TokenCheck::Unknown)
-    })
+/// 403 `entry_token_unknown` (not signed by this waiting room, or malformed),
+/// `entry_token_expired`, `entry_token_wrong_room`.
+pub fn verify_offline(state: &AppState, room: &str, token: &str) -> Result<EntryClaims, ApiError> {
+    state
+        .tokens
+        .verify(token, room)
+        .map_err(|refused| match refused {
+            Refusal::NotIssued => refusal(TokenCheck::Unknown),
+            Refusal::Expired => refusal(TokenCheck::Expired),
+            Refusal::WrongRoom(_) => refuse(
+                error_code::TOKEN_WRONG_ROOM,
+                format!("this entry token is for another room, not {room}"),
+            ),
+        })
 }
 
 /// The 403 for a token that does not work (`Valid` never reaches here in practice).
+///
+/// `Unknown` is "never issued"; a token whose signature holds but whose `jti` the store no
+/// longer knows was released (or its ticket left), and is refused by the caller as used.
 pub fn refusal(check: TokenCheck) -> ApiError {
     match check {
         TokenCheck::Unknown | TokenCheck::Valid { .. } => refuse(
             error_code::TOKEN_UNKNOWN,
-            "this entry token was never issued",
+            "this entry token was not issued by this waiting room",
         ),
         TokenCheck::Expired => refuse(
             error_code::TOKEN_EXPIRED,
             "this entry token has expired; join the queue again",
         ),
-        TokenCheck::Used => refuse(error_code::TOKEN_USED, "this entry token was already used"),
+        TokenCheck::Used => refuse(
+            error_code::TOKEN_USED,
+            "this entry token was already used, or its session was released",
+        ),
     }
 }
 
-/// Checks `token` for `room` without using it; returns its ticket id.
+/// The store's verdict on a token whose signature holds: `Unknown` there means its session
+/// ended (released: the store forgot the token), so it reads as used.
+pub fn stored_refusal(check: TokenCheck) -> ApiError {
+    match check {
+        TokenCheck::Unknown => refusal(TokenCheck::Used),
+        other => refusal(other),
+    }
+}
+
+/// The one check of an entry token for `room`: offline ([`verify_offline`]), then the store by
+/// `jti` ([`check_live`]), without using it. Returns the claims and the ticket id.
 ///
 /// # Errors
 /// 403 for every token problem; 503 when the store is unreachable.
-pub async fn verify(state: &AppState, room: &str, token: &str) -> Result<String, ApiError> {
-    check_room(state, room, token).await?;
-    match state.store.check_token(room, token, now_ms()).await? {
+pub async fn verify(
+    state: &AppState,
+    room: &str,
+    token: &str,
+) -> Result<(EntryClaims, String), ApiError> {
+    let claims = verify_offline(state, room, token)?;
+    let ticket_id = check_live(state, room, &claims).await?;
+    Ok((claims, ticket_id))
+}
+
+/// Whether the store still holds a verified token as live (not used, not released, not
+/// expired); returns its ticket id.
+///
+/// # Errors
+/// 403 `entry_token_used` / `entry_token_expired`; 503 when the store is unreachable.
+pub async fn check_live(
+    state: &AppState,
+    room: &str,
+    claims: &EntryClaims,
+) -> Result<String, ApiError> {
+    match state.store.check_token(room, &claims.jti, now_ms()).await? {
         TokenCheck::Valid { ticket_id } => Ok(ticket_id),
-        refused => Err(refusal(refused)),
+        refused => Err(stored_refusal(refused)),
     }
 }
 
@@ -159,21 +189,19 @@ pub async fn require_entry_token(
             )
             .into_response()
         }
-        Some(Err(_)) => {
-            return refuse(
-                error_code::TOKEN_UNKNOWN,
-                "this entry token was never issued",
-            )
-            .into_response()
-        }
+        Some(Err(_)) => return refusal(TokenCheck::Unknown).into_response(),
         Some(Ok(token)) => token.trim().to_owned(),
     };
-    match verify(&state, &room, &token).await {
+    let claims = match verify_offline(&state, &room, &token) {
+        Ok(claims) => claims,
+        Err(refused) => return refused.into_response(),
+    };
+    match check_live(&state, &room, &claims).await {
         Ok(_) => next.run(request).await,
         Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source })
             if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass =>
         {
-            tracing::warn!(%room, reason = %source, "store down: protected path passed unverified (outage policy = pass)");
+            tracing::warn!(%room, reason = %source, "store down: protected path passed with a token verified offline only (outage policy = pass)");
             metrics::counter!("vestibule_outage_passes_total", "room" => room).increment(1);
             next.run(request).await
         }

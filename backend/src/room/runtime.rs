@@ -3,8 +3,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
+use std::sync::Arc;
+
 use crate::room::sse_hub::SseHub;
 use crate::store::{Settings, VersionedSettings};
+use crate::tokens::TokenService;
 
 /// One room's in-process view: its settings as last read from the store, and its SSE hub.
 pub struct RoomRuntime {
@@ -15,12 +18,15 @@ pub struct RoomRuntime {
     pub hub: SseHub,
     /// Active users as of this process's last scheduler tick (for the ETA under a cap).
     active_users: AtomicU64,
+    /// Signs the entry tokens of this room's tickets.
+    pub tokens: Arc<TokenService>,
 }
 
 impl RoomRuntime {
-    /// A room with its settings in force.
-    pub fn new(name: String, settings: VersionedSettings) -> Self {
+    /// A room with its settings in force, signing entry tokens with `tokens`.
+    pub fn new(name: String, settings: VersionedSettings, tokens: Arc<TokenService>) -> Self {
         Self {
+            tokens,
             name,
             settings: RwLock::new(settings),
             hub: SseHub::default(),

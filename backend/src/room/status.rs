@@ -1,14 +1,15 @@
 //! A ticket's public status (`TicketStatus`): what join, poll and the SSE stream answer.
 //!
-//! A pure projection of the store's record, the room's settings and the configured ETA margin
-//! and poll tiers; no I/O.
+//! A projection of the store's record, the room's settings and the configured ETA margin and
+//! poll tiers; no I/O. The entry token is the store's token wrapped in a signed JWT
+//! (`crate::tokens`), the same string on every call.
 
 use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 use crate::config::Config;
 use crate::room::eta;
 use crate::room::RoomRuntime;
-use crate::store::TicketRecord;
+use crate::store::{now_ms, TicketRecord};
 
 /// The public status of a ticket: position, ETA and poll hint by the formulas of
 /// docs/DESIGN.md ("ETA and poll hints"), from the room's settings as this process last read them.
@@ -48,7 +49,21 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .filter(|_| record.state == TicketState::Waiting),
         eta_seconds,
         next_poll_after_ms,
-        entry_token: record.entry_token.clone().filter(|_| issued),
+        entry_token: record
+            .entry_token
+            .as_deref()
+            .zip(record.token_expires_at_ms)
+            .filter(|_| issued)
+            .and_then(|(token, expires_at_ms)| {
+                room.tokens.sign(
+                    &room.name,
+                    &record.id,
+                    token,
+                    expires_at_ms,
+                    settings.token_ttl_ms,
+                    now_ms(),
+                )
+            }),
         token_expires_at: record
             .token_expires_at_ms
             .filter(|_| issued)

@@ -52,9 +52,10 @@ async fn a_redis_outage_under_load_gives_fast_503s_and_service_resumes_within_2_
     tokio::time::sleep(Duration::from_millis(500)).await;
     redis.stop(); // SIGKILL
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // Protected paths reject while the store is down (default policy).
+    // A made-up token is refused offline, store or not.
     let (status, body) = app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA")).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"], "entry_token_unknown");
     // Bring Redis back on the same socket (no persistence: it comes back empty).
     redis.restart();
     let back = Instant::now();
@@ -118,6 +119,8 @@ async fn the_pass_policy_keeps_checkout_open_while_the_store_is_down() {
         ],
     )
     .await;
+    let (_, flash_token) = app.admitted("flash").await;
+    let (_, main_token) = app.admitted("main").await;
     // While the store is up a made-up token is refused everywhere.
     assert_eq!(
         app.order("flash", Some("flash.AAAAAAAAAAAAAAAAAAAAAA"))
@@ -126,12 +129,16 @@ async fn the_pass_policy_keeps_checkout_open_while_the_store_is_down() {
         StatusCode::FORBIDDEN
     );
     app.redis.as_mut().unwrap().stop();
+    // The pass room takes a token that verifies offline (signature, expiry, room) …
+    let (status, body) = app.order("flash", Some(&flash_token)).await;
+    assert_eq!(status, StatusCode::CREATED, "pass room: {body}");
+    // … and still refuses a made-up one: the signature check needs no store.
     let (status, body) = app
         .order("flash", Some("flash.AAAAAAAAAAAAAAAAAAAAAA"))
         .await;
-    assert_eq!(status, StatusCode::CREATED, "pass room: {body}");
+    assert_eq!(status, StatusCode::FORBIDDEN, "pass room, forged: {body}");
     // The reject room refuses: 503, or 504 while the connection that just broke is in doubt.
-    let (status, body) = app.order("main", Some("main.AAAAAAAAAAAAAAAAAAAAAA")).await;
+    let (status, body) = app.order("main", Some(&main_token)).await;
     assert!(
         matches!(
             (status.as_u16(), body["error"].as_str()),

@@ -68,3 +68,30 @@ impl RedisStore {
             .await
     }
 }
+
+impl RedisStore {
+    /// The entry-token signing key shared by every replica on this Redis (PEM at `key`): writes
+    /// `candidate` with `SET NX` and a transaction reads back whichever copy is in force, so all
+    /// replicas that start together adopt the first writer's key.
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot be reached or answers something else than a string.
+    pub async fn shared_signing_key(
+        &self,
+        key: &str,
+        candidate: &str,
+    ) -> Result<String, StoreError> {
+        let mut connection = self.connection();
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(key)
+            .arg(candidate)
+            .arg("NX")
+            .ignore()
+            .cmd("GET")
+            .arg(key);
+        let (value,): (Option<String>,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        value.ok_or_else(|| StoreError::Corrupt(format!("{key} vanished right after SET NX")))
+    }
+}

@@ -1,0 +1,231 @@
+//! The guard in front of a small axum app, against the real Vestibule binary: tokens it issued
+//! pass (claims in the extensions), everything else is sent to the waiting room or refused.
+
+use axum::body::{to_bytes, Body};
+use axum::http::{header, Request, StatusCode};
+use axum::routing::get;
+use axum::{Extension, Router};
+use serde_json::Value;
+use tower::ServiceExt as _;
+use vestibule_guard::{EntryClaims, EntryGuard};
+use vestibule_tests::TestApp;
+
+const ORIGIN_KEY: &str = "origin-key-for-tests-0123456789";
+
+fn shop(guard: EntryGuard) -> Router {
+    Router::new()
+        .route(
+            "/checkout",
+            get(|Extension(entry): Extension<EntryClaims>| async move {
+                format!("hello {}", entry.sub)
+            }),
+        )
+        .layer(guard)
+}
+
+async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Option<String>, String) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let location = response
+        .headers()
+        .get(header::LOCATION)
+        .map(|value| value.to_str().unwrap().to_owned());
+    let body = to_bytes(response.into_body(), 1 << 16).await.unwrap();
+    (
+        status,
+        location,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+fn get_with(token: Option<&str>, accept: &str) -> Request<Body> {
+    let mut request = Request::get("/checkout?size=42").header(header::ACCEPT, accept);
+    if let Some(token) = token {
+        request = request.header("X-Entry-Token", token);
+    }
+    request.body(Body::empty()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admitted_shoppers_pass_and_everyone_else_goes_to_the_waiting_room() {
+    let vestibule = TestApp::spawn_with_url(None, &["--rooms", "main,other"]).await;
+    let (ticket, token) = vestibule.admitted("main").await;
+    let (_, other_room) = vestibule.admitted("other").await;
+    let guard = EntryGuard::builder("main")
+        .jwks_url(vestibule.url("/.well-known/jwks.json"))
+        .waiting_room(vestibule.url("/"))
+        .cookie("entry")
+        .build()
+        .unwrap();
+    let app = shop(guard);
+
+    let (status, _, body) = send(&app, get_with(Some(&token), "application/json")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        format!(
+            "hello {}",
+            vestibule_tests::entry_claims(&token)["sub"]
+                .as_str()
+                .unwrap()
+        )
+    );
+    assert!(!body.contains(&ticket.ticket_id));
+    // The same token from a cookie.
+    let cookie = Request::get("/checkout")
+        .header(header::COOKIE, format!("theme=dark; entry={token}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, cookie).await.0, StatusCode::OK);
+
+    // A navigation without a token goes to the waiting room and comes back to where it was.
+    let (status, location, _) = send(&app, get_with(None, "text/html,application/xhtml+xml")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        location.as_deref(),
+        Some(
+            vestibule
+                .url("/?room=main&return=%2Fcheckout%3Fsize%3D42")
+                .as_str()
+        )
+    );
+    // An API call gets JSON naming the problem, with the join link.
+    let mut forged = token.clone();
+    forged.pop();
+    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    for (token, code) in [
+        (None, "entry_token_missing"),
+        (Some(forged.as_str()), "entry_token_unknown"),
+        (Some("garbage"), "entry_token_unknown"),
+        (Some(other_room.as_str()), "entry_token_wrong_room"),
+    ] {
+        let (status, _, body) = send(&app, get_with(token, "application/json")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{token:?}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"], code, "{token:?}");
+        assert!(body["joinUrl"].as_str().unwrap().contains("room=main"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_online_consume_a_token_gets_through_once() {
+    let vestibule = TestApp::spawn_with_url(None, &["--origin-api-key", ORIGIN_KEY]).await;
+    let (_, token) = vestibule.admitted("main").await;
+    let guard = EntryGuard::builder("main")
+        .jwks_url(vestibule.url("/.well-known/jwks.json"))
+        .consume_online(&vestibule.base, ORIGIN_KEY)
+        .build()
+        .unwrap();
+    let app = shop(guard);
+    assert_eq!(
+        send(&app, get_with(Some(&token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    let (status, _, body) = send(&app, get_with(Some(&token), "*/*")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "entry_token_used"
+    );
+    // A navigation replaying a used token is sent back to the waiting room.
+    let (status, location, _) = send(&app, get_with(Some(&token), "text/html")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(location
+        .unwrap()
+        .starts_with("/_vestibule/?room=main&return="));
+}
+
+/// A key-set server whose answer the test changes, counting its fetches.
+struct KeySetServer {
+    url: String,
+    body: std::sync::Arc<std::sync::Mutex<String>>,
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl KeySetServer {
+    async fn start(body: String) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::{Arc, Mutex};
+        let body = Arc::new(Mutex::new(body));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let (served, counted) = (body.clone(), fetches.clone());
+        let app = Router::new().route(
+            "/jwks.json",
+            get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let body = served.lock().unwrap().clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, body, fetches }
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+async fn key_set(app: &TestApp) -> Value {
+    app.get_json("/.well-known/jwks.json").await.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_kid_fetches_the_key_set_again_but_not_more_than_the_limit_allows() {
+    // Two waiting rooms with different keys stand for one before and after a rotation.
+    let before = TestApp::spawn_with_url(None, &[]).await;
+    let after = TestApp::spawn_with_url(None, &[]).await;
+    let (_, old_token) = before.admitted("main").await;
+    let (_, new_token) = after.admitted("main").await;
+    let keys = KeySetServer::start(key_set(&before).await.to_string()).await;
+    let rotating = shop(
+        EntryGuard::builder("main")
+            .jwks_url(&keys.url)
+            .jwks_min_refresh(std::time::Duration::ZERO)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(
+        send(&rotating, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&rotating, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(keys.fetches(), 1, "known kids come from the cache");
+    // The rotation: the set now holds the new key first, the old one after.
+    let mut rotated = key_set(&after).await;
+    let old = key_set(&before).await["keys"][0].clone();
+    rotated["keys"].as_array_mut().unwrap().push(old);
+    *keys.body.lock().unwrap() = rotated.to_string();
+    assert_eq!(
+        send(&rotating, get_with(Some(&new_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&rotating, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(keys.fetches(), 2, "one fetch for the new kid");
+
+    // With the default limit, tokens naming unknown kids cause at most one fetch.
+    let limited = KeySetServer::start(key_set(&before).await.to_string()).await;
+    let guarded = shop(
+        EntryGuard::builder("main")
+            .jwks_url(&limited.url)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(
+        send(&guarded, get_with(Some(&old_token), "*/*")).await.0,
+        StatusCode::OK
+    );
+    for _ in 0..5 {
+        let (status, _, body) = send(&guarded, get_with(Some(&new_token), "*/*")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    }
+    assert_eq!(limited.fetches(), 1);
+}
