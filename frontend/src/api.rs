@@ -14,7 +14,7 @@ use vestibule_shared::{
 };
 use web_sys::{AbortController, RequestCache};
 
-use crate::urls::{api_url, current_base};
+use crate::urls::{api_url, current_base, encode_component};
 
 /// Longest `Retry-After` the page honours; a larger value is treated as this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
@@ -92,7 +92,10 @@ impl ApiError {
 
 /// `{base}api/v1/rooms/{room}/{rest}` with the room percent-encoded.
 fn room_url(room: &str, rest: &str) -> String {
-    api_url(&current_base(), &format!("rooms/{}/{rest}", encode(room)))
+    api_url(
+        &current_base(),
+        &format!("rooms/{}/{rest}", encode_component(room)),
+    )
 }
 
 fn tickets_path(room: &str) -> String {
@@ -100,11 +103,7 @@ fn tickets_path(room: &str) -> String {
 }
 
 fn ticket_path(room: &str, ticket_id: &str) -> String {
-    format!("{}/{}", tickets_path(room), encode(ticket_id))
-}
-
-fn encode(segment: &str) -> String {
-    String::from(js_sys::encode_uri_component(segment))
+    format!("{}/{}", tickets_path(room), encode_component(ticket_id))
 }
 
 /// The SSE stream URL of a ticket (`event: status` with a [`TicketStatus`] as data, and

@@ -2,7 +2,7 @@
 
 use crate::{
     i18n::Lang,
-    urls::{current_base, is_same_origin_path},
+    urls::{current_base, encode_component, is_same_origin_path},
 };
 use leptos::prelude::{document, window};
 use vestibule_shared::is_valid_room_slug;
@@ -102,21 +102,25 @@ impl PageParams {
 
     /// A same-page link with the language switched, keeping room, transport and `return`.
     pub fn href_with_lang(&self, lang: Lang) -> String {
-        let mut href = format!("?room={}&lang={}", encode(&self.room), lang.code());
+        let mut href = format!(
+            "?room={}&lang={}",
+            encode_component(&self.room),
+            lang.code()
+        );
         if self.transport != Transport::Auto {
             href.push_str("&transport=");
             href.push_str(self.transport.as_str());
         }
         if let Some(target) = &self.return_to {
             href.push_str("&return=");
-            href.push_str(&encode(target));
+            href.push_str(&encode_component(target));
         }
         href
     }
 
     /// The waiting view of this room (under the base), carrying the language if the URL chose it.
     pub fn waiting_href(&self) -> String {
-        let mut href = format!("{}?room={}", self.base, encode(&self.room));
+        let mut href = format!("{}?room={}", self.base, encode_component(&self.room));
         if self.lang_from_url {
             href.push_str("&lang=");
             href.push_str(self.lang.code());
@@ -133,10 +137,6 @@ pub fn apply_document_lang(lang: Lang, title: &str) {
         let _ = html.set_attribute("lang", lang.code());
     }
     doc.set_title(title);
-}
-
-fn encode(value: &str) -> String {
-    String::from(js_sys::encode_uri_component(value))
 }
 
 /// Whether `url` is a relative reference without a scheme or host (`checkout?room=main`), which
@@ -240,5 +240,22 @@ mod tests {
             checkout_href("/", "main", Some(Lang::En), Some("/checkout")),
             "/checkout?lang=en"
         );
+    }
+
+    #[test]
+    fn the_language_link_keeps_the_way_back_to_the_store() {
+        let params = PageParams {
+            room: "main".into(),
+            lang: Lang::Ko,
+            lang_from_url: false,
+            transport: Transport::Sse,
+            return_to: Some("/checkout?x=1&y=2".into()),
+            base: "/_vestibule/".into(),
+        };
+        assert_eq!(
+            params.href_with_lang(Lang::En),
+            "?room=main&lang=en&transport=sse&return=%2Fcheckout%3Fx%3D1%26y%3D2"
+        );
+        assert_eq!(params.waiting_href(), "/_vestibule/?room=main");
     }
 }

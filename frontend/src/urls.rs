@@ -9,6 +9,24 @@
 //! base the same way, and trunk writes the asset URLs relative (`public_url = "./"`).
 
 use leptos::prelude::window;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// What `encodeURIComponent` leaves as it is: letters, digits and `-_.!~*'()`.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// `value` percent-encoded for one path segment or query value, as `encodeURIComponent` does.
+pub fn encode_component(value: &str) -> String {
+    utf8_percent_encode(value, COMPONENT).to_string()
+}
 
 /// The base of `pathname` (a URL path, `/…`): everything up to and including its last `/`;
 /// `/` when it has none.
@@ -109,6 +127,18 @@ mod tests {
             api_url("/_vestibule/", "rooms/main/session"),
             "/_vestibule/api/v1/rooms/main/session"
         );
+    }
+
+    #[test]
+    fn components_are_encoded_as_encode_uri_component_does() {
+        assert_eq!(encode_component("main-1_a.b"), "main-1_a.b");
+        assert_eq!(
+            encode_component("/checkout?x=1&y=2"),
+            "%2Fcheckout%3Fx%3D1%26y%3D2"
+        );
+        assert_eq!(encode_component("a b+c#d"), "a%20b%2Bc%23d");
+        assert_eq!(encode_component("대기"), "%EB%8C%80%EA%B8%B0");
+        assert_eq!(encode_component("!~*'()"), "!~*'()");
     }
 
     #[test]
