@@ -41,8 +41,9 @@ pub enum HandoffState {
     Done,
     /// The server did not take the token: shown with "Try again".
     Failed {
-        /// No answer at all (offline, timeout) rather than an error answer.
-        network: bool,
+        /// Worth trying again as it is: no answer (offline, timeout), 429 or 5xx; `false` for
+        /// a refusal (4xx, e.g. an expired token).
+        transient: bool,
         /// The error code of the answer, e.g. `entry_token_expired`.
         code: Option<String>,
     },
@@ -51,7 +52,7 @@ pub enum HandoffState {
 impl HandoffState {
     fn from_error(error: &ApiError) -> Self {
         Self::Failed {
-            network: !error.server_answered(),
+            transient: error.is_transient(),
             code: error.code().map(str::to_owned),
         }
     }
@@ -59,8 +60,12 @@ impl HandoffState {
     /// What to tell the shopper about a failed hand-off; `None` unless it failed.
     pub fn failure_text(&self) -> Option<Text> {
         match self {
-            Self::Failed { network: true, .. } => Some(Text::HandoffNetwork),
-            Self::Failed { network: false, .. } => Some(Text::HandoffRefused),
+            Self::Failed {
+                transient: true, ..
+            } => Some(Text::HandoffUnsent),
+            Self::Failed {
+                transient: false, ..
+            } => Some(Text::HandoffRefused),
             _ => None,
         }
     }
@@ -189,7 +194,7 @@ mod tests {
         assert_eq!(
             HandoffState::from_error(&ApiError::Timeout),
             HandoffState::Failed {
-                network: true,
+                transient: true,
                 code: None
             }
         );
@@ -201,7 +206,7 @@ mod tests {
         assert_eq!(
             HandoffState::from_error(&refused),
             HandoffState::Failed {
-                network: false,
+                transient: false,
                 code: Some("entry_token_expired".to_owned())
             }
         );
@@ -211,7 +216,16 @@ mod tests {
         );
         assert_eq!(
             HandoffState::from_error(&ApiError::Network).failure_text(),
-            Some(Text::HandoffNetwork)
+            Some(Text::HandoffUnsent)
+        );
+        let busy = ApiError::Status {
+            status: 503,
+            code: error_code::STORE_UNAVAILABLE.to_owned(),
+            retry_after: None,
+        };
+        assert_eq!(
+            HandoffState::from_error(&busy).failure_text(),
+            Some(Text::HandoffUnsent)
         );
         assert_eq!(HandoffState::Sending.failure_text(), None);
     }
