@@ -1,12 +1,14 @@
 //! The waiting view's connection line: what is really happening to the link, and "Retry now".
 
+use std::rc::Rc;
+
 use leptos::prelude::*;
 
-use super::QueueHandle;
 use crate::{
     connection::{ActiveTransport, Connection},
     focus::focus_after_render,
     i18n::{retrying_in, t, Lang, Text},
+    queue::Queue,
 };
 
 /// The words for the link's state, e.g. "Live updates" or "Retrying in 4 s".
@@ -32,7 +34,7 @@ pub fn ConnectionLine(
     lang: Lang,
     connection: RwSignal<Connection>,
     transport: RwSignal<ActiveTransport>,
-    queue: QueueHandle,
+    queue: StoredValue<Rc<Queue>, LocalStorage>,
 ) -> impl IntoView {
     let can_retry_now = move || {
         matches!(

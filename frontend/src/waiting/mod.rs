@@ -14,8 +14,6 @@ mod progress;
 mod stats;
 mod status;
 
-use std::rc::Rc;
-
 use leptos::prelude::*;
 
 use crate::{
@@ -31,9 +29,6 @@ use connection_line::ConnectionLine;
 use progress::ProgressBar;
 use stats::Stats;
 use status::StatusSection;
-
-/// The page's queue, for the buttons that act on it.
-type QueueHandle = StoredValue<Rc<Queue>, LocalStorage>;
 
 /// Marks when the place is first on screen (a user timing for Lighthouse and DevTools), and
 /// removes the place `index.html` showed before the page ran: that place was marked there and
@@ -62,7 +57,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     let queue = Queue::start(&params);
     let state = queue.view();
     let exit = StoredValue::new_local(queue.exit());
-    let queue: QueueHandle = StoredValue::new_local(queue);
+    let queue = StoredValue::new_local(queue);
     let phase = state.phase;
     let joining = Signal::derive(move || phase.with(|p| *p == Phase::Joining));
     mark_place_on_screen(phase);

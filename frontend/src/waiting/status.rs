@@ -5,13 +5,13 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use vestibule_shared::{RoomState, TicketState};
 
-use super::QueueHandle;
 use crate::{
     connection::Phase,
     focus::focus_after_render,
     handoff::{Exit, HandoffState},
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams},
+    queue::Queue,
 };
 
 /// The status headline and explanation for a phase.
@@ -136,7 +136,7 @@ fn HandoffStep(lang: Lang, exit: StoredValue<Rc<Exit>, LocalStorage>) -> impl In
 pub fn StatusSection(
     params: PageParams,
     phase: RwSignal<Phase>,
-    queue: QueueHandle,
+    queue: StoredValue<Rc<Queue>, LocalStorage>,
     exit: StoredValue<Rc<Exit>, LocalStorage>,
 ) -> impl IntoView {
     let lang = params.lang;
