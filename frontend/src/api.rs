@@ -1,4 +1,5 @@
-//! The JSON API v1 calls the page makes, all same-origin, and the errors they can end in.
+//! The JSON API v1 calls the page makes, all same-origin under the page's base
+//! ([`crate::urls`]), and the errors they can end in.
 //!
 //! Every call has a deadline: an `AbortController` cancels the request (and the reading of its
 //! body) when the answer takes longer, so a hung connection can never freeze the page.
@@ -7,10 +8,13 @@ use std::{cell::Cell, rc::Rc, time::Duration};
 
 use gloo_net::http::{Request, RequestBuilder};
 use leptos::prelude::set_timeout_with_handle;
+use serde::Serialize;
 use vestibule_shared::{
     ErrorBody, OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER,
 };
 use web_sys::{AbortController, RequestCache};
+
+use crate::urls::{api_url, current_base, encode_component};
 
 /// Longest `Retry-After` the page honours; a larger value is treated as this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
@@ -86,16 +90,20 @@ impl ApiError {
     }
 }
 
+/// `{base}api/v1/rooms/{room}/{rest}` with the room percent-encoded.
+fn room_url(room: &str, rest: &str) -> String {
+    api_url(
+        &current_base(),
+        &format!("rooms/{}/{rest}", encode_component(room)),
+    )
+}
+
 fn tickets_path(room: &str) -> String {
-    format!("/api/v1/rooms/{}/tickets", encode(room))
+    room_url(room, "tickets")
 }
 
 fn ticket_path(room: &str, ticket_id: &str) -> String {
-    format!("{}/{}", tickets_path(room), encode(ticket_id))
-}
-
-fn encode(segment: &str) -> String {
-    String::from(js_sys::encode_uri_component(segment))
+    format!("{}/{}", tickets_path(room), encode_component(ticket_id))
 }
 
 /// The SSE stream URL of a ticket (`event: status` with a [`TicketStatus`] as data, and
@@ -149,13 +157,38 @@ pub async fn place_order(
     idempotency_key: &str,
     order: &OrderRequest,
 ) -> Result<OrderReceipt, ApiError> {
-    let mut request = Request::post(&format!("/api/v1/rooms/{}/orders", encode(room)))
-        .header(IDEMPOTENCY_KEY_HEADER, idempotency_key);
+    let mut request =
+        Request::post(&room_url(room, "orders")).header(IDEMPOTENCY_KEY_HEADER, idempotency_key);
     if let Some(token) = entry_token {
         request = request.header(ENTRY_TOKEN_HEADER, token);
     }
     let body = serde_json::to_string(order).map_err(|_| ApiError::Decode)?;
     parse(&exchange(request, Some(body), ORDER_TIMEOUT).await?)
+}
+
+/// The body of `POST …/rooms/{room}/session` (gate mode): the entry token, sent in the body so
+/// that it never appears in a URL.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionRequest<'a> {
+    entry_token: &'a str,
+}
+
+/// Hands the entry token to the server in gate mode: `POST {base}api/v1/rooms/{room}/session`
+/// with `{"entryToken": "…"}`; the server answers 200 `{"room", "expiresAt"}` (Unix ms) and sets
+/// an HttpOnly session cookie that the gate checks on the store's protected paths (issue 11).
+///
+/// # Errors
+/// 403 `entry_token_*` (unknown, expired, used, wrong room), 404 (no gate mode on this server),
+/// 503 with `Retry-After`, [`ApiError::Network`], [`ApiError::Timeout`] past
+/// [`TICKET_CALL_TIMEOUT`].
+pub async fn open_session(room: &str, entry_token: &str) -> Result<(), ApiError> {
+    let body =
+        serde_json::to_string(&SessionRequest { entry_token }).map_err(|_| ApiError::Decode)?;
+    let request = Request::post(&room_url(room, "session"));
+    exchange(request, Some(body), TICKET_CALL_TIMEOUT)
+        .await
+        .map(drop)
 }
 
 /// The JSON body of a 2xx answer as `T`.
@@ -271,5 +304,14 @@ mod tests {
         assert!(ApiError::Decode.server_answered());
         assert!(!ApiError::Network.server_answered());
         assert!(!ApiError::Timeout.server_answered());
+    }
+
+    #[test]
+    fn the_session_hand_off_sends_the_token_in_the_body_only() {
+        let body = serde_json::to_string(&SessionRequest {
+            entry_token: "tok-1",
+        })
+        .unwrap();
+        assert_eq!(body, r#"{"entryToken":"tok-1"}"#);
     }
 }

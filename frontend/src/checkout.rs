@@ -1,4 +1,4 @@
-//! The demo checkout (`/checkout?room=…`): places one order with the entry token.
+//! The demo checkout (`{base}checkout?room=…`): places one order with the entry token.
 //!
 //! The receipt is kept per room (see [`crate::storage`]), so a reload or a second click shows
 //! the same order instead of a new attempt; [`crate::order`] does the sending.
@@ -12,10 +12,10 @@ use wasm_bindgen::JsValue;
 use crate::{
     api,
     i18n::{t, valid_until, Lang, Text},
+    language_switch::LanguageSwitch,
     order::{Order, Outcome},
     page_params::PageParams,
     storage::RoomMemory,
-    LanguageSwitch,
 };
 
 /// A live region speaks only of changes: it is filled this long after the page settled, so a

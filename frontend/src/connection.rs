@@ -4,7 +4,7 @@
 use std::{cell::Cell, rc::Rc, time::Duration};
 
 use leptos::prelude::*;
-use vestibule_shared::TicketStatus;
+use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 /// What the page knows about its place in the room.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +17,37 @@ pub enum Phase {
     RoomNotFound,
     /// The server refused the request for a reason retrying cannot fix.
     Failed,
+}
+
+impl Phase {
+    /// The ticket's state, once the server answered.
+    pub fn ticket_state(&self) -> Option<TicketState> {
+        match self {
+            Self::Ticket(s) => Some(s.status),
+            _ => None,
+        }
+    }
+
+    /// The place in line while waiting; `None` before the first answer and after the wait.
+    pub fn waiting_position(&self) -> Option<u64> {
+        match self {
+            Self::Ticket(s) if s.status == TicketState::Waiting => s.position,
+            _ => None,
+        }
+    }
+
+    /// Whether the shopper's turn came (TOKEN_ISSUED, or COMPLETED after it).
+    pub fn is_admitted(&self) -> bool {
+        matches!(
+            self.ticket_state(),
+            Some(TicketState::TokenIssued | TicketState::Completed)
+        )
+    }
+
+    /// Whether the shopper waits in a room whose entry is paused.
+    pub fn is_paused(&self) -> bool {
+        matches!(self, Self::Ticket(s) if s.status == TicketState::Waiting && s.room_state == RoomState::Paused)
+    }
 }
 
 /// The state of the link to the server, shown in `#connection[data-state]`.
@@ -167,6 +198,37 @@ impl RetryCountdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ticket(status: TicketState, room_state: RoomState) -> Phase {
+        Phase::Ticket(TicketStatus {
+            ticket_id: "t".into(),
+            room: "main".into(),
+            status,
+            position: (status == TicketState::Waiting).then_some(7),
+            eta_seconds: None,
+            next_poll_after_ms: 1000,
+            entry_token: None,
+            token_expires_at: None,
+            checkout_url: None,
+            room_state,
+        })
+    }
+
+    #[test]
+    fn the_phase_tells_the_place_the_turn_and_a_pause() {
+        let waiting = ticket(TicketState::Waiting, RoomState::Open);
+        assert_eq!(waiting.waiting_position(), Some(7));
+        assert!(!waiting.is_admitted() && !waiting.is_paused());
+        assert!(ticket(TicketState::Waiting, RoomState::Paused).is_paused());
+        for admitted in [TicketState::TokenIssued, TicketState::Completed] {
+            let phase = ticket(admitted, RoomState::Open);
+            assert!(phase.is_admitted(), "{admitted:?}");
+            assert_eq!(phase.waiting_position(), None);
+        }
+        assert!(!ticket(TicketState::Expired, RoomState::Open).is_admitted());
+        assert_eq!(Phase::Joining.ticket_state(), None);
+        assert_eq!(Phase::Joining.waiting_position(), None);
+    }
 
     #[test]
     fn only_a_broken_link_marks_the_figures_as_possibly_out_of_date() {

@@ -113,6 +113,8 @@ pub enum Text {
     OrderRetrying,
     BackToLine,
     SwitchLanguage,
+    HandoffUnsent,
+    HandoffRefused,
 }
 
 /// The text of `text` in `lang`.
@@ -253,6 +255,14 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         ),
         BackToLine => ("Back to the waiting room", "대기실로 돌아가기"),
         SwitchLanguage => ("Language", "언어"),
+        HandoffUnsent => (
+            "It's your turn, but your entry could not be passed to the shop just now. Check your connection and try again.",
+            "차례가 되었지만 지금은 입장 정보를 쇼핑몰에 전달하지 못했습니다. 연결을 확인하고 다시 시도해 주세요.",
+        ),
+        HandoffRefused => (
+            "It's your turn, but the shop did not accept your entry. Please try again.",
+            "차례가 되었지만 쇼핑몰이 입장을 받지 않았습니다. 다시 시도해 주세요.",
+        ),
     };
     match lang {
         Lang::En => en,

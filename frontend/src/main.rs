@@ -1,7 +1,10 @@
 //! Vestibule's waiting-room page: Leptos CSR, built by trunk from the root `index.html`.
 //!
-//! - `main`: picks the view by path: `/checkout` is the demo checkout, anything else waits.
-//! - [`page_params`]: the query parameters `room`, `lang` and `transport`.
+//! - `main`: picks the view by the path relative to the page's base ([`urls`]): `checkout` is
+//!   the demo checkout, anything else waits.
+//! - [`urls`]: the base the page was loaded from (any mount prefix), the URLs built on it, and
+//!   the same-origin rule of gate mode's `return`.
+//! - [`page_params`]: the query parameters `room`, `lang`, `transport` and `return`.
 //! - [`i18n`]: every visible string in English and Korean, and the ETA in words.
 //! - [`storage`]: ticket id, idempotency key, starting position and entry token per room.
 //! - [`api`]: the JSON API v1 calls and their errors.
@@ -12,7 +15,10 @@
 //! - [`sse`]: the ticket's event stream, with a watchdog for a silent (hung) stream.
 //! - [`queue`]: the ticket life cycle: join or resume, then SSE or adaptive polling.
 //! - [`focus`]: moving keyboard focus to the result of an action.
-//! - [`waiting`]: the waiting view.
+//! - [`waiting`]: the waiting view, one component per part (status, stats, progress,
+//!   connection, announcer).
+//! - [`handoff`]: leaving once admitted: to checkout, or gate mode's session hand-off.
+//! - [`language_switch`]: the link to the page in the other language.
 //! - [`order`]: placing the order exactly once: one idempotency key, retries, the receipt.
 //! - [`checkout`]: the demo checkout view.
 
@@ -23,12 +29,15 @@ mod checkout;
 mod connection;
 mod early;
 mod focus;
+mod handoff;
 mod i18n;
+mod language_switch;
 mod order;
 mod page_params;
 mod queue;
 mod sse;
 mod storage;
+mod urls;
 mod waiting;
 
 use leptos::prelude::*;
@@ -37,38 +46,21 @@ use crate::{
     checkout::CheckoutView,
     i18n::{t, Text},
     page_params::{apply_document_lang, PageParams},
+    urls::{view_of, View},
     waiting::WaitingView,
 };
-
-/// A link to this page in the other language.
-#[component]
-fn LanguageSwitch(params: PageParams) -> impl IntoView {
-    let lang = params.lang;
-    let other = lang.other();
-    view! {
-        <footer class="footer">
-            <nav aria-label=t(lang, Text::SwitchLanguage)>
-                <a href=params.href_with_lang(other) hreflang=other.code() lang=other.code()>
-                    {other.native_name()}
-                </a>
-            </nav>
-        </footer>
-    }
-}
 
 fn main() {
     let params = PageParams::from_location();
     let path = window().location().pathname().unwrap_or_default();
-    let is_checkout = path.trim_end_matches('/').ends_with("/checkout");
-    let title = if is_checkout {
-        Text::Checkout
-    } else {
-        Text::WaitingRoom
+    let view = view_of(&path);
+    let title = match view {
+        View::Checkout => Text::Checkout,
+        View::Waiting => Text::WaitingRoom,
     };
     apply_document_lang(params.lang, t(params.lang, title));
-    if is_checkout {
-        mount_to_body(move || view! { <CheckoutView params=params /> });
-    } else {
-        mount_to_body(move || view! { <WaitingView params=params /> });
+    match view {
+        View::Checkout => mount_to_body(move || view! { <CheckoutView params=params /> }),
+        View::Waiting => mount_to_body(move || view! { <WaitingView params=params /> }),
     }
 }

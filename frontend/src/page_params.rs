@@ -1,6 +1,9 @@
-//! The page's query parameters: `?room=`, `?lang=`, `?transport=`.
+//! The page's query parameters: `?room=`, `?lang=`, `?transport=`, `?return=` (gate mode).
 
-use crate::i18n::Lang;
+use crate::{
+    i18n::Lang,
+    urls::{current_base, encode_component, is_same_origin_path},
+};
 use leptos::prelude::{document, window};
 use vestibule_shared::is_valid_room_slug;
 
@@ -49,6 +52,12 @@ pub struct PageParams {
     pub lang_from_url: bool,
     /// Requested transport.
     pub transport: Transport,
+    /// `?return=` as given: in gate mode, where the store wants the admitted shopper back (e.g.
+    /// `/checkout?x=1`). Its presence turns on the session hand-off ([`crate::handoff`]); it is
+    /// only ever navigated to through [`crate::urls::safe_return`].
+    pub return_to: Option<String>,
+    /// The page's base ([`crate::urls`]), e.g. `/` or `/_vestibule/`.
+    pub base: String,
 }
 
 impl PageParams {
@@ -81,6 +90,8 @@ impl PageParams {
             lang,
             lang_from_url: url_lang.is_some(),
             transport,
+            return_to: get("return"),
+            base: current_base(),
         }
     }
 
@@ -89,19 +100,27 @@ impl PageParams {
         is_valid_room_slug(&self.room)
     }
 
-    /// A same-page link with the language switched, keeping room and transport.
+    /// A same-page link with the language switched, keeping room, transport and `return`.
     pub fn href_with_lang(&self, lang: Lang) -> String {
-        let mut href = format!("?room={}&lang={}", encode(&self.room), lang.code());
+        let mut href = format!(
+            "?room={}&lang={}",
+            encode_component(&self.room),
+            lang.code()
+        );
         if self.transport != Transport::Auto {
             href.push_str("&transport=");
             href.push_str(self.transport.as_str());
         }
+        if let Some(target) = &self.return_to {
+            href.push_str("&return=");
+            href.push_str(&encode_component(target));
+        }
         href
     }
 
-    /// The waiting view of this room, carrying the language if the URL chose it.
+    /// The waiting view of this room (under the base), carrying the language if the URL chose it.
     pub fn waiting_href(&self) -> String {
-        let mut href = format!("/?room={}", encode(&self.room));
+        let mut href = format!("{}?room={}", self.base, encode_component(&self.room));
         if self.lang_from_url {
             href.push_str("&lang=");
             href.push_str(self.lang.code());
@@ -120,19 +139,30 @@ pub fn apply_document_lang(lang: Lang, title: &str) {
     doc.set_title(title);
 }
 
-fn encode(value: &str) -> String {
-    String::from(js_sys::encode_uri_component(value))
+/// Whether `url` is a relative reference without a scheme or host (`checkout?room=main`), which
+/// the page resolves against its base.
+fn is_plain_relative(url: &str) -> bool {
+    let head = url.split(['/', '?', '#']).next().unwrap_or_default();
+    !url.is_empty()
+        && !head.contains(':')
+        && !url.starts_with(['/', '\\'])
+        && !url.chars().any(char::is_control)
 }
 
-/// Where to send an admitted shopper: the server's `checkoutUrl` when it is a same-origin path,
-/// else `/checkout?room=…`; carries `lang` when the URL chose one.
-pub fn checkout_href(room: &str, lang: Option<Lang>, checkout_url: Option<&str>) -> String {
-    let same_origin_path =
-        |url: &&str| url.starts_with('/') && !url.starts_with("//") && !url.contains('\\');
-    let mut href = checkout_url
-        .filter(same_origin_path)
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("/checkout?room={room}"));
+/// Where to send an admitted shopper: the server's `checkoutUrl` when it is a same-origin path
+/// (as is) or a relative reference (under `base`), else `{base}checkout?room=…`; carries `lang`
+/// when the URL chose one.
+pub fn checkout_href(
+    base: &str,
+    room: &str,
+    lang: Option<Lang>,
+    checkout_url: Option<&str>,
+) -> String {
+    let mut href = match checkout_url {
+        Some(url) if is_same_origin_path(url) => url.to_owned(),
+        Some(url) if is_plain_relative(url) => format!("{base}{url}"),
+        _ => format!("{base}checkout?room={room}"),
+    };
     if let Some(lang) = lang {
         if !href.contains("lang=") {
             href.push(if href.contains('?') { '&' } else { '?' });
@@ -150,8 +180,33 @@ mod tests {
     #[test]
     fn checkout_goes_to_the_servers_same_origin_path() {
         assert_eq!(
-            checkout_href("main", None, Some("/checkout?room=main")),
+            checkout_href("/", "main", None, Some("/checkout?room=main")),
             "/checkout?room=main"
+        );
+        assert_eq!(
+            checkout_href(
+                "/_vestibule/",
+                "main",
+                None,
+                Some("/_vestibule/checkout?room=main")
+            ),
+            "/_vestibule/checkout?room=main"
+        );
+    }
+
+    #[test]
+    fn a_relative_checkout_url_and_the_default_are_under_the_base() {
+        assert_eq!(
+            checkout_href("/_vestibule/", "main", None, Some("checkout?room=main")),
+            "/_vestibule/checkout?room=main"
+        );
+        assert_eq!(
+            checkout_href("/_vestibule/", "drop-1", None, None),
+            "/_vestibule/checkout?room=drop-1"
+        );
+        assert_eq!(
+            checkout_href("/", "drop-1", None, None),
+            "/checkout?room=drop-1"
         );
     }
 
@@ -161,25 +216,46 @@ mod tests {
             "https://evil.example/",
             "//evil.example/x",
             "/\\evil.example",
+            "\\evil.example",
             "javascript:x",
+            "/\t/evil.example",
+            "\t//evil.example",
+            "",
         ] {
             assert_eq!(
-                checkout_href("main", None, Some(url)),
-                "/checkout?room=main"
+                checkout_href("/shop/", "main", None, Some(url)),
+                "/shop/checkout?room=main",
+                "{url:?}"
             );
         }
-        assert_eq!(checkout_href("drop-1", None, None), "/checkout?room=drop-1");
     }
 
     #[test]
     fn checkout_keeps_a_language_chosen_in_the_url() {
         assert_eq!(
-            checkout_href("main", Some(Lang::Ko), Some("/checkout?room=main")),
+            checkout_href("/", "main", Some(Lang::Ko), Some("/checkout?room=main")),
             "/checkout?room=main&lang=ko"
         );
         assert_eq!(
-            checkout_href("main", Some(Lang::En), Some("/checkout")),
+            checkout_href("/", "main", Some(Lang::En), Some("/checkout")),
             "/checkout?lang=en"
         );
+    }
+
+    #[test]
+    fn the_language_link_keeps_the_way_back_to_the_store() {
+        let params = PageParams {
+            room: "main".into(),
+            lang: Lang::Ko,
+            lang_from_url: false,
+            transport: Transport::Sse,
+            return_to: Some("/checkout?x=1&y=2".into()),
+            base: "/_vestibule/".into(),
+        };
+        assert_eq!(
+            params.href_with_lang(Lang::En),
+            "?room=main&lang=en&transport=sse&return=%2Fcheckout%3Fx%3D1%26y%3D2"
+        );
+        assert_eq!(params.waiting_href(), "/_vestibule/?room=main");
     }
 }

@@ -23,6 +23,7 @@ use crate::{
     backoff::Backoff,
     connection::{ActiveTransport, Connection, Phase, QueueView, RetryCountdown},
     early,
+    handoff::Exit,
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
     sse::{EventStream, StreamHandlers},
@@ -33,8 +34,6 @@ use crate::{
 const MIN_POLL_MS: u64 = 500;
 /// While the browser says it is offline, look again this often in case `online` never fires.
 const OFFLINE_CHECK: Duration = Duration::from_secs(15);
-/// Time the live region gets to say "It's your turn" before the page moves to checkout.
-const TURN_ANNOUNCEMENT: Duration = Duration::from_millis(2_000);
 
 /// Where a status came from: HTTP answers also check the ticket before (re)opening a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +45,8 @@ enum Via {
 /// Follows one ticket in one room; see the module docs.
 pub struct Queue {
     room: String,
+    base: String,
+    exit: Rc<Exit>,
     lang: Lang,
     lang_from_url: bool,
     requested: Transport,
@@ -79,6 +80,8 @@ impl Queue {
         let view = QueueView::new(transport);
         let queue = Rc::new(Self {
             room: params.room.clone(),
+            base: params.base.clone(),
+            exit: Exit::new(params, view.announcement),
             lang: params.lang,
             lang_from_url: params.lang_from_url,
             requested: params.transport,
@@ -114,6 +117,11 @@ impl Queue {
     /// The signals the view renders.
     pub fn view(&self) -> QueueView {
         self.view
+    }
+
+    /// How the shopper leaves once admitted (gate mode's hand-off state and retry).
+    pub fn exit(&self) -> Rc<Exit> {
+        Rc::clone(&self.exit)
     }
 
     /// Asks the server at once (the "Retry now" button).
@@ -238,8 +246,10 @@ impl Queue {
                     .set_entry_token(token, status.token_expires_at.as_deref());
             }
             let lang_in_url = self.lang_from_url.then_some(self.lang);
-            checkout_href(&self.room, lang_in_url, status.checkout_url.as_deref())
+            let url = status.checkout_url.as_deref();
+            checkout_href(&self.base, &self.room, lang_in_url, url)
         });
+        let token = status.entry_token.clone();
         // The server never asks for less than 1 s; the floor only guards against a bad hint.
         let next_poll = Duration::from_millis(status.next_poll_after_ms.max(MIN_POLL_MS));
         self.view.phase.set(Phase::Ticket(status));
@@ -260,14 +270,7 @@ impl Queue {
             TicketState::TokenIssued => {
                 self.stop();
                 if let Some(href) = checkout {
-                    // The live region gets time to say so before the page goes; `replace`, so
-                    // Back from checkout returns to the shop, not to this redirect.
-                    set_timeout(
-                        move || {
-                            let _ = window().location().replace(&href);
-                        },
-                        TURN_ANNOUNCEMENT,
-                    );
+                    self.exit.admitted(token.as_deref(), href);
                 }
             }
             TicketState::Completed | TicketState::Expired | TicketState::Left => self.stop(),

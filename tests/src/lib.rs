@@ -6,11 +6,14 @@
 //! - [`Backend`]: which store a test runs against; [`both_stores!`] makes one test per store.
 //! - [`LinkProxy`]: a TCP proxy in front of a [`TestApp`] that can hang the link (accept, never
 //!   answer) or lose the server's answers, as a bad mobile network or middlebox does.
+//! - [`chromium`]: headless Chromium (chromedriver) and the waits the page tests share.
 //!
 //! - [`ChildGuard`] / [`free_port`]: a child process killed and reaped on drop, and a port for
 //!   it (shared with the benchmark).
 //!
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
+
+pub mod chromium;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};

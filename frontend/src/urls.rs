@@ -1,0 +1,185 @@
+//! Where the page lives and the URLs it builds: nothing in the page is absolute, so it works
+//! under any mount prefix (at `/?room=main`, or at `/_vestibule/?room=main` with the API at
+//! `/_vestibule/api/v1/…` when Vestibule runs in gate mode in front of a store).
+//!
+//! The **base** is the path of the folder the page was loaded from: the path up to and including
+//! its last `/` (`/` → `/`, `/_vestibule/checkout` → `/_vestibule/`). Every API call, event
+//! stream and link of the page is the base plus a relative path (`api/v1/…`, `checkout`), and the
+//! view is chosen by the path relative to the base. The inline script of `index.html` derives the
+//! base the same way, and trunk writes the asset URLs relative (`public_url = "./"`).
+
+use leptos::prelude::window;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// What `encodeURIComponent` leaves as it is: letters, digits and `-_.!~*'()`.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// `value` percent-encoded for one path segment or query value, as `encodeURIComponent` does.
+pub fn encode_component(value: &str) -> String {
+    utf8_percent_encode(value, COMPONENT).to_string()
+}
+
+/// The base of `pathname` (a URL path, `/…`): everything up to and including its last `/`;
+/// `/` when it has none.
+pub fn base_of(pathname: &str) -> &str {
+    match pathname.rfind('/') {
+        Some(last) => &pathname[..=last],
+        None => "/",
+    }
+}
+
+/// The base of the page as loaded (from `location.pathname`).
+pub fn current_base() -> String {
+    let pathname = window().location().pathname().unwrap_or_default();
+    base_of(&pathname).to_owned()
+}
+
+/// Which view a page path shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The waiting view (the base itself, `index.html`, anything else).
+    Waiting,
+    /// The demo checkout (`{base}checkout`).
+    Checkout,
+}
+
+/// The view of the page at `pathname`, by its path relative to the base.
+pub fn view_of(pathname: &str) -> View {
+    let relative = &pathname[base_of(pathname).len()..];
+    if relative == "checkout" {
+        View::Checkout
+    } else {
+        View::Waiting
+    }
+}
+
+/// An API v1 URL under `base`: `api_url("/_vestibule/", "rooms/main")` is
+/// `/_vestibule/api/v1/rooms/main`.
+pub fn api_url(base: &str, path: &str) -> String {
+    format!("{base}api/v1/{path}")
+}
+
+/// Whether `target` is a path on this origin that is safe to navigate to: it starts with exactly
+/// one `/` (not `//` nor `/\`, which browsers read as another host), and holds no control
+/// characters (browsers drop tabs and line breaks from URLs, so `/\t/evil` would become
+/// `//evil`). Such a path has no scheme. This is the open-redirect rule of gate mode's `return`
+/// (issue 11, docs/DESIGN.md).
+pub fn is_same_origin_path(target: &str) -> bool {
+    let mut chars = target.chars();
+    chars.next() == Some('/')
+        && !matches!(chars.next(), Some('/' | '\\'))
+        && !target.chars().any(char::is_control)
+}
+
+/// Where gate mode sends an admitted shopper: the page URL's `return` when it is a
+/// [same-origin path](is_same_origin_path), else `/` (the origin's home).
+pub fn safe_return(target: &str) -> &str {
+    if is_same_origin_path(target) {
+        target
+    } else {
+        "/"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_is_the_path_up_to_its_last_slash() {
+        assert_eq!(base_of("/"), "/");
+        assert_eq!(base_of("/checkout"), "/");
+        assert_eq!(base_of("/index.html"), "/");
+        assert_eq!(base_of("/_vestibule/"), "/_vestibule/");
+        assert_eq!(base_of("/_vestibule/checkout"), "/_vestibule/");
+        assert_eq!(base_of("/a/b/_vestibule/index.html"), "/a/b/_vestibule/");
+        assert_eq!(base_of(""), "/");
+    }
+
+    #[test]
+    fn the_view_is_chosen_by_the_path_relative_to_the_base() {
+        assert_eq!(view_of("/checkout"), View::Checkout);
+        assert_eq!(view_of("/_vestibule/checkout"), View::Checkout);
+        assert_eq!(view_of("/"), View::Waiting);
+        assert_eq!(view_of("/_vestibule/"), View::Waiting);
+        assert_eq!(view_of("/_vestibule/index.html"), View::Waiting);
+        // Not the checkout: a page named differently, or a folder named so.
+        assert_eq!(view_of("/checkouts"), View::Waiting);
+        assert_eq!(view_of("/checkout/"), View::Waiting);
+    }
+
+    #[test]
+    fn api_urls_are_built_under_the_base() {
+        assert_eq!(
+            api_url("/", "rooms/main/tickets"),
+            "/api/v1/rooms/main/tickets"
+        );
+        assert_eq!(
+            api_url("/_vestibule/", "rooms/main/session"),
+            "/_vestibule/api/v1/rooms/main/session"
+        );
+    }
+
+    #[test]
+    fn components_are_encoded_as_encode_uri_component_does() {
+        assert_eq!(encode_component("main-1_a.b"), "main-1_a.b");
+        assert_eq!(
+            encode_component("/checkout?x=1&y=2"),
+            "%2Fcheckout%3Fx%3D1%26y%3D2"
+        );
+        assert_eq!(encode_component("a b+c#d"), "a%20b%2Bc%23d");
+        assert_eq!(encode_component("대기"), "%EB%8C%80%EA%B8%B0");
+        assert_eq!(encode_component("!~*'()"), "!~*'()");
+    }
+
+    #[test]
+    fn a_return_path_on_this_origin_is_kept() {
+        for path in [
+            "/",
+            "/checkout",
+            "/checkout?x=1",
+            "/drops/42/buy?size=9&colour=red#top",
+            "/a/%2F%2Fevil.example",
+            "/path\\with-a-backslash-later",
+        ] {
+            assert!(is_same_origin_path(path), "{path}");
+            assert_eq!(safe_return(path), path);
+        }
+    }
+
+    #[test]
+    fn every_open_redirect_variant_goes_home_instead() {
+        for target in [
+            "",
+            "//evil.example",
+            "//evil.example/checkout",
+            "/\\evil.example",
+            "\\\\evil.example",
+            "\\/evil.example",
+            "https://evil.example/",
+            "http:evil.example",
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "evil.example/checkout",
+            " /checkout",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil.example",
+            "/checkout\u{0}",
+            "/checkout\u{7f}",
+            "/checkout\u{85}",
+        ] {
+            assert!(!is_same_origin_path(target), "{target:?}");
+            assert_eq!(safe_return(target), "/", "{target:?}");
+        }
+    }
+}

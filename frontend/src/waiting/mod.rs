@@ -1,0 +1,90 @@
+//! The waiting view (`{base}`): room, position, people ahead, ETA, progress, connection state.
+//!
+//! One small component per part, each given only the signals it renders:
+//! - [`status`]: the headline, its explanation and what to do next (leave, join again,
+//!   continue, gate mode's hand-off with "Try again");
+//! - [`stats`]: place, people ahead and ETA;
+//! - [`progress`]: the progress bar from the first place seen;
+//! - [`connection_line`]: the state of the link to the server and "Retry now";
+//! - [`announcer`]: the polite live region.
+
+mod announcer;
+mod connection_line;
+mod progress;
+mod stats;
+mod status;
+
+use leptos::prelude::*;
+
+use crate::{
+    connection::Phase,
+    early,
+    i18n::{t, Text},
+    language_switch::LanguageSwitch,
+    page_params::PageParams,
+    queue::Queue,
+};
+use announcer::Announcer;
+use connection_line::ConnectionLine;
+use progress::ProgressBar;
+use stats::Stats;
+use status::StatusSection;
+
+/// Marks when the place is first on screen (a user timing for Lighthouse and DevTools), and
+/// removes the place `index.html` showed before the page ran: that place was marked there and
+/// goes with the first answer (the same one), so the view replaces it without showing "Joining"
+/// again.
+fn mark_place_on_screen(phase: RwSignal<Phase>) {
+    Effect::new(move |marked: Option<bool>| {
+        if marked == Some(true) || phase.with(|p| *p == Phase::Joining) {
+            return marked == Some(true);
+        }
+        let shown_early = early::remove_early_place();
+        let shown = phase.with(Phase::waiting_position).is_some();
+        if shown && !shown_early {
+            if let Some(performance) = window().performance() {
+                let _ = performance.mark("vestibule:place-on-screen");
+            }
+        }
+        shown || shown_early
+    });
+}
+
+/// The waiting view of the room named in the URL.
+#[component]
+pub fn WaitingView(params: PageParams) -> impl IntoView {
+    let lang = params.lang;
+    let queue = Queue::start(&params);
+    let state = queue.view();
+    let exit = StoredValue::new_local(queue.exit());
+    let queue = StoredValue::new_local(queue);
+    let phase = state.phase;
+    let joining = Signal::derive(move || phase.with(|p| *p == Phase::Joining));
+    mark_place_on_screen(phase);
+    let room_name = params.room.clone();
+
+    view! {
+        <main class="card" aria-labelledby="room-name">
+            <header class="card-header">
+                <p class="eyebrow">{t(lang, Text::WaitingRoom)}</p>
+                <h1 id="room-name">{room_name}</h1>
+            </header>
+            <StatusSection params=params.clone() phase=phase queue=queue exit=exit />
+            <Stats lang=lang phase=phase connection=state.connection joining=joining />
+            <ProgressBar
+                lang=lang
+                phase=phase
+                starting=state.starting_position
+                joining=joining
+            />
+            <ConnectionLine
+                lang=lang
+                connection=state.connection
+                transport=state.transport
+                queue=queue
+            />
+            <Announcer text=state.announcement />
+        </main>
+        <LanguageSwitch params=params />
+    }
+}

@@ -1,0 +1,70 @@
+//! The waiting view's figures: place, people ahead and the ETA in words.
+
+use leptos::prelude::*;
+use vestibule_shared::{RoomState, TicketState};
+
+use crate::{
+    connection::{Connection, Phase},
+    i18n::{eta_words, t, Lang, Text},
+};
+
+/// A figure of the stats, or a dash while it is not known yet (the layout stays put).
+pub fn figure(value: Option<u64>) -> String {
+    value.map_or_else(|| "–".to_owned(), |v| v.to_string())
+}
+
+/// The ETA while waiting: "paused", a duration in words, or "calculating…"; a dash otherwise.
+fn eta_text(lang: Lang, phase: &Phase) -> String {
+    match phase {
+        Phase::Ticket(s) if s.status == TicketState::Waiting => match (s.room_state, s.eta_seconds)
+        {
+            (RoomState::Paused, _) => t(lang, Text::EtaPaused).to_owned(),
+            (RoomState::Open, Some(secs)) => eta_words(lang, secs),
+            (RoomState::Open, None) => t(lang, Text::EtaUnknown).to_owned(),
+        },
+        _ => figure(None),
+    }
+}
+
+/// The ETA in seconds while waiting (`#eta[data-seconds]`).
+fn eta_seconds(phase: &Phase) -> Option<u64> {
+    match phase {
+        Phase::Ticket(s) if s.status == TicketState::Waiting => s.eta_seconds,
+        _ => None,
+    }
+}
+
+/// Place, people ahead and ETA. Shown from the start with placeholders, so the first answer
+/// moves nothing; greyed (`stale`) while the link is lost.
+#[component]
+pub fn Stats(
+    lang: Lang,
+    phase: RwSignal<Phase>,
+    connection: RwSignal<Connection>,
+    joining: Signal<bool>,
+) -> impl IntoView {
+    let position = move || phase.with(Phase::waiting_position);
+    let eta_seconds = move || phase.with(eta_seconds);
+    view! {
+        <dl
+            class="stats"
+            class:stale=move || connection.get().is_lost()
+            hidden=move || !(position().is_some() || joining.get())
+        >
+            <div class="stat stat-position">
+                <dt>{t(lang, Text::Position)}</dt>
+                <dd id="position">{move || figure(position())}</dd>
+            </div>
+            <div class="stat">
+                <dt>{t(lang, Text::Ahead)}</dt>
+                <dd id="ahead">{move || figure(position().map(|p| p.saturating_sub(1)))}</dd>
+            </div>
+            <div class="stat">
+                <dt>{t(lang, Text::Eta)}</dt>
+                <dd id="eta" data-seconds=move || eta_seconds().map(|s| s.to_string())>
+                    {move || phase.with(|p| eta_text(lang, p))}
+                </dd>
+            </div>
+        </dl>
+    }
+}

@@ -1,0 +1,211 @@
+//! The waiting view's status section: the headline, its explanation and what to do next.
+
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use vestibule_shared::{RoomState, TicketState};
+
+use crate::{
+    connection::Phase,
+    focus::focus_after_render,
+    handoff::{Exit, HandoffState},
+    i18n::{t, Lang, Text},
+    page_params::{checkout_href, PageParams},
+    queue::Queue,
+};
+
+/// The status headline and explanation for a phase.
+fn headline(phase: &Phase) -> (Text, Text) {
+    match phase {
+        Phase::Joining => (Text::Joining, Text::JoiningDetail),
+        Phase::RoomNotFound => (Text::RoomNotFound, Text::RoomNotFoundDetail),
+        Phase::Failed => (Text::Failed, Text::FailedDetail),
+        Phase::Ticket(s) => match (s.status, s.room_state) {
+            (TicketState::Waiting, RoomState::Open) => (Text::InLine, Text::InLineDetail),
+            (TicketState::Waiting, RoomState::Paused) => (Text::Paused, Text::PausedDetail),
+            (TicketState::TokenIssued, _) => (Text::YourTurn, Text::YourTurnDetail),
+            (TicketState::Completed, _) => (Text::Completed, Text::CompletedDetail),
+            (TicketState::Expired, _) => (Text::Expired, Text::ExpiredDetail),
+            (TicketState::Left, _) => (Text::Left, Text::LeftDetail),
+        },
+    }
+}
+
+/// `#status[data-status]`: the ticket's state, e.g. `"WAITING"`; empty before an answer.
+fn data_status(phase: &Phase) -> &'static str {
+    phase.ticket_state().map_or("", TicketState::as_str)
+}
+
+/// `#status[data-room-state]`: `OPEN`, `PAUSED`, `NOT_FOUND`, or empty.
+fn data_room_state(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Ticket(s) => match s.room_state {
+            RoomState::Open => "OPEN",
+            RoomState::Paused => "PAUSED",
+        },
+        Phase::RoomNotFound => "NOT_FOUND",
+        Phase::Joining | Phase::Failed => "",
+    }
+}
+
+/// What the status section offers to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NextStep {
+    None,
+    Leave,
+    Checkout(String),
+    /// Gate mode: the hand-off to the store ([`HandoffStep`]).
+    HandOff,
+    JoinAgain,
+    Reload,
+}
+
+/// "Leave the line", asking first: a slip of the finger must not cost a place in a long line.
+#[component]
+fn LeaveLine(lang: Lang, on_leave: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let asking = RwSignal::new(false);
+    view! {
+        <Show
+            when=move || asking.get()
+            fallback=move || view! {
+                <button type="button" class="link-button" id="leave-line"
+                    on:click=move |_| {
+                        asking.set(true);
+                        focus_after_render("leave-question");
+                    }>
+                    {t(lang, Text::LeaveLine)}
+                </button>
+            }
+        >
+            <div class="confirm" role="group" aria-labelledby="leave-question">
+                <p id="leave-question" tabindex="-1">{t(lang, Text::LeaveQuestion)}</p>
+                <button type="button" class="button button-secondary" id="leave-confirm"
+                    on:click=move |_| on_leave()>
+                    {t(lang, Text::LeaveConfirm)}
+                </button>
+                <button type="button" class="button" id="leave-cancel"
+                    on:click=move |_| {
+                        asking.set(false);
+                        focus_after_render("leave-line");
+                    }>
+                    {t(lang, Text::StayInLine)}
+                </button>
+            </div>
+        </Show>
+    }
+}
+
+/// Gate mode's hand-off (`#handoff[data-state]`): nothing while the token is on its way, the
+/// link to `return` once the session is open (the page goes there by itself), or what went
+/// wrong with "Try again" (`#handoff-retry`, focus then moves to the status).
+#[component]
+fn HandoffStep(lang: Lang, exit: StoredValue<Rc<Exit>, LocalStorage>) -> impl IntoView {
+    let state = exit.with_value(|e| e.state);
+    let target = exit.with_value(|e| e.return_to()).unwrap_or_default();
+    let step = move || match state.get() {
+        HandoffState::Idle | HandoffState::Sending => ().into_any(),
+        HandoffState::Done => view! {
+            <a class="button" href=target.clone()>{t(lang, Text::ContinueToCheckout)}</a>
+        }
+        .into_any(),
+        failed @ HandoffState::Failed { .. } => {
+            let text = failed.failure_text().unwrap_or(Text::HandoffRefused);
+            let code = match failed {
+                HandoffState::Failed { code, .. } => code,
+                _ => None,
+            };
+            view! {
+                <p class="notice" id="handoff-error">{t(lang, text)}</p>
+                {code.map(|code| view! { <p class="error-code"><code>{code}</code></p> })}
+                <button type="button" class="button" id="handoff-retry"
+                    on:click=move |_| {
+                        exit.with_value(|e| e.retry());
+                        focus_after_render("status");
+                    }>
+                    {t(lang, Text::TryAgain)}
+                </button>
+            }
+            .into_any()
+        }
+    };
+    view! { <div id="handoff" data-state=move || state.get().as_str()>{step}</div> }
+}
+
+/// The status section (`#status`, focus target after "Leave" and "Join again").
+#[component]
+pub fn StatusSection(
+    params: PageParams,
+    phase: RwSignal<Phase>,
+    queue: StoredValue<Rc<Queue>, LocalStorage>,
+    exit: StoredValue<Rc<Exit>, LocalStorage>,
+) -> impl IntoView {
+    let lang = params.lang;
+    let lang_in_links = params.lang_from_url.then_some(lang);
+    let gate = exit.with_value(|e| e.is_gate());
+    let next_step = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) => match s.status {
+                TicketState::TokenIssued if gate => NextStep::HandOff,
+                TicketState::TokenIssued => NextStep::Checkout(checkout_href(
+                    &params.base,
+                    &params.room,
+                    lang_in_links,
+                    s.checkout_url.as_deref(),
+                )),
+                TicketState::Completed | TicketState::Expired | TicketState::Left => {
+                    NextStep::JoinAgain
+                }
+                TicketState::Waiting => NextStep::Leave,
+            },
+            Phase::Failed => NextStep::Reload,
+            Phase::Joining | Phase::RoomNotFound => NextStep::None,
+        })
+    };
+    let next_step_view = move || match next_step() {
+        NextStep::None => ().into_any(),
+        NextStep::Leave => view! {
+            <LeaveLine lang=lang on_leave=move || {
+                queue.with_value(|q| q.leave());
+                focus_after_render("status");
+            } />
+        }
+        .into_any(),
+        NextStep::Checkout(href) => view! {
+            <a class="button" href=href>{t(lang, Text::ContinueToCheckout)}</a>
+        }
+        .into_any(),
+        NextStep::HandOff => view! { <HandoffStep lang=lang exit=exit /> }.into_any(),
+        NextStep::JoinAgain => view! {
+            <button type="button" class="button" id="join-again"
+                on:click=move |_| {
+                    queue.with_value(|q| q.join_again());
+                    focus_after_render("status");
+                }>
+                {t(lang, Text::JoinAgain)}
+            </button>
+        }
+        .into_any(),
+        NextStep::Reload => view! {
+            <button type="button" class="button"
+                on:click=move |_| { let _ = window().location().reload(); }>
+                {t(lang, Text::TryAgain)}
+            </button>
+        }
+        .into_any(),
+    };
+    view! {
+        <section
+            id="status"
+            tabindex="-1"
+            class="status"
+            class:status-paused=move || phase.with(Phase::is_paused)
+            data-status=move || phase.with(data_status)
+            data-room-state=move || phase.with(data_room_state)
+        >
+            <h2 class="headline">{move || t(lang, phase.with(headline).0)}</h2>
+            <p class="detail">{move || t(lang, phase.with(headline).1)}</p>
+            // Holds the line of "Leave the line" while joining, so nothing moves when it comes.
+            <div class="next-step">{next_step_view}</div>
+        </section>
+    }
+}

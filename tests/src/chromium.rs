@@ -1,0 +1,217 @@
+//! Debian's headless Chromium driven over WebDriver (chromedriver + fantoccini), and the waits
+//! the page tests share (`tests/tests/browser.rs`, `tests/tests/mounted_page.rs`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+use crate::{free_port, workspace_root, ChildGuard};
+
+/// The built page (`dist/`, with `index.html`).
+///
+/// # Panics
+/// When it is not built: run `scripts/build-page.sh` (scripts/test.sh does).
+pub fn dist_dir() -> PathBuf {
+    let dist = workspace_root().join("dist");
+    assert!(
+        dist.join("index.html").is_file(),
+        "{} has no built page: run scripts/build-page.sh (scripts/test.sh does)",
+        dist.display()
+    );
+    dist
+}
+
+/// `target/screenshots/` (created), where the page tests save their screenshots.
+pub fn screenshot_dir() -> PathBuf {
+    let dir = workspace_root().join("target").join("screenshots");
+    std::fs::create_dir_all(&dir).expect("target/screenshots");
+    dir
+}
+
+/// A chromedriver process on a free port, killed on drop.
+pub struct ChromeDriver {
+    _child: ChildGuard,
+    port: u16,
+}
+
+impl ChromeDriver {
+    /// Starts `/usr/bin/chromedriver` and waits (up to 15 s) until it listens.
+    ///
+    /// # Panics
+    /// When it is not installed (`scripts/setup-tools.sh --test` installs it) or never listens.
+    pub fn start() -> Self {
+        let port = free_port().expect("a free port");
+        let child = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "/usr/bin/chromedriver (scripts/setup-tools.sh --test installs chromium-driver)",
+            );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            _child: ChildGuard::new(child),
+            port,
+        }
+    }
+
+    /// A headless Chromium session with its profile in `user_data_dir` and `lang` as the
+    /// browser's language (`navigator.language`, e.g. `"ko-KR"`).
+    ///
+    /// # Panics
+    /// When no session can be created.
+    pub async fn browser(&self, user_data_dir: &Path, lang: &str) -> Client {
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--window-size=430,900",
+                    format!("--lang={lang}"),
+                    format!("--user-data-dir={}", user_data_dir.display()),
+                ],
+                // What navigator.language reports (the page's default language).
+                "prefs": { "intl.accept_languages": lang },
+            }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{}", self.port))
+            .await
+            .expect("a Chromium session")
+    }
+}
+
+/// Waits until the element's text (or attribute) satisfies `done`; returns it.
+///
+/// # Panics
+/// When it never does within `timeout` (with the last value seen).
+pub async fn wait_for(
+    browser: &Client,
+    css: &str,
+    attribute: Option<&str>,
+    timeout: Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Ok(element) = browser.find(Locator::Css(css)).await {
+            let value = match attribute {
+                Some(name) => element.attr(name).await.ok().flatten(),
+                None => element.text().await.ok(),
+            };
+            if let Some(value) = value {
+                if done(&value) {
+                    return value;
+                }
+                last = value;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{css} {attribute:?} never matched; last value {last:?}");
+}
+
+/// The place the page shows once the server answered (a dash stands in until then).
+pub async fn shown_position(browser: &Client) -> String {
+    wait_for(browser, "#position", None, Duration::from_secs(20), |t| {
+        !t.is_empty() && t.chars().all(|c| c.is_ascii_digit())
+    })
+    .await
+}
+
+/// The ticket id the page keeps for `room` in `localStorage`.
+///
+/// # Panics
+/// When there is none.
+pub async fn stored_ticket_of(browser: &Client, room: &str) -> String {
+    browser
+        .execute(
+            &format!("return localStorage.getItem('vestibule:{room}:ticket');"),
+            vec![],
+        )
+        .await
+        .expect("script runs")
+        .as_str()
+        .expect("the page stored its ticket id")
+        .to_owned()
+}
+
+/// The visible text of the element `css` names.
+pub async fn text_of(browser: &Client, css: &str) -> String {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("text of {css}: {e}"))
+}
+
+/// Clicks the element `css` names.
+pub async fn click(browser: &Client, css: &str) {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Saves a screenshot of the page as `target/screenshots/<name>`.
+pub async fn save_screenshot(browser: &Client, name: &str) {
+    std::fs::write(
+        screenshot_dir().join(name),
+        browser.screenshot().await.unwrap(),
+    )
+    .unwrap();
+}
+
+/// The id of the element that has keyboard focus ("" for the page body).
+pub async fn focused_id(browser: &Client) -> String {
+    // One frame for the page's own focus move.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    browser
+        .execute(
+            "return document.activeElement ? document.activeElement.id : '';",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Waits until the browser is at `path` (the URL's path only).
+///
+/// # Panics
+/// When it is still elsewhere after `timeout`.
+pub async fn wait_for_path(browser: &Client, path: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let url = browser.current_url().await.unwrap();
+        if url.path() == path {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still on {url}, not {path}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
