@@ -437,3 +437,116 @@ async fn gate_hand_off_opens_a_session_then_returns_to_the_store_and_retries_a_f
     assert_eq!(proxy.sessions().len(), 3);
     browser.close().await.unwrap();
 }
+
+/// A storefront origin for the real gate: `/checkout` shows what the gate told it (the
+/// `X-Vestibule-Entry` claims), any other path a home page.
+async fn storefront() -> (String, tokio::task::JoinHandle<()>) {
+    async fn checkout(headers: HeaderMap) -> Html<String> {
+        let claims = headers
+            .get("x-vestibule-entry")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .replace('<', "&lt;");
+        Html(format!(
+            "<!doctype html><title>Shop</title><h1 id=\"origin\">origin checkout</h1>\
+             <pre id=\"claims\">{claims}</pre>"
+        ))
+    }
+    let app = Router::new()
+        .route("/checkout", axum::routing::get(checkout))
+        .fallback(|| async { Html("<!doctype html><h1 id=\"origin\">origin home</h1>") });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (base, server)
+}
+
+/// Pauses or resumes `room` through the admin API under the gate's prefix.
+async fn set_paused(app: &TestApp, room: &str, paused: bool) {
+    let answer = app
+        .client
+        .patch(app.url(&format!(
+            "{PREFIX}{}",
+            vestibule_shared::paths::admin_room(room)
+        )))
+        .bearer_auth(vestibule_tests::ADMIN_TOKEN)
+        .json(&json!({ "paused": paused }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_real_gate_a_shopper_goes_from_checkout_to_the_waiting_room_and_back() {
+    let (origin, origin_server) = storefront().await;
+    let app = page_app(&[
+        "--upstream",
+        &origin,
+        "--gate",
+        "/checkout=main",
+        "--rooms",
+        "main",
+        "--admission-rate",
+        "50",
+    ])
+    .await;
+    let driver = ChromeDriver::start();
+    for (browser_language, page_language) in [("en-US", "en"), ("ko-KR", "ko")] {
+        // The room holds its line while the shopper arrives, so the waiting room is seen.
+        set_paused(&app, "main", true).await;
+        let profile = tempfile::tempdir().unwrap();
+        let browser = driver.browser(profile.path(), browser_language).await;
+        browser.goto(&app.url("/checkout?item=7")).await.unwrap();
+        // Sent to the waiting room under the prefix, with the way back.
+        wait_for_path(&browser, "/_vestibule/", Duration::from_secs(10)).await;
+        let url = browser.current_url().await.unwrap();
+        assert_eq!(
+            url.query(),
+            Some("room=main&return=%2Fcheckout%3Fitem%3D7"),
+            "{url}"
+        );
+        assert_eq!(
+            shown_position(&browser).await,
+            "1",
+            "{page_language}: the place is shown"
+        );
+        let lang = browser
+            .execute("return document.documentElement.lang", vec![])
+            .await
+            .unwrap();
+        assert_eq!(lang, json!(page_language));
+        save_screenshot(&browser, &format!("gate-waiting-{page_language}.png")).await;
+
+        // Admitted: the page opens the session and the shopper is back on the store's page.
+        set_paused(&app, "main", false).await;
+        wait_for_path(&browser, "/checkout", Duration::from_secs(20)).await;
+        let claims = wait_for(&browser, "#claims", None, Duration::from_secs(5), |t| {
+            !t.is_empty()
+        })
+        .await;
+        let claims: Value = serde_json::from_str(&claims).expect("the origin saw JSON claims");
+        assert_eq!(claims["room"], "main", "{claims}");
+        assert_eq!(browser.current_url().await.unwrap().query(), Some("item=7"));
+        // The session cookie is HttpOnly: the page's script cannot read it.
+        let cookies = browser
+            .execute("return document.cookie", vec![])
+            .await
+            .unwrap();
+        assert!(
+            !cookies.as_str().unwrap_or("").contains("vestibule_entry"),
+            "{cookies}"
+        );
+        // A reload keeps the session: the store's page again, no waiting room.
+        browser.refresh().await.unwrap();
+        wait_for(&browser, "#origin", None, Duration::from_secs(5), |t| {
+            t == "origin checkout"
+        })
+        .await;
+        assert_eq!(browser.current_url().await.unwrap().path(), "/checkout");
+        browser.close().await.unwrap();
+    }
+    origin_server.abort();
+}
