@@ -227,6 +227,12 @@ async fn admitted(app: &TestApp, room: &str) -> String {
             .await
             .unwrap();
         if status["status"] == TicketState::TokenIssued.as_str() {
+            // The demo checkout link stays under the prefix (the page follows it without `return`).
+            assert_eq!(
+                status["checkoutUrl"],
+                format!("{PREFIX}checkout?room={room}"),
+                "{status}"
+            );
             return status["entryToken"].as_str().unwrap().to_owned();
         }
         assert!(Instant::now() < deadline, "not admitted: {status}");

@@ -53,6 +53,16 @@ impl GateConfig {
         format!("/{}/", self.mount_prefix.trim_matches('/'))
     }
 
+    /// Where Vestibule's page lives: the mount prefix in gate mode, else `/` (the demo checkout
+    /// link of a `TOKEN_ISSUED` answer starts here).
+    pub fn page_base(&self) -> String {
+        if self.upstream.is_some() {
+            self.prefix()
+        } else {
+            "/".to_owned()
+        }
+    }
+
     /// The bound on the origin's answer (headers).
     pub fn upstream_timeout(&self) -> Duration {
         Duration::from_secs(self.upstream_timeout_secs)

@@ -68,7 +68,8 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .token_expires_at_ms
             .filter(|_| issued)
             .map(rfc3339_from_ms),
-        checkout_url: issued.then(|| format!("/checkout?room={}", room.name)),
+        checkout_url: issued
+            .then(|| format!("{}checkout?room={}", config.gate.page_base(), room.name)),
         room_state,
     }
 }
