@@ -1030,3 +1030,55 @@ async fn an_expired_token_opens_no_session_and_passes_no_gate() {
         origin.paths()
     );
 }
+
+/// With the store down and the room's outage policy `pass`, a gated request passes on the
+/// offline check alone (signature, expiry, room) and the origin still gets the claims; a forged
+/// token is still refused; under the default policy the gate answers 503.
+#[tokio::test]
+async fn with_the_store_down_the_pass_policy_checks_tokens_offline() {
+    let origin = Origin::start().await;
+    let mut app = gate_in_front_of(
+        &origin,
+        Backend::Redis,
+        &["--outage-policy", "reject,main=pass"],
+    )
+    .await;
+    let main = admitted(&app, "main").await;
+    let flash = admitted(&app, "flash").await;
+    app.redis.as_mut().unwrap().stop();
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", &main)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    let claims: Value = serde_json::from_str(&seen_header(&echoed, "x-vestibule-entry"))
+        .expect("the claims, from the offline check");
+    assert_eq!(claims["room"], "main");
+    let (status, _, refused) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", "main.AAAAAAAAAAAAAAAAAAAAAA")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    // The other room keeps the default policy: no pass while admission cannot be asked.
+    let (status, _, refused) = json_of(
+        app.client
+            .get(app.url("/rooms/flash/pay"))
+            .header("x-entry-token", &flash)
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
+}

@@ -35,6 +35,7 @@ pub use entry::{verify_entry, EntryClaims};
 
 use crate::config::OutagePolicy;
 use crate::http::error::ApiError;
+use crate::http::token_layer;
 use crate::state::AppState;
 use entry::{request_token, TokenSource, ENTRY_CLAIMS_HEADER, VESTIBULE_HEADER_PREFIX};
 use rules::{gated_room, is_navigation, join_url, GateRule};
@@ -144,8 +145,8 @@ fn strip_vestibule_headers(headers: &mut HeaderMap) {
 
 impl Gate {
     /// Admission to `room` for a gated request (its `headers`, and `back`, its path and query):
-    /// its claims; `None` when the store is down and
-    /// the room's outage policy is `pass`; else the answer that refuses it.
+    /// its claims (from the offline check alone when the store is down and the room's outage
+    /// policy is `pass`); else the answer that refuses it.
     async fn admit(
         &self,
         room: &str,
@@ -189,10 +190,18 @@ impl Gate {
             Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source })
                 if config.outage_policy.for_room(room) == OutagePolicy::Pass =>
             {
-                tracing::warn!(%room, reason = %source, "store down: gated path passed unverified (outage policy = pass)");
+                // The store error came after the offline check passed: the signature, expiry and
+                // room still hold; only "used or released" cannot be asked.
+                tracing::warn!(%room, reason = %source, "store down: gated path passed on the offline check alone (outage policy = pass)");
                 metrics::counter!("vestibule_outage_passes_total", "room" => room.to_owned())
                     .increment(1);
-                Ok(None)
+                Ok(token_layer::verify_offline(&self.state, room, &token)
+                    .ok()
+                    .map(|claims| EntryClaims {
+                        room: claims.room,
+                        sub: claims.sub,
+                        exp: claims.exp,
+                    }))
             }
             Err(error) => {
                 let status = match error.status() {
