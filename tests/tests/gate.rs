@@ -165,7 +165,7 @@ async fn upgrade(mut request: Request) -> Response {
     Response::builder()
         .status(OriginStatus::SWITCHING_PROTOCOLS)
         .header(header::CONNECTION, "upgrade")
-        .header(header::UPGRADE, "echo")
+        .header(header::UPGRADE, "websocket")
         .body(Body::empty())
         .unwrap()
 }
@@ -823,7 +823,7 @@ async fn bodies_stream_both_ways_and_upgrades_pass_through() {
     let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
     socket
         .write_all(
-            b"GET /ws HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+            b"GET /ws HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
         )
         .await
         .unwrap();
@@ -839,7 +839,7 @@ async fn bodies_stream_both_ways_and_upgrades_pass_through() {
     }
     let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 101"), "{head}");
-    assert!(head.contains("upgrade: echo"), "{head}");
+    assert!(head.contains("upgrade: websocket"), "{head}");
     socket.write_all(b"ping through the gate").await.unwrap();
     let mut echoed = vec![0u8; 21];
     tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut echoed))
@@ -1081,4 +1081,144 @@ async fn with_the_store_down_the_pass_policy_checks_tokens_offline() {
     )
     .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
+}
+
+/// One raw request on a fresh connection (`Connection: close` is the caller's); the whole answer.
+async fn raw_exchange(app: &TestApp, request: &str) -> String {
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Faults a black-box probe found, after reports against other proxies (Envoy CVE-2019-9901,
+/// gunicorn #2799, traefik #12961): each kept closed here.
+#[tokio::test]
+async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+
+    // 1. A path the origin could resolve into a gated one (or the gate into an ungated one) is
+    //    refused before any rule: 400, and the origin never sees it.
+    for path in [
+        "/checkout/..%2fx",
+        "/checkout/..;/x",
+        "/checkout/%2e%2e/x",
+        "/checkout/../products",
+        "/checkout/x/../..",
+        "/checkout%00",
+        "/%252e%252e/checkout",
+    ] {
+        let answer = raw_exchange(
+            &app,
+            &format!("GET {path} HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains("bad_request"), "{path}: {answer}");
+    }
+    assert!(origin.paths().is_empty(), "{:?}", origin.paths());
+
+    // 2. Underscore spellings of headers (read as dashes by CGI-style origins) never arrive.
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/products"))
+            .header("X_Vestibule_Entry", r#"{"room":"main","sub":"evil"}"#)
+            .header("X-Vestibule_Entry", "evil")
+            .header("X_Forwarded_For", "6.6.6.6")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    let names: Vec<String> = echoed["headers"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert!(names.iter().all(|n| !n.contains('_')), "{names:?}");
+
+    // 3. `Connection` cannot make the gate drop the claims it adds.
+    let token = admitted(&app, "main").await;
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", &token)
+            .header("connection", "x-vestibule-entry, host")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    let claims: Value = serde_json::from_str(&seen_header(&echoed, "x-vestibule-entry"))
+        .expect("the claims survive Connection");
+    assert_eq!(claims["room"], "main");
+    assert!(!seen_header(&echoed, "x-forwarded-host").is_empty());
+
+    // 4. A planted cookie of the same name sent first does not lock the shopper out, and an
+    //    empty X-Entry-Token does not hide the cookie.
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", "")
+            .header(
+                "cookie",
+                format!("vestibule_entry_main=planted; vestibule_entry_main={token}"),
+            )
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+
+    // 5. A client's broken body is the client's fault (400), not "the shop is down" (502).
+    let answer = raw_exchange(
+        &app,
+        "POST /products HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: chunked\r\n\
+         Connection: close\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    // 6. Two Host headers: 400 (RFC 9112 §3.2).
+    let answer = raw_exchange(
+        &app,
+        "GET /products HTTP/1.1\r\nHost: y\r\nHost: z\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    // 7. Only WebSocket upgrades are tunnelled: an h2c upgrade reaches the origin as a plain
+    //    request, without its Upgrade header.
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/products"))
+            .header("connection", "upgrade")
+            .header("upgrade", "h2c")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    assert_eq!(seen_header(&echoed, "upgrade"), "");
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.contains("vestibule_gate_upstream_errors_total"),
+        "a client's fault counted as the origin's: {metrics}"
+    );
 }

@@ -55,6 +55,7 @@ pub fn fault(
             error_code::UPSTREAM_TIMEOUT => "The shop is slow to answer",
             error_code::UPSTREAM_UNAVAILABLE => "The shop is not answering",
             _ if status.is_server_error() => "The waiting room is busy",
+            _ if status == StatusCode::BAD_REQUEST => "Bad request",
             _ => "Not found",
         };
         let page = format!(

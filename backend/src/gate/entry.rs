@@ -48,21 +48,35 @@ pub enum TokenSource {
     Cookie,
 }
 
-/// The entry token a request carries for `room`: `X-Entry-Token` first, else the room's cookie.
-pub fn request_token(headers: &HeaderMap, room: &str) -> Option<(String, TokenSource)> {
+/// At most this many of a room's cookies are tried (a client can send many).
+pub const MAX_TOKEN_CANDIDATES: usize = 4;
+
+/// The entry tokens a request carries for `room`, in the order they are tried: a non-empty
+/// `X-Entry-Token` first, then every cookie named [`cookie_name`] (at most
+/// [`MAX_TOKEN_CANDIDATES`] in all). Every one is a candidate because a browser sends all
+/// cookies of that name it holds (a sibling subdomain or a narrower `Path` can plant another
+/// first): the one that verifies admits, so a planted cookie cannot lock a shopper out.
+pub fn request_tokens(headers: &HeaderMap, room: &str) -> Vec<(String, TokenSource)> {
+    let mut found = Vec::new();
     if let Some(value) = headers.get(ENTRY_TOKEN_HEADER) {
-        let token = value.to_str().unwrap_or_default().trim().to_owned();
-        return Some((token, TokenSource::Header));
+        let token = value.to_str().unwrap_or_default().trim();
+        if !token.is_empty() {
+            found.push((token.to_owned(), TokenSource::Header));
+        }
     }
     let name = cookie_name(room);
-    headers
-        .get_all(axum::http::header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(cookie::Cookie::split_parse)
-        .filter_map(Result::ok)
-        .find(|cookie| cookie.name() == name)
-        .map(|cookie| (cookie.value().to_owned(), TokenSource::Cookie))
+    found.extend(
+        headers
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(cookie::Cookie::split_parse)
+            .filter_map(Result::ok)
+            .filter(|cookie| cookie.name() == name && !cookie.value().is_empty())
+            .map(|cookie| (cookie.value().to_owned(), TokenSource::Cookie)),
+    );
+    found.truncate(MAX_TOKEN_CANDIDATES);
+    found
 }
 
 /// Verifies `token` for `room` without using it: the only place gate mode decides admission
@@ -92,23 +106,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_header_wins_over_the_cookie_and_only_the_rooms_cookie_counts() {
+    fn the_header_comes_first_then_every_cookie_of_the_room() {
         let mut headers = HeaderMap::new();
         headers.insert(
             axum::http::header::COOKIE,
-            "a=1; vestibule_entry_other=x.y; vestibule_entry_main=main.tok"
+            "a=1; vestibule_entry_other=x.y; vestibule_entry_main=planted; vestibule_entry_main=main.tok"
                 .parse()
                 .unwrap(),
         );
         assert_eq!(
-            request_token(&headers, "main"),
-            Some(("main.tok".into(), TokenSource::Cookie))
+            request_tokens(&headers, "main"),
+            vec![
+                ("planted".into(), TokenSource::Cookie),
+                ("main.tok".into(), TokenSource::Cookie)
+            ]
         );
-        assert_eq!(request_token(&headers, "flash"), None);
+        assert!(request_tokens(&headers, "flash").is_empty());
+        // An empty header does not hide the cookies.
+        headers.insert(ENTRY_TOKEN_HEADER, " ".parse().unwrap());
+        assert_eq!(request_tokens(&headers, "main").len(), 2);
         headers.insert(ENTRY_TOKEN_HEADER, " main.hdr ".parse().unwrap());
         assert_eq!(
-            request_token(&headers, "main"),
-            Some(("main.hdr".into(), TokenSource::Header))
+            request_tokens(&headers, "main")[0],
+            ("main.hdr".into(), TokenSource::Header)
         );
     }
 

@@ -25,7 +25,7 @@ pub mod session;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Router;
 use vestibule_shared::error_code;
@@ -37,7 +37,7 @@ use crate::config::OutagePolicy;
 use crate::http::error::ApiError;
 use crate::http::token_layer;
 use crate::state::AppState;
-use entry::{request_token, TokenSource, ENTRY_CLAIMS_HEADER, VESTIBULE_HEADER_PREFIX};
+use entry::{request_tokens, TokenSource, ENTRY_CLAIMS_HEADER, VESTIBULE_HEADER_PREFIX};
 use rules::{gated_room, is_navigation, join_url, GateRule};
 
 /// What the gate needs per request.
@@ -93,6 +93,16 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
     if request.method() == Method::CONNECT {
         return ApiError::MethodNotAllowed.into_response();
     }
+    if let Some(reason) = refused_shape(&request) {
+        let answer = answers::fault(
+            StatusCode::BAD_REQUEST,
+            error_code::BAD_REQUEST,
+            reason,
+            navigation,
+            config.retry_after_secs,
+        );
+        return drained(request, answer, config).await;
+    }
     if let Some(room) = gated_room(&gate.rules, request.uri().path()) {
         let back = request
             .uri()
@@ -131,11 +141,29 @@ async fn drained(request: Request, mut answer: Response, config: &crate::Config)
     answer
 }
 
-/// Removes every client-sent header starting with `X-Vestibule-`: only the gate sets them.
+/// Why a request is refused before any rule is checked, if it is: a path the origin could read
+/// as another path than the gate does ([`rules::is_ambiguous_path`]), or more than one `Host`
+/// (RFC 9112 §3.2: 400).
+fn refused_shape(request: &Request) -> Option<&'static str> {
+    if rules::is_ambiguous_path(request.uri().path()) {
+        return Some("this path has dot segments, control characters or double escapes");
+    }
+    if request.headers().get_all(header::HOST).iter().count() > 1 {
+        return Some("this request names more than one host");
+    }
+    None
+}
+
+/// Removes every client-sent header starting with `X-Vestibule-` (only the gate sets them) and
+/// every header with `_` in its name, as nginx does by default: CGI-style origins (WSGI, PHP)
+/// read `X_Vestibule_Entry` as `X-Vestibule-Entry`, so an underscore spelling would smuggle a
+/// forged claim or forwarding header past the checks.
 fn strip_vestibule_headers(headers: &mut HeaderMap) {
     let names: Vec<_> = headers
         .keys()
-        .filter(|name| name.as_str().starts_with(VESTIBULE_HEADER_PREFIX))
+        .filter(|name| {
+            name.as_str().starts_with(VESTIBULE_HEADER_PREFIX) || name.as_str().contains('_')
+        })
         .cloned()
         .collect();
     for name in names {
@@ -174,20 +202,46 @@ impl Gate {
                 .increment(1);
             answers::refusal(room, code, message, &join, navigation, clear_cookie)
         };
-        let Some((token, source)) = request_token(headers, room) else {
+        let candidates = request_tokens(headers, room);
+        if candidates.is_empty() {
             return Err(refuse(
                 error_code::TOKEN_MISSING,
                 "this page needs admission: join the waiting room at joinUrl, then send the \
                  entry token in X-Entry-Token (or open a session)",
                 false,
             ));
-        };
-        match verify_entry(&self.state, room, &token).await {
-            Ok(claims) => Ok(Some(claims)),
-            Err(ApiError::EntryToken { code, message }) => {
-                Err(refuse(code, &message, source == TokenSource::Cookie))
+        }
+        // The first candidate that verifies admits; a refused one only moves to the next.
+        let mut refused = None;
+        for (token, source) in candidates {
+            match verify_entry(&self.state, room, &token).await {
+                Ok(claims) => return Ok(Some(claims)),
+                Err(ApiError::EntryToken { code, message }) => {
+                    let clear_cookie = source == TokenSource::Cookie
+                        || refused.as_ref().is_some_and(|(_, _, clear)| *clear);
+                    refused = Some((code, message, clear_cookie));
+                }
+                Err(error) => return self.unverifiable(room, &token, error, navigation),
             }
-            Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source })
+        }
+        let (code, message, clear_cookie) = refused.unwrap_or_default();
+        Err(refuse(code, &message, clear_cookie))
+    }
+
+    /// A token the store could not be asked about: passed on the offline check alone under the
+    /// room's `pass` outage policy, else 503 (or the error's own 4xx).
+    // The refusal is the response itself (as `admit` returns it): boxing only moves it.
+    #[allow(clippy::result_large_err)]
+    fn unverifiable(
+        &self,
+        room: &str,
+        token: &str,
+        error: ApiError,
+        navigation: bool,
+    ) -> Result<Option<EntryClaims>, Response> {
+        let config = &self.state.config;
+        match error {
+            ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source }
                 if config.outage_policy.for_room(room) == OutagePolicy::Pass =>
             {
                 // The store error came after the offline check passed: the signature, expiry and
@@ -195,7 +249,7 @@ impl Gate {
                 tracing::warn!(%room, reason = %source, "store down: gated path passed on the offline check alone (outage policy = pass)");
                 metrics::counter!("vestibule_outage_passes_total", "room" => room.to_owned())
                     .increment(1);
-                Ok(token_layer::verify_offline(&self.state, room, &token)
+                Ok(token_layer::verify_offline(&self.state, room, token)
                     .ok()
                     .map(|claims| EntryClaims {
                         room: claims.room,
@@ -203,7 +257,7 @@ impl Gate {
                         exp: claims.exp,
                     }))
             }
-            Err(error) => {
+            error => {
                 let status = match error.status() {
                     StatusCode::GATEWAY_TIMEOUT => StatusCode::SERVICE_UNAVAILABLE,
                     status => status,

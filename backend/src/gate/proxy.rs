@@ -7,6 +7,8 @@
 //! it 504 `upstream_timeout`; an origin that cannot be reached gets 502 `upstream_unavailable`
 //! at once. The queue never waits on the origin: proxied requests share nothing with the API.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -14,6 +16,7 @@ use axum::extract::Request;
 use axum::http::uri::{Authority, Scheme};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, Version};
 use axum::response::Response;
+use http_body_util::BodyExt as _;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -120,10 +123,29 @@ impl Proxy {
         }
         set_forwarding_headers(&mut parts.headers, &parts.extensions, config);
         let method = parts.method.clone();
+        // Whether the client's body broke (bad chunking, a hang-up mid-body): then the failure is
+        // the client's (400), not the origin's (502), and no origin alert counts it.
+        let body_failed = Arc::new(AtomicBool::new(false));
+        let body = {
+            let body_failed = body_failed.clone();
+            Body::new(body.map_err(move |error| {
+                body_failed.store(true, Ordering::Relaxed);
+                error
+            }))
+        };
         let outgoing = Request::from_parts(parts, body);
         let answer = tokio::time::timeout(self.timeout, self.client.request(outgoing)).await;
         let mut response = match answer {
             Ok(Ok(response)) => response,
+            Ok(Err(_)) if body_failed.load(Ordering::Relaxed) => {
+                return fault(
+                    StatusCode::BAD_REQUEST,
+                    error_code::BAD_REQUEST,
+                    "the request body could not be read (malformed or cut short)",
+                    navigation,
+                    config.retry_after_secs,
+                );
+            }
             Ok(Err(error)) => {
                 tracing::warn!(%method, error = %error, "origin unreachable");
                 metrics::counter!("vestibule_gate_upstream_errors_total", "kind" => "unavailable")
@@ -185,8 +207,15 @@ fn requested_upgrade(headers: &HeaderMap, version: Version) -> Option<HeaderValu
         && connection_tokens(headers)
             .iter()
             .any(|token| token == "upgrade");
+    // Only WebSocket: a tunnel to any other protocol (`h2c`, made-up ones) would carry requests
+    // the gate never sees.
     asks.then(|| headers.get(header::UPGRADE).cloned())
         .flatten()
+        .filter(|protocol| {
+            protocol
+                .to_str()
+                .is_ok_and(|p| p.trim().eq_ignore_ascii_case("websocket"))
+        })
 }
 
 /// The lowercase tokens of every `Connection` line.
@@ -205,7 +234,11 @@ fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for token in connection_tokens(headers) {
         if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
-            headers.remove(name);
+            // A client must not make the gate drop what it sets itself (its admission claims,
+            // the host the forwarding headers are built from) by naming it in `Connection`.
+            if !is_set_by_the_gate(&name) {
+                headers.remove(name);
+            }
         }
     }
     for name in HOP_BY_HOP {
@@ -213,9 +246,30 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Headers the gate sets or keeps for the origin, which `Connection` cannot remove.
+fn is_set_by_the_gate(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name == "host" || name.starts_with("x-vestibule-") || name.starts_with("x-forwarded-")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_cannot_remove_what_the_gate_sets() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "connection",
+            "x-vestibule-entry, host, x-forwarded-for".parse().unwrap(),
+        );
+        headers.insert("x-vestibule-entry", "{}".parse().unwrap());
+        headers.insert("host", "shop.example".parse().unwrap());
+        remove_hop_by_hop(&mut headers);
+        assert!(headers.contains_key("x-vestibule-entry"));
+        assert!(headers.contains_key("host"));
+        assert!(!headers.contains_key("connection"));
+    }
 
     #[test]
     fn hop_by_hop_headers_and_those_connection_names_are_removed() {

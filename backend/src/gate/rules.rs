@@ -141,6 +141,31 @@ pub fn normalize_path(raw_path: &str) -> Vec<String> {
     segments
 }
 
+/// Whether `raw_path` can mean another path to some origin than to the gate: a dot segment
+/// (`.`/`..`, in any encoding, also before `;params` or between `\`), a control character
+/// once decoded (`%00`, `%09`), or an escape left after one decoding (`%252e`, `%252f`: an
+/// origin that decodes twice would see `.`/`/`). Such paths are refused before any rule is
+/// checked, so the gate and the origin can never disagree on which path was asked (the class of
+/// `/checkout/..%2fx`, read as `/x` by one side and as `/checkout/…` by the other). Browsers
+/// resolve dot segments before sending, so no page asks for one.
+pub fn is_ambiguous_path(raw_path: &str) -> bool {
+    let decoded = percent_decode_str(raw_path).decode_utf8_lossy();
+    if decoded.chars().any(char::is_control) {
+        return true;
+    }
+    let lower = decoded.to_ascii_lowercase();
+    if ["%2e", "%2f", "%5c", "%25", "%00"]
+        .iter()
+        .any(|escape| lower.contains(escape))
+    {
+        return true;
+    }
+    decoded.split(['/', '\\']).any(|segment| {
+        let segment = segment.split(';').next().unwrap_or_default();
+        segment == "." || segment == ".."
+    })
+}
+
 /// `candidate` when it is a same-origin path, else `/` (no open redirect).
 ///
 /// Refused: anything not starting with `/` (`https://…`, `javascript:…`, `evil.com`),
@@ -225,6 +250,37 @@ mod tests {
             "/checkout%2fpay",
         ] {
             assert_eq!(gated_room(&rules, path).as_deref(), Some("main"), "{path}");
+        }
+    }
+
+    #[test]
+    fn paths_an_origin_could_read_otherwise_are_ambiguous() {
+        for path in [
+            "/checkout/../x",
+            "/checkout/..%2fx",
+            "/checkout/..;/x",
+            "/checkout/%2e%2e/x",
+            "/checkout/%2E%2E/x",
+            "/checkout/x/../..",
+            "/checkout/./pay",
+            "/x\\..\\checkout",
+            "/checkout%00",
+            "/checkout%09",
+            "/%252e%252e/checkout",
+            "/checkout%252fpay",
+        ] {
+            assert!(is_ambiguous_path(path), "{path}");
+        }
+        for path in [
+            "/",
+            "/checkout",
+            "/checkout/pay",
+            "/checkout.json",
+            "/drops/7/buy",
+            "/a..b/c",
+            "/%ED%95%9C%EA%B8%80",
+        ] {
+            assert!(!is_ambiguous_path(path), "{path}");
         }
     }
 
