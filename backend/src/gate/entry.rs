@@ -27,6 +27,17 @@ pub struct EntryClaims {
     pub exp: u64,
 }
 
+impl From<vestibule_shared::entry::EntryClaims> for EntryClaims {
+    /// The part of a verified token's claims the origin is told.
+    fn from(claims: vestibule_shared::entry::EntryClaims) -> Self {
+        Self {
+            room: claims.room,
+            sub: claims.sub,
+            exp: claims.exp,
+        }
+    }
+}
+
 impl EntryClaims {
     /// Seconds the token still works at `now_ms` (0 once expired).
     pub fn remaining_secs(&self, now_ms: u64) -> u64 {
@@ -94,11 +105,7 @@ pub async fn verify_entry(
     token: &str,
 ) -> Result<EntryClaims, ApiError> {
     let (claims, _ticket_id) = token_layer::verify(state, room, token).await?;
-    Ok(EntryClaims {
-        room: claims.room,
-        sub: claims.sub,
-        exp: claims.exp,
-    })
+    Ok(claims.into())
 }
 
 #[cfg(test)]

@@ -251,11 +251,7 @@ impl Gate {
                     .increment(1);
                 Ok(token_layer::verify_offline(&self.state, room, token)
                     .ok()
-                    .map(|claims| EntryClaims {
-                        room: claims.room,
-                        sub: claims.sub,
-                        exp: claims.exp,
-                    }))
+                    .map(EntryClaims::from))
             }
             error => {
                 let status = match error.status() {
