@@ -5,9 +5,18 @@
 //! [`vestibule_shared::entry::EntryClaims`]: `iss`, `aud`, `room`, `sub` (the ticket's log tag,
 //! never the ticket id), `iat`, `exp` (Unix seconds) and `jti` (the store's token of this
 //! admission).
+//!
+//! Verifying costs an Ed25519 signature check (tens of microseconds); a gated path sees the same
+//! token on every request of a shopper's checkout, so tokens that verified are remembered by the
+//! SHA-256 of their text until their `exp` ([`VERIFIED_CACHE_CAPACITY`] of them, least recently
+//! used first out). Only tokens that verified are kept: garbage cannot fill the cache, and the key
+//! ring never changes while the process runs, so a remembered verdict stays true until `exp`.
+
+use std::sync::Arc;
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Header, Validation};
+use sha2::{Digest as _, Sha256};
 use vestibule_shared::entry::EntryClaims;
 
 use super::keys::KeyRing;
@@ -25,11 +34,19 @@ pub enum Refusal {
     WrongRoom(String),
 }
 
+/// How many verified tokens [`TokenService::verify`] remembers (about 150 B each: a 32-byte
+/// digest and the claims), so at most ~10 MB. Admission rate × token TTL beyond this only means
+/// some repeat requests check the signature again.
+pub const VERIFIED_CACHE_CAPACITY: usize = 65_536;
+
 /// Signs and verifies entry tokens with a [`KeyRing`], for one issuer and audience.
 pub struct TokenService {
     keys: KeyRing,
     issuer: String,
     audience: String,
+    /// SHA-256 of a token's text → its claims, for tokens whose signature, issuer and audience
+    /// held (the room and `exp` are checked again on every hit).
+    verified: quick_cache::sync::Cache<[u8; 32], Arc<EntryClaims>>,
 }
 
 impl TokenService {
@@ -39,6 +56,7 @@ impl TokenService {
             keys,
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
+            verified: quick_cache::sync::Cache::new(VERIFIED_CACHE_CAPACITY),
         }
     }
 
@@ -84,12 +102,37 @@ impl TokenService {
     }
 
     /// Verifies `token` offline for `room`: an `EdDSA` signature by a key of the ring (current or
-    /// previous, by `kid`), `iss` and `aud` as configured, `exp` not passed (no leeway), and the
-    /// `room` claim. Whether the token was used or released is the store's to say (by `jti`).
+    /// previous, by `kid`), `iss` and `aud` as configured, `exp` not passed (no leeway: a token
+    /// works through the second `exp` names, as `jsonwebtoken` reads it), and the `room` claim.
+    /// Whether the token was used or released is the store's to say (by `jti`).
+    ///
+    /// A token that verified before is answered from memory (see the module docs); the room and
+    /// `exp` are checked on every call either way.
     ///
     /// # Errors
     /// The [`Refusal`]; a token of another room is told apart only once its signature holds.
     pub fn verify(&self, token: &str, room: &str) -> Result<EntryClaims, Refusal> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let claims = match self.verified.get(&digest) {
+            Some(claims) if claims.exp >= jsonwebtoken::get_current_timestamp() => claims,
+            Some(_) => {
+                self.verified.remove(&digest);
+                return Err(Refusal::Expired);
+            }
+            None => {
+                let claims = Arc::new(self.verify_signature(token)?);
+                self.verified.insert(digest, Arc::clone(&claims));
+                claims
+            }
+        };
+        if claims.room != room {
+            return Err(Refusal::WrongRoom(claims.room.clone()));
+        }
+        Ok(EntryClaims::clone(&claims))
+    }
+
+    /// The uncached check: header, signature, `iss`, `aud` and `exp`; not the room.
+    fn verify_signature(&self, token: &str) -> Result<EntryClaims, Refusal> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal::NotIssued)?;
         if header.alg != Algorithm::EdDSA {
             return Err(Refusal::NotIssued);
@@ -104,16 +147,12 @@ impl TokenService {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let claims = jsonwebtoken::decode::<EntryClaims>(token, key.decoding_key(), &validation)
+        jsonwebtoken::decode::<EntryClaims>(token, key.decoding_key(), &validation)
+            .map(|data| data.claims)
             .map_err(|error| match error.kind() {
                 ErrorKind::ExpiredSignature => Refusal::Expired,
                 _ => Refusal::NotIssued,
-            })?
-            .claims;
-        if claims.room != room {
-            return Err(Refusal::WrongRoom(claims.room));
-        }
-        Ok(claims)
+            })
     }
 }
 
@@ -211,6 +250,34 @@ mod tests {
             .sign("main", "t", "main.jti", past, 60_000, now())
             .unwrap();
         assert_eq!(tokens.verify(&expired, "main"), Err(Refusal::Expired));
+    }
+
+    #[test]
+    fn a_remembered_token_still_checks_its_room_and_expiry() {
+        let tokens = service(&KeyRing::generate_pem(), &[]);
+        // `exp` is the next whole second, so the token expires within two seconds.
+        let exp_ms = (now() / 1000 + 1) * 1000;
+        let token = tokens
+            .sign("main", "t", "main.jti", exp_ms, 60_000, now())
+            .unwrap();
+        assert!(tokens.verify(&token, "main").is_ok());
+        assert_eq!(tokens.verified.len(), 1);
+        // The second answer comes from memory and is the same; the room is still checked.
+        assert_eq!(tokens.verify(&token, "main").unwrap().jti, "main.jti");
+        assert_eq!(
+            tokens.verify(&token, "flash"),
+            Err(Refusal::WrongRoom("main".into()))
+        );
+        // A token with one character changed is not the remembered one.
+        let mut altered = token.clone();
+        altered.push('A');
+        assert_eq!(tokens.verify(&altered, "main"), Err(Refusal::NotIssued));
+        assert_eq!(tokens.verified.len(), 1);
+        while now() / 1000 <= exp_ms / 1000 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(tokens.verify(&token, "main"), Err(Refusal::Expired));
+        assert_eq!(tokens.verified.len(), 0);
     }
 
     #[test]
