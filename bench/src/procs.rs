@@ -230,6 +230,27 @@ pub fn cpu_secs(pid: u32) -> f64 {
     ticks / clock_ticks_per_sec()
 }
 
+/// CPU seconds (user + system) used so far by process `pid` and its direct children (nginx's
+/// master and its workers); 0 for any that cannot be read.
+pub fn tree_cpu_secs(pid: u32) -> f64 {
+    let children: f64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&child| parent_pid(child) == Some(pid))
+        .map(cpu_secs)
+        .sum();
+    cpu_secs(pid) + children
+}
+
+/// The parent of process `pid` (field 4 of `/proc/PID/stat`).
+fn parent_pid(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = text.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn clock_ticks_per_sec() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
