@@ -39,6 +39,9 @@ pub enum SettingOutOfRange {
     TokenTtl,
     /// The active-users cap is not 1–10000000.
     MaxActiveUsers,
+    /// The checkout URL is not a path on this server nor an http(s) URL on a storefront origin
+    /// of `--cors-origins` ([`check_checkout_url`]).
+    CheckoutUrl,
 }
 
 impl SettingOutOfRange {
@@ -48,6 +51,7 @@ impl SettingOutOfRange {
             Self::AdmissionRate => "admissionRatePerSec",
             Self::TokenTtl => "tokenTtlSecs",
             Self::MaxActiveUsers => "maxActiveUsers",
+            Self::CheckoutUrl => "checkoutUrl",
         }
     }
 }
@@ -62,6 +66,11 @@ impl fmt::Display for SettingOutOfRange {
             ),
             Self::TokenTtl => write!(f, "{TOKEN_TTL_SECS_MIN}–{TOKEN_TTL_SECS_MAX} s"),
             Self::MaxActiveUsers => write!(f, "{MAX_ACTIVE_USERS_MIN}–{MAX_ACTIVE_USERS_MAX}"),
+            Self::CheckoutUrl => write!(
+                f,
+                "a path on this server (/…) or an http(s) URL on an origin of --cors-origins, \
+                 at most {CHECKOUT_URL_MAX_CHARS} characters without spaces or control characters"
+            ),
         }
     }
 }
@@ -99,6 +108,51 @@ pub fn check_max_active_users(cap: Option<u64>) -> Result<(), SettingOutOfRange>
     match cap {
         Some(cap) if !MAX_ACTIVE_USERS.contains(&cap) => Err(SettingOutOfRange::MaxActiveUsers),
         _ => Ok(()),
+    }
+}
+
+/// Longest checkout URL, characters.
+pub const CHECKOUT_URL_MAX_CHARS: usize = 2048;
+
+/// The origin (`scheme://host[:port]`, lowercased) of an absolute `http://` or `https://` URL;
+/// `None` for anything else, and for URLs with user info (`https://a@b`), a backslash, or no host.
+pub fn url_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains(['@', '\\']) {
+        return None;
+    }
+    Some(format!("{scheme}://{}", authority.to_ascii_lowercase()))
+}
+
+/// Checks a room's checkout URL (where the page sends an admitted shopper, issue 18): a path on
+/// this server (one leading `/`, not `//` or `/\`) or an absolute `http(s)://` URL whose origin
+/// is one of `allowed_origins` (`--cors-origins`, the storefronts); at most
+/// [`CHECKOUT_URL_MAX_CHARS`], no whitespace or control characters (browsers drop some of them,
+/// which could turn `/\t/evil` into `//evil`).
+///
+/// # Errors
+/// [`SettingOutOfRange::CheckoutUrl`].
+pub fn check_checkout_url(url: &str, allowed_origins: &[String]) -> Result<(), SettingOutOfRange> {
+    let clean = !url.is_empty()
+        && url.chars().count() <= CHECKOUT_URL_MAX_CHARS
+        && !url.chars().any(|c| c.is_control() || c.is_whitespace());
+    let path = url.starts_with('/') && !url[1..].starts_with(['/', '\\']);
+    let allowed = || {
+        url_origin(url).is_some_and(|origin| {
+            allowed_origins
+                .iter()
+                .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(&origin))
+        })
+    };
+    if clean && (path || allowed()) {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::CheckoutUrl)
     }
 }
 
@@ -166,5 +220,49 @@ mod tests {
             ..RoomSettingsPatch::default()
         };
         assert_eq!(cleared.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_checkout_url_is_a_path_here_or_on_a_configured_storefront() {
+        let shops = vec!["https://shop.example".to_owned(), "http://127.0.0.1:3000".into()];
+        for good in [
+            "/checkout?room=main",
+            "/",
+            "https://shop.example/checkout",
+            "HTTPS://Shop.Example/cart?x=1#top",
+            "https://shop.example",
+            "http://127.0.0.1:3000/buy",
+        ] {
+            assert_eq!(check_checkout_url(good, &shops), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "checkout",
+            "//evil.example/x",
+            "/\\evil.example",
+            "/\t/evil.example",
+            "/a b",
+            "https://evil.example/checkout",
+            "https://shop.example.evil.example/",
+            "https://shop.example:444/",
+            "http://shop.example/",
+            "https://user@shop.example/",
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "ftp://shop.example/",
+        ] {
+            assert_eq!(
+                check_checkout_url(bad, &shops),
+                Err(SettingOutOfRange::CheckoutUrl),
+                "{bad:?}"
+            );
+        }
+        let long = format!("/{}", "a".repeat(CHECKOUT_URL_MAX_CHARS));
+        assert!(check_checkout_url(&long, &shops).is_err());
+        assert!(check_checkout_url("https://shop.example/", &[]).is_err());
+        assert_eq!(
+            url_origin("https://Shop.example:8443/a?b").as_deref(),
+            Some("https://shop.example:8443")
+        );
     }
 }

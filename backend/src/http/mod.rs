@@ -29,6 +29,7 @@ pub mod rooms;
 pub mod tickets;
 pub mod token_layer;
 pub mod user_assertion;
+pub mod widget;
 
 use std::time::Duration;
 
