@@ -645,7 +645,11 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
         else {
             panic!("{kind}: refused");
         };
-        assert_eq!(changed.settings.checkout_url.as_deref(), Some("/buy?step=2"), "{kind}");
+        assert_eq!(
+            changed.settings.checkout_url.as_deref(),
+            Some("/buy?step=2"),
+            "{kind}"
+        );
         assert!(changed.settings.share_token_with_embedder, "{kind}");
         let rate = SettingsPatch {
             admission_rate_per_sec: Some(3.0),
@@ -672,14 +676,17 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
             )
             .await
             .unwrap();
-        assert_eq!(tick.settings.map(|s| s.settings), Some(read.clone()), "{kind}");
+        assert_eq!(
+            tick.settings.map(|s| s.settings),
+            Some(read.clone()),
+            "{kind}"
+        );
         let clear = SettingsPatch {
             checkout_url: Some(None),
             share_token_with_embedder: Some(false),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(cleared) =
-            store.update_room(ROOM, &clear, None).await.unwrap()
+        let SettingsUpdate::Applied(cleared) = store.update_room(ROOM, &clear, None).await.unwrap()
         else {
             panic!("{kind}: refused");
         };

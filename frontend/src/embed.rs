@@ -282,8 +282,8 @@ impl Embedder {
                 }
             },
         );
-        let _ = window()
-            .add_event_listener_with_callback("message", callback.as_ref().unchecked_ref());
+        let _ =
+            window().add_event_listener_with_callback("message", callback.as_ref().unchecked_ref());
         self.listeners.borrow_mut().push(Box::new(callback));
     }
 }

@@ -113,7 +113,13 @@ impl PageParams {
             .as_deref()
             .and_then(Lang::from_tag)
             .or_else(|| page_lang.as_deref().and_then(Lang::from_tag))
-            .or_else(|| window().navigator().language().as_deref().and_then(Lang::from_tag))
+            .or_else(|| {
+                window()
+                    .navigator()
+                    .language()
+                    .as_deref()
+                    .and_then(Lang::from_tag)
+            })
             .unwrap_or(Lang::En);
         Self {
             room: attribute("data-vestibule-room")
@@ -261,7 +267,12 @@ mod tests {
         );
         // The widget's base is absolute: a path is on the waiting room's origin.
         assert_eq!(
-            checkout_href("https://q.example/_v/", "main", None, Some("/_v/checkout?room=main")),
+            checkout_href(
+                "https://q.example/_v/",
+                "main",
+                None,
+                Some("/_v/checkout?room=main")
+            ),
             "https://q.example/_v/checkout?room=main"
         );
         assert_eq!(

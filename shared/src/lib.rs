@@ -191,7 +191,10 @@ pub struct RoomSettings {
     pub max_active_users: Option<u64>,
     /// Where the page sends an admitted shopper: a path here or an http(s) URL on a
     /// `--cors-origins` origin ([`settings::check_checkout_url`]); null = the demo checkout.
-    #[cfg_attr(feature = "openapi", schema(max_length = 2048, example = "https://shop.example/checkout"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 2048, example = "https://shop.example/checkout")
+    )]
     pub checkout_url: Option<String>,
     /// Whether the page hands the entry token to the storefront embedding it. Example: `false`.
     pub share_token_with_embedder: bool,
@@ -242,7 +245,11 @@ pub struct RoomSettingsPatch {
     )]
     pub max_active_users: Option<Option<u64>>,
     /// New checkout URL ([`settings::check_checkout_url`]); `null` = the demo checkout again.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "nullable")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 2048))]
     pub checkout_url: Option<Option<String>>,
     /// Hand the entry token to the embedding storefront (true) or not (false).

@@ -224,7 +224,10 @@ mod tests {
 
     #[test]
     fn a_checkout_url_is_a_path_here_or_on_a_configured_storefront() {
-        let shops = vec!["https://shop.example".to_owned(), "http://127.0.0.1:3000".into()];
+        let shops = vec![
+            "https://shop.example".to_owned(),
+            "http://127.0.0.1:3000".into(),
+        ];
         for good in [
             "/checkout?room=main",
             "/",

@@ -16,7 +16,11 @@ pub struct EmbedArgs {
 
     /// A new room hands the entry token to the storefront embedding the page (`postMessage`
     /// to a `--cors-origins` origin, or the widget's `vestibule:admitted` event).
-    #[arg(long, env = "VESTIBULE_SHARE_TOKEN_WITH_EMBEDDER", default_value_t = false)]
+    #[arg(
+        long,
+        env = "VESTIBULE_SHARE_TOKEN_WITH_EMBEDDER",
+        default_value_t = false
+    )]
     pub share_token_with_embedder: bool,
 }
 
@@ -45,7 +49,9 @@ mod tests {
             checkout_url: Some(url.to_owned()),
             share_token_with_embedder: false,
         };
-        assert!(args("https://shop.example/checkout").validate(&shops).is_ok());
+        assert!(args("https://shop.example/checkout")
+            .validate(&shops)
+            .is_ok());
         assert!(args("/checkout").validate(&[]).is_ok());
         let refused = args("https://evil.example/").validate(&shops).unwrap_err();
         assert!(refused.starts_with("--checkout-url"), "{refused}");

@@ -76,7 +76,8 @@ async fn the_checkout_url_is_checked_kept_and_followed(backend: Backend) {
         json!({"room": "main", "allowedOrigins": [SHOP], "shareTokenWithEmbedder": true})
     );
     let (_, ticket) = app.join("main", None).await;
-    app.patch_room("main", json!({"admissionRatePerSec": 50})).await;
+    app.patch_room("main", json!({"admissionRatePerSec": 50}))
+        .await;
     let admitted = app
         .poll_until("main", &ticket.ticket_id, WAIT, |s| {
             s.status == TicketState::TokenIssued
@@ -98,14 +99,20 @@ async fn the_checkout_url_is_checked_kept_and_followed(backend: Backend) {
             s.status == TicketState::TokenIssued
         })
         .await;
-    assert_eq!(admitted.checkout_url.as_deref(), Some("/checkout?room=main"));
+    assert_eq!(
+        admitted.checkout_url.as_deref(),
+        Some("/checkout?room=main")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_storefront_origins_only_paths_are_checkout_urls_and_nothing_is_told() {
     let app = TestApp::spawn(Backend::Memory, &["--checkout-url", "/store/checkout"]).await;
     let (_, settings) = patch(&app, json!({})).await;
-    assert_eq!(settings["checkoutUrl"], "/store/checkout", "the flag seeds the room");
+    assert_eq!(
+        settings["checkoutUrl"], "/store/checkout",
+        "the flag seeds the room"
+    );
     let (status, body) = patch(&app, json!({"checkoutUrl": "https://shop.example/"})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, embedding) = app.get_json("/api/v1/rooms/main/embedding").await;

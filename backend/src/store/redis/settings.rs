@@ -41,7 +41,9 @@ impl RedisStore {
             .bounded(
                 redis::cmd("HMGET")
                     .arg(keys.key("settings"))
-                    .arg(&["rate", "paused", "ttl_ms", "cap", "checkout", "share", "ver"])
+                    .arg(&[
+                        "rate", "paused", "ttl_ms", "cap", "checkout", "share", "ver",
+                    ])
                     .query_async(&mut connection),
             )
             .await
@@ -82,9 +84,11 @@ impl RedisStore {
                     .as_ref()
                     .map_or_else(unchanged, |url| url.clone().unwrap_or_default()),
             )
-            .arg(patch.share_token_with_embedder.map_or_else(unchanged, |share| {
-                if share { "1" } else { "0" }.to_owned()
-            }));
+            .arg(
+                patch
+                    .share_token_with_embedder
+                    .map_or_else(unchanged, |share| if share { "1" } else { "0" }.to_owned()),
+            );
         let reply = self.run_script(&invocation).await?;
         let [applied, settings @ ..] = reply.as_slice() else {
             return Err(StoreError::Corrupt("update_room reply is empty".into()));
