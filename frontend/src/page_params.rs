@@ -195,7 +195,8 @@ fn is_plain_relative(url: &str) -> bool {
 /// (the room setting, checked by the server against `--cors-origins`), a path on the page's
 /// origin (as is; on the base's origin when the base is absolute, as in the widget) or a
 /// relative reference (under `base`), else `{base}checkout?room=…`; carries `lang` when the URL
-/// chose one. Anything else (`javascript:`, `//host`, control characters) is never followed.
+/// chose one, except to an `http(s)` URL (the storefront's page, taken as configured). Anything
+/// else (`javascript:`, `//host`, control characters) is never followed.
 pub fn checkout_href(
     base: &str,
     room: &str,
@@ -203,8 +204,9 @@ pub fn checkout_href(
     checkout_url: Option<&str>,
 ) -> String {
     let mut href = match checkout_url {
+        // The storefront's own page: as configured, without the page's `lang`.
         Some(url) if url_origin(url).is_some() && !url.chars().any(char::is_control) => {
-            url.to_owned()
+            return url.to_owned();
         }
         Some(url) if is_same_origin_path(url) => {
             format!("{}{url}", url_origin(base).unwrap_or_default())
@@ -262,7 +264,12 @@ mod tests {
     #[test]
     fn checkout_follows_only_http_urls_and_paths() {
         assert_eq!(
-            checkout_href("/", "main", None, Some("https://shop.example/cart?x=1")),
+            checkout_href(
+                "/",
+                "main",
+                Some(Lang::Ko),
+                Some("https://shop.example/cart?x=1")
+            ),
             "https://shop.example/cart?x=1"
         );
         // The widget's base is absolute: a path is on the waiting room's origin.
