@@ -22,7 +22,7 @@ use std::{
 };
 
 use leptos::{prelude::*, task::spawn_local};
-use serde_json::{json, Value};
+use js_sys::{Object, Reflect};
 use vestibule_shared::{embed, embed::EmbeddingInfo, TicketStatus};
 use wasm_bindgen::{closure::Closure, JsCast, JsValue};
 
@@ -73,7 +73,7 @@ pub struct Embedder {
     room: String,
     config: RefCell<Option<EmbeddingInfo>>,
     /// Messages waiting for the server's answer, with their token and follow-up.
-    pending: RefCell<Vec<(Value, Option<String>, Then)>>,
+    pending: RefCell<Vec<(Object, Option<String>, Then)>>,
     parent_navigates: bool,
     /// The last `vestibule:navigate-self` from the parent: its origin and value.
     parent_said: RefCell<Option<(String, bool)>>,
@@ -148,13 +148,11 @@ impl Embedder {
         if self.host == Host::Page {
             return;
         }
-        let message = json!({
-            "type": embed::STATUS,
-            "room": self.room,
-            "status": status.status,
-            "position": status.position,
-            "etaSeconds": status.eta_seconds,
-        });
+        let number = |n: Option<u64>| n.map_or(JsValue::NULL, |n| JsValue::from_f64(n as f64));
+        let message = self.message(embed::STATUS);
+        set(&message, "status", &JsValue::from_str(status.status.as_str()));
+        set(&message, "position", &number(status.position));
+        set(&message, "etaSeconds", &number(status.eta_seconds));
         self.send(message, None, None);
     }
 
@@ -168,15 +166,20 @@ impl Embedder {
             }
             return;
         }
-        let message = json!({
-            "type": embed::ADMITTED,
-            "room": self.room,
-            "checkoutUrl": absolute(checkout),
-        });
+        let message = self.message(embed::ADMITTED);
+        set(&message, "checkoutUrl", &JsValue::from_str(&absolute(checkout)));
         self.send(message, token, go);
     }
 
-    fn send(&self, mut message: Value, token: Option<&str>, then: Then) {
+    /// `{type: kind, room}`.
+    fn message(&self, kind: &str) -> Object {
+        let message = Object::new();
+        set(&message, "type", &JsValue::from_str(kind));
+        set(&message, "room", &JsValue::from_str(&self.room));
+        message
+    }
+
+    fn send(&self, message: Object, token: Option<&str>, then: Then) {
         let config = self.config.borrow();
         let Some(config) = config.as_ref() else {
             drop(config);
@@ -186,18 +189,19 @@ impl Embedder {
             return;
         };
         if let (Some(token), true) = (token, config.share_token_with_embedder) {
-            message["entryToken"] = token.into();
+            set(&message, "entryToken", &JsValue::from_str(token));
         }
-        let kind = message["type"].as_str().unwrap_or_default().to_owned();
-        let Ok(value) = js_sys::JSON::parse(&message.to_string()) else {
-            return;
-        };
+        let kind = Reflect::get(&message, &JsValue::from_str("type"))
+            .ok()
+            .and_then(|k| k.as_string())
+            .unwrap_or_default();
+        let value: &JsValue = message.as_ref();
         let stays = match &self.host {
             Host::Page => false,
             Host::Framed { .. } => {
                 if let Ok(Some(parent)) = window().parent() {
                     for origin in &config.allowed_origins {
-                        let _ = parent.post_message(&value, origin);
+                        let _ = parent.post_message(value, origin);
                     }
                 }
                 let said = self.parent_said.borrow();
@@ -212,7 +216,7 @@ impl Embedder {
                     false
                 } else {
                     let init = web_sys::CustomEventInit::new();
-                    init.set_detail(&value);
+                    init.set_detail(value);
                     init.set_bubbles(true);
                     init.set_cancelable(kind == embed::ADMITTED);
                     web_sys::CustomEvent::new_with_event_init_dict(&kind, &init)
@@ -230,7 +234,8 @@ impl Embedder {
     fn send_height(&self) {
         let height = self.height.get();
         if height > 0.0 && self.config.borrow().is_some() {
-            let message = json!({"type": embed::RESIZE, "room": self.room, "height": height});
+            let message = self.message(embed::RESIZE);
+            set(&message, "height", &JsValue::from_f64(height));
             self.send(message, None, None);
         }
     }
@@ -269,7 +274,7 @@ impl Embedder {
             move |event: web_sys::MessageEvent| {
                 let Some(this) = this.upgrade() else { return };
                 let data = event.data();
-                let field = |name: &str| js_sys::Reflect::get(&data, &JsValue::from_str(name));
+                let field = |name: &str| Reflect::get(&data, &JsValue::from_str(name));
                 let is_navigate = field("type")
                     .ok()
                     .and_then(|t| t.as_string())
@@ -286,6 +291,10 @@ impl Embedder {
             window().add_event_listener_with_callback("message", callback.as_ref().unchecked_ref());
         self.listeners.borrow_mut().push(Box::new(callback));
     }
+}
+
+fn set(object: &Object, name: &str, value: &JsValue) {
+    let _ = Reflect::set(object, &JsValue::from_str(name), value);
 }
 
 /// `href` resolved against the current document (the checkout link may be a path).
