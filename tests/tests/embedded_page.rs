@@ -128,7 +128,8 @@ async fn page(State((app, requests)): State<Shop>, request: Request) -> Html<Str
 async fn received(browser: &Client, kind: &str) -> Vec<Value> {
     let value = browser
         .execute(
-            "return (window.received || []).filter(function (m) { return m.type === arguments[0]; });",
+            "var kind = arguments[0]; \
+             return (window.received || []).filter(function (m) { return m.type === kind; });",
             vec![json!(kind)],
         )
         .await
@@ -149,8 +150,8 @@ async fn wait_message(browser: &Client, kind: &str, done: impl Fn(&Value) -> boo
     }
 }
 
-/// A Vestibule serving the built page, its storefront origins `origins`, `main` paused with
-/// the storefront's checkout.
+/// A Vestibule serving the built page, its storefront origins `origins`, `main` admitting
+/// nobody yet (rate 0) with the storefront's checkout.
 async fn app_for(origins: &str, checkout: &str, share: bool) -> TestApp {
     let dist = dist_dir().to_string_lossy().to_string();
     let app = TestApp::spawn(
@@ -167,7 +168,7 @@ async fn app_for(origins: &str, checkout: &str, share: bool) -> TestApp {
     .await;
     app.patch_room(
         "main",
-        json!({"paused": true, "checkoutUrl": checkout, "shareTokenWithEmbedder": share}),
+        json!({"admissionRatePerSec": 0, "checkoutUrl": checkout, "shareTokenWithEmbedder": share}),
     )
     .await;
     app
@@ -234,7 +235,7 @@ async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
     wait_message(&browser, "vestibule:status", |m| m["position"] == 1).await;
     assert_eq!(waiting(&app).await, 1, "a reload joined again");
 
-    app.patch_room("main", json!({"paused": false})).await;
+    app.patch_room("main", json!({"admissionRatePerSec": 50})).await;
     let admitted = wait_message(&browser, "vestibule:admitted", |_| true).await;
     assert_eq!(admitted["checkoutUrl"], checkout.as_str(), "{admitted}");
     assert_eq!(admitted["room"], "main");
@@ -301,7 +302,7 @@ async fn the_widget_mounts_in_the_storefront_page_and_hands_over_the_token() {
         .unwrap();
     assert!(stored.as_str().is_some_and(|id| !id.is_empty()), "{stored}");
 
-    app.patch_room("main", json!({"paused": false})).await;
+    app.patch_room("main", json!({"admissionRatePerSec": 50})).await;
     let admitted = wait_message(&browser, "vestibule:admitted", |_| true).await;
     assert_eq!(admitted["checkoutUrl"], checkout.as_str(), "{admitted}");
     let token = admitted["entryToken"].as_str().unwrap_or_default();
