@@ -21,8 +21,8 @@ use std::{
     time::Duration,
 };
 
-use leptos::{prelude::*, task::spawn_local};
 use js_sys::{Object, Reflect};
+use leptos::{prelude::*, task::spawn_local};
 use vestibule_shared::{embed, embed::EmbeddingInfo, TicketStatus};
 use wasm_bindgen::{closure::Closure, JsCast, JsValue};
 
@@ -150,7 +150,11 @@ impl Embedder {
         }
         let number = |n: Option<u64>| n.map_or(JsValue::NULL, |n| JsValue::from_f64(n as f64));
         let message = self.message(embed::STATUS);
-        set(&message, "status", &JsValue::from_str(status.status.as_str()));
+        set(
+            &message,
+            "status",
+            &JsValue::from_str(status.status.as_str()),
+        );
         set(&message, "position", &number(status.position));
         set(&message, "etaSeconds", &number(status.eta_seconds));
         self.send(message, None, None);
@@ -167,7 +171,11 @@ impl Embedder {
             return;
         }
         let message = self.message(embed::ADMITTED);
-        set(&message, "checkoutUrl", &JsValue::from_str(&absolute(checkout)));
+        set(
+            &message,
+            "checkoutUrl",
+            &JsValue::from_str(&absolute(checkout)),
+        );
         self.send(message, token, go);
     }
 

@@ -235,7 +235,8 @@ async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
     wait_message(&browser, "vestibule:status", |m| m["position"] == 1).await;
     assert_eq!(waiting(&app).await, 1, "a reload joined again");
 
-    app.patch_room("main", json!({"admissionRatePerSec": 50})).await;
+    app.patch_room("main", json!({"admissionRatePerSec": 50}))
+        .await;
     let admitted = wait_message(&browser, "vestibule:admitted", |_| true).await;
     assert_eq!(admitted["checkoutUrl"], checkout.as_str(), "{admitted}");
     assert_eq!(admitted["room"], "main");
@@ -302,7 +303,8 @@ async fn the_widget_mounts_in_the_storefront_page_and_hands_over_the_token() {
         .unwrap();
     assert!(stored.as_str().is_some_and(|id| !id.is_empty()), "{stored}");
 
-    app.patch_room("main", json!({"admissionRatePerSec": 50})).await;
+    app.patch_room("main", json!({"admissionRatePerSec": 50}))
+        .await;
     let admitted = wait_message(&browser, "vestibule:admitted", |_| true).await;
     assert_eq!(admitted["checkoutUrl"], checkout.as_str(), "{admitted}");
     let token = admitted["entryToken"].as_str().unwrap_or_default();
