@@ -130,10 +130,11 @@ pub fn url_origin(url: &str) -> Option<String> {
 }
 
 /// Checks a room's checkout URL (where the page sends an admitted shopper, issue 18): a path on
-/// this server (one leading `/`, not `//` or `/\`) or an absolute `http(s)://` URL whose origin
-/// is one of `allowed_origins` (`--cors-origins`, the storefronts); at most
-/// [`CHECKOUT_URL_MAX_CHARS`], no whitespace or control characters (browsers drop some of them,
-/// which could turn `/\t/evil` into `//evil`).
+/// this server (one leading `/`, not `//` or `/\`) or a URL that starts with one of
+/// `allowed_origins` (`--cors-origins`, the storefronts, spelled as configured) followed by
+/// nothing, `/`, `?` or `#`; at most [`CHECKOUT_URL_MAX_CHARS`], no whitespace or control
+/// characters (browsers drop some of them, which could turn `/\t/evil` into `//evil`). The same
+/// rule as a regular expression: [`checkout_url_pattern`].
 ///
 /// # Errors
 /// [`SettingOutOfRange::CheckoutUrl`].
@@ -142,18 +143,42 @@ pub fn check_checkout_url(url: &str, allowed_origins: &[String]) -> Result<(), S
         && url.chars().count() <= CHECKOUT_URL_MAX_CHARS
         && !url.chars().any(|c| c.is_control() || c.is_whitespace());
     let path = url.starts_with('/') && !url[1..].starts_with(['/', '\\']);
-    let allowed = || {
-        url_origin(url).is_some_and(|origin| {
-            allowed_origins
-                .iter()
-                .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(&origin))
+    let on_storefront = || {
+        allowed_origins.iter().any(|origin| {
+            url.strip_prefix(origin.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
         })
     };
-    if clean && (path || allowed()) {
+    if clean && (path || on_storefront()) {
         Ok(())
     } else {
         Err(SettingOutOfRange::CheckoutUrl)
     }
+}
+
+/// [`check_checkout_url`]'s rule (without the length, which is `maxLength`) as an ECMA-262
+/// regular expression: the OpenAPI `pattern` of `checkoutUrl`, written with this server's
+/// `--cors-origins`.
+pub fn checkout_url_pattern(allowed_origins: &[String]) -> String {
+    const CHAR: &str = r"[^\s\x00-\x1f\x7f-\x9f]";
+    let mut pattern = format!(r"^(/([^/\\\s\x00-\x1f\x7f-\x9f]{CHAR}*)?");
+    let origins: Vec<String> = allowed_origins
+        .iter()
+        .map(|origin| {
+            origin
+                .chars()
+                .flat_map(|c| {
+                    let special = "\\^$.|?*+()[]{}".contains(c);
+                    special.then_some('\\').into_iter().chain([c])
+                })
+                .collect()
+        })
+        .collect();
+    if !origins.is_empty() {
+        pattern.push_str(&format!("|({})([/?#]{CHAR}*)?", origins.join("|")));
+    }
+    pattern.push_str(")$");
+    pattern
 }
 
 impl RoomSettingsPatch {
@@ -232,7 +257,7 @@ mod tests {
             "/checkout?room=main",
             "/",
             "https://shop.example/checkout",
-            "HTTPS://Shop.Example/cart?x=1#top",
+            "https://shop.example?x=1",
             "https://shop.example",
             "http://127.0.0.1:3000/buy",
         ] {
@@ -247,6 +272,8 @@ mod tests {
             "/a b",
             "https://evil.example/checkout",
             "https://shop.example.evil.example/",
+            "HTTPS://Shop.Example/cart",
+            "https://shop.example@evil.example/",
             "https://shop.example:444/",
             "http://shop.example/",
             "https://user@shop.example/",
@@ -263,6 +290,13 @@ mod tests {
         let long = format!("/{}", "a".repeat(CHECKOUT_URL_MAX_CHARS));
         assert!(check_checkout_url(&long, &shops).is_err());
         assert!(check_checkout_url("https://shop.example/", &[]).is_err());
+        assert_eq!(
+            checkout_url_pattern(&shops[..1]),
+            concat!(
+                r"^(/([^/\\\s\x00-\x1f\x7f-\x9f][^\s\x00-\x1f\x7f-\x9f]*)?",
+                r"|(https://shop\.example)([/?#][^\s\x00-\x1f\x7f-\x9f]*)?)$"
+            )
+        );
         assert_eq!(
             url_origin("https://Shop.example:8443/a?b").as_deref(),
             Some("https://shop.example:8443")

@@ -62,7 +62,7 @@ pub fn router(state: AppState) -> Router {
         )]);
     }
     let api = api
-        .merge(openapi::router(&document))
+        .merge(openapi::router(&document, &config.cors_origins))
         .route(
             "/api/{*rest}",
             axum::routing::any(crate::http::error::unknown_endpoint),
