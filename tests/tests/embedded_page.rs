@@ -6,6 +6,8 @@
 //! - mounts the widget (`/widget`: `<div data-vestibule-room>` + `widget.js`, listening to the
 //!   element's `CustomEvent`s and keeping navigation to itself with `preventDefault()`).
 //!
+//! Without `embed=1` the framed page goes to checkout itself, unless the parent posts
+//! `vestibule:navigate-self: false`.
 //! Both hear `vestibule:status` and `vestibule:admitted` with the room's `checkoutUrl` (the
 //! widget's with the token, its room sharing it), keep their place across a reload of the
 //! storefront page, and stay where they are once admitted. A second storefront whose origin is
@@ -56,6 +58,10 @@ impl Storefront {
         format!("{}{path}", self.origin)
     }
 
+    fn forget_requests(&self) {
+        self.requests.lock().unwrap().clear();
+    }
+
     fn asked_for(&self, path: &str) -> bool {
         self.requests
             .lock()
@@ -85,20 +91,31 @@ async fn page(State((app, requests)): State<Shop>, request: Request) -> Html<Str
         .to_owned();
     let body = match path.as_str() {
         // The README's auto-resizing snippet.
-        "/framed" => format!(
-            r#"<iframe id="queue" src="{app}/?room=main&lang={lang}&embed=1" title="Waiting room"
+        // The README's auto-resizing snippet (`/framed`); `/framed-plain` leaves navigation to
+        // the page; `/framed-ask` asks for it with `vestibule:navigate-self` instead of `embed=1`.
+        "/framed" | "/framed-plain" | "/framed-ask" => {
+            let embed = if path == "/framed" { "&embed=1" } else { "" };
+            let ask = if path == "/framed-ask" {
+                "event.source.postMessage({type: \"vestibule:navigate-self\", value: false}, event.origin);"
+            } else {
+                ""
+            };
+            format!(
+                r#"<iframe id="queue" src="{app}/?room=main&lang={lang}{embed}" title="Waiting room"
         style="width:100%;height:120px;border:0;display:block"></iframe>
 <script>
   window.received = [];
   addEventListener("message", function (event) {{
     if (event.origin !== "{app}" || !event.data || typeof event.data.type !== "string") return;
     window.received.push(event.data);
+    {ask}
     if (event.data.type === "vestibule:resize") {{
       document.getElementById("queue").style.height = event.data.height + "px";
     }}
   }});
 </script>"#
-        ),
+            )
+        }
         "/widget" => format!(
             r#"<div id="queue" data-vestibule-room="main" data-vestibule-lang="en"
      style="--accent:#0a7d5a;--card:#fbfffd"></div>
@@ -249,6 +266,37 @@ async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
     assert!(!shop.asked_for("/checkout"), "the frame went to checkout");
     assert_eq!(browser.current_url().await.unwrap().path(), "/framed");
     browser.close().await.unwrap();
+}
+
+/// Without `embed=1` the framed page goes to checkout itself (its own frame); a parent that
+/// posts `vestibule:navigate-self: false` keeps it where it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_decides_whether_the_framed_page_navigates() {
+    let (listener, origin) = Storefront::bind().await;
+    let checkout = format!("{origin}/checkout");
+    let app = app_for(&origin, &checkout, false).await;
+    let shop = Storefront::serve(listener, origin, &app.base);
+    let driver = ChromeDriver::start();
+    for (path, navigates) in [("/framed-plain", true), ("/framed-ask", false)] {
+        app.patch_room("main", json!({"admissionRatePerSec": 0}))
+            .await;
+        shop.forget_requests();
+        let profile = tempfile::tempdir().unwrap();
+        let browser = driver.browser(profile.path(), "en-US").await;
+        browser.goto(&shop.url(path)).await.unwrap();
+        wait_message(&browser, "vestibule:status", |m| m["status"] == "WAITING").await;
+        app.patch_room("main", json!({"admissionRatePerSec": 50}))
+            .await;
+        let admitted = wait_message(&browser, "vestibule:admitted", |_| true).await;
+        assert_eq!(admitted["checkoutUrl"], checkout.as_str(), "{path}");
+        let deadline = Instant::now() + Duration::from_secs(6);
+        while !shop.asked_for("/checkout") && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(shop.asked_for("/checkout"), navigates, "{path}");
+        assert_eq!(browser.current_url().await.unwrap().path(), path);
+        browser.close().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
