@@ -189,12 +189,9 @@ pub struct RoomSettings {
         schema(minimum = 1, maximum = 10000000, example = 500)
     )]
     pub max_active_users: Option<u64>,
-    /// Where the page sends an admitted shopper: a path here or an http(s) URL on a
-    /// `--cors-origins` origin ([`settings::check_checkout_url`]); null = the demo checkout.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(max_length = 2048, example = "https://shop.example/checkout")
-    )]
+    /// Where the page sends an admitted shopper ([`settings::check_checkout_url`]); null = the
+    /// demo checkout. Example: `"https://shop.example/checkout"`.
+    #[cfg_attr(feature = "openapi", schema(max_length = 2048))]
     pub checkout_url: Option<String>,
     /// Whether the page hands the entry token to the storefront embedding it. Example: `false`.
     pub share_token_with_embedder: bool,

@@ -167,9 +167,12 @@ async fn wait_message(browser: &Client, kind: &str, done: impl Fn(&Value) -> boo
     }
 }
 
-/// A Vestibule serving the built page, its storefront origins `origins`, `main` admitting
-/// nobody yet (rate 0) with the storefront's checkout.
-async fn app_for(origins: &str, checkout: &str, share: bool) -> TestApp {
+/// A storefront on its own origin and a Vestibule serving the built page with that origin in
+/// `--cors-origins`; `main` admits nobody yet (rate 0), its checkout is the storefront's
+/// `checkout_path` (returned as a URL) and it shares the token with the embedder or not.
+async fn sale(checkout_path: &str, share: bool) -> (TestApp, Storefront, String) {
+    let (listener, origin) = Storefront::bind().await;
+    let checkout = format!("{origin}{checkout_path}");
     let dist = dist_dir().to_string_lossy().to_string();
     let app = TestApp::spawn(
         Backend::Memory,
@@ -177,7 +180,7 @@ async fn app_for(origins: &str, checkout: &str, share: bool) -> TestApp {
             "--static-dir",
             &dist,
             "--cors-origins",
-            origins,
+            &origin,
             "--admission-rate",
             "50",
         ],
@@ -188,7 +191,8 @@ async fn app_for(origins: &str, checkout: &str, share: bool) -> TestApp {
         json!({"admissionRatePerSec": 0, "checkoutUrl": checkout, "shareTokenWithEmbedder": share}),
     )
     .await;
-    app
+    let shop = Storefront::serve(listener, origin, &app.base);
+    (app, shop, checkout)
 }
 
 async fn waiting(app: &TestApp) -> u64 {
@@ -199,10 +203,7 @@ async fn waiting(app: &TestApp) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
-    let (listener, origin) = Storefront::bind().await;
-    let checkout = format!("{origin}/checkout?from=queue");
-    let app = app_for(&origin, &checkout, false).await;
-    let shop = Storefront::serve(listener, origin, &app.base);
+    let (app, shop, checkout) = sale("/checkout?from=queue", false).await;
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
     let browser = driver.browser(profile.path(), "ko-KR").await;
@@ -272,10 +273,7 @@ async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
 /// posts `vestibule:navigate-self: false` keeps it where it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parent_decides_whether_the_framed_page_navigates() {
-    let (listener, origin) = Storefront::bind().await;
-    let checkout = format!("{origin}/checkout");
-    let app = app_for(&origin, &checkout, false).await;
-    let shop = Storefront::serve(listener, origin, &app.base);
+    let (app, shop, checkout) = sale("/checkout", false).await;
     let driver = ChromeDriver::start();
     for (path, navigates) in [("/framed-plain", true), ("/framed-ask", false)] {
         app.patch_room("main", json!({"admissionRatePerSec": 0}))
@@ -301,10 +299,7 @@ async fn the_parent_decides_whether_the_framed_page_navigates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_widget_mounts_in_the_storefront_page_and_hands_over_the_token() {
-    let (listener, origin) = Storefront::bind().await;
-    let checkout = format!("{origin}/checkout");
-    let app = app_for(&origin, &checkout, true).await;
-    let shop = Storefront::serve(listener, origin, &app.base);
+    let (app, shop, checkout) = sale("/checkout", true).await;
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
     let browser = driver.browser(profile.path(), "ko-KR").await;
@@ -366,10 +361,8 @@ async fn the_widget_mounts_in_the_storefront_page_and_hands_over_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storefront_that_is_not_configured_gets_nothing() {
-    let (listener, origin) = Storefront::bind().await;
+    let (app, shop, _) = sale("/checkout", true).await;
     let (foreign_listener, foreign_origin) = Storefront::bind().await;
-    let app = app_for(&origin, &format!("{origin}/checkout"), true).await;
-    let shop = Storefront::serve(listener, origin, &app.base);
     let foreign = Storefront::serve(foreign_listener, foreign_origin, &app.base);
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
