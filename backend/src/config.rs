@@ -13,6 +13,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 pub use crate::room::eta::{PollTier, PollTiers};
 pub use crate::room::outage::{OutagePolicies, OutagePolicy};
+pub use embed::EmbedArgs;
 use vestibule_shared::{is_valid_room_slug, settings};
 
 /// Default protected prefix: the demo checkout's order endpoint.
@@ -225,6 +226,8 @@ pub struct Config {
     pub static_dir: PathBuf,
     #[command(flatten)]
     pub gate: crate::gate::GateConfig,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
 }
 
 /// Parses `--admission-rate` within the settings' bounds (clap has no ranged `f64` parser).
@@ -256,6 +259,7 @@ impl Config {
     /// A one-line reason naming the flag, e.g. `--tick-ms must be 10–10000, got 0`.
     pub fn validate(&self) -> Result<(), String> {
         self.tokens.validate()?;
+        self.embed.validate(&self.cors_origins)?;
         if self.rooms.is_empty() {
             return Err("--rooms needs at least one room".into());
         }
@@ -412,6 +416,8 @@ impl Config {
             paused: false,
             token_ttl_ms: self.token_ttl_secs * 1000,
             max_active_users: self.max_active_users,
+            checkout_url: self.embed.checkout_url.clone(),
+            share_token_with_embedder: self.embed.share_token_with_embedder,
         }
     }
 
@@ -465,5 +471,6 @@ pub fn redact_url_password(url: &str) -> String {
     }
 }
 
+mod embed;
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,8 @@ fn defaults() -> Settings {
         paused: false,
         token_ttl_ms: 60_000,
         max_active_users: None,
+        checkout_url: Some("https://shop.example/checkout?from=queue".into()),
+        share_token_with_embedder: false,
     }
 }
 
@@ -624,6 +626,72 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
         };
         assert_eq!(second.version, first.version + 1, "{kind}");
         assert_eq!(store.room_settings(ROOM).await.unwrap(), second, "{kind}");
+    }
+}
+
+/// Issue 18's room settings go through every store: set, kept by a change of another field,
+/// cleared back to none (`Some(None)`), and seen by the scheduler's tick (the admit step
+/// returns the settings in force).
+#[tokio::test]
+async fn embedding_settings_are_kept_changed_and_cleared() {
+    for (store, _redis, _dir) in stores().await {
+        let kind = store.kind();
+        let set = SettingsPatch {
+            checkout_url: Some(Some("/buy?step=2".into())),
+            share_token_with_embedder: Some(true),
+            ..SettingsPatch::default()
+        };
+        let SettingsUpdate::Applied(changed) = store.update_room(ROOM, &set, None).await.unwrap()
+        else {
+            panic!("{kind}: refused");
+        };
+        assert_eq!(
+            changed.settings.checkout_url.as_deref(),
+            Some("/buy?step=2"),
+            "{kind}"
+        );
+        assert!(changed.settings.share_token_with_embedder, "{kind}");
+        let rate = SettingsPatch {
+            admission_rate_per_sec: Some(3.0),
+            ..SettingsPatch::default()
+        };
+        store.update_room(ROOM, &rate, None).await.unwrap();
+        let read = store.room_settings(ROOM).await.unwrap().settings;
+        assert_eq!(read.checkout_url.as_deref(), Some("/buy?step=2"), "{kind}");
+        assert!(read.share_token_with_embedder, "{kind}");
+        let epoch = lead(store.as_ref(), "a").await;
+        let tick = store
+            .admit(
+                ROOM,
+                &AdmitRequest {
+                    holder: "a",
+                    epoch,
+                    now_ms: now_ms(),
+                    token_ttl_ms: 1_000,
+                    keep_ms: 1_000,
+                    max_active_users: None,
+                    lease_ms: 1_000,
+                    tokens: &[],
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            tick.settings.map(|s| s.settings),
+            Some(read.clone()),
+            "{kind}"
+        );
+        let clear = SettingsPatch {
+            checkout_url: Some(None),
+            share_token_with_embedder: Some(false),
+            ..SettingsPatch::default()
+        };
+        let SettingsUpdate::Applied(cleared) = store.update_room(ROOM, &clear, None).await.unwrap()
+        else {
+            panic!("{kind}: refused");
+        };
+        assert_eq!(cleared.settings.checkout_url, None, "{kind}");
+        assert!(!cleared.settings.share_token_with_embedder, "{kind}");
     }
 }
 

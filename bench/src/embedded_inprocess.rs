@@ -48,6 +48,8 @@ fn defaults() -> Settings {
         paused: false,
         token_ttl_ms: 60_000,
         max_active_users: None,
+        checkout_url: None,
+        share_token_with_embedder: false,
     }
 }
 

@@ -191,6 +191,16 @@ pub async fn open_session(room: &str, entry_token: &str) -> Result<(), ApiError>
         .map(drop)
 }
 
+/// What the page may tell the storefront embedding it (issue 18, [`crate::embed`]).
+///
+/// # Errors
+/// 404 `room_not_found`, [`ApiError::Network`] (also a refused CORS request: a storefront
+/// origin that is not configured), [`ApiError::Timeout`] past [`TICKET_CALL_TIMEOUT`].
+pub async fn embedding(room: &str) -> Result<vestibule_shared::embed::EmbeddingInfo, ApiError> {
+    let request = Request::get(&room_url(room, "embedding")).cache(RequestCache::NoStore);
+    parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
+}
+
 /// The JSON body of a 2xx answer as `T`.
 ///
 /// # Errors

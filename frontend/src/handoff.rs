@@ -22,6 +22,7 @@ use leptos::{prelude::*, task::spawn_local};
 
 use crate::{
     api::{self, ApiError},
+    embed::Embedder,
     i18n::{t, Lang, Text},
     page_params::PageParams,
     urls::safe_return,
@@ -94,12 +95,18 @@ pub struct Exit {
     /// When the turn was seen (ms since the epoch): the page leaves no sooner than
     /// [`TURN_ANNOUNCEMENT`] after it.
     turn_at: Cell<f64>,
+    /// The storefront embedding the page, told of the turn first ([`crate::embed`]).
+    embed: Rc<Embedder>,
 }
 
 impl Exit {
     /// The exit for the page described by `params`; says failures through `announcement` (the
     /// polite live region). Must run inside a reactive owner.
-    pub fn new(params: &PageParams, announcement: RwSignal<String>) -> Rc<Self> {
+    pub fn new(
+        params: &PageParams,
+        announcement: RwSignal<String>,
+        embed: Rc<Embedder>,
+    ) -> Rc<Self> {
         Rc::new(Self {
             room: params.room.clone(),
             lang: params.lang,
@@ -111,6 +118,7 @@ impl Exit {
             announcement,
             token: RefCell::new(None),
             turn_at: Cell::new(0.0),
+            embed,
         })
     }
 
@@ -129,9 +137,13 @@ impl Exit {
     pub fn admitted(self: &Rc<Self>, token: Option<&str>, checkout: String) {
         self.turn_at.set(js_sys::Date::now());
         if !self.is_gate() {
-            set_timeout(move || go(&checkout), TURN_ANNOUNCEMENT);
+            // The embedder hears of the turn first and may keep the page where it is.
+            let href = checkout.clone();
+            let leave = Box::new(move || set_timeout(move || go(&href), TURN_ANNOUNCEMENT));
+            self.embed.admitted(&checkout, token, Some(leave));
             return;
         }
+        self.embed.admitted(&checkout, token, None);
         if let Some(token) = token {
             self.token.replace(Some(token.to_owned()));
         }

@@ -21,6 +21,8 @@
 //! - [`language_switch`]: the link to the page in the other language.
 //! - [`order`]: placing the order exactly once: one idempotency key, retries, the receipt.
 //! - [`checkout`]: the demo checkout view.
+//! - [`embed`]: telling a storefront that frames or mounts the page what happens (issue 18).
+//! - [`widget`]: the script widget: the waiting view mounted into a storefront's element.
 
 mod announce;
 mod api;
@@ -28,6 +30,7 @@ mod backoff;
 mod checkout;
 mod connection;
 mod early;
+mod embed;
 mod focus;
 mod handoff;
 mod i18n;
@@ -39,6 +42,7 @@ mod sse;
 mod storage;
 mod urls;
 mod waiting;
+mod widget;
 
 use leptos::prelude::*;
 
@@ -51,6 +55,10 @@ use crate::{
 };
 
 fn main() {
+    if let Some(widget) = widget::WidgetSetup::from_window() {
+        widget.mount_all();
+        return;
+    }
     let params = PageParams::from_location();
     let path = window().location().pathname().unwrap_or_default();
     let view = view_of(&path);

@@ -1,11 +1,12 @@
 //! The page's query parameters: `?room=`, `?lang=`, `?transport=`, `?return=` (gate mode).
 
 use crate::{
+    embed::Host,
     i18n::Lang,
     urls::{current_base, encode_component, is_same_origin_path},
 };
 use leptos::prelude::{document, window};
-use vestibule_shared::is_valid_room_slug;
+use vestibule_shared::{is_valid_room_slug, settings::url_origin};
 
 /// Room shown when the URL names none.
 pub const DEFAULT_ROOM: &str = "main";
@@ -56,8 +57,11 @@ pub struct PageParams {
     /// `/checkout?x=1`). Its presence turns on the session hand-off ([`crate::handoff`]); it is
     /// only ever navigated to through [`crate::urls::safe_return`].
     pub return_to: Option<String>,
-    /// The page's base ([`crate::urls`]), e.g. `/` or `/_vestibule/`.
+    /// The page's base ([`crate::urls`]), e.g. `/` or `/_vestibule/`; absolute
+    /// (`https://queue.shop.example/`) in the widget.
     pub base: String,
+    /// Where the page runs: its own tab, a frame (`?embed=1`: the parent navigates), the widget.
+    pub host: Host,
 }
 
 impl PageParams {
@@ -92,6 +96,44 @@ impl PageParams {
             transport,
             return_to: get("return"),
             base: current_base(),
+            host: Host::of_page(get("embed").as_deref() == Some("1")),
+        }
+    }
+
+    /// The parameters of a widget mounted into `element` (`data-vestibule-room`,
+    /// `data-vestibule-lang`, `data-vestibule-transport`), with the API under `base` (the
+    /// folder `widget.js` was loaded from). Without `data-vestibule-lang` the language is the
+    /// storefront page's `<html lang>`, else the browser's.
+    pub fn for_widget(element: &web_sys::Element, base: &str) -> Self {
+        let attribute = |name: &str| element.get_attribute(name).map(|v| v.trim().to_owned());
+        let page_lang = document()
+            .document_element()
+            .and_then(|html| html.get_attribute("lang"));
+        let lang = attribute("data-vestibule-lang")
+            .as_deref()
+            .and_then(Lang::from_tag)
+            .or_else(|| page_lang.as_deref().and_then(Lang::from_tag))
+            .or_else(|| {
+                window()
+                    .navigator()
+                    .language()
+                    .as_deref()
+                    .and_then(Lang::from_tag)
+            })
+            .unwrap_or(Lang::En);
+        Self {
+            room: attribute("data-vestibule-room")
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| DEFAULT_ROOM.to_owned()),
+            lang,
+            lang_from_url: false,
+            transport: attribute("data-vestibule-transport")
+                .as_deref()
+                .and_then(Transport::parse)
+                .unwrap_or(Transport::Auto),
+            return_to: None,
+            base: base.to_owned(),
+            host: Host::Widget(element.clone()),
         }
     }
 
@@ -149,9 +191,12 @@ fn is_plain_relative(url: &str) -> bool {
         && !url.chars().any(char::is_control)
 }
 
-/// Where to send an admitted shopper: the server's `checkoutUrl` when it is a same-origin path
-/// (as is) or a relative reference (under `base`), else `{base}checkout?room=…`; carries `lang`
-/// when the URL chose one.
+/// Where to send an admitted shopper: the server's `checkoutUrl` when it is an `http(s)` URL
+/// (the room setting, checked by the server against `--cors-origins`), a path on the page's
+/// origin (as is; on the base's origin when the base is absolute, as in the widget) or a
+/// relative reference (under `base`), else `{base}checkout?room=…`; carries `lang` when the URL
+/// chose one, except to an `http(s)` URL (the storefront's page, taken as configured). Anything
+/// else (`javascript:`, `//host`, control characters) is never followed.
 pub fn checkout_href(
     base: &str,
     room: &str,
@@ -159,7 +204,13 @@ pub fn checkout_href(
     checkout_url: Option<&str>,
 ) -> String {
     let mut href = match checkout_url {
-        Some(url) if is_same_origin_path(url) => url.to_owned(),
+        // The storefront's own page: as configured, without the page's `lang`.
+        Some(url) if url_origin(url).is_some() && !url.chars().any(char::is_control) => {
+            return url.to_owned();
+        }
+        Some(url) if is_same_origin_path(url) => {
+            format!("{}{url}", url_origin(base).unwrap_or_default())
+        }
         Some(url) if is_plain_relative(url) => format!("{base}{url}"),
         _ => format!("{base}checkout?room={room}"),
     };
@@ -211,9 +262,31 @@ mod tests {
     }
 
     #[test]
-    fn checkout_never_leaves_the_origin() {
+    fn checkout_follows_only_http_urls_and_paths() {
+        assert_eq!(
+            checkout_href(
+                "/",
+                "main",
+                Some(Lang::Ko),
+                Some("https://shop.example/cart?x=1")
+            ),
+            "https://shop.example/cart?x=1"
+        );
+        // The widget's base is absolute: a path is on the waiting room's origin.
+        assert_eq!(
+            checkout_href(
+                "https://q.example/_v/",
+                "main",
+                None,
+                Some("/_v/checkout?room=main")
+            ),
+            "https://q.example/_v/checkout?room=main"
+        );
+        assert_eq!(
+            checkout_href("https://q.example/", "main", None, None),
+            "https://q.example/checkout?room=main"
+        );
         for url in [
-            "https://evil.example/",
             "//evil.example/x",
             "/\\evil.example",
             "\\evil.example",
@@ -251,6 +324,7 @@ mod tests {
             transport: Transport::Sse,
             return_to: Some("/checkout?x=1&y=2".into()),
             base: "/_vestibule/".into(),
+            host: Host::Page,
         };
         assert_eq!(
             params.href_with_lang(Lang::En),

@@ -23,6 +23,7 @@ use crate::{
     backoff::Backoff,
     connection::{ActiveTransport, Connection, Phase, QueueView, RetryCountdown},
     early,
+    embed::Embedder,
     handoff::Exit,
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
@@ -47,6 +48,7 @@ pub struct Queue {
     room: String,
     base: String,
     exit: Rc<Exit>,
+    embed: Rc<Embedder>,
     lang: Lang,
     lang_from_url: bool,
     requested: Transport,
@@ -78,10 +80,12 @@ impl Queue {
             Transport::Auto | Transport::Sse => ActiveTransport::Sse,
         };
         let view = QueueView::new(transport);
+        let embed = Embedder::start(params.host.clone(), &params.room);
         let queue = Rc::new(Self {
             room: params.room.clone(),
             base: params.base.clone(),
-            exit: Exit::new(params, view.announcement),
+            exit: Exit::new(params, view.announcement, Rc::clone(&embed)),
+            embed,
             lang: params.lang,
             lang_from_url: params.lang_from_url,
             requested: params.transport,
@@ -238,6 +242,7 @@ impl Queue {
             self.view.starting_position.set(Some(start));
         }
         self.announce_change(&status, was_lost);
+        self.embed.status(&status);
 
         let state = status.status;
         let checkout = matches!(state, TicketState::TokenIssued).then(|| {

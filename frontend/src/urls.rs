@@ -37,8 +37,22 @@ pub fn base_of(pathname: &str) -> &str {
     }
 }
 
-/// The base of the page as loaded (from `location.pathname`).
+thread_local! {
+    /// The widget's base (absolute), once `widget.js` mounted the page into a storefront.
+    static WIDGET_BASE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes `base` (absolute, e.g. `https://queue.shop.example/`) the base of every URL the page
+/// builds: the widget runs in the storefront's document, its API is where `widget.js` came from.
+pub fn set_widget_base(base: &str) {
+    WIDGET_BASE.with(|b| b.replace(Some(base.to_owned())));
+}
+
+/// The base of the page as loaded (from `location.pathname`), or the widget's.
 pub fn current_base() -> String {
+    if let Some(base) = WIDGET_BASE.with(|b| b.borrow().clone()) {
+        return base;
+    }
     let pathname = window().location().pathname().unwrap_or_default();
     base_of(&pathname).to_owned()
 }

@@ -12,8 +12,10 @@
 //! - [`is_valid_room_slug`]: the room-name rule.
 //! - [`paths`]: the API's paths built from room and ticket id (clients, tests, benchmark).
 //! - [`gate`]: gate mode's session exchange ([`SessionRequest`] / [`EntrySession`]).
+//! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
 
+pub mod embed;
 pub mod entry;
 pub mod gate;
 pub use gate::{EntrySession, SessionRequest};
@@ -187,6 +189,12 @@ pub struct RoomSettings {
         schema(minimum = 1, maximum = 10000000, example = 500)
     )]
     pub max_active_users: Option<u64>,
+    /// Where the page sends an admitted shopper ([`settings::check_checkout_url`]); null = the
+    /// demo checkout. Example: `"https://shop.example/checkout"`.
+    #[cfg_attr(feature = "openapi", schema(max_length = 2048))]
+    pub checkout_url: Option<String>,
+    /// Whether the page hands the entry token to the storefront embedding it. Example: `false`.
+    pub share_token_with_embedder: bool,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -233,6 +241,24 @@ pub struct RoomSettingsPatch {
         schema(value_type = Option<u64>, minimum = 1, maximum = 10000000, example = 500)
     )]
     pub max_active_users: Option<Option<u64>>,
+    /// New checkout URL ([`settings::check_checkout_url`]); `null` = the demo checkout again.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 2048))]
+    pub checkout_url: Option<Option<String>>,
+    /// Hand the entry token to the embedding storefront (true) or not (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_token_with_embedder: Option<bool>,
+}
+
+/// A field where `null` means "clear it" (`Some(None)`) and absence "unchanged" (`None`).
+fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// A whole number written either way JSON allows (`3` or `3.0`): JSON Schema's `integer` accepts

@@ -39,6 +39,9 @@ pub enum SettingOutOfRange {
     TokenTtl,
     /// The active-users cap is not 1–10000000.
     MaxActiveUsers,
+    /// The checkout URL is not a path on this server nor an http(s) URL on a storefront origin
+    /// of `--cors-origins` ([`check_checkout_url`]).
+    CheckoutUrl,
 }
 
 impl SettingOutOfRange {
@@ -48,6 +51,7 @@ impl SettingOutOfRange {
             Self::AdmissionRate => "admissionRatePerSec",
             Self::TokenTtl => "tokenTtlSecs",
             Self::MaxActiveUsers => "maxActiveUsers",
+            Self::CheckoutUrl => "checkoutUrl",
         }
     }
 }
@@ -62,6 +66,11 @@ impl fmt::Display for SettingOutOfRange {
             ),
             Self::TokenTtl => write!(f, "{TOKEN_TTL_SECS_MIN}–{TOKEN_TTL_SECS_MAX} s"),
             Self::MaxActiveUsers => write!(f, "{MAX_ACTIVE_USERS_MIN}–{MAX_ACTIVE_USERS_MAX}"),
+            Self::CheckoutUrl => write!(
+                f,
+                "a path on this server (/…) or an http(s) URL on an origin of --cors-origins, \
+                 at most {CHECKOUT_URL_MAX_CHARS} characters without spaces or control characters"
+            ),
         }
     }
 }
@@ -100,6 +109,76 @@ pub fn check_max_active_users(cap: Option<u64>) -> Result<(), SettingOutOfRange>
         Some(cap) if !MAX_ACTIVE_USERS.contains(&cap) => Err(SettingOutOfRange::MaxActiveUsers),
         _ => Ok(()),
     }
+}
+
+/// Longest checkout URL, characters.
+pub const CHECKOUT_URL_MAX_CHARS: usize = 2048;
+
+/// The origin (`scheme://host[:port]`, lowercased) of an absolute `http://` or `https://` URL;
+/// `None` for anything else, and for URLs with user info (`https://a@b`), a backslash, or no host.
+pub fn url_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains(['@', '\\']) {
+        return None;
+    }
+    Some(format!("{scheme}://{}", authority.to_ascii_lowercase()))
+}
+
+/// Checks a room's checkout URL (where the page sends an admitted shopper, issue 18): a path on
+/// this server (one leading `/`, not `//` or `/\`) or a URL that starts with one of
+/// `allowed_origins` (`--cors-origins`, the storefronts, spelled as configured) followed by
+/// nothing, `/`, `?` or `#`; at most [`CHECKOUT_URL_MAX_CHARS`], no whitespace or control
+/// characters (browsers drop some of them, which could turn `/\t/evil` into `//evil`). The same
+/// rule as a regular expression: [`checkout_url_pattern`].
+///
+/// # Errors
+/// [`SettingOutOfRange::CheckoutUrl`].
+pub fn check_checkout_url(url: &str, allowed_origins: &[String]) -> Result<(), SettingOutOfRange> {
+    let clean = !url.is_empty()
+        && url.chars().count() <= CHECKOUT_URL_MAX_CHARS
+        && !url.chars().any(|c| c.is_control() || c.is_whitespace());
+    let path = url.starts_with('/') && !url[1..].starts_with(['/', '\\']);
+    let on_storefront = || {
+        allowed_origins.iter().any(|origin| {
+            url.strip_prefix(origin.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
+        })
+    };
+    if clean && (path || on_storefront()) {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::CheckoutUrl)
+    }
+}
+
+/// [`check_checkout_url`]'s rule (without the length, which is `maxLength`) as an ECMA-262
+/// regular expression: the OpenAPI `pattern` of `checkoutUrl`, written with this server's
+/// `--cors-origins`.
+pub fn checkout_url_pattern(allowed_origins: &[String]) -> String {
+    const CHAR: &str = r"[^\s\x00-\x1f\x7f-\x9f]";
+    let mut pattern = format!(r"^(/([^/\\\s\x00-\x1f\x7f-\x9f]{CHAR}*)?");
+    let origins: Vec<String> = allowed_origins
+        .iter()
+        .map(|origin| {
+            origin
+                .chars()
+                .flat_map(|c| {
+                    let special = "\\^$.|?*+()[]{}".contains(c);
+                    special.then_some('\\').into_iter().chain([c])
+                })
+                .collect()
+        })
+        .collect();
+    if !origins.is_empty() {
+        pattern.push_str(&format!("|({})([/?#]{CHAR}*)?", origins.join("|")));
+    }
+    pattern.push_str(")$");
+    pattern
 }
 
 impl RoomSettingsPatch {
@@ -166,5 +245,61 @@ mod tests {
             ..RoomSettingsPatch::default()
         };
         assert_eq!(cleared.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_checkout_url_is_a_path_here_or_on_a_configured_storefront() {
+        let shops = vec![
+            "https://shop.example".to_owned(),
+            "http://127.0.0.1:3000".into(),
+        ];
+        for good in [
+            "/checkout?room=main",
+            "/",
+            "https://shop.example/checkout",
+            "https://shop.example?x=1",
+            "https://shop.example",
+            "http://127.0.0.1:3000/buy",
+        ] {
+            assert_eq!(check_checkout_url(good, &shops), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "checkout",
+            "//evil.example/x",
+            "/\\evil.example",
+            "/\t/evil.example",
+            "/a b",
+            "https://evil.example/checkout",
+            "https://shop.example.evil.example/",
+            "HTTPS://Shop.Example/cart",
+            "https://shop.example@evil.example/",
+            "https://shop.example:444/",
+            "http://shop.example/",
+            "https://user@shop.example/",
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "ftp://shop.example/",
+        ] {
+            assert_eq!(
+                check_checkout_url(bad, &shops),
+                Err(SettingOutOfRange::CheckoutUrl),
+                "{bad:?}"
+            );
+        }
+        let long = format!("/{}", "a".repeat(CHECKOUT_URL_MAX_CHARS));
+        assert!(check_checkout_url(&long, &shops).is_err());
+        assert!(check_checkout_url("https://shop.example/", &[]).is_err());
+        assert_eq!(
+            checkout_url_pattern(&shops[..1]),
+            concat!(
+                r"^(/([^/\\\s\x00-\x1f\x7f-\x9f][^\s\x00-\x1f\x7f-\x9f]*)?",
+                r"|(https://shop\.example)([/?#][^\s\x00-\x1f\x7f-\x9f]*)?)$"
+            )
+        );
+        assert_eq!(
+            url_origin("https://Shop.example:8443/a?b").as_deref(),
+            Some("https://shop.example:8443")
+        );
     }
 }

@@ -16,7 +16,7 @@ use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use vestibule_shared::settings::SettingOutOfRange;
+use vestibule_shared::settings::{self, SettingOutOfRange};
 use vestibule_shared::{ErrorBody, RoomSettings, RoomSettingsPatch};
 
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
@@ -71,6 +71,8 @@ async fn answer(
         paused: in_force.paused,
         token_ttl_secs: in_force.token_ttl_ms / 1000,
         max_active_users: in_force.max_active_users,
+        checkout_url: in_force.checkout_url,
+        share_token_with_embedder: in_force.share_token_with_embedder,
         waiting: counts.waiting,
         active_users: counts.active,
     };
@@ -137,12 +139,17 @@ pub async fn settings(
 ///
 /// # Errors
 /// 400 `invalid_field` naming the field and its bounds, e.g. `tokenTtlSecs must be 1–86400 s`.
-fn checked(patch: &RoomSettingsPatch) -> Result<SettingsPatch, ApiError> {
-    patch.validate().map_err(|error| {
+fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatch, ApiError> {
+    let checkout = match &patch.checkout_url {
+        Some(Some(url)) => settings::check_checkout_url(url, origins),
+        _ => Ok(()),
+    };
+    patch.validate().and(checkout).map_err(|error| {
         let hint = match error {
             SettingOutOfRange::MaxActiveUsers => " (null removes the cap; pause to stop admission)",
             SettingOutOfRange::AdmissionRate => " (pause to stop admission)",
             SettingOutOfRange::TokenTtl => "",
+            SettingOutOfRange::CheckoutUrl => " (null = the demo checkout)",
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -151,6 +158,8 @@ fn checked(patch: &RoomSettingsPatch) -> Result<SettingsPatch, ApiError> {
         paused: patch.paused,
         token_ttl_ms: patch.token_ttl_secs.map(|secs| secs * 1000),
         max_active_users: patch.max_active_users,
+        checkout_url: patch.checkout_url.clone(),
+        share_token_with_embedder: patch.share_token_with_embedder,
     })
 }
 
@@ -169,7 +178,7 @@ fn checked(patch: &RoomSettingsPatch) -> Result<SettingsPatch, ApiError> {
     responses(
         (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
             headers(("ETag" = String, description = "The settings' new version"))),
-        (status = 400, description = "Not a JSON object, unknown field, value out of range, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
@@ -194,7 +203,7 @@ pub async fn update(
     }
     let patch: RoomSettingsPatch = serde_json::from_value(body)
         .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
-    let patch = checked(&patch)?;
+    let patch = checked(&patch, &state.config.cors_origins)?;
     let expected = if_match(&headers)?;
     let settings = match state.store.update_room(&room, &patch, expected).await? {
         SettingsUpdate::Applied(settings) => settings,
@@ -247,6 +256,11 @@ mod tests {
                     Some(MAX_ACTIVE_USERS_MIN as f64),
                     Some(MAX_ACTIVE_USERS_MAX as f64)
                 ),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                properties["checkoutUrl"]["maxLength"].as_u64(),
+                Some(CHECKOUT_URL_MAX_CHARS as u64),
                 "{schema}: {properties}"
             );
         }

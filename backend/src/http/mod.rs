@@ -29,6 +29,7 @@ pub mod rooms;
 pub mod tickets;
 pub mod token_layer;
 pub mod user_assertion;
+pub mod widget;
 
 use std::time::Duration;
 
@@ -61,7 +62,7 @@ pub fn router(state: AppState) -> Router {
         )]);
     }
     let api = api
-        .merge(openapi::router(&document))
+        .merge(openapi::router(&document, &config.cors_origins))
         .route(
             "/api/{*rest}",
             axum::routing::any(crate::http::error::unknown_endpoint),

@@ -195,9 +195,19 @@ fn ticket_link(operation: &str) -> Value {
 )]
 pub struct ApiDoc;
 
-/// Serves the finished document (built once, from the router's declarations).
-pub fn router(document: &utoipa::openapi::OpenApi) -> Router<AppState> {
-    let json: Arc<str> = finished(document).to_string().into();
+/// Serves the finished document (built once, from the router's declarations), with the
+/// `pattern` of `checkoutUrl` written for `cors_origins`.
+pub fn router(document: &utoipa::openapi::OpenApi, cors_origins: &[String]) -> Router<AppState> {
+    let mut json = finished(document);
+    // `checkoutUrl`'s rule depends on this server's storefront origins (issue 18).
+    let pattern = vestibule_shared::settings::checkout_url_pattern(cors_origins);
+    for schema in ["RoomSettings", "RoomSettingsPatch"] {
+        let property = &mut json["components"]["schemas"][schema]["properties"]["checkoutUrl"];
+        if property.is_object() {
+            property["pattern"] = json!(pattern);
+        }
+    }
+    let json: Arc<str> = json.to_string().into();
     Router::new().route(
         "/api/v1/openapi.json",
         get(move || {

@@ -55,7 +55,9 @@ pub fn router(static_dir: &std::path::Path) -> Router<AppState> {
                 .precompressed_gzip()
                 .fallback(html.clone()),
         );
+    let index_html = std::fs::read_to_string(&index).unwrap_or_default();
     Router::new()
+        .merge(super::widget::router(&index_html))
         .route_service("/", html.clone())
         .route_service("/index.html", html.clone())
         .route_service("/checkout", html)

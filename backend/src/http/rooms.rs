@@ -3,6 +3,7 @@
 use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use vestibule_shared::embed::EmbeddingInfo;
 use vestibule_shared::{ErrorBody, RoomInfo, RoomState};
 
 use super::openapi::{EdgeErrors, StoreReadErrors};
@@ -13,7 +14,9 @@ use crate::store::now_ms;
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(room_info))
+    OpenApiRouter::new()
+        .routes(routes!(room_info))
+        .routes(routes!(room_embedding))
 }
 
 /// State, waiting and active counts, and the admission rate of a room.
@@ -47,5 +50,33 @@ pub async fn room_info(
         active_users: counts.active,
         admission_rate_per_sec: settings.admission_rate_per_sec,
         token_ttl_secs: settings.token_ttl_ms / 1000,
+    }))
+}
+
+/// What a framed page or the widget may tell the storefront embedding it (issue 18): the
+/// `postMessage` target origins (`--cors-origins`; the page never posts to `*`) and whether
+/// `vestibule:admitted` carries the entry token (the room's `shareTokenWithEmbedder`, as this
+/// replica last read it: within a tick of a change).
+#[utoipa::path(
+    get,
+    path = "/api/v1/rooms/{room}/embedding",
+    tag = "rooms",
+    operation_id = "room_embedding",
+    params(("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main")),
+    responses(
+        (status = 200, body = EmbeddingInfo),
+        (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
+        EdgeErrors,
+    )
+)]
+pub async fn room_embedding(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+) -> Result<Json<EmbeddingInfo>, ApiError> {
+    let runtime = state.room(&room)?;
+    Ok(Json(EmbeddingInfo {
+        room,
+        allowed_origins: state.config.cors_origins.clone(),
+        share_token_with_embedder: runtime.settings().share_token_with_embedder,
     }))
 }

@@ -68,8 +68,11 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .token_expires_at_ms
             .filter(|_| issued)
             .map(rfc3339_from_ms),
-        checkout_url: issued
-            .then(|| format!("{}checkout?room={}", config.gate.page_base(), room.name)),
+        checkout_url: issued.then(|| {
+            settings.checkout_url.clone().unwrap_or_else(|| {
+                format!("{}checkout?room={}", config.gate.page_base(), room.name)
+            })
+        }),
         room_state,
     }
 }

@@ -61,6 +61,12 @@ pub struct Settings {
     pub token_ttl_ms: u64,
     /// Cap on active users; `None` = no cap.
     pub max_active_users: Option<u64>,
+    /// Where the page sends an admitted shopper; `None` = the demo checkout (issue 18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout_url: Option<String>,
+    /// Whether the page hands the entry token to the storefront embedding it.
+    #[serde(default)]
+    pub share_token_with_embedder: bool,
 }
 
 /// A partial change of [`Settings`]; `None` fields stay as they are.
@@ -74,6 +80,10 @@ pub struct SettingsPatch {
     pub token_ttl_ms: Option<u64>,
     /// New cap: `Some(None)` clears it.
     pub max_active_users: Option<Option<u64>>,
+    /// New checkout URL: `Some(None)` = the demo checkout again.
+    pub checkout_url: Option<Option<String>>,
+    /// Share the entry token with the embedding storefront or not.
+    pub share_token_with_embedder: Option<bool>,
 }
 
 impl StoreError {
@@ -115,6 +125,8 @@ impl Settings {
             paused: Some(self.paused),
             token_ttl_ms: Some(self.token_ttl_ms),
             max_active_users: Some(self.max_active_users),
+            checkout_url: Some(self.checkout_url.clone()),
+            share_token_with_embedder: Some(self.share_token_with_embedder),
         }
     }
 
@@ -127,6 +139,13 @@ impl Settings {
             paused: patch.paused.unwrap_or(self.paused),
             token_ttl_ms: patch.token_ttl_ms.unwrap_or(self.token_ttl_ms),
             max_active_users: patch.max_active_users.unwrap_or(self.max_active_users),
+            checkout_url: patch
+                .checkout_url
+                .clone()
+                .unwrap_or_else(|| self.checkout_url.clone()),
+            share_token_with_embedder: patch
+                .share_token_with_embedder
+                .unwrap_or(self.share_token_with_embedder),
         }
     }
 }

@@ -19,6 +19,7 @@ use leptos::prelude::*;
 use crate::{
     connection::Phase,
     early,
+    embed::Host,
     i18n::{t, Text},
     language_switch::LanguageSwitch,
     page_params::PageParams,
@@ -62,6 +63,9 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     let joining = Signal::derive(move || phase.with(|p| *p == Phase::Joining));
     mark_place_on_screen(phase);
     let room_name = params.room.clone();
+    // The storefront chooses the widget's language (`data-vestibule-lang`): no link away.
+    let language_switch = (!matches!(params.host, Host::Widget(_)))
+        .then(|| view! { <LanguageSwitch params=params.clone() /> });
 
     view! {
         <main class="card" aria-labelledby="room-name">
@@ -85,6 +89,6 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             />
             <Announcer text=state.announcement />
         </main>
-        <LanguageSwitch params=params />
+        {language_switch}
     }
 }

@@ -6,6 +6,7 @@
 mod admission;
 mod bad_input;
 mod configuration;
+mod embedding;
 mod joins;
 mod outage;
 mod polls;

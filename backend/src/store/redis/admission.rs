@@ -30,8 +30,8 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 9 {
-            return Err(StoreError::Corrupt("admit reply needs 9 fields".into()));
+        if reply.len() != 11 {
+            return Err(StoreError::Corrupt("admit reply needs 11 fields".into()));
         }
         let numbers: Vec<i64> = reply[..4].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active] = numbers.as_slice() else {

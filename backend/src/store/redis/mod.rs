@@ -82,7 +82,13 @@ pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: 
                 .max_active_users
                 .map(|cap| cap.to_string())
                 .unwrap_or_default(),
-        );
+        )
+        .arg(config.checkout_url.as_deref().unwrap_or_default())
+        .arg(if config.share_token_with_embedder {
+            "1"
+        } else {
+            "0"
+        });
 }
 
 /// The names of one room's keys.

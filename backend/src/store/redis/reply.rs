@@ -84,7 +84,7 @@ pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
 /// Settings fields `rate, paused, ttl_ms, cap, ver` as stored → versioned settings.
 pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, StoreError> {
     let [settings @ .., version] = fields else {
-        return Err(StoreError::Corrupt("room settings need 5 fields".into()));
+        return Err(StoreError::Corrupt("room settings need 7 fields".into()));
     };
     Ok(VersionedSettings {
         settings: parse_config(settings)?,
@@ -92,11 +92,11 @@ pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, Sto
     })
 }
 
-/// Settings fields `rate, paused, ttl_ms, cap` as stored (empty = absent) → a config.
+/// Settings fields `rate, paused, ttl_ms, cap, checkout, share` as stored (empty = absent) → a config.
 pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
     let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
-    let [rate, paused, ttl_ms, cap] = text.as_slice() else {
-        return Err(StoreError::Corrupt("room settings need 4 fields".into()));
+    let [rate, paused, ttl_ms, cap, checkout, share] = text.as_slice() else {
+        return Err(StoreError::Corrupt("room settings need 6 fields".into()));
     };
     if rate.is_empty() {
         return Err(StoreError::Corrupt("room settings are missing".into()));
@@ -117,6 +117,8 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
                     .map_err(|_| StoreError::Corrupt(format!("cap {cap:?}")))?,
             )
         },
+        checkout_url: (!checkout.is_empty()).then(|| checkout.clone()),
+        share_token_with_embedder: share == "1",
     })
 }
 

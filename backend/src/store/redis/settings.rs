@@ -41,7 +41,9 @@ impl RedisStore {
             .bounded(
                 redis::cmd("HMGET")
                     .arg(keys.key("settings"))
-                    .arg(&["rate", "paused", "ttl_ms", "cap", "ver"])
+                    .arg(&[
+                        "rate", "paused", "ttl_ms", "cap", "checkout", "share", "ver",
+                    ])
                     .query_async(&mut connection),
             )
             .await
@@ -75,7 +77,18 @@ impl RedisStore {
             )
             .arg(patch.max_active_users.map_or_else(unchanged, |cap| {
                 cap.map(|c| c.to_string()).unwrap_or_default()
-            }));
+            }))
+            .arg(
+                patch
+                    .checkout_url
+                    .as_ref()
+                    .map_or_else(unchanged, |url| url.clone().unwrap_or_default()),
+            )
+            .arg(
+                patch
+                    .share_token_with_embedder
+                    .map_or_else(unchanged, |share| if share { "1" } else { "0" }.to_owned()),
+            );
         let reply = self.run_script(&invocation).await?;
         let [applied, settings @ ..] = reply.as_slice() else {
             return Err(StoreError::Corrupt("update_room reply is empty".into()));
@@ -111,7 +124,7 @@ impl RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
         let [epoch, settings @ .., secret, active] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 8 fields".into()));
+            return Err(StoreError::Corrupt("lease reply needs 10 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;

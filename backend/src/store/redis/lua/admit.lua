@@ -5,11 +5,12 @@
 -- ARGV[1] holder   ARGV[2] epoch   ARGV[3] now ms   ARGV[4] token TTL ms   ARGV[5] keep ms
 -- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8] lease ms
 -- ARGV[9..] tokens "room.secret"
--- Returns {admitted (-1 = fenced), expired, waiting, active, rate, paused, ttl_ms, cap, version}:
+-- Returns {admitted (-1 = fenced), expired, waiting, active, rate, paused, ttl_ms, cap, checkout,
+-- share, version}:
 -- the settings are those in force now, for the next tick's quota. A room paused in the store
 -- admits nobody, whatever the caller's (possibly older) copy of the settings says.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, '', '', '', '', ''}
+  return {-1, 0, 0, 0, '', '', '', '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -31,7 +32,7 @@ if #overdue > 0 then
 end
 
 local active = redis.call('ZCARD', KEYS[2])
-local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'ver')
+local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share', 'ver')
 local quota = #ARGV - 8
 if s[2] == '1' then
   quota = 0
@@ -60,4 +61,4 @@ if admitted > 0 then
   redis.call('INCRBY', KEYS[6], admitted)
 end
 return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted,
-        s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '0'}
+        s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '0'}
