@@ -23,6 +23,8 @@ fn defaults() -> Settings {
         paused: false,
         token_ttl_ms: 60_000,
         max_active_users: None,
+        abandon_after_ms: vestibule::store::default_abandon_after_ms(),
+        hold_place_ms: vestibule::store::default_hold_place_ms(),
     }
 }
 
@@ -55,6 +57,8 @@ async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
         keep_ms: KEEP_MS,
         max_active_users: None,
         tokens,
+        abandon_after_ms: u64::MAX / 2,
+        hold_place_ms: 0,
     };
     let outcome = store.admit(ROOM, &request).await.unwrap();
     store.release_lease(ROOM, &holder).await.unwrap();

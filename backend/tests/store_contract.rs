@@ -26,6 +26,8 @@ fn defaults() -> Settings {
         paused: false,
         token_ttl_ms: 60_000,
         max_active_users: None,
+        abandon_after_ms: vestibule::store::default_abandon_after_ms(),
+        hold_place_ms: vestibule::store::default_hold_place_ms(),
     }
 }
 
@@ -91,6 +93,8 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
                 keep_ms: KEEP_MS,
                 max_active_users: None,
                 tokens: &tokens,
+                abandon_after_ms: u64::MAX / 2,
+                hold_place_ms: 0,
             },
         )
         .await
@@ -378,6 +382,8 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
             keep_ms: KEEP_MS,
             max_active_users: None,
             tokens: &tokens,
+            abandon_after_ms: u64::MAX / 2,
+            hold_place_ms: 0,
         };
         assert!(
             store
@@ -670,6 +676,8 @@ async fn the_active_users_cap_holds_admission_back() {
                     keep_ms: KEEP_MS,
                     max_active_users: Some(3),
                     tokens: &tokens,
+                    abandon_after_ms: u64::MAX / 2,
+                    hold_place_ms: 0,
                 },
             )
             .await

@@ -48,6 +48,8 @@ fn defaults() -> Settings {
         paused: false,
         token_ttl_ms: 60_000,
         max_active_users: None,
+        abandon_after_ms: vestibule::store::default_abandon_after_ms(),
+        hold_place_ms: vestibule::store::default_hold_place_ms(),
     }
 }
 

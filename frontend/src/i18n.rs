@@ -53,6 +53,7 @@ pub enum Text {
     JoiningDetail,
     InLine,
     InLineDetail,
+    PlaceKept,
     Paused,
     PausedDetail,
     YourTurn,
@@ -128,6 +129,10 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "잠시만 기다려 주세요. 이 페이지를 열어 두세요.",
         ),
         InLine => ("You're in line", "대기 중입니다"),
+        PlaceKept => (
+            "Your place was kept while you were away.",
+            "자리를 비운 동안에도 순서를 지켜 두었습니다.",
+        ),
         InLineDetail => (
             "Keep this page open. When it's your turn, we'll take you to checkout automatically.",
             "이 페이지를 열어 두세요. 차례가 되면 결제 페이지로 자동으로 이동합니다.",

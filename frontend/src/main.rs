@@ -30,6 +30,7 @@ mod connection;
 mod early;
 mod focus;
 mod handoff;
+mod heartbeat;
 mod i18n;
 mod language_switch;
 mod order;

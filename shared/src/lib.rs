@@ -131,6 +131,14 @@ pub struct TicketStatus {
     pub checkout_url: Option<String>,
     /// Whether the room is admitting right now. Example: `"OPEN"`.
     pub room_state: RoomState,
+    /// True once this ticket, skipped after `abandonAfterSecs` of silence, kept its place when
+    /// heard from again (docs/DESIGN.md "Presence"); absent = false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub place_kept: bool,
+    /// While `WAITING`: ms between heartbeats (`POST …/heartbeat`) of a client that does not poll
+    /// (a hidden tab), well under the abandon time. Example: `60000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_after_ms: Option<u64>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).
@@ -187,6 +195,12 @@ pub struct RoomSettings {
         schema(minimum = 1, maximum = 10000000, example = 500)
     )]
     pub max_active_users: Option<u64>,
+    /// Seconds without a poll, stream or heartbeat before a waiting ticket is skipped, 1–86400.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400, example = 300))]
+    pub abandon_after_secs: u64,
+    /// Seconds a skipped ticket keeps its place, 0–86400. Example: `1800`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86400, example = 1800))]
+    pub hold_place_secs: u64,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -233,6 +247,14 @@ pub struct RoomSettingsPatch {
         schema(value_type = Option<u64>, minimum = 1, maximum = 10000000, example = 500)
     )]
     pub max_active_users: Option<Option<u64>>,
+    /// New abandon time in seconds, 1–86400.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_number")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400, example = 300))]
+    pub abandon_after_secs: Option<u64>,
+    /// New place-holding time in seconds, 0–86400.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_number")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86400, example = 1800))]
+    pub hold_place_secs: Option<u64>,
 }
 
 /// A whole number written either way JSON allows (`3` or `3.0`): JSON Schema's `integer` accepts
@@ -424,6 +446,8 @@ mod tests {
             token_expires_at: Some("2026-11-27T09:00:00Z".into()),
             checkout_url: Some("/checkout?room=main".into()),
             room_state: RoomState::Open,
+            place_kept: false,
+            heartbeat_after_ms: None,
         };
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["status"], "TOKEN_ISSUED");

@@ -71,6 +71,8 @@ async fn answer(
         paused: in_force.paused,
         token_ttl_secs: in_force.token_ttl_ms / 1000,
         max_active_users: in_force.max_active_users,
+        abandon_after_secs: in_force.abandon_after_ms / 1000,
+        hold_place_secs: in_force.hold_place_ms / 1000,
         waiting: counts.waiting,
         active_users: counts.active,
     };
@@ -142,7 +144,8 @@ fn checked(patch: &RoomSettingsPatch) -> Result<SettingsPatch, ApiError> {
         let hint = match error {
             SettingOutOfRange::MaxActiveUsers => " (null removes the cap; pause to stop admission)",
             SettingOutOfRange::AdmissionRate => " (pause to stop admission)",
-            SettingOutOfRange::TokenTtl => "",
+            SettingOutOfRange::AbandonAfter => " (never applied under 3× the longest poll hint)",
+            SettingOutOfRange::TokenTtl | SettingOutOfRange::HoldPlace => "",
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -151,6 +154,8 @@ fn checked(patch: &RoomSettingsPatch) -> Result<SettingsPatch, ApiError> {
         paused: patch.paused,
         token_ttl_ms: patch.token_ttl_secs.map(|secs| secs * 1000),
         max_active_users: patch.max_active_users,
+        abandon_after_ms: patch.abandon_after_secs.map(|secs| secs * 1000),
+        hold_place_ms: patch.hold_place_secs.map(|secs| secs * 1000),
     })
 }
 
@@ -247,6 +252,17 @@ mod tests {
                     Some(MAX_ACTIVE_USERS_MIN as f64),
                     Some(MAX_ACTIVE_USERS_MAX as f64)
                 ),
+                "{schema}: {properties}"
+            );
+            let secs = |min: u64, max: u64| (Some(min as f64), Some(max as f64));
+            assert_eq!(
+                bounds("abandonAfterSecs"),
+                secs(ABANDON_AFTER_SECS_MIN, ABANDON_AFTER_SECS_MAX),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("holdPlaceSecs"),
+                secs(HOLD_PLACE_SECS_MIN, HOLD_PLACE_SECS_MAX),
                 "{schema}: {properties}"
             );
         }

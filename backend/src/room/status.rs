@@ -7,7 +7,7 @@
 use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 use crate::config::Config;
-use crate::room::eta;
+use crate::room::{eta, presence};
 use crate::room::RoomRuntime;
 use crate::store::{now_ms, TicketRecord};
 
@@ -71,6 +71,13 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         checkout_url: issued
             .then(|| format!("{}checkout?room={}", config.gate.page_base(), room.name)),
         room_state,
+        place_kept: record.place_kept,
+        heartbeat_after_ms: (record.state == TicketState::Waiting).then(|| {
+            presence::heartbeat_after_ms(presence::effective_abandon_ms(
+                &settings,
+                &config.poll_tiers,
+            ))
+        }),
     }
 }
 

@@ -9,6 +9,7 @@ mod configuration;
 mod joins;
 mod outage;
 mod polls;
+mod presence;
 mod sse;
 mod tokens;
 

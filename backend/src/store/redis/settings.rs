@@ -41,7 +41,15 @@ impl RedisStore {
             .bounded(
                 redis::cmd("HMGET")
                     .arg(keys.key("settings"))
-                    .arg(&["rate", "paused", "ttl_ms", "cap", "ver"])
+                    .arg(&[
+                        "rate",
+                        "paused",
+                        "ttl_ms",
+                        "cap",
+                        "abandon_ms",
+                        "hold_ms",
+                        "ver",
+                    ])
                     .query_async(&mut connection),
             )
             .await
@@ -75,7 +83,9 @@ impl RedisStore {
             )
             .arg(patch.max_active_users.map_or_else(unchanged, |cap| {
                 cap.map(|c| c.to_string()).unwrap_or_default()
-            }));
+            }))
+            .arg(patch.abandon_after_ms.map_or_else(unchanged, |ms| ms.to_string()))
+            .arg(patch.hold_place_ms.map_or_else(unchanged, |ms| ms.to_string()));
         let reply = self.run_script(&invocation).await?;
         let [applied, settings @ ..] = reply.as_slice() else {
             return Err(StoreError::Corrupt("update_room reply is empty".into()));
@@ -111,7 +121,7 @@ impl RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
         let [epoch, settings @ .., secret, active] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 8 fields".into()));
+            return Err(StoreError::Corrupt("lease reply needs 10 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
