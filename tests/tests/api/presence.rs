@@ -66,7 +66,9 @@ async fn presence_scenario(apps: &[&TestApp]) {
         "the 60 heard from see positions without the 40 silent ones"
     );
     assert!(statuses.iter().all(|s| !s.place_kept));
-    let (_, settings) = admin.get_json(&paths::admin_room("main")).await;
+    let (_, room) = admin.get_json(&paths::room("main")).await;
+    assert_eq!(room["waiting"], 60, "{room}");
+    let settings = admin.patch_room("main", json!({})).await;
     assert_eq!(settings["waiting"], 60, "{settings}");
     assert_eq!(settings["abandonAfterSecs"], ABANDON_SECS);
 
