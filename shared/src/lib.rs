@@ -196,10 +196,16 @@ pub struct RoomSettings {
     )]
     pub max_active_users: Option<u64>,
     /// Seconds without a poll, stream or heartbeat before a waiting ticket is skipped, 1–86400.
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400, example = 300))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 300)
+    )]
     pub abandon_after_secs: u64,
     /// Seconds a skipped ticket keeps its place, 0–86400. Example: `1800`.
-    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86400, example = 1800))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 86400, example = 1800)
+    )]
     pub hold_place_secs: u64,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
@@ -248,12 +254,26 @@ pub struct RoomSettingsPatch {
     )]
     pub max_active_users: Option<Option<u64>>,
     /// New abandon time in seconds, 1–86400.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_number")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 86400, example = 300))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 300)
+    )]
     pub abandon_after_secs: Option<u64>,
     /// New place-holding time in seconds, 0–86400.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_number")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86400, example = 1800))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 86400, example = 1800)
+    )]
     pub hold_place_secs: Option<u64>,
 }
 

@@ -13,7 +13,12 @@ pub const POLL_HINTS_PER_ABANDON: u64 = 3;
 /// hint. Every hint is at most its tier's delay (`eta::next_poll_after_ms` only lowers it), so a
 /// client that follows its hints is heard from at least three times within the abandon time.
 pub fn effective_abandon_ms(settings: &Settings, tiers: &PollTiers) -> u64 {
-    let longest = tiers.0.iter().map(|tier| tier.after_ms).max().unwrap_or(30_000);
+    let longest = tiers
+        .0
+        .iter()
+        .map(|tier| tier.after_ms)
+        .max()
+        .unwrap_or(30_000);
     settings
         .abandon_after_ms
         .max(POLL_HINTS_PER_ABANDON * longest)

@@ -7,8 +7,8 @@
 use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 use crate::config::Config;
-use crate::room::{eta, presence};
 use crate::room::RoomRuntime;
+use crate::room::{eta, presence};
 use crate::store::{now_ms, TicketRecord};
 
 /// The public status of a ticket: position, ETA and poll hint by the formulas of

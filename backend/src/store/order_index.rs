@@ -208,11 +208,13 @@ impl<T> OrderIndex<T> {
     /// The entries in arrival order with their sequences.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
         let front = self.front.iter().map(|(seq, value)| (*seq, value));
-        front.chain(self.slots
-            .iter()
-            .enumerate()
-            .skip(self.head)
-            .filter_map(|(i, slot)| slot.as_ref().map(|value| (self.base + i as u64, value))))
+        front.chain(
+            self.slots
+                .iter()
+                .enumerate()
+                .skip(self.head)
+                .filter_map(|(i, slot)| slot.as_ref().map(|value| (self.base + i as u64, value))),
+        )
     }
 }
 

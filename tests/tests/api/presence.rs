@@ -53,8 +53,14 @@ async fn presence_scenario(apps: &[&TestApp]) {
     }
     // Ghosts: 2 of every 5, the very first in line among them.
     let is_ghost = |i: usize| i % 5 == 0 || i % 5 == 3;
-    let alive: Vec<String> = (0..100).filter(|i| !is_ghost(*i)).map(|i| ids[i].clone()).collect();
-    let ghosts: Vec<String> = (0..100).filter(|i| is_ghost(*i)).map(|i| ids[i].clone()).collect();
+    let alive: Vec<String> = (0..100)
+        .filter(|i| !is_ghost(*i))
+        .map(|i| ids[i].clone())
+        .collect();
+    let ghosts: Vec<String> = (0..100)
+        .filter(|i| is_ghost(*i))
+        .map(|i| ids[i].clone())
+        .collect();
     assert_eq!((alive.len(), ghosts.len()), (60, 40));
 
     keep_alive_for(apps, &alive, Duration::from_secs(ABANDON_SECS + 3)).await;
@@ -164,10 +170,15 @@ async fn a_skipped_ticket_expires_after_its_hold_and_heartbeats_keep_a_place(bac
     let kept = app.poll("main", &beating.ticket_id).await;
     assert_eq!(kept.position, Some(1), "{kept:?}");
     assert!(!kept.place_kept, "never skipped: {kept:?}");
-    assert!(kept.heartbeat_after_ms.is_some_and(|ms| ms >= 1000 && ms < ABANDON_SECS * 1000));
+    assert!(kept
+        .heartbeat_after_ms
+        .is_some_and(|ms| ms >= 1000 && ms < ABANDON_SECS * 1000));
     let expired = app.poll("main", &silent.ticket_id).await;
     assert_eq!(expired.status, TicketState::Expired, "{expired:?}");
-    assert_eq!(heartbeat(&app, &silent.ticket_id).await, StatusCode::CONFLICT);
+    assert_eq!(
+        heartbeat(&app, &silent.ticket_id).await,
+        StatusCode::CONFLICT
+    );
     assert_eq!(
         heartbeat(&app, "AAAAAAAAAAAAAAAAAAAAAA").await,
         StatusCode::NOT_FOUND

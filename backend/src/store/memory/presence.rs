@@ -92,7 +92,11 @@ impl Room {
 
     /// Hears from `ids` at `now_ms` (see `Store::hear`). Returns the records and the ids that
     /// came back to their place (the durable store journals those).
-    pub fn hear(&mut self, ids: &[String], now_ms: u64) -> (Vec<Option<TicketRecord>>, Vec<String>) {
+    pub fn hear(
+        &mut self,
+        ids: &[String],
+        now_ms: u64,
+    ) -> (Vec<Option<TicketRecord>>, Vec<String>) {
         let mut returned = Vec::new();
         let records = ids
             .iter()

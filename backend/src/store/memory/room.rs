@@ -359,7 +359,11 @@ impl Room {
 
     /// Leaves the queue or gives back an unused token at `now_ms` (see `Store::leave`).
     pub fn leave(&mut self, id: &str, now_ms: u64, keep_ms: u64) -> LeaveOutcome {
-        let held = self.presence.held.get(id).is_some_and(|h| h.until_ms > now_ms);
+        let held = self
+            .presence
+            .held
+            .get(id)
+            .is_some_and(|h| h.until_ms > now_ms);
         if held {
             if let Some((key, _)) = self.presence.unhold(id) {
                 self.settle(&key, Settled::left(now_ms + keep_ms));

@@ -36,7 +36,9 @@ impl RedisStore {
                 .await
                 .map_err(StoreError::for_read)?;
             if reply.len() != batch.len() * 5 {
-                return Err(StoreError::Corrupt("hear reply has the wrong length".into()));
+                return Err(StoreError::Corrupt(
+                    "hear reply has the wrong length".into(),
+                ));
             }
             for (id, entry) in batch.iter().zip(reply.chunks_exact(5)) {
                 let position = as_i64(&entry[0])?;

@@ -84,8 +84,16 @@ impl RedisStore {
             .arg(patch.max_active_users.map_or_else(unchanged, |cap| {
                 cap.map(|c| c.to_string()).unwrap_or_default()
             }))
-            .arg(patch.abandon_after_ms.map_or_else(unchanged, |ms| ms.to_string()))
-            .arg(patch.hold_place_ms.map_or_else(unchanged, |ms| ms.to_string()));
+            .arg(
+                patch
+                    .abandon_after_ms
+                    .map_or_else(unchanged, |ms| ms.to_string()),
+            )
+            .arg(
+                patch
+                    .hold_place_ms
+                    .map_or_else(unchanged, |ms| ms.to_string()),
+            );
         let reply = self.run_script(&invocation).await?;
         let [applied, settings @ ..] = reply.as_slice() else {
             return Err(StoreError::Corrupt("update_room reply is empty".into()));
