@@ -52,7 +52,7 @@ async fn presence_scenario(apps: &[&TestApp]) {
         ids.push(apps[i % apps.len()].join("main", None).await.1.ticket_id);
     }
     // Ghosts: 2 of every 5, the very first in line among them.
-    let is_ghost = |i: usize| i % 5 == 0 || i % 5 == 3;
+    let is_ghost = |i: usize| matches!(i % 5, 0 | 3);
     let alive: Vec<String> = (0..100)
         .filter(|i| !is_ghost(*i))
         .map(|i| ids[i].clone())
@@ -172,7 +172,7 @@ async fn a_skipped_ticket_expires_after_its_hold_and_heartbeats_keep_a_place(bac
     assert!(!kept.place_kept, "never skipped: {kept:?}");
     assert!(kept
         .heartbeat_after_ms
-        .is_some_and(|ms| ms >= 1000 && ms < ABANDON_SECS * 1000));
+        .is_some_and(|ms| (1000..ABANDON_SECS * 1000).contains(&ms)));
     let expired = app.poll("main", &silent.ticket_id).await;
     assert_eq!(expired.status, TicketState::Expired, "{expired:?}");
     assert_eq!(
