@@ -138,7 +138,7 @@ pub async fn join(
         .store
         .join_with_limit(&room, key.as_deref(), &random_id(), limit.as_ref())
         .await?;
-    let outcome = match reply {
+    let mut outcome = match reply {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { retry_after_ms } => {
             metrics::counter!("vestibule_joins_rate_limited_total", "room" => room).increment(1);
@@ -147,7 +147,6 @@ pub async fn join(
             });
         }
     };
-    let mut outcome = outcome;
     if outcome.ticket.state == TicketState::Waiting && outcome.ticket.position.is_none() {
         // The key names a ticket skipped for silence, within its hold: this join is its holder
         // heard from again, so it goes back to its place.
@@ -243,8 +242,8 @@ pub async fn heartbeat(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::Conflict(format!(
-            "the ticket is {:?}, no longer waiting: poll it",
-            record.state
+            "the ticket is {}, no longer waiting: poll it",
+            record.state.as_str()
         )))
     }
 }
