@@ -20,8 +20,11 @@ pub use gate::{EntrySession, SessionRequest};
 
 use serde::{Deserialize, Serialize};
 
+mod numbers;
 pub mod paths;
 pub mod settings;
+
+use numbers::{nullable_whole_number, whole_number};
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -275,35 +278,6 @@ pub struct RoomSettingsPatch {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: Option<u64>,
-}
-
-/// A whole number written either way JSON allows (`3` or `3.0`): JSON Schema's `integer` accepts
-/// both, so a client that sends `3.0` must not be refused.
-fn whole_number<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    let Some(number) = Option::<f64>::deserialize(deserializer)? else {
-        return Ok(None);
-    };
-    if !(number.is_finite() && number >= 0.0 && number.fract() == 0.0 && number < 1.8e19) {
-        return Err(serde::de::Error::custom(format!(
-            "expected a whole number ≥ 0, got {number}"
-        )));
-    }
-    T::try_from(number as u64)
-        .map(Some)
-        .map_err(|_| serde::de::Error::custom(format!("{number} is too large")))
-}
-
-/// [`whole_number`] for a field where `null` means "clear it" (`Some(None)`).
-fn nullable_whole_number<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    whole_number(deserializer).map(Some)
 }
 
 /// The demo checkout's order body (`POST /api/v1/rooms/{room}/orders`); the body may be omitted.
