@@ -412,6 +412,8 @@ impl Config {
     /// A room's settings before any operator change.
     pub fn default_settings(&self) -> crate::store::Settings {
         crate::store::Settings {
+            abandon_after_ms: crate::store::default_abandon_after_ms(),
+            hold_place_ms: crate::store::default_hold_place_ms(),
             admission_rate_per_sec: self.admission_rate,
             paused: false,
             token_ttl_ms: self.token_ttl_secs * 1000,

@@ -25,6 +25,8 @@ fn defaults() -> Settings {
         max_active_users: None,
         checkout_url: None,
         share_token_with_embedder: false,
+        abandon_after_ms: vestibule::store::default_abandon_after_ms(),
+        hold_place_ms: vestibule::store::default_hold_place_ms(),
     }
 }
 
@@ -57,6 +59,8 @@ async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
         keep_ms: KEEP_MS,
         max_active_users: None,
         tokens,
+        abandon_after_ms: u64::MAX / 2,
+        hold_place_ms: 0,
     };
     let outcome = store.admit(ROOM, &request).await.unwrap();
     store.release_lease(ROOM, &holder).await.unwrap();

@@ -28,6 +28,8 @@ fn defaults() -> Settings {
         max_active_users: None,
         checkout_url: Some("https://shop.example/checkout?from=queue".into()),
         share_token_with_embedder: false,
+        abandon_after_ms: vestibule::store::default_abandon_after_ms(),
+        hold_place_ms: vestibule::store::default_hold_place_ms(),
     }
 }
 
@@ -93,6 +95,8 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
                 keep_ms: KEEP_MS,
                 max_active_users: None,
                 tokens: &tokens,
+                abandon_after_ms: u64::MAX / 2,
+                hold_place_ms: 0,
             },
         )
         .await
@@ -380,6 +384,8 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
             keep_ms: KEEP_MS,
             max_active_users: None,
             tokens: &tokens,
+            abandon_after_ms: u64::MAX / 2,
+            hold_place_ms: 0,
         };
         assert!(
             store
@@ -672,6 +678,8 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
                     max_active_users: None,
                     lease_ms: 1_000,
                     tokens: &[],
+                    abandon_after_ms: u64::MAX / 2,
+                    hold_place_ms: 0,
                 },
             )
             .await
@@ -738,6 +746,8 @@ async fn the_active_users_cap_holds_admission_back() {
                     keep_ms: KEEP_MS,
                     max_active_users: Some(3),
                     tokens: &tokens,
+                    abandon_after_ms: u64::MAX / 2,
+                    hold_place_ms: 0,
                 },
             )
             .await

@@ -48,6 +48,8 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         token_expires_at: None,
         checkout_url: None,
         room_state: vestibule_shared::RoomState::Paused,
+        place_kept: false,
+        heartbeat_after_ms: None,
     };
     let first = Event::default()
         .event("status")

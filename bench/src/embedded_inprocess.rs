@@ -50,6 +50,8 @@ fn defaults() -> Settings {
         max_active_users: None,
         checkout_url: None,
         share_token_with_embedder: false,
+        abandon_after_ms: vestibule::store::default_abandon_after_ms(),
+        hold_place_ms: vestibule::store::default_hold_place_ms(),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod embedded;
 pub mod embedded_inprocess;
 pub mod flash_sale;
 pub mod gate_overhead;
+pub mod ghosts;
 pub mod http;
 pub mod load;
 pub mod position_cost;

@@ -5,10 +5,12 @@ use std::process::Command;
 
 use crate::profile::Profile;
 use crate::report::Report;
-use crate::{baselines, capacity, embedded, gate_overhead, position_cost, sale, sse_capacity};
+use crate::{
+    baselines, capacity, embedded, gate_overhead, ghosts, position_cost, sale, sse_capacity,
+};
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 7] = [
+pub const STAGES: [&str; 8] = [
     "baselines",
     "sale",
     "capacity",
@@ -16,6 +18,7 @@ pub const STAGES: [&str; 7] = [
     "position",
     "sse",
     "gate",
+    "ghosts",
 ];
 
 /// What to run.
@@ -70,6 +73,12 @@ pub async fn run(options: &RunOptions) -> Report {
         eprintln!("[bench] stage: embedded store, memory vs durable");
         if let Err(error) = embedded::run(profile, &options.vestibule, &mut report).await {
             report.note(format!("stage embedded failed: {error:#}"));
+        }
+    }
+    if wants("ghosts") {
+        eprintln!("[bench] stage: ghosts (30% vanish mid-line)");
+        if let Err(error) = ghosts::run(&options.vestibule, 2000, 50.0, &mut report).await {
+            report.note(format!("stage ghosts failed: {error:#}"));
         }
     }
     if wants("position") {

@@ -144,6 +144,16 @@ pub async fn leave(room: &str, ticket_id: &str) -> Result<(), ApiError> {
     exchange(request, None, TICKET_CALL_TIMEOUT).await.map(drop)
 }
 
+/// "Still here" from a hidden tab that does not poll: 204 while the ticket waits.
+///
+/// # Errors
+/// 409 `conflict` (no longer waiting: poll it), 404, 503, [`ApiError::Network`],
+/// [`ApiError::Timeout`].
+pub async fn heartbeat(room: &str, ticket_id: &str) -> Result<(), ApiError> {
+    let request = Request::post(&format!("{}/heartbeat", ticket_path(room, ticket_id)));
+    exchange(request, None, TICKET_CALL_TIMEOUT).await.map(drop)
+}
+
 /// Places the demo order, sending the entry token (if any) in `X-Entry-Token` and the order's
 /// `Idempotency-Key`: a retry with the same key gets the same receipt, never `entry_token_used`.
 ///

@@ -211,6 +211,8 @@ mod tests {
             token_expires_at: None,
             checkout_url: None,
             room_state,
+            place_kept: false,
+            heartbeat_after_ms: None,
         })
     }
 

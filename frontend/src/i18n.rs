@@ -53,6 +53,7 @@ pub enum Text {
     JoiningDetail,
     InLine,
     InLineDetail,
+    PlaceKept,
     Paused,
     PausedDetail,
     YourTurn,
@@ -128,6 +129,10 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "잠시만 기다려 주세요. 이 페이지를 열어 두세요.",
         ),
         InLine => ("You're in line", "대기 중입니다"),
+        PlaceKept => (
+            "Your place was kept while you were away.",
+            "자리를 비운 동안에도 순서를 지켜 두었습니다.",
+        ),
         InLineDetail => (
             "Keep this page open. When it's your turn, we'll take you to checkout automatically.",
             "이 페이지를 열어 두세요. 차례가 되면 결제 페이지로 자동으로 이동합니다.",
@@ -145,10 +150,13 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "Your entry was used for an order. Thank you!",
             "입장권이 주문에 사용되었습니다. 감사합니다!",
         ),
-        Expired => ("Your entry time ran out", "입장 시간이 만료되었습니다"),
+        Expired => ("Your time ran out", "시간이 만료되었습니다"),
         ExpiredDetail => (
-            "Your turn came, but no order was placed before your entry ran out.",
-            "차례가 되었지만 입장 시간 안에 주문하지 않았습니다.",
+            "Either your turn came and no order was placed before your entry ran out, or this \
+             page was away from the line for longer than your place is kept. Join the line again \
+             for a new place.",
+            "차례가 되었지만 입장 시간 안에 주문하지 않았거나, 순서를 지켜 두는 시간보다 오래 \
+             대기열을 떠나 있었습니다. 다시 줄을 서면 새 순번을 받습니다.",
         ),
         Left => ("You left the line", "대기열에서 나갔습니다"),
         LeftDetail => (

@@ -33,6 +33,7 @@ mod early;
 mod embed;
 mod focus;
 mod handoff;
+mod heartbeat;
 mod i18n;
 mod language_switch;
 mod order;

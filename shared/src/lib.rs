@@ -22,8 +22,13 @@ pub use gate::{EntrySession, SessionRequest};
 
 use serde::{Deserialize, Serialize};
 
+mod numbers;
+mod orders;
 pub mod paths;
 pub mod settings;
+
+use numbers::{nullable, nullable_whole_number, whole_number};
+pub use orders::{OrderReceipt, OrderRequest};
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -133,6 +138,14 @@ pub struct TicketStatus {
     pub checkout_url: Option<String>,
     /// Whether the room is admitting right now. Example: `"OPEN"`.
     pub room_state: RoomState,
+    /// True once this ticket, skipped after `abandonAfterSecs` of silence, kept its place when
+    /// heard from again (docs/DESIGN.md "Presence"); absent = false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub place_kept: bool,
+    /// While `WAITING`: ms between heartbeats (`POST …/heartbeat`) of a client that does not poll
+    /// (a hidden tab), well under the abandon time. Example: `60000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_after_ms: Option<u64>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).
@@ -195,6 +208,18 @@ pub struct RoomSettings {
     pub checkout_url: Option<String>,
     /// Whether the page hands the entry token to the storefront embedding it. Example: `false`.
     pub share_token_with_embedder: bool,
+    /// Seconds without a poll, stream or heartbeat before a waiting ticket is skipped, 1–86400.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 300)
+    )]
+    pub abandon_after_secs: u64,
+    /// Seconds a skipped ticket keeps its place, 0–86400. Example: `1800`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 86400, example = 1800)
+    )]
+    pub hold_place_secs: u64,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -252,75 +277,28 @@ pub struct RoomSettingsPatch {
     /// Hand the entry token to the embedding storefront (true) or not (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_token_with_embedder: Option<bool>,
-}
-
-/// A field where `null` means "clear it" (`Some(None)`) and absence "unchanged" (`None`).
-fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
-/// A whole number written either way JSON allows (`3` or `3.0`): JSON Schema's `integer` accepts
-/// both, so a client that sends `3.0` must not be refused.
-fn whole_number<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    let Some(number) = Option::<f64>::deserialize(deserializer)? else {
-        return Ok(None);
-    };
-    if !(number.is_finite() && number >= 0.0 && number.fract() == 0.0 && number < 1.8e19) {
-        return Err(serde::de::Error::custom(format!(
-            "expected a whole number ≥ 0, got {number}"
-        )));
-    }
-    T::try_from(number as u64)
-        .map(Some)
-        .map_err(|_| serde::de::Error::custom(format!("{number} is too large")))
-}
-
-/// [`whole_number`] for a field where `null` means "clear it" (`Some(None)`).
-fn nullable_whole_number<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    whole_number(deserializer).map(Some)
-}
-
-/// The demo checkout's order body (`POST /api/v1/rooms/{room}/orders`); the body may be omitted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OrderRequest {
-    /// Product identifier, 1–64 chars. Example: `"sneaker-42"`.
-    #[serde(default)]
+    /// New abandon time in seconds, 1–86400.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
     #[cfg_attr(
         feature = "openapi",
-        schema(min_length = 1, max_length = 64, example = "sneaker-42")
+        schema(minimum = 1, maximum = 86400, example = 300)
     )]
-    pub sku: Option<String>,
-    /// Units, 1–10. Example: `1`.
-    #[serde(default, deserialize_with = "whole_number")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10, example = 1))]
-    pub quantity: Option<u32>,
-}
-
-/// The demo checkout's answer to a successful order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct OrderReceipt {
-    /// Order identifier (random). Example: `"ord_5cQx…"`.
-    pub order_id: String,
-    /// Room slug. Example: `"main"`.
-    pub room: String,
-    /// Product ordered. Example: `"sneaker-42"`.
-    pub sku: String,
-    /// Units ordered. Example: `1`.
-    pub quantity: u32,
+    pub abandon_after_secs: Option<u64>,
+    /// New place-holding time in seconds, 0–86400.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 86400, example = 1800)
+    )]
+    pub hold_place_secs: Option<u64>,
 }
 
 /// The body of every error answer: `{"error": "snake_code", "message": "…"}`.
@@ -450,6 +428,8 @@ mod tests {
             token_expires_at: Some("2026-11-27T09:00:00Z".into()),
             checkout_url: Some("/checkout?room=main".into()),
             room_state: RoomState::Open,
+            place_kept: false,
+            heartbeat_after_ms: None,
         };
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["status"], "TOKEN_ISSUED");

@@ -37,6 +37,12 @@ pub fn events(room: &str, ticket_id: &str) -> String {
     format!("{API_V1}/rooms/{room}/tickets/{ticket_id}/events")
 }
 
+/// A waiting ticket's presence without a poll (a hidden tab): `POST` →
+/// `/api/v1/rooms/{room}/tickets/{ticketId}/heartbeat`.
+pub fn heartbeat(room: &str, ticket_id: &str) -> String {
+    format!("{API_V1}/rooms/{room}/tickets/{ticket_id}/heartbeat")
+}
+
 /// The demo checkout behind the entry-token layer: `POST /api/v1/rooms/{room}/orders`.
 pub fn orders(room: &str) -> String {
     format!("{API_V1}/rooms/{room}/orders")

@@ -1,5 +1,5 @@
-//! The bounds of a room's settings — the operator's live knobs: admission rate, token TTL and
-//! active-users cap — in one place.
+//! The bounds of a room's settings — the operator's live knobs: admission rate, token TTL,
+//! active-users cap, abandon time and place-holding time — in one place.
 //!
 //! The server checks them at start (`--admission-rate`, `--token-ttl-secs`,
 //! `--max-active-users`; clap's ranges come from these consts) and on every admin `PATCH`
@@ -25,6 +25,19 @@ pub const MAX_ACTIVE_USERS_MIN: u64 = 1;
 /// Largest active-users cap.
 pub const MAX_ACTIVE_USERS_MAX: u64 = 10_000_000;
 
+/// Shortest abandon time, seconds (the server never applies less than 3× its longest poll hint).
+pub const ABANDON_AFTER_SECS_MIN: u64 = 1;
+/// Longest abandon time, seconds (one day).
+pub const ABANDON_AFTER_SECS_MAX: u64 = 86_400;
+/// Default abandon time, seconds.
+pub const ABANDON_AFTER_SECS_DEFAULT: u64 = 300;
+/// Shortest place-holding time, seconds (0: a skipped ticket expires at once).
+pub const HOLD_PLACE_SECS_MIN: u64 = 0;
+/// Longest place-holding time, seconds (one day).
+pub const HOLD_PLACE_SECS_MAX: u64 = 86_400;
+/// Default place-holding time, seconds.
+pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
+
 /// The token TTL's bounds in seconds (for clap's `value_parser!(u64).range(..)`).
 pub const TOKEN_TTL_SECS: RangeInclusive<u64> = TOKEN_TTL_SECS_MIN..=TOKEN_TTL_SECS_MAX;
 /// The active-users cap's bounds (for clap's `value_parser!(u64).range(..)`).
@@ -42,6 +55,10 @@ pub enum SettingOutOfRange {
     /// The checkout URL is not a path on this server nor an http(s) URL on a storefront origin
     /// of `--cors-origins` ([`check_checkout_url`]).
     CheckoutUrl,
+    /// The abandon time is not 1–86400 s.
+    AbandonAfter,
+    /// The place-holding time is not 0–86400 s.
+    HoldPlace,
 }
 
 impl SettingOutOfRange {
@@ -52,6 +69,8 @@ impl SettingOutOfRange {
             Self::TokenTtl => "tokenTtlSecs",
             Self::MaxActiveUsers => "maxActiveUsers",
             Self::CheckoutUrl => "checkoutUrl",
+            Self::AbandonAfter => "abandonAfterSecs",
+            Self::HoldPlace => "holdPlaceSecs",
         }
     }
 }
@@ -71,6 +90,10 @@ impl fmt::Display for SettingOutOfRange {
                 "a path on this server (/…) or an http(s) URL on an origin of --cors-origins, \
                  at most {CHECKOUT_URL_MAX_CHARS} characters without spaces or control characters"
             ),
+            Self::AbandonAfter => {
+                write!(f, "{ABANDON_AFTER_SECS_MIN}–{ABANDON_AFTER_SECS_MAX} s")
+            }
+            Self::HoldPlace => write!(f, "{HOLD_PLACE_SECS_MIN}–{HOLD_PLACE_SECS_MAX} s"),
         }
     }
 }
@@ -181,6 +204,30 @@ pub fn checkout_url_pattern(allowed_origins: &[String]) -> String {
     pattern
 }
 
+/// Checks an abandon time in seconds (docs/DESIGN.md "Presence").
+///
+/// # Errors
+/// [`SettingOutOfRange::AbandonAfter`].
+pub fn check_abandon_after_secs(secs: u64) -> Result<(), SettingOutOfRange> {
+    if (ABANDON_AFTER_SECS_MIN..=ABANDON_AFTER_SECS_MAX).contains(&secs) {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::AbandonAfter)
+    }
+}
+
+/// Checks a place-holding time in seconds.
+///
+/// # Errors
+/// [`SettingOutOfRange::HoldPlace`].
+pub fn check_hold_place_secs(secs: u64) -> Result<(), SettingOutOfRange> {
+    if (HOLD_PLACE_SECS_MIN..=HOLD_PLACE_SECS_MAX).contains(&secs) {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::HoldPlace)
+    }
+}
+
 impl RoomSettingsPatch {
     /// Checks every field present against the bounds of this module (absent fields pass).
     ///
@@ -195,6 +242,12 @@ impl RoomSettingsPatch {
         }
         if let Some(cap) = self.max_active_users {
             check_max_active_users(cap)?;
+        }
+        if let Some(secs) = self.abandon_after_secs {
+            check_abandon_after_secs(secs)?;
+        }
+        if let Some(secs) = self.hold_place_secs {
+            check_hold_place_secs(secs)?;
         }
         Ok(())
     }
@@ -224,6 +277,13 @@ mod tests {
         assert!(check_max_active_users(Some(10_000_000)).is_ok());
         assert!(check_max_active_users(Some(0)).is_err());
         assert!(check_max_active_users(Some(10_000_001)).is_err());
+        assert!(check_abandon_after_secs(1).is_ok() && check_abandon_after_secs(86_400).is_ok());
+        assert!(check_abandon_after_secs(0).is_err() && check_abandon_after_secs(86_401).is_err());
+        assert!(check_hold_place_secs(0).is_ok() && check_hold_place_secs(86_400).is_ok());
+        assert_eq!(
+            check_hold_place_secs(86_401),
+            Err(SettingOutOfRange::HoldPlace)
+        );
     }
 
     #[test]

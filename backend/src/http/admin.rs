@@ -73,6 +73,8 @@ async fn answer(
         max_active_users: in_force.max_active_users,
         checkout_url: in_force.checkout_url,
         share_token_with_embedder: in_force.share_token_with_embedder,
+        abandon_after_secs: in_force.abandon_after_ms / 1000,
+        hold_place_secs: in_force.hold_place_ms / 1000,
         waiting: counts.waiting,
         active_users: counts.active,
     };
@@ -148,8 +150,9 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         let hint = match error {
             SettingOutOfRange::MaxActiveUsers => " (null removes the cap; pause to stop admission)",
             SettingOutOfRange::AdmissionRate => " (pause to stop admission)",
-            SettingOutOfRange::TokenTtl => "",
             SettingOutOfRange::CheckoutUrl => " (null = the demo checkout)",
+            SettingOutOfRange::AbandonAfter => " (never applied under 3× the longest poll hint)",
+            SettingOutOfRange::TokenTtl | SettingOutOfRange::HoldPlace => "",
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -160,6 +163,8 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         max_active_users: patch.max_active_users,
         checkout_url: patch.checkout_url.clone(),
         share_token_with_embedder: patch.share_token_with_embedder,
+        abandon_after_ms: patch.abandon_after_secs.map(|secs| secs * 1000),
+        hold_place_ms: patch.hold_place_secs.map(|secs| secs * 1000),
     })
 }
 
@@ -261,6 +266,17 @@ mod tests {
             assert_eq!(
                 properties["checkoutUrl"]["maxLength"].as_u64(),
                 Some(CHECKOUT_URL_MAX_CHARS as u64),
+                "{schema}: {properties}"
+            );
+            let secs = |min: u64, max: u64| (Some(min as f64), Some(max as f64));
+            assert_eq!(
+                bounds("abandonAfterSecs"),
+                secs(ABANDON_AFTER_SECS_MIN, ABANDON_AFTER_SECS_MAX),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("holdPlaceSecs"),
+                secs(HOLD_PLACE_SECS_MIN, HOLD_PLACE_SECS_MAX),
                 "{schema}: {properties}"
             );
         }

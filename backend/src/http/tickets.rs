@@ -1,4 +1,6 @@
-//! Tickets: join (`POST`), poll (`GET`) and leave (`DELETE`).
+//! Tickets: join (`POST`), poll (`GET`), leave (`DELETE`) and the heartbeat of a client that does
+//! not poll (`POST …/heartbeat`). A poll, the first SSE event and a heartbeat are presence
+//! (docs/DESIGN.md "Presence"): the store marks the ticket heard from in the same step.
 
 use axum::extract::State;
 use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
@@ -6,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use vestibule_shared::{ErrorBody, TicketStatus, USER_ASSERTION_HEADER};
+use vestibule_shared::{ErrorBody, TicketState, TicketStatus, USER_ASSERTION_HEADER};
 
 use super::idempotency::idempotency_key;
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
@@ -16,13 +18,14 @@ use crate::http::user_assertion;
 use crate::ids::{is_well_formed_id, log_tag, random_id};
 use crate::room::status::ticket_status;
 use crate::state::AppState;
-use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome};
+use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome, TicketRecord};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(join))
         .routes(routes!(poll, leave))
+        .routes(routes!(heartbeat))
 }
 
 /// The dedup key of a join: a verified user id beats an `Idempotency-Key`.
@@ -48,7 +51,8 @@ fn dedup_key(
     Ok(idempotency_key(headers)?.map(|key| format!("k:{key}")))
 }
 
-/// The current status of a ticket named in a path (poll and the first SSE event).
+/// The current status of a ticket named in a path (poll and the first SSE event); the ticket is
+/// heard from in the same store step (a skipped ticket within its hold comes back to its place).
 ///
 /// # Errors
 /// 404 unknown room or ticket, 400 malformed id, 503 store unreachable.
@@ -59,12 +63,22 @@ pub async fn current_status(
 ) -> Result<TicketStatus, ApiError> {
     let runtime = state.room(room)?;
     checked_ticket_id(ticket_id)?;
-    let record = state
-        .store
-        .ticket(room, ticket_id, now_ms())
+    let record = heard_record(state, room, ticket_id, true)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
     Ok(ticket_status(&state.config, &runtime, &record))
+}
+
+/// One ticket heard from now (`Store::hear`), as it stands after.
+async fn heard_record(
+    state: &AppState,
+    room: &str,
+    ticket_id: &str,
+    positions: bool,
+) -> Result<Option<TicketRecord>, ApiError> {
+    let ids = [ticket_id.to_owned()];
+    let mut records = state.store.hear(room, &ids, now_ms(), positions).await?;
+    Ok(records.pop().flatten())
 }
 
 /// Checks the form of a ticket id from a path.
@@ -124,7 +138,7 @@ pub async fn join(
         .store
         .join_with_limit(&room, key.as_deref(), &random_id(), limit.as_ref())
         .await?;
-    let outcome = match reply {
+    let mut outcome = match reply {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { retry_after_ms } => {
             metrics::counter!("vestibule_joins_rate_limited_total", "room" => room).increment(1);
@@ -133,6 +147,13 @@ pub async fn join(
             });
         }
     };
+    if outcome.ticket.state == TicketState::Waiting && outcome.ticket.position.is_none() {
+        // The key names a ticket skipped for silence, within its hold: this join is its holder
+        // heard from again, so it goes back to its place.
+        if let Some(record) = heard_record(&state, &room, &outcome.ticket.id, true).await? {
+            outcome.ticket = record;
+        }
+    }
     let status_code = if outcome.created {
         StatusCode::CREATED
     } else {
@@ -183,6 +204,48 @@ pub async fn poll(
         "ticket polled"
     );
     Ok(Json(status))
+}
+
+/// `POST /api/v1/rooms/{room}/tickets/{ticketId}/heartbeat`: "still here" from a client that does
+/// not poll (the page while its tab is hidden), every `heartbeatAfterMs`.
+///
+/// Cheaper than a poll: one store step, no position, no status. A ticket skipped for silence and
+/// still within its hold goes back to its place (the next poll says `placeKept`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/rooms/{room}/tickets/{ticketId}/heartbeat",
+    tag = "tickets",
+    operation_id = "heartbeat",
+    params(
+        ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
+        ("ticketId" = String, Path, pattern = "^[A-Za-z0-9_-]{22}$", description = "Ticket id from the join", example = "Zb3n0W6m1q8VqL2pX9cT4A"),
+    ),
+    responses(
+        (status = 204, description = "Heard: the ticket is waiting (its place kept)"),
+        (status = 400, description = "Malformed ticket id (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "Unknown room or ticket (`room_not_found`, `ticket_not_found`)", body = ErrorBody),
+        (status = 409, description = "The ticket is no longer waiting (admitted, ended or expired): poll it (`conflict`)", body = ErrorBody),
+        EdgeErrors, StoreReadErrors,
+    )
+)]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    Path((room, ticket_id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.room(&room)?;
+    checked_ticket_id(&ticket_id)?;
+    let record = heard_record(&state, &room, &ticket_id, false)
+        .await?
+        .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
+    metrics::counter!("vestibule_heartbeats_total", "room" => room).increment(1);
+    if record.state == TicketState::Waiting {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::Conflict(format!(
+            "the ticket is {}, no longer waiting: poll it",
+            record.state.as_str()
+        )))
+    }
 }
 
 /// `DELETE /api/v1/rooms/{room}/tickets/{ticketId}`: leave the queue (or give back a token).

@@ -9,10 +9,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::room::presence::{effective_abandon_ms, stream_presence_every};
 use crate::room::status::ticket_status;
 use crate::room::RoomRuntime;
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::{now_ms, Store};
 
 /// What the refresh loop needs.
 #[derive(Clone)]
@@ -40,6 +41,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
     let period = Duration::from_millis(context.config.sse_refresh_ms);
     let mut shutdown = context.shutdown.clone();
     let status = |record: &_| ticket_status(&context.config, &room, record);
+    let mut heard_at = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
@@ -58,6 +60,17 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
                 Err(error) => {
                     tracing::warn!(room = %room.name, %error, "SSE refresh failed; streams keep their last status");
                     break;
+                }
+            }
+        }
+        // An open stream is its holder's presence: one batched store call per period.
+        let abandon_ms = effective_abandon_ms(&room.settings(), &context.config.poll_tiers);
+        if heard_at.elapsed() >= stream_presence_every(abandon_ms) {
+            heard_at = tokio::time::Instant::now();
+            let ids = room.hub.watched_ids();
+            if !ids.is_empty() {
+                if let Err(error) = context.store.hear(&room.name, &ids, now_ms(), false).await {
+                    tracing::warn!(room = %room.name, %error, "SSE presence not recorded");
                 }
             }
         }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ids::{entry_token, random_id};
+use crate::room::presence::effective_abandon_ms;
 use crate::room::RoomRuntime;
 use crate::state::AppState;
 use crate::store::{now_ms, AdmitRequest, Store};
@@ -121,6 +122,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     keep_ms: state.keep_ms(),
                     max_active_users: settings.max_active_users,
                     tokens: &tokens,
+                    abandon_after_ms: effective_abandon_ms(&settings, &state.config.poll_tiers),
+                    hold_place_ms: settings.hold_place_ms,
                 };
                 match store.admit(&room.name, &request).await {
                     Ok(outcome) if outcome.fenced => {
@@ -143,6 +146,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                             .increment(outcome.admitted);
                         metrics::counter!("vestibule_tokens_expired_total", &labels)
                             .increment(outcome.expired);
+                        metrics::counter!("vestibule_skipped_silent_total", &labels)
+                            .increment(outcome.skipped);
                         metrics::gauge!("vestibule_waiting", &labels).set(outcome.waiting as f64);
                         metrics::gauge!("vestibule_active_users", &labels)
                             .set(outcome.active as f64);
@@ -151,7 +156,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                             metrics::gauge!("vestibule_largest_tick_admissions", &labels)
                                 .set(largest_tick as f64);
                         }
-                        if outcome.admitted > 0 {
+                        if outcome.admitted > 0 || outcome.skipped > 0 {
                             room.hub.wake();
                         }
                         Ok(())

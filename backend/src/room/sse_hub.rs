@@ -6,9 +6,10 @@
 //! ([`Store::sse_refresh`]) that returns what changed in the queue since the last refresh — how
 //! many were admitted, and the arrival sequences of those who left — plus exact reads of the few
 //! tickets that need one (new streams, tickets whose position reached the head, tickets holding
-//! a token). Waiting positions only fall, by admissions (always from the head) and by leaves
-//! ahead, so each stream's position moves exactly without reading it: position −= admitted +
-//! leavers with a smaller sequence.
+//! a token). Waiting positions fall by admissions (always from the head) and by leaves (or skips
+//! for silence) ahead, and rise by one for each skipped ticket that comes back ahead (presence), so
+//! each stream's position moves exactly without reading it: position += returns with a smaller
+//! sequence − admitted − leavers with a smaller sequence.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,6 +90,11 @@ impl SseHub {
             },
         );
         receiver
+    }
+
+    /// The tickets streamed in this process for this room (their holders are present).
+    pub fn watched_ids(&self) -> Vec<String> {
+        self.lock().by_ticket.keys().cloned().collect()
     }
 
     /// Open streams in this process for this room (as of the last refresh).
@@ -185,9 +191,18 @@ impl SseHub {
                         continue;
                     };
                     let ahead_left = delta.left_seqs.partition_point(|left| *left < seq) as u64;
-                    let this_left = delta.left_seqs.binary_search(&seq).is_ok();
-                    let moved = delta.popped + ahead_left;
-                    if this_left || moved >= position {
+                    let ahead_back = delta.returned_seqs.partition_point(|back| *back < seq) as u64;
+                    let this_left = delta.left_seqs.binary_search(&seq).is_ok()
+                        || delta.returned_seqs.binary_search(&seq).is_ok();
+                    let moved = (delta.popped + ahead_left).saturating_sub(ahead_back);
+                    if ahead_back > delta.popped + ahead_left {
+                        // More came back ahead than left: the position rose.
+                        let rise = ahead_back - delta.popped - ahead_left;
+                        let position = position + rise;
+                        watched.position = Some(position);
+                        watched.published_at = now;
+                        publish(watched, status(&TicketRecord::waiting(id, position)));
+                    } else if this_left || moved >= position {
                         // Admitted or left: read it exactly (in the next round, right away).
                         watched.read_at = Some(now);
                         watched.position = None;
@@ -260,6 +275,8 @@ mod tests {
             token_expires_at: None,
             checkout_url: None,
             room_state: RoomState::Open,
+            place_kept: false,
+            heartbeat_after_ms: None,
         }
     }
 

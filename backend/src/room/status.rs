@@ -7,8 +7,8 @@
 use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 use crate::config::Config;
-use crate::room::eta;
 use crate::room::RoomRuntime;
+use crate::room::{eta, presence};
 use crate::store::{now_ms, TicketRecord};
 
 /// The public status of a ticket: position, ETA and poll hint by the formulas of
@@ -74,6 +74,13 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             })
         }),
         room_state,
+        place_kept: record.place_kept,
+        heartbeat_after_ms: (record.state == TicketState::Waiting).then(|| {
+            presence::heartbeat_after_ms(presence::effective_abandon_ms(
+                &settings,
+                &config.poll_tiers,
+            ))
+        }),
     }
 }
 

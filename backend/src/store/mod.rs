@@ -19,10 +19,15 @@ pub mod memory;
 pub mod order_index;
 pub mod redis;
 pub mod safety;
+mod settings;
 
 use async_trait::async_trait;
 pub use join_limit::{gcra, JoinLimit};
 pub use safety::StoreSafety;
+pub use settings::{
+    default_abandon_after_ms, default_hold_place_ms, Settings, SettingsPatch, SettingsUpdate,
+    VersionedSettings,
+};
 use vestibule_shared::TicketState;
 
 /// Why a store call failed.
@@ -47,45 +52,6 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// A room's settings — the operator's live knobs — as the store keeps them (shared by every
-/// replica). Durations in store units (milliseconds); the admin API shows them in seconds as
-/// `vestibule_shared::RoomSettings` with live counts; bounds in `vestibule_shared::settings`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Settings {
-    /// Shoppers admitted per second.
-    pub admission_rate_per_sec: f64,
-    /// Admission stopped.
-    pub paused: bool,
-    /// Entry token TTL in milliseconds.
-    pub token_ttl_ms: u64,
-    /// Cap on active users; `None` = no cap.
-    pub max_active_users: Option<u64>,
-    /// Where the page sends an admitted shopper; `None` = the demo checkout (issue 18).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkout_url: Option<String>,
-    /// Whether the page hands the entry token to the storefront embedding it.
-    #[serde(default)]
-    pub share_token_with_embedder: bool,
-}
-
-/// A partial change of [`Settings`]; `None` fields stay as they are.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SettingsPatch {
-    /// New admission rate, shoppers per second.
-    pub admission_rate_per_sec: Option<f64>,
-    /// Pause or resume.
-    pub paused: Option<bool>,
-    /// New token TTL in milliseconds.
-    pub token_ttl_ms: Option<u64>,
-    /// New cap: `Some(None)` clears it.
-    pub max_active_users: Option<Option<u64>>,
-    /// New checkout URL: `Some(None)` = the demo checkout again.
-    pub checkout_url: Option<Option<String>>,
-    /// Share the entry token with the embedding storefront or not.
-    pub share_token_with_embedder: Option<bool>,
-}
-
 impl StoreError {
     /// The error of a read-only call: a read that was not answered changed nothing, so an unknown
     /// outcome is plain unavailability.
@@ -93,59 +59,6 @@ impl StoreError {
         match self {
             Self::OutcomeUnknown(reason) => Self::Unavailable(reason),
             other => other,
-        }
-    }
-}
-
-/// A room's settings with their version: the version grows by one with every change, so an
-/// operator can make a change conditional on what they last read (`If-Match`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct VersionedSettings {
-    /// The settings.
-    pub settings: Settings,
-    /// Changes made to the settings since the room was created (0 = never changed).
-    pub version: u64,
-}
-
-/// The answer to a settings change.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SettingsUpdate {
-    /// Applied; the settings now in force.
-    Applied(VersionedSettings),
-    /// Not applied: the settings were at another version than the caller expected; these are
-    /// the settings in force.
-    VersionMismatch(VersionedSettings),
-}
-
-impl Settings {
-    /// A patch that sets every field to these settings' values.
-    pub fn as_patch(&self) -> SettingsPatch {
-        SettingsPatch {
-            admission_rate_per_sec: Some(self.admission_rate_per_sec),
-            paused: Some(self.paused),
-            token_ttl_ms: Some(self.token_ttl_ms),
-            max_active_users: Some(self.max_active_users),
-            checkout_url: Some(self.checkout_url.clone()),
-            share_token_with_embedder: Some(self.share_token_with_embedder),
-        }
-    }
-
-    /// These settings with `patch` applied.
-    pub fn patched(&self, patch: &SettingsPatch) -> Self {
-        Self {
-            admission_rate_per_sec: patch
-                .admission_rate_per_sec
-                .unwrap_or(self.admission_rate_per_sec),
-            paused: patch.paused.unwrap_or(self.paused),
-            token_ttl_ms: patch.token_ttl_ms.unwrap_or(self.token_ttl_ms),
-            max_active_users: patch.max_active_users.unwrap_or(self.max_active_users),
-            checkout_url: patch
-                .checkout_url
-                .clone()
-                .unwrap_or_else(|| self.checkout_url.clone()),
-            share_token_with_embedder: patch
-                .share_token_with_embedder
-                .unwrap_or(self.share_token_with_embedder),
         }
     }
 }
@@ -163,6 +76,9 @@ pub struct TicketRecord {
     pub entry_token: Option<String>,
     /// Token expiry, Unix milliseconds, while `TOKEN_ISSUED`.
     pub token_expires_at_ms: Option<u64>,
+    /// Skipped for silence, then heard from within the hold time: its place was kept (only
+    /// reported by [`Store::hear`] reads).
+    pub place_kept: bool,
 }
 
 impl TicketRecord {
@@ -174,6 +90,7 @@ impl TicketRecord {
             position: Some(position),
             entry_token: None,
             token_expires_at_ms: None,
+            place_kept: false,
         }
     }
 }
@@ -295,6 +212,11 @@ pub struct AdmitRequest<'a> {
     pub max_active_users: Option<u64>,
     /// Fresh entry tokens; at most `tokens.len()` shoppers are admitted.
     pub tokens: &'a [String],
+    /// Waiting tickets not heard from for this long (ms) are skipped first (held, not admitted);
+    /// already raised to 3× the longest poll hint by the caller (`room::presence`).
+    pub abandon_after_ms: u64,
+    /// How long a skipped ticket keeps its place (ms).
+    pub hold_place_ms: u64,
 }
 
 /// What one admission did.
@@ -310,6 +232,8 @@ pub struct AdmitOutcome {
     pub waiting: u64,
     /// Active users after this admission.
     pub active: u64,
+    /// Waiting tickets skipped (held) by this tick for silence.
+    pub skipped: u64,
     /// The room's settings in force now (`None` when fenced), for the next tick.
     pub settings: Option<VersionedSettings>,
 }
@@ -330,8 +254,12 @@ pub struct QueueCursor {
 pub struct QueueDelta {
     /// Shoppers admitted since the cursor (all of them were ahead of every waiting shopper).
     pub popped: u64,
-    /// Arrival sequences of the waiting shoppers that left since the cursor, ascending.
+    /// Arrival sequences of the waiting shoppers that left (or were skipped) since the cursor,
+    /// ascending.
     pub left_seqs: Vec<u64>,
+    /// Arrival sequences of skipped tickets that came back to their place since the cursor,
+    /// ascending: everyone waiting behind one moves back by one.
+    pub returned_seqs: Vec<u64>,
 }
 
 /// The answer to one SSE refresh, all read at one instant.
@@ -426,6 +354,20 @@ pub trait Store: Send + Sync + 'static {
         ids: &[String],
         now_ms: u64,
     ) -> Result<SseRefresh, StoreError>;
+
+    /// Records that the holders of `ids` were heard from at `now_ms` (a poll, an open SSE stream,
+    /// a heartbeat; docs/DESIGN.md "Presence"), in one atomic step: a waiting ticket's last-heard
+    /// time is set; a skipped ticket still within its hold time goes back to its place (arrival
+    /// order: at the head if the line has passed it) with `place_kept`. Returns each ticket as it
+    /// stands after (`None` = unknown); with `positions` false a waiting ticket's position may be
+    /// `None` (cheaper: heartbeats and SSE presence batches).
+    async fn hear(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+        positions: bool,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
 
     /// Leaves the queue (or gives back an unused token).
     async fn leave(

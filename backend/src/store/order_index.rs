@@ -4,6 +4,12 @@
 //! tree over "slot is occupied" answers "how many occupied slots up to this one" — the 1-based
 //! position — in O(log N). Slots of popped or removed entries are reclaimed by compaction once the
 //! dead prefix is at least half of the array, so memory stays proportional to the live queue.
+//!
+//! An entry removed earlier can be put back at its own sequence ([`OrderIndex::restore`]: a
+//! skipped ticket that kept its place). If its slot was compacted away, every live entry is
+//! behind it, so it waits in a small ordered `front` ahead of the slots.
+
+use std::collections::BTreeMap;
 
 /// FIFO queue of `T` by arrival sequence with order statistics.
 #[derive(Debug, Clone)]
@@ -18,6 +24,8 @@ pub struct OrderIndex<T> {
     head: usize,
     /// Occupied slots.
     len: usize,
+    /// Restored entries whose sequence is below `base`: ahead of every slot.
+    front: BTreeMap<u64, T>,
 }
 
 impl<T> Default for OrderIndex<T> {
@@ -28,6 +36,7 @@ impl<T> Default for OrderIndex<T> {
             tree: vec![0],
             head: 0,
             len: 0,
+            front: BTreeMap::new(),
         }
     }
 }
@@ -39,12 +48,39 @@ fn lowbit(i: usize) -> usize {
 impl<T> OrderIndex<T> {
     /// Entries in the queue.
     pub fn len(&self) -> usize {
-        self.len
+        self.len + self.front.len()
     }
 
     /// Whether the queue is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+
+    /// Puts back an entry removed earlier, at its own sequence `seq` (not above any sequence
+    /// pushed so far); false (and nothing changes) if an entry with `seq` is queued.
+    pub fn restore(&mut self, seq: u64, value: T) -> bool {
+        if seq < self.base {
+            if self.front.contains_key(&seq) {
+                return false;
+            }
+            self.front.insert(seq, value);
+            return true;
+        }
+        let Some(index) = self.index_of(seq) else {
+            return false;
+        };
+        if self.slots[index].is_some() {
+            return false;
+        }
+        self.slots[index] = Some(value);
+        let mut i = index + 1;
+        while i < self.tree.len() {
+            self.tree[i] += 1;
+            i += lowbit(i);
+        }
+        self.len += 1;
+        self.head = self.head.min(index);
+        true
     }
 
     /// Appends `value` with arrival sequence `seq`.
@@ -53,7 +89,7 @@ impl<T> OrderIndex<T> {
     /// If `seq` is not larger than every sequence pushed before (the caller's counter is
     /// monotonic; a violation is a bug, not input).
     pub fn push(&mut self, seq: u64, value: T) {
-        if self.slots.is_empty() && self.len == 0 {
+        if self.slots.is_empty() && self.len == 0 && self.front.is_empty() {
             self.base = seq;
             self.head = 0;
         }
@@ -101,13 +137,20 @@ impl<T> OrderIndex<T> {
 
     /// 1-based position of the entry with sequence `seq`, if it is queued.
     pub fn position(&self, seq: u64) -> Option<u64> {
+        if seq < self.base {
+            self.front.get(&seq)?;
+            return Some(self.front.range(..=seq).count() as u64);
+        }
         let index = self.index_of(seq)?;
         self.slots[index].as_ref()?;
-        Some(u64::from(self.prefix(index + 1)))
+        Some(self.front.len() as u64 + u64::from(self.prefix(index + 1)))
     }
 
     /// Removes the entry with sequence `seq`, returning it.
     pub fn remove(&mut self, seq: u64) -> Option<T> {
+        if seq < self.base {
+            return self.front.remove(&seq);
+        }
         let index = self.index_of(seq)?;
         let value = self.slots[index].take()?;
         self.clear_slot(index);
@@ -118,6 +161,9 @@ impl<T> OrderIndex<T> {
 
     /// Removes and returns the earliest entry with its sequence.
     pub fn pop_front(&mut self) -> Option<(u64, T)> {
+        if let Some(first) = self.front.pop_first() {
+            return Some(first);
+        }
         self.advance_head();
         let index = self.head;
         let value = self.slots.get_mut(index)?.take()?;
@@ -161,11 +207,14 @@ impl<T> OrderIndex<T> {
 
     /// The entries in arrival order with their sequences.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .skip(self.head)
-            .filter_map(|(i, slot)| slot.as_ref().map(|value| (self.base + i as u64, value)))
+        let front = self.front.iter().map(|(seq, value)| (*seq, value));
+        front.chain(
+            self.slots
+                .iter()
+                .enumerate()
+                .skip(self.head)
+                .filter_map(|(i, slot)| slot.as_ref().map(|value| (self.base + i as u64, value))),
+        )
     }
 }
 
@@ -194,6 +243,7 @@ mod tests {
         Push,
         Pop,
         Remove(usize),
+        Restore(usize),
     }
 
     fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -202,6 +252,7 @@ mod tests {
                 4 => Just(Op::Push),
                 2 => Just(Op::Pop),
                 1 => any::<usize>().prop_map(Op::Remove),
+                1 => any::<usize>().prop_map(Op::Restore),
             ],
             0..3000,
         )
@@ -215,6 +266,7 @@ mod tests {
             let mut queue = OrderIndex::default();
             let mut model: Vec<u64> = Vec::new();
             let mut seq = 0u64;
+            let mut gone: Vec<u64> = Vec::new();
             for op in ops {
                 match op {
                     Op::Push => {
@@ -231,6 +283,16 @@ mod tests {
                             let victim = model.remove(pick % model.len());
                             prop_assert_eq!(queue.remove(victim), Some(victim));
                             prop_assert_eq!(queue.remove(victim), None);
+                            gone.push(victim);
+                        }
+                    }
+                    Op::Restore(pick) => {
+                        if !gone.is_empty() {
+                            let back = gone.swap_remove(pick % gone.len());
+                            prop_assert!(queue.restore(back, back));
+                            prop_assert!(!queue.restore(back, back));
+                            let at = model.partition_point(|s| *s < back);
+                            model.insert(at, back);
                         }
                     }
                 }

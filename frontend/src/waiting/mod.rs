@@ -56,6 +56,7 @@ fn mark_place_on_screen(phase: RwSignal<Phase>) {
 pub fn WaitingView(params: PageParams) -> impl IntoView {
     let lang = params.lang;
     let queue = Queue::start(&params);
+    crate::heartbeat::install(&queue, &params.room);
     let state = queue.view();
     let exit = StoredValue::new_local(queue.exit());
     let queue = StoredValue::new_local(queue);

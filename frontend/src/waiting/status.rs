@@ -161,6 +161,22 @@ pub fn StatusSection(
             Phase::Joining | Phase::RoomNotFound => NextStep::None,
         })
     };
+    // Once the server says the place was kept (`placeKept`), the page says so until the wait ends.
+    let kept = RwSignal::new(false);
+    Effect::new(move |_| {
+        if phase.with(|p| matches!(p, Phase::Ticket(s) if s.place_kept)) {
+            kept.set(true);
+        }
+    });
+    let show_kept = move || {
+        kept.get()
+            && phase.with(|p| {
+                matches!(
+                    p.ticket_state(),
+                    Some(TicketState::Waiting | TicketState::TokenIssued)
+                )
+            })
+    };
     let next_step_view = move || match next_step() {
         NextStep::None => ().into_any(),
         NextStep::Leave => view! {
@@ -204,6 +220,9 @@ pub fn StatusSection(
         >
             <h2 class="headline">{move || t(lang, phase.with(headline).0)}</h2>
             <p class="detail">{move || t(lang, phase.with(headline).1)}</p>
+            <p id="place-kept" class="detail" hidden=move || !show_kept()>
+                {t(lang, Text::PlaceKept)}
+            </p>
             // Holds the line of "Leave the line" while joining, so nothing moves when it comes.
             <div class="next-step">{next_step_view}</div>
         </section>

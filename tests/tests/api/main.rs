@@ -10,6 +10,7 @@ mod embedding;
 mod joins;
 mod outage;
 mod polls;
+mod presence;
 mod sse;
 mod tokens;
 

@@ -59,6 +59,21 @@ pub enum Change {
         max_active_users: Option<u64>,
         /// The tokens given out, in admission order (exactly the admitted count).
         tokens: Vec<String>,
+        /// Waiting tickets skipped for silence before admitting (docs/DESIGN.md "Presence").
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skipped: Vec<String>,
+        /// How long the skipped keep their place, ms.
+        #[serde(default)]
+        hold_place_ms: u64,
+    },
+    /// Skipped tickets heard from within their hold: back at their place.
+    Return {
+        /// Room slug.
+        room: String,
+        /// The tickets that came back.
+        ids: Vec<String>,
+        /// When it ran, Unix ms.
+        now_ms: u64,
     },
     /// An entry token used by an order.
     ConsumeToken {
@@ -120,8 +135,18 @@ impl Change {
                 keep_ms,
                 max_active_users,
                 tokens,
+                skipped,
+                hold_place_ms,
             } => engine.with_room(room, |state| {
+                let skipped: Vec<std::sync::Arc<str>> =
+                    skipped.iter().map(|id| id.as_str().into()).collect();
+                state.skip(&skipped, *now_ms, *hold_place_ms);
                 state.admit_unfenced(*now_ms, *token_ttl_ms, *keep_ms, *max_active_users, tokens);
+            }),
+            Self::Return { room, ids, now_ms } => engine.with_room(room, |state| {
+                for id in ids {
+                    state.bring_back(id, *now_ms);
+                }
             }),
             Self::ConsumeToken {
                 room,

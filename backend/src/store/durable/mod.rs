@@ -165,6 +165,10 @@ impl DurableStore {
                 .snapshot_now(&engine)
                 .map_err(|error| unusable(format!("writing its snapshot: {error}")))?;
         }
+        // Last-heard times are not kept: nobody is skipped for the time the process was down.
+        for room in engine.room_names() {
+            let _ = engine.with_room(&room, |state| state.presume_present(now_ms()));
+        }
         tracing::info!(
             dir = %dir.display(),
             rooms = engine.room_names().len(),
@@ -348,6 +352,33 @@ impl Store for DurableStore {
         self.engine.ticket(room, id, now_ms).await
     }
 
+    async fn hear(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+        _positions: bool,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        // Last-heard times are not journaled; only a return to the line is a change. Without a
+        // held ticket among `ids` (checked under the room's lock) no writer lock is taken.
+        let quick = self.engine.with_room(room, |state| {
+            let any_held = ids.iter().any(|id| state.is_held(id));
+            (!any_held).then(|| state.hear(ids, now_ms).0)
+        })?;
+        if let Some(records) = quick {
+            return Ok(records);
+        }
+        self.change(|engine| {
+            let (records, ids) = engine.with_room(room, |state| state.hear(ids, now_ms))?;
+            let change = (!ids.is_empty()).then(|| Change::Return {
+                room: room.to_owned(),
+                ids,
+                now_ms,
+            });
+            Ok((records, change))
+        })
+    }
+
     async fn sse_refresh(
         &self,
         room: &str,
@@ -402,10 +433,12 @@ impl Store for DurableStore {
     ) -> Result<AdmitOutcome, StoreError> {
         self.change(|engine| {
             let clock = now_ms();
-            let outcome = engine.with_room(room, |state| state.admit(request, clock))?;
-            // Expiring and forgetting depend only on the time, so a tick that admitted nobody
-            // changed nothing the next recorded tick would not redo.
-            let change = (outcome.admitted > 0).then(|| Change::Admit {
+            let (outcome, skipped) =
+                engine.with_room(room, |state| state.admit_with_skips(request, clock))?;
+            // Expiring and forgetting depend only on the time, so a tick that admitted and
+            // skipped nobody changed nothing the next recorded tick would not redo.
+            let recorded = outcome.admitted > 0 || !skipped.is_empty();
+            let change = recorded.then(|| Change::Admit {
                 room: room.to_owned(),
                 now_ms: request.now_ms,
                 token_ttl_ms: request.token_ttl_ms,
@@ -417,6 +450,8 @@ impl Store for DurableStore {
                     .take(outcome.admitted as usize)
                     .cloned()
                     .collect(),
+                skipped,
+                hold_place_ms: request.hold_place_ms,
             });
             Ok((outcome, change))
         })

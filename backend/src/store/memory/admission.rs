@@ -45,19 +45,32 @@ impl Room {
     /// One fenced leader tick (see `Store::admit`): the lease is checked against the clock time
     /// `clock_ms`, the admission itself runs at `request.now_ms`.
     pub fn admit(&mut self, request: &AdmitRequest<'_>, clock_ms: u64) -> AdmitOutcome {
+        self.admit_with_skips(request, clock_ms).0
+    }
+
+    /// [`Room::admit`], also returning the ids it skipped for silence (before admitting:
+    /// docs/DESIGN.md "Presence"), which the durable store journals.
+    pub fn admit_with_skips(
+        &mut self,
+        request: &AdmitRequest<'_>,
+        clock_ms: u64,
+    ) -> (AdmitOutcome, Vec<String>) {
         let holds_lease = self
             .lease
             .as_ref()
             .is_some_and(|lease| lease.holder == request.holder && lease.until_ms > clock_ms);
         if !holds_lease || self.epoch != request.epoch {
-            return AdmitOutcome {
+            let fenced = AdmitOutcome {
                 fenced: true,
                 ..AdmitOutcome::default()
             };
+            return (fenced, Vec::new());
         }
         if let Some(lease) = self.lease.as_mut() {
             lease.until_ms = clock_ms + request.lease_ms;
         }
+        let silent = self.silent(request.now_ms, request.abandon_after_ms);
+        let skipped = self.skip(&silent, request.now_ms, request.hold_place_ms);
         let (admitted, expired) = self.admit_unfenced(
             request.now_ms,
             request.token_ttl_ms,
@@ -65,14 +78,16 @@ impl Room {
             request.max_active_users,
             request.tokens,
         );
-        AdmitOutcome {
+        let outcome = AdmitOutcome {
             fenced: false,
             admitted,
             expired,
             waiting: self.queue.len() as u64,
             active: self.active.len() as u64,
+            skipped: skipped.len() as u64,
             settings: Some(self.versioned()),
-        }
+        };
+        (outcome, skipped)
     }
 
     /// The admission part of a tick, with no lease check (also what the journal replays):
@@ -87,6 +102,7 @@ impl Room {
         tokens: &[String],
     ) -> (u64, u64) {
         let expired = self.expire_tokens(now_ms);
+        self.expire_holds(now_ms, keep_ms);
         self.forget_finished(now_ms);
         let active = self.active.len() as u64;
         let mut quota = tokens.len() as u64;
@@ -103,6 +119,7 @@ impl Room {
                 break;
             };
             self.seq_of.remove(&id);
+            self.presence.forget(&id);
             self.tokens
                 .insert(token_secret(token).to_owned(), id.clone());
             self.active.insert((expires_at_ms, id.clone()));

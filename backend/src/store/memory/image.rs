@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use vestibule_shared::TicketState;
 
+use super::presence::Held;
 use super::room::{Room, Settled};
 use crate::ids::token_secret;
 use crate::store::Settings;
@@ -36,8 +37,14 @@ pub struct RoomImage {
     pub popped: u64,
     /// Waiting shoppers that ever left (SSE cursor).
     pub left_count: u64,
-    /// Arrival sequences of the last leavers (SSE replay).
-    pub left_seqs: Vec<u64>,
+    /// Arrival sequences of the last leavers (SSE replay; negative: came back to its place).
+    pub left_seqs: Vec<i64>,
+    /// Tickets skipped for silence: (id, arrival sequence, held until Unix ms).
+    #[serde(default)]
+    pub held: Vec<(String, u64, u64)>,
+    /// Waiting tickets that came back to their place.
+    #[serde(default)]
+    pub kept: Vec<String>,
 }
 
 /// A ticket that left the queue.
@@ -94,6 +101,13 @@ impl Room {
             popped: self.popped,
             left_count: self.left_count,
             left_seqs: self.left_seqs.iter().copied().collect(),
+            held: self
+                .presence
+                .held
+                .iter()
+                .map(|(id, held)| (id.to_string(), held.seq, held.until_ms))
+                .collect(),
+            kept: self.presence.kept.iter().map(|id| id.to_string()).collect(),
         }
     }
 
@@ -145,6 +159,14 @@ impl Room {
         room.popped = image.popped;
         room.left_count = image.left_count;
         room.left_seqs = VecDeque::from(image.left_seqs);
+        for (id, seq, until_ms) in image.held {
+            room.presence.hold(&Arc::from(id), Held { seq, until_ms });
+        }
+        for id in image.kept {
+            if let Some((id, _)) = room.seq_of.get_key_value(id.as_str()) {
+                room.presence.kept.insert(id.clone());
+            }
+        }
         Ok(room)
     }
 }

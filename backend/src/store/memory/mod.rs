@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod image;
+pub mod presence;
 pub mod room;
 
 use std::collections::HashMap;
@@ -151,6 +152,16 @@ impl Store for MemoryStore {
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
         self.with_room(room, |state| state.record(id, now_ms))
+    }
+
+    async fn hear(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+        _positions: bool,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        self.with_room(room, |state| state.hear(ids, now_ms).0)
     }
 
     async fn sse_refresh(

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use vestibule_shared::TicketState;
 
+use super::presence::Presence;
 use crate::ids::token_secret;
 use crate::store::order_index::OrderIndex;
 use crate::store::{
@@ -30,6 +31,19 @@ pub(super) struct Settled {
     pub(super) forget_at_ms: u64,
     /// The order that used the token: its idempotency key ("" = none) and receipt.
     pub(super) order: Option<(String, String)>,
+}
+
+impl Settled {
+    /// A ticket that left while waiting (or held), forgotten at `forget_at_ms`.
+    pub(super) fn left(forget_at_ms: u64) -> Self {
+        Self {
+            state: TicketState::Left,
+            token: None,
+            expires_at_ms: 0,
+            forget_at_ms,
+            order: None,
+        }
+    }
 }
 
 /// The scheduler lease of a room (see `admission.rs`).
@@ -64,9 +78,12 @@ pub struct Room {
     pub(super) epoch: u64,
     /// Shoppers ever admitted (for SSE hubs' cursors).
     pub(super) popped: u64,
-    /// Waiting shoppers that ever left, and the arrival seqs of the last [`LEFT_KEPT`] of them.
+    /// Waiting shoppers that ever left (or were skipped, or came back), and the arrival seqs of
+    /// the last [`LEFT_KEPT`] of them (negative: came back to its place).
     pub(super) left_count: u64,
-    pub(super) left_seqs: VecDeque<u64>,
+    pub(super) left_seqs: VecDeque<i64>,
+    /// Last-heard times, skipped and returned tickets (`presence.rs`).
+    pub(super) presence: Presence,
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
@@ -93,6 +110,16 @@ impl Room {
             popped: 0,
             left_count: 0,
             left_seqs: VecDeque::new(),
+            presence: Presence::default(),
+        }
+    }
+
+    /// Counts a leave (`seq`) or a return (`-seq`) for SSE hubs' cursors.
+    pub(super) fn record_queue_event(&mut self, signed_seq: i64) {
+        self.left_count += 1;
+        self.left_seqs.push_back(signed_seq);
+        if self.left_seqs.len() > LEFT_KEPT {
+            self.left_seqs.pop_front();
         }
     }
 
@@ -104,7 +131,9 @@ impl Room {
                 ..TicketRecord::waiting(id, 0)
             });
         }
-        let settled = self.settled.get(id)?;
+        let Some(settled) = self.settled.get(id) else {
+            return self.held_record(id, now_ms);
+        };
         if settled.forget_at_ms <= now_ms {
             return None;
         }
@@ -119,6 +148,7 @@ impl Room {
             position: None,
             entry_token: settled.token.clone().filter(|_| issued),
             token_expires_at_ms: issued.then_some(settled.expires_at_ms),
+            place_kept: false,
         })
     }
 
@@ -269,6 +299,7 @@ impl Room {
         let id: Arc<str> = Arc::from(new_id);
         self.queue.push(seq, id.clone());
         self.seq_of.insert(id.clone(), seq);
+        self.presence.touch(&id, now_ms);
         if let Some(key) = dedup_key {
             self.dedup.insert(key.to_owned(), id.clone());
         }
@@ -298,9 +329,18 @@ impl Room {
             let popped = cursor.popped.checked_sub(since.popped)?;
             (new_leavers <= self.left_seqs.len()).then(|| {
                 let skip = self.left_seqs.len() - new_leavers;
-                let mut left_seqs: Vec<u64> = self.left_seqs.iter().skip(skip).copied().collect();
+                let events = self.left_seqs.iter().skip(skip).copied();
+                let (returned, left): (Vec<i64>, Vec<i64>) = events.partition(|seq| *seq < 0);
+                let mut left_seqs: Vec<u64> = left.into_iter().map(|seq| seq as u64).collect();
+                let mut returned_seqs: Vec<u64> =
+                    returned.into_iter().map(i64::unsigned_abs).collect();
                 left_seqs.sort_unstable();
-                QueueDelta { popped, left_seqs }
+                returned_seqs.sort_unstable();
+                QueueDelta {
+                    popped,
+                    left_seqs,
+                    returned_seqs,
+                }
             })
         });
         let tickets = ids
@@ -319,22 +359,23 @@ impl Room {
 
     /// Leaves the queue or gives back an unused token at `now_ms` (see `Store::leave`).
     pub fn leave(&mut self, id: &str, now_ms: u64, keep_ms: u64) -> LeaveOutcome {
+        let held = self
+            .presence
+            .held
+            .get(id)
+            .is_some_and(|h| h.until_ms > now_ms);
+        if held {
+            if let Some((key, _)) = self.presence.unhold(id) {
+                self.settle(&key, Settled::left(now_ms + keep_ms));
+                return LeaveOutcome::Left;
+            }
+        }
         if let Some((key, seq)) = self.seq_of.remove_entry(id) {
             self.queue.remove(seq);
-            self.left_count += 1;
-            self.left_seqs.push_back(seq);
-            if self.left_seqs.len() > LEFT_KEPT {
-                self.left_seqs.pop_front();
-            }
+            self.presence.forget(&key);
+            self.record_queue_event(seq as i64);
             // The dedup entry stays: a later join under that key sees a LEFT ticket and enqueues anew.
-            let left = Settled {
-                state: TicketState::Left,
-                token: None,
-                expires_at_ms: 0,
-                forget_at_ms: now_ms + keep_ms,
-                order: None,
-            };
-            self.settle(&key, left);
+            self.settle(&key, Settled::left(now_ms + keep_ms));
             return LeaveOutcome::Left;
         }
         let Some(current) = self.record(id, now_ms) else {

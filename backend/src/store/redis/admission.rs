@@ -18,6 +18,11 @@ impl RedisStore {
             .key(keys.key("epoch"))
             .key(keys.key("settings"))
             .key(keys.key("popped"))
+            .key(keys.key("left"))
+            .key(keys.key("left_count"))
+            .key(keys.key("sweep"))
+            .key(keys.key("sweep_low"))
+            .key(keys.key("seq"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)
@@ -25,17 +30,19 @@ impl RedisStore {
             .arg(request.keep_ms)
             .arg(request.max_active_users.map_or(-1, |cap| cap as i64))
             .arg(&keys.prefix)
-            .arg(request.lease_ms);
+            .arg(request.lease_ms)
+            .arg(request.abandon_after_ms)
+            .arg(request.hold_place_ms);
         for token in request.tokens {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 11 {
-            return Err(StoreError::Corrupt("admit reply needs 11 fields".into()));
+        if reply.len() != 14 {
+            return Err(StoreError::Corrupt("admit reply needs 14 fields".into()));
         }
-        let numbers: Vec<i64> = reply[..4].iter().map(as_i64).collect::<Result<_, _>>()?;
-        let [admitted, expired, waiting, active] = numbers.as_slice() else {
-            unreachable!("four numbers");
+        let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
+        let [admitted, expired, waiting, active, skipped] = numbers.as_slice() else {
+            unreachable!("five numbers");
         };
         if *admitted < 0 {
             return Ok(AdmitOutcome {
@@ -49,7 +56,8 @@ impl RedisStore {
             expired: *expired as u64,
             waiting: *waiting as u64,
             active: *active as u64,
-            settings: parse_versioned(&reply[4..]).ok(),
+            skipped: *skipped as u64,
+            settings: parse_versioned(&reply[5..]).ok(),
         })
     }
 }

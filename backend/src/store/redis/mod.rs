@@ -17,6 +17,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 mod admission;
+mod presence;
 mod queue;
 mod reply;
 mod safety;
@@ -44,6 +45,7 @@ struct Scripts {
     token: Script,
     leave: Script,
     sse_refresh: Script,
+    hear: Script,
     init_room: Script,
     update_room: Script,
     release_lease: Script,
@@ -88,7 +90,9 @@ pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: 
             "1"
         } else {
             "0"
-        });
+        })
+        .arg(config.abandon_after_ms)
+        .arg(config.hold_place_ms);
 }
 
 /// The names of one room's keys.
@@ -150,6 +154,7 @@ impl RedisStore {
                 token: Script::new(include_str!("lua/token.lua")),
                 leave: Script::new(include_str!("lua/leave.lua")),
                 sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
+                hear: Script::new(include_str!("lua/hear.lua")),
                 init_room: Script::new(include_str!("lua/init_room.lua")),
                 update_room: Script::new(include_str!("lua/update_room.lua")),
                 release_lease: Script::new(include_str!("lua/release_lease.lua")),
@@ -333,6 +338,16 @@ impl Store for RedisStore {
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
         self.ticket_in_redis(room, id, now_ms).await
+    }
+
+    async fn hear(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+        positions: bool,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        self.hear_in_redis(room, ids, now_ms, positions).await
     }
 
     async fn sse_refresh(

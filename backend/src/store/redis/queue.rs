@@ -136,8 +136,15 @@ impl RedisStore {
         let reset = number(2)? == 1;
         let popped = number(3)?;
         let leavers = number(4)? as usize;
-        let mut left_seqs: Vec<u64> = (5..5 + leavers).map(number).collect::<Result<_, _>>()?;
+        // A leaver's seq, or a return's -seq (a skipped ticket back at its place: hear.lua).
+        let events: Vec<i64> = (5..5 + leavers)
+            .map(|index| reply.get(index).map_or(Ok(0), as_i64))
+            .collect::<Result<_, _>>()?;
+        let (returned, left): (Vec<i64>, Vec<i64>) = events.into_iter().partition(|e| *e < 0);
+        let mut left_seqs: Vec<u64> = left.into_iter().map(|seq| seq as u64).collect();
+        let mut returned_seqs: Vec<u64> = returned.into_iter().map(i64::unsigned_abs).collect();
         left_seqs.sort_unstable();
+        returned_seqs.sort_unstable();
         let entries = reply.get(5 + leavers..).unwrap_or_default();
         if entries.len() != ids.len() * 5 {
             return Err(StoreError::Corrupt(
@@ -165,7 +172,11 @@ impl RedisStore {
             .collect::<Result<_, StoreError>>()?;
         Ok(SseRefresh {
             cursor,
-            delta: (!reset).then_some(QueueDelta { popped, left_seqs }),
+            delta: (!reset).then_some(QueueDelta {
+                popped,
+                left_seqs,
+                returned_seqs,
+            }),
             tickets,
         })
     }

@@ -27,6 +27,10 @@ pub(super) fn as_u64(value: &Value) -> Result<u64, StoreError> {
 pub(super) fn as_i64(value: &Value) -> Result<i64, StoreError> {
     match value {
         Value::Int(n) => Ok(*n),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| corrupt("number", value)),
         _ => as_u64(value).map(|n| n as i64),
     }
 }
@@ -81,10 +85,11 @@ pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
     })
 }
 
-/// Settings fields `rate, paused, ttl_ms, cap, ver` as stored → versioned settings.
+/// Settings fields `rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, ver` as stored → versioned
+/// settings.
 pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, StoreError> {
     let [settings @ .., version] = fields else {
-        return Err(StoreError::Corrupt("room settings need 7 fields".into()));
+        return Err(StoreError::Corrupt("room settings need 9 fields".into()));
     };
     Ok(VersionedSettings {
         settings: parse_config(settings)?,
@@ -92,11 +97,20 @@ pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, Sto
     })
 }
 
-/// Settings fields `rate, paused, ttl_ms, cap, checkout, share` as stored (empty = absent) → a config.
+/// Settings fields `rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms` as stored
+/// (empty = absent; the presence times of a room stored before they existed read as their
+/// defaults) → a config.
 pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
     let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
-    let [rate, paused, ttl_ms, cap, checkout, share] = text.as_slice() else {
-        return Err(StoreError::Corrupt("room settings need 6 fields".into()));
+    let [rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms] = text.as_slice() else {
+        return Err(StoreError::Corrupt("room settings need 8 fields".into()));
+    };
+    let millis = |text: &str, default: fn() -> u64| {
+        if text.is_empty() {
+            return Ok(default());
+        }
+        text.parse()
+            .map_err(|_| StoreError::Corrupt(format!("presence time {text:?}")))
     };
     if rate.is_empty() {
         return Err(StoreError::Corrupt("room settings are missing".into()));
@@ -119,10 +133,13 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
         },
         checkout_url: (!checkout.is_empty()).then(|| checkout.clone()),
         share_token_with_embedder: share == "1",
+        abandon_after_ms: millis(abandon_ms, crate::store::default_abandon_after_ms)?,
+        hold_place_ms: millis(hold_ms, crate::store::default_hold_place_ms)?,
     })
 }
 
-/// A ticket off the queue from its stored hash fields `state, tok, exp`.
+/// A ticket off the queue from its stored hash fields `state, tok, exp`. A skipped ticket (`HELD`,
+/// `exp` = end of its hold) is `WAITING` without a position until then, `EXPIRED` after.
 pub(super) fn settled_record(
     id: &str,
     state: &str,
@@ -133,8 +150,16 @@ pub(super) fn settled_record(
     if state.is_empty() {
         return Ok(None);
     }
-    let mut state = parse_state(state)?;
     let expires_at_ms = expires.parse::<u64>().ok();
+    if state == "HELD" {
+        let mut record = TicketRecord::waiting(id, 0);
+        record.position = None;
+        if expires_at_ms.is_none_or(|until| until <= now_ms) {
+            record.state = TicketState::Expired;
+        }
+        return Ok(Some(record));
+    }
+    let mut state = parse_state(state)?;
     if state == TicketState::TokenIssued && expires_at_ms.is_none_or(|exp| exp <= now_ms) {
         state = TicketState::Expired;
     }
@@ -145,5 +170,6 @@ pub(super) fn settled_record(
         position: None,
         entry_token: issued.then_some(token),
         token_expires_at_ms: expires_at_ms.filter(|_| issued),
+        place_kept: false,
     }))
 }

@@ -42,7 +42,15 @@ impl RedisStore {
                 redis::cmd("HMGET")
                     .arg(keys.key("settings"))
                     .arg(&[
-                        "rate", "paused", "ttl_ms", "cap", "checkout", "share", "ver",
+                        "rate",
+                        "paused",
+                        "ttl_ms",
+                        "cap",
+                        "checkout",
+                        "share",
+                        "abandon_ms",
+                        "hold_ms",
+                        "ver",
                     ])
                     .query_async(&mut connection),
             )
@@ -88,6 +96,16 @@ impl RedisStore {
                 patch
                     .share_token_with_embedder
                     .map_or_else(unchanged, |share| if share { "1" } else { "0" }.to_owned()),
+            )
+            .arg(
+                patch
+                    .abandon_after_ms
+                    .map_or_else(unchanged, |ms| ms.to_string()),
+            )
+            .arg(
+                patch
+                    .hold_place_ms
+                    .map_or_else(unchanged, |ms| ms.to_string()),
             );
         let reply = self.run_script(&invocation).await?;
         let [applied, settings @ ..] = reply.as_slice() else {
@@ -124,7 +142,7 @@ impl RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
         let [epoch, settings @ .., secret, active] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 10 fields".into()));
+            return Err(StoreError::Corrupt("lease reply needs 12 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;

@@ -1,22 +1,34 @@
 -- One leader tick: check the lease holder and epoch (fencing), renew the lease, expire overdue
 -- tokens, then pop shoppers in arrival order and issue their entry tokens, all atomically.
+-- Presence (docs/DESIGN.md "Presence"): a waiting ticket not heard from for the abandon time is
+-- skipped instead of admitted (held: out of the queue like a leaver, so positions and SSE cursors
+-- move; its hash says HELD with its seq, `exp` = end of the hold). Besides the head, each tick
+-- looks at the last-heard times of the next SWEEP arrival seqs (a cursor going round the line),
+-- so silent tickets anywhere in the line stop counting within abandon + N / (SWEEP × ticks/s).
 -- KEYS[1] queue   KEYS[2] active (ZSET id -> token expiry ms)   KEYS[3] leader   KEYS[4] epoch
 -- KEYS[5] settings   KEYS[6] popped (STRING: shoppers ever admitted, for SSE hubs)
+-- KEYS[7] left (LIST)   KEYS[8] left_count   KEYS[9] sweep (next seq to look at)
+-- KEYS[10] sweep_low (lowest `seen:` chunk not yet deleted)   KEYS[11] seq (arrival counter)
 -- ARGV[1] holder   ARGV[2] epoch   ARGV[3] now ms   ARGV[4] token TTL ms   ARGV[5] keep ms
 -- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8] lease ms
--- ARGV[9..] tokens "room.secret"
--- Returns {admitted (-1 = fenced), expired, waiting, active, rate, paused, ttl_ms, cap, checkout,
--- share, version}:
--- the settings are those in force now, for the next tick's quota. A room paused in the store
--- admits nobody, whatever the caller's (possibly older) copy of the settings says.
+-- ARGV[9] abandon ms   ARGV[10] hold ms   ARGV[11..] tokens "room.secret"
+-- Returns {admitted (-1 = fenced), expired, waiting, active, skipped, rate, paused, ttl_ms, cap,
+-- checkout, share, abandon_ms, hold_ms, version}: the settings are those in force now, for the next
+-- tick's quota.
+-- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, '', '', '', '', '', '', ''}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
 local keep = ttl + tonumber(ARGV[5])
 local prefix = ARGV[7]
+local now_s = math.floor(now / 1000)
+local abandon_s = math.floor(tonumber(ARGV[9]) / 1000)
+local hold = tonumber(ARGV[10])
+local SWEEP = 2048
+local SKIP_BUDGET = 1000
 
 local overdue = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 local expired = 0
@@ -31,9 +43,31 @@ if #overdue > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 end
 
+-- Last heard (whole seconds; never skipped before the abandon time has fully passed).
+local function seen_slot(seq)
+  return prefix .. 'seen:' .. math.floor(seq / 65536), '#' .. (seq % 65536)
+end
+local function silent_since(heard)
+  return heard > 0 and now_s - heard > abandon_s
+end
+local skipped = 0
+local function skip(id, seq)
+  redis.call('ZREM', KEYS[1], id)
+  local chunk, slot = seen_slot(seq)
+  redis.call('BITFIELD', chunk, 'SET', 'u32', slot, 0)
+  redis.call('RPUSH', KEYS[7], seq)
+  redis.call('LTRIM', KEYS[7], -10000, -1)
+  redis.call('INCR', KEYS[8])
+  local key = prefix .. 'ticket:' .. id
+  redis.call('HSET', key, 'state', 'HELD', 'seq', seq, 'exp', now + hold)
+  redis.call('PEXPIRE', key, hold + tonumber(ARGV[5]))
+  skipped = skipped + 1
+end
+
 local active = redis.call('ZCARD', KEYS[2])
-local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share', 'ver')
-local quota = #ARGV - 8
+local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
+                    'abandon_ms', 'hold_ms', 'ver')
+local quota = #ARGV - 10
 if s[2] == '1' then
   quota = 0
 end
@@ -42,13 +76,24 @@ if cap >= 0 then
   quota = math.min(quota, math.max(0, cap - active))
 end
 local admitted = 0
-if quota > 0 then
-  local popped = redis.call('ZPOPMIN', KEYS[1], quota)
-  local expires_at = now + ttl
-  for i = 1, #popped, 2 do
-    local id = popped[i]
+local expires_at = now + ttl
+while admitted < quota do
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #head == 0 then
+    break
+  end
+  local id, seq = head[1], tonumber(head[2])
+  local chunk, slot = seen_slot(seq)
+  if silent_since(redis.call('BITFIELD', chunk, 'GET', 'u32', slot)[1]) then
+    if skipped >= SKIP_BUDGET then
+      break
+    end
+    skip(id, seq)
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('BITFIELD', chunk, 'SET', 'u32', slot, 0)
     admitted = admitted + 1
-    local token = ARGV[8 + admitted]
+    local token = ARGV[10 + admitted]
     local secret = string.match(token, '([^.]+)$')
     local key = prefix .. 'ticket:' .. id
     redis.call('HSET', key, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
@@ -60,5 +105,49 @@ end
 if admitted > 0 then
   redis.call('INCRBY', KEYS[6], admitted)
 end
-return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted,
-        s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '0'}
+
+-- The sweep: SWEEP arrival seqs from the cursor (wrapping to the head), silent ones skipped.
+local last = tonumber(redis.call('GET', KEYS[11]) or '0')
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local head_chunk = math.floor((last + 1) / 65536)
+if #head > 0 then
+  local first = tonumber(head[2])
+  head_chunk = math.floor(first / 65536)
+  local from = tonumber(redis.call('GET', KEYS[9]) or '0')
+  if from < first or from > last then
+    from = first
+  end
+  local to = math.min(last, from + SWEEP - 1)
+  local seq = from
+  while seq <= to and skipped < SKIP_BUDGET do
+    local chunk_end = math.min(to, math.floor(seq / 65536) * 65536 + 65535)
+    local bytes = redis.call('GETRANGE', prefix .. 'seen:' .. math.floor(seq / 65536),
+                             (seq % 65536) * 4, (chunk_end % 65536) * 4 + 3)
+    for j = 0, chunk_end - seq do
+      local b1, b2, b3, b4 = string.byte(bytes, j * 4 + 1, j * 4 + 4)
+      if b4 and silent_since(((b1 * 256 + b2) * 256 + b3) * 256 + b4)
+          and skipped < SKIP_BUDGET then
+        local ids = redis.call('ZRANGEBYSCORE', KEYS[1], seq + j, seq + j, 'LIMIT', 0, 1)
+        if #ids > 0 then
+          skip(ids[1], seq + j)
+        end
+      end
+    end
+    seq = chunk_end + 1
+  end
+  redis.call('SET', KEYS[9], seq)
+end
+-- Chunks wholly behind the head hold nobody's time any more.
+local low = tonumber(redis.call('GET', KEYS[10]) or tostring(head_chunk))
+if head_chunk < low then
+  low = head_chunk
+end
+while low < head_chunk do
+  redis.call('DEL', prefix .. 'seen:' .. low)
+  low = low + 1
+end
+redis.call('SET', KEYS[10], low)
+
+return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted, skipped,
+        s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
+        s[8] or '', s[9] or '0'}

@@ -3,13 +3,16 @@
 -- KEYS[1] settings (HASH)   KEYS[2] secret (STRING: HMAC key of derived ticket ids)
 -- ARGV[1] rate   ARGV[2] paused   ARGV[3] ttl_ms   ARGV[4] cap ("" = none)
 -- ARGV[5] checkout URL ("" = the demo checkout)   ARGV[6] share token with embedder (1|0)
--- ARGV[7] a fresh random secret (32 bytes), written only if the room has none
--- Returns {rate, paused, ttl_ms, cap, checkout, share, settings version, secret}.
+-- ARGV[7] abandon_ms   ARGV[8] hold_ms
+-- ARGV[9] a fresh random secret (32 bytes), written only if the room has none
+-- Returns {rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, settings version, secret}.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'paused', ARGV[2], 'ttl_ms', ARGV[3], 'cap', ARGV[4],
-    'checkout', ARGV[5], 'share', ARGV[6])
+             'checkout', ARGV[5], 'share', ARGV[6], 'abandon_ms', ARGV[7], 'hold_ms', ARGV[8])
 end
-redis.call('SET', KEYS[2], ARGV[7], 'NX')
-local s = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share', 'ver')
-return {s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '0',
+redis.call('SET', KEYS[2], ARGV[9], 'NX')
+local s = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
+                     'abandon_ms', 'hold_ms', 'ver')
+return {s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
+        s[8] or '', s[9] or '0',
         redis.call('GET', KEYS[2])}

@@ -7,6 +7,8 @@
 -- ARGV[9] joins per burst
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit.
+-- A new ticket counts as heard from now (`seen:<seq / 65536>`: u32 Unix seconds per arrival seq).
+-- A skipped ticket within its hold (HELD, `exp` = end of the hold) is live: {id, 0, -1}.
 --
 -- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
 -- and the key costs no dedup entry. Only a re-join after that ticket LEFT or EXPIRED needs another
@@ -25,8 +27,9 @@ if key ~= '' then
   local ticket = redis.call('HMGET', prefix .. 'ticket:' .. candidate, 'state', 'exp')
   local state = ticket[1]
   -- A ticket that left, or whose token expired unused, is no reason to refuse a fresh place.
+  local live_until = tonumber(ticket[2] or '0')
   if state == 'COMPLETED'
-      or (state == 'TOKEN_ISSUED' and tonumber(ticket[2] or '0') > tonumber(ARGV[6])) then
+      or ((state == 'TOKEN_ISSUED' or state == 'HELD') and live_until > tonumber(ARGV[6])) then
     return {candidate, 0, -1}
   end
   if not mapped and not state then
@@ -54,6 +57,8 @@ local seq = redis.call('INCR', KEYS[2])
 -- NX: a join never moves an existing member (belt and braces: a random id is fresh, a derived one
 -- was checked absent above).
 redis.call('ZADD', KEYS[1], 'NX', seq, id)
+redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32', '#' .. (seq % 65536),
+           math.floor(tonumber(ARGV[6]) / 1000))
 if remember then
   redis.call('HSET', KEYS[3], key, id)
   -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).

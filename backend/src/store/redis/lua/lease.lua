@@ -1,12 +1,13 @@
 -- Take or renew a room's scheduler lease, and read the room's settings in the same step.
 -- KEYS[1] leader (STRING holder, PX lease)   KEYS[2] epoch (STRING counter)   KEYS[3] settings (HASH)
 -- KEYS[4] secret (STRING: HMAC key of derived ticket ids)   KEYS[5] active (ZSET: tokens out)
--- ARGV[1] holder   ARGV[2] lease in ms   ARGV[3..8] default rate, paused, ttl_ms, cap, checkout, share: written when the
--- settings are gone (a Redis restarted without persistence), so the room keeps working.
--- ARGV[9] the caller's cached room secret ("" = none): written back the same way when the secret is
--- gone, so the room keeps the secret its replicas derive ticket ids with.
--- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share, settings version, secret in
--- force ("" = none), active users}.
+-- ARGV[1] holder   ARGV[2] lease in ms   ARGV[3..10] default rate, paused, ttl_ms, cap, checkout,
+-- share, abandon_ms, hold_ms: written when the settings are gone (a Redis restarted without
+-- persistence), so the room keeps working.
+-- ARGV[11] the caller's cached room secret ("" = none): written back the same way when the secret
+-- is gone, so the room keeps the secret its replicas derive ticket ids with.
+-- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share,
+-- abandon_ms, hold_ms, settings version, secret in force ("" = none), active users}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then
@@ -18,12 +19,14 @@ elseif not current then
 end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('HSET', KEYS[3], 'rate', ARGV[3], 'paused', ARGV[4], 'ttl_ms', ARGV[5], 'cap', ARGV[6],
-    'checkout', ARGV[7], 'share', ARGV[8])
+             'checkout', ARGV[7], 'share', ARGV[8], 'abandon_ms', ARGV[9], 'hold_ms', ARGV[10])
 end
-if ARGV[9] ~= '' then
-  redis.call('SET', KEYS[4], ARGV[9], 'NX')
+if ARGV[11] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[11], 'NX')
 end
-local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share', 'ver')
-return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '0',
+local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
+                     'abandon_ms', 'hold_ms', 'ver')
+return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
+        s[8] or '', s[9] or '0',
         redis.call('GET', KEYS[4]) or '',
         redis.call('ZCARD', KEYS[5])}

@@ -3,12 +3,15 @@
 -- ARGV[1] ticket id   ARGV[2] now ms   ARGV[3] keep ms   ARGV[4] key prefix
 -- Returns {outcome, state}: outcome LEFT, ENDED (state says which) or NOT_FOUND.
 -- A waiting leaver's seq is appended to `left` (the last 10,000 are kept) and `left_count`
--- counted, so SSE hubs can move everyone behind up without re-reading their positions.
+-- counted, so SSE hubs can move everyone behind up without re-reading their positions; its
+-- last-heard slot is cleared. A skipped ticket within its hold (HELD) leaves too.
 local prefix = ARGV[4]
 local key = prefix .. 'ticket:' .. ARGV[1]
 local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if seq then
   redis.call('ZREM', KEYS[1], ARGV[1])
+  local n = tonumber(seq)
+  redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32', '#' .. (n % 65536), 0)
   redis.call('RPUSH', KEYS[3], seq)
   redis.call('LTRIM', KEYS[3], -10000, -1)
   redis.call('INCR', KEYS[4])
@@ -27,7 +30,12 @@ if ticket[1] == 'TOKEN_ISSUED' and tonumber(ticket[3]) > tonumber(ARGV[2]) then
   redis.call('DEL', prefix .. 'token:' .. string.match(ticket[2], '([^.]+)$'))
   return {'LEFT', 'LEFT'}
 end
-if ticket[1] == 'TOKEN_ISSUED' then
+if ticket[1] == 'HELD' and tonumber(ticket[3]) > tonumber(ARGV[2]) then
+  redis.call('HSET', key, 'state', 'LEFT')
+  redis.call('PEXPIRE', key, ARGV[3])
+  return {'LEFT', 'LEFT'}
+end
+if ticket[1] == 'TOKEN_ISSUED' or ticket[1] == 'HELD' then
   return {'ENDED', 'EXPIRED'}
 end
 return {'ENDED', ticket[1]}

@@ -1,0 +1,51 @@
+-- The holders of some tickets were heard from (a poll, an open SSE stream, a heartbeat): one step.
+-- A waiting ticket's last-heard slot (`seen:<seq / 65536>`, u32 Unix seconds at seq % 65536) is
+-- set. A skipped ticket within its hold (hash state HELD, `seq`, `exp` = end of the hold) goes
+-- back to its arrival seq in the queue (at the head if the line has passed it), `kept` = 1, and a
+-- return (-seq) is counted for SSE hubs, whose streams behind it move back by one.
+-- KEYS[1] queue   KEYS[2] left (LIST)   KEYS[3] left_count
+-- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1)   ARGV[4..] ticket ids
+-- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
+-- ''), state, token, expiry ('' for a waiting ticket).
+local prefix = ARGV[1]
+local now = tonumber(ARGV[2])
+local out = {}
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local key = prefix .. 'ticket:' .. id
+  local seq = redis.call('ZSCORE', KEYS[1], id)
+  if not seq then
+    local held = redis.call('HMGET', key, 'state', 'seq', 'exp')
+    if held[1] == 'HELD' and tonumber(held[3]) > now then
+      seq = held[2]
+      redis.call('ZADD', KEYS[1], seq, id)
+      redis.call('RPUSH', KEYS[2], '-' .. seq)
+      redis.call('LTRIM', KEYS[2], -10000, -1)
+      redis.call('INCR', KEYS[3])
+      redis.call('HSET', key, 'state', 'WAITING', 'kept', '1')
+    end
+  end
+  if seq then
+    local n = tonumber(seq)
+    redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32',
+               '#' .. (n % 65536), math.floor(now / 1000))
+    if ARGV[3] == '1' then
+      out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
+      out[#out + 1] = redis.call('HGET', key, 'kept') or ''
+    else
+      out[#out + 1] = -1
+      out[#out + 1] = ''
+    end
+    out[#out + 1] = 'WAITING'
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+  else
+    local t = redis.call('HMGET', key, 'state', 'tok', 'exp')
+    out[#out + 1] = 0
+    out[#out + 1] = ''
+    out[#out + 1] = t[1] or ''
+    out[#out + 1] = t[2] or ''
+    out[#out + 1] = t[3] or ''
+  end
+end
+return out

@@ -1,0 +1,119 @@
+//! A room's settings as the store keeps them (store units: milliseconds), their patches and
+//! versions. The admin API's view is `vestibule_shared::RoomSettings`; bounds in
+//! `vestibule_shared::settings`.
+
+/// A room's settings — the operator's live knobs — as the store keeps them (shared by every
+/// replica). Durations in store units (milliseconds); the admin API shows them in seconds as
+/// `vestibule_shared::RoomSettings` with live counts; bounds in `vestibule_shared::settings`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Shoppers admitted per second.
+    pub admission_rate_per_sec: f64,
+    /// Admission stopped.
+    pub paused: bool,
+    /// Entry token TTL in milliseconds.
+    pub token_ttl_ms: u64,
+    /// Cap on active users; `None` = no cap.
+    pub max_active_users: Option<u64>,
+    /// Where the page sends an admitted shopper; `None` = the demo checkout (issue 18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout_url: Option<String>,
+    /// Whether the page hands the entry token to the storefront embedding it.
+    #[serde(default)]
+    pub share_token_with_embedder: bool,
+    /// A waiting ticket not heard from for this long (ms) is skipped (docs/DESIGN.md "Presence").
+    #[serde(default = "default_abandon_after_ms")]
+    pub abandon_after_ms: u64,
+    /// A skipped ticket keeps its place this long (ms).
+    #[serde(default = "default_hold_place_ms")]
+    pub hold_place_ms: u64,
+}
+
+/// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
+pub fn default_abandon_after_ms() -> u64 {
+    vestibule_shared::settings::ABANDON_AFTER_SECS_DEFAULT * 1000
+}
+
+/// `holdPlaceSecs`' default in ms.
+pub fn default_hold_place_ms() -> u64 {
+    vestibule_shared::settings::HOLD_PLACE_SECS_DEFAULT * 1000
+}
+
+/// A partial change of [`Settings`]; `None` fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsPatch {
+    /// New admission rate, shoppers per second.
+    pub admission_rate_per_sec: Option<f64>,
+    /// Pause or resume.
+    pub paused: Option<bool>,
+    /// New token TTL in milliseconds.
+    pub token_ttl_ms: Option<u64>,
+    /// New cap: `Some(None)` clears it.
+    pub max_active_users: Option<Option<u64>>,
+    /// New checkout URL: `Some(None)` = the demo checkout again.
+    pub checkout_url: Option<Option<String>>,
+    /// Share the entry token with the embedding storefront or not.
+    pub share_token_with_embedder: Option<bool>,
+    /// New abandon time, ms.
+    pub abandon_after_ms: Option<u64>,
+    /// New place-holding time, ms.
+    pub hold_place_ms: Option<u64>,
+}
+
+/// A room's settings with their version: the version grows by one with every change, so an
+/// operator can make a change conditional on what they last read (`If-Match`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedSettings {
+    /// The settings.
+    pub settings: Settings,
+    /// Changes made to the settings since the room was created (0 = never changed).
+    pub version: u64,
+}
+
+/// The answer to a settings change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettingsUpdate {
+    /// Applied; the settings now in force.
+    Applied(VersionedSettings),
+    /// Not applied: the settings were at another version than the caller expected; these are
+    /// the settings in force.
+    VersionMismatch(VersionedSettings),
+}
+
+impl Settings {
+    /// A patch that sets every field to these settings' values.
+    pub fn as_patch(&self) -> SettingsPatch {
+        SettingsPatch {
+            admission_rate_per_sec: Some(self.admission_rate_per_sec),
+            paused: Some(self.paused),
+            token_ttl_ms: Some(self.token_ttl_ms),
+            max_active_users: Some(self.max_active_users),
+            checkout_url: Some(self.checkout_url.clone()),
+            share_token_with_embedder: Some(self.share_token_with_embedder),
+            abandon_after_ms: Some(self.abandon_after_ms),
+            hold_place_ms: Some(self.hold_place_ms),
+        }
+    }
+
+    /// These settings with `patch` applied.
+    pub fn patched(&self, patch: &SettingsPatch) -> Self {
+        Self {
+            admission_rate_per_sec: patch
+                .admission_rate_per_sec
+                .unwrap_or(self.admission_rate_per_sec),
+            paused: patch.paused.unwrap_or(self.paused),
+            token_ttl_ms: patch.token_ttl_ms.unwrap_or(self.token_ttl_ms),
+            max_active_users: patch.max_active_users.unwrap_or(self.max_active_users),
+            checkout_url: patch
+                .checkout_url
+                .clone()
+                .unwrap_or_else(|| self.checkout_url.clone()),
+            share_token_with_embedder: patch
+                .share_token_with_embedder
+                .unwrap_or(self.share_token_with_embedder),
+            abandon_after_ms: patch.abandon_after_ms.unwrap_or(self.abandon_after_ms),
+            hold_place_ms: patch.hold_place_ms.unwrap_or(self.hold_place_ms),
+        }
+    }
+}
