@@ -91,6 +91,8 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
                 keep_ms: KEEP_MS,
                 max_active_users: None,
                 tokens: &tokens,
+                instant_bank_max: 0,
+                pace: None,
             },
         )
         .await
@@ -378,6 +380,8 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
             keep_ms: KEEP_MS,
             max_active_users: None,
             tokens: &tokens,
+            instant_bank_max: 0,
+            pace: None,
         };
         assert!(
             store
@@ -670,6 +674,8 @@ async fn the_active_users_cap_holds_admission_back() {
                     keep_ms: KEEP_MS,
                     max_active_users: Some(3),
                     tokens: &tokens,
+                    instant_bank_max: 0,
+                    pace: None,
                 },
             )
             .await

@@ -81,11 +81,46 @@ pub enum RoomState {
     Paused,
 }
 
+/// Why a shopper's wait is longer than the configured admission rate makes it (`reason` of
+/// [`TicketStatus`]). Derived from the room's state on every answer (docs/DESIGN.md "ETA and
+/// poll hints"); clients must treat a code they do not know as "no explanation".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WaitReason {
+    /// An operator paused admission.
+    Paused,
+    /// The admission rate was lowered within about the last minute.
+    RateLowered,
+    /// The cap on active users holds admission back: a place frees only when a shopper ahead
+    /// finishes.
+    CapReached,
+    /// The cap holds admission back and shoppers ahead keep their checkout slots for most of
+    /// the token TTL.
+    CheckoutSlow,
+    /// A code this client does not know yet.
+    #[serde(other)]
+    Other,
+}
+
+impl WaitReason {
+    /// The wire name, e.g. `"CAP_REACHED"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Paused => "PAUSED",
+            Self::RateLowered => "RATE_LOWERED",
+            Self::CapReached => "CAP_REACHED",
+            Self::CheckoutSlow => "CHECKOUT_SLOW",
+            Self::Other => "OTHER",
+        }
+    }
+}
+
 /// A shopper's ticket as returned by join, poll and the SSE `status` event.
 ///
 /// Example:
 /// `{"ticketId":"k3J…","room":"main","status":"WAITING","position":42,"etaSeconds":1,
-///   "nextPollAfterMs":1000,"entryToken":null,"tokenExpiresAt":null,"checkoutUrl":null,
+///   "etaSecondsHigh":2,"reason":null,"nextPollAfterMs":1000,"entryToken":null,"tokenExpiresAt":null,"checkoutUrl":null,
 ///   "roomState":"OPEN"}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -109,10 +144,22 @@ pub struct TicketStatus {
     /// 1-based place in the queue (1 = next to be admitted); null unless `WAITING`. Example: `42`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, example = 42))]
     pub position: Option<u64>,
-    /// Estimated seconds until admission: position ÷ admission rate × (1 + margin), rounded up;
+    /// Estimated seconds until admission (the median estimate): position ÷ the effective
+    /// admission rate × (1 + margin), rounded up. The effective rate is the rate measured over
+    /// the last minute, bounded by the configured rate and, under a cap on active users, by the
+    /// measured pace at which active shoppers finish (docs/DESIGN.md "ETA and poll hints").
     /// null unless `WAITING` or while the room is paused. Example: `3`.
     #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 3))]
     pub eta_seconds: Option<u64>,
+    /// The 90th-percentile estimate in seconds (≥ `etaSeconds`): show "about etaSeconds–
+    /// etaSecondsHigh". null exactly when `etaSeconds` is. Example: `5`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 5))]
+    #[serde(default)]
+    pub eta_seconds_high: Option<u64>,
+    /// Why the wait is longer than the configured admission rate alone would make it; null when
+    /// it is not (or the ticket is not `WAITING`). Example: `"CAP_REACHED"`.
+    #[serde(default)]
+    pub reason: Option<WaitReason>,
     /// Milliseconds the client should wait before polling again: the position's tier (1–10 →
     /// 3000, 11–100 → 10000, beyond → 30000 by default), lowered to half the ETA when that is
     /// shorter, and never under 1000 (so near the front, 1000 wins). Example: `3000`.
@@ -419,6 +466,8 @@ mod tests {
             status: TicketState::TokenIssued,
             position: None,
             eta_seconds: None,
+            eta_seconds_high: None,
+            reason: None,
             next_poll_after_ms: 1000,
             entry_token: Some("main.x".into()),
             token_expires_at: Some("2026-11-27T09:00:00Z".into()),

@@ -6,11 +6,13 @@
 //! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
 //! - [`status`]: a ticket's public status from its record and the room's settings (pure).
 //! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
+//! - [`pace`]: the leader's measurement of the admission rate and the finish rate it achieves.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
 pub mod eta;
 pub mod hub_loop;
 pub mod outage;
+pub mod pace;
 pub mod runtime;
 pub mod scheduler;
 pub mod sse_hub;

@@ -255,6 +255,58 @@ pub struct LeaseOutcome {
     pub settings: VersionedSettings,
     /// Active users (tokens out) now.
     pub active: u64,
+    /// The pace the leader last published (`None` when unknown or stale).
+    pub pace: Option<Pace>,
+}
+
+/// What a room's leader measured of its admissions (docs/DESIGN.md "ETA and poll hints"),
+/// published through the store so that every replica's ETAs use it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pace {
+    /// Shoppers admitted per second over about the last minute, counting only ticks that left
+    /// shoppers waiting and were not held back by the cap; `None` until measured.
+    pub admitted_per_sec: Option<f64>,
+    /// Finishes (orders, releases, expiries) per active shopper per second over about the last
+    /// minute; `None` until measured.
+    pub finish_per_active_sec: Option<f64>,
+    /// The last tick left shoppers waiting because of the cap on active users.
+    pub cap_limited: bool,
+}
+
+impl Pace {
+    /// The store's text form: `"rate hazard cap"`, `-` for an unknown number, cap `0|1`.
+    pub fn encode(&self) -> String {
+        let number = |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.6}"));
+        format!(
+            "{} {} {}",
+            number(self.admitted_per_sec),
+            number(self.finish_per_active_sec),
+            u8::from(self.cap_limited)
+        )
+    }
+
+    /// Parses [`Pace::encode`]'s form; `None` for anything else (an empty or foreign value).
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut parts = text.split(' ');
+        let mut number = || -> Option<Option<f64>> {
+            match parts.next()? {
+                "-" => Some(None),
+                value => value.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(Some),
+            }
+        };
+        let admitted_per_sec = number()?;
+        let finish_per_active_sec = number()?;
+        let cap_limited = match parts.next()? {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
+        Some(Self {
+            admitted_per_sec,
+            finish_per_active_sec,
+            cap_limited,
+        })
+    }
 }
 
 /// One scheduler tick's admission request.
@@ -276,6 +328,26 @@ pub struct AdmitRequest<'a> {
     pub max_active_users: Option<u64>,
     /// Fresh entry tokens; at most `tokens.len()` shoppers are admitted.
     pub tokens: &'a [String],
+    /// Most instant admissions the tick may bank for joins that find nobody waiting (see
+    /// [`InstantAdmission`]): what this tick's quota leaves unused when the queue runs dry is
+    /// added to the bank, up to this many.
+    pub instant_bank_max: u64,
+    /// The leader's measured pace, published for every replica (`None` = leave as is).
+    pub pace: Option<Pace>,
+}
+
+/// What a join needs to admit its shopper at once when nobody is waiting and the bank of the
+/// scheduler's unused quota allows (docs/DESIGN.md "No wait when there is no line").
+#[derive(Debug, Clone)]
+pub struct InstantAdmission {
+    /// A fresh entry token for the shopper.
+    pub token: String,
+    /// Now, Unix milliseconds.
+    pub now_ms: u64,
+    /// Token TTL in milliseconds.
+    pub token_ttl_ms: u64,
+    /// How long a finished ticket stays queryable, in milliseconds.
+    pub keep_ms: u64,
 }
 
 /// What one admission did.
@@ -293,6 +365,8 @@ pub struct AdmitOutcome {
     pub active: u64,
     /// The room's settings in force now (`None` when fenced), for the next tick.
     pub settings: Option<VersionedSettings>,
+    /// Shoppers ever admitted in the room after this tick (ticks and instant joins).
+    pub popped: u64,
 }
 
 /// Where an SSE hub has followed a room's queue to: counters that only grow (until the store is
@@ -388,6 +462,22 @@ pub trait Store: Send + Sync + 'static {
                 "a join without a limit was rate limited".into(),
             )),
         }
+    }
+
+    /// [`Store::join_with_limit`] that, when it creates a ticket, nobody is waiting, the room is
+    /// open, the cap on active users allows and the scheduler's bank of unused quota holds one,
+    /// admits the shopper in the same atomic step (`TOKEN_ISSUED` with `instant.token`) and takes
+    /// one from the bank. The default never admits (a store without instant admission).
+    async fn join_admitting(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> Result<JoinReply, StoreError> {
+        let _ = instant;
+        self.join_with_limit(room, dedup_key, new_id, limit).await
     }
 
     /// One ticket, with its exact position while waiting.

@@ -6,6 +6,8 @@
 mod admission;
 mod bad_input;
 mod configuration;
+mod eta;
+mod instant;
 mod joins;
 mod outage;
 mod polls;

@@ -67,6 +67,9 @@ pub struct Room {
     /// Waiting shoppers that ever left, and the arrival seqs of the last [`LEFT_KEPT`] of them.
     pub(super) left_count: u64,
     pub(super) left_seqs: VecDeque<u64>,
+    /// Instant admissions the scheduler's unused quota left for joins that find nobody waiting
+    /// (not kept across restarts: the next tick refills it).
+    pub(super) instant_bank: u64,
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
@@ -93,6 +96,7 @@ impl Room {
             popped: 0,
             left_count: 0,
             left_seqs: VecDeque::new(),
+            instant_bank: 0,
         }
     }
 

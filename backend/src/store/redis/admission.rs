@@ -18,6 +18,8 @@ impl RedisStore {
             .key(keys.key("epoch"))
             .key(keys.key("settings"))
             .key(keys.key("popped"))
+            .key(keys.key("bank"))
+            .key(keys.key("pace"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)
@@ -25,13 +27,15 @@ impl RedisStore {
             .arg(request.keep_ms)
             .arg(request.max_active_users.map_or(-1, |cap| cap as i64))
             .arg(&keys.prefix)
-            .arg(request.lease_ms);
+            .arg(request.lease_ms)
+            .arg(request.instant_bank_max)
+            .arg(request.pace.map(|pace| pace.encode()).unwrap_or_default());
         for token in request.tokens {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 9 {
-            return Err(StoreError::Corrupt("admit reply needs 9 fields".into()));
+        if reply.len() != 10 {
+            return Err(StoreError::Corrupt("admit reply needs 10 fields".into()));
         }
         let numbers: Vec<i64> = reply[..4].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active] = numbers.as_slice() else {
@@ -49,7 +53,8 @@ impl RedisStore {
             expired: *expired as u64,
             waiting: *waiting as u64,
             active: *active as u64,
-            settings: parse_versioned(&reply[4..]).ok(),
+            settings: parse_versioned(&reply[4..9]).ok(),
+            popped: as_i64(&reply[9])?.max(0) as u64,
         })
     }
 }

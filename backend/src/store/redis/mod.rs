@@ -29,7 +29,7 @@ use redis::{Script, Value};
 
 use self::reply::as_array;
 use super::{
-    AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
+    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
     QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store,
     StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
@@ -316,7 +316,19 @@ impl Store for RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit)
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None)
+            .await
+    }
+
+    async fn join_admitting(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> Result<JoinReply, StoreError> {
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant))
             .await
     }
 
