@@ -41,8 +41,10 @@ impl DecayedRatio {
         self.exposure += exposure;
     }
 
+    /// The ratio once `min_events` whole events are in the window (half an event of slack for
+    /// the decay of the ones counted).
     fn value(&self, min_events: f64) -> Option<f64> {
-        (self.exposure >= MIN_EXPOSURE && self.events >= min_events)
+        (self.exposure >= MIN_EXPOSURE && self.events + 0.5 >= min_events)
             .then(|| self.events / self.exposure)
     }
 }

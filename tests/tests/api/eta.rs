@@ -121,6 +121,7 @@ async fn under_a_cap_with_tokens_used_at_once_the_eta_follows_the_measured_pace(
     let (position, eta, _) = shown.expect("an ETA was shown");
     assert!(position >= 40, "shown at place {position}");
     let eta = eta as f64;
+    eprintln!("under a cap: ETA {eta} s shown at place {position}, real wait {real_wait:.1} s");
     assert!(
         eta <= 2.0 * real_wait.max(1.0) && eta >= real_wait / 2.0,
         "ETA {eta} s at place {position}, real wait {real_wait:.1} s"

@@ -29,7 +29,7 @@ async fn an_empty_room_admits_a_new_shopper_in_one_request(backend: Backend) {
     assert_eq!(again.ticket_id, ticket.ticket_id);
     assert_eq!(again.entry_token.as_deref(), Some(token.as_str()));
     let (code, receipt) = app.order("main", Some(&token)).await;
-    assert_eq!(code, StatusCode::OK, "{receipt}");
+    assert_eq!(code, StatusCode::CREATED, "{receipt}");
     // A paused room admits nobody at once.
     app.patch_room("main", json!({"paused": true})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
