@@ -9,8 +9,8 @@ use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy, OpenError};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::{
-    now_ms, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, OrderClaim, Settings, SettingsPatch,
-    SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
+    now_ms, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, OrderClaim, Settings,
+    SettingsPatch, SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
 };
 use vestibule_shared::TicketState;
 

@@ -108,9 +108,12 @@ pub fn calibrate(shoppers: &[Shopper], admitted_at: &HashMap<String, u64>) -> Ca
 
 /// Adds the calibration's rows (`label`: "steady", "rate halved mid-sale").
 pub fn report(report: &mut Report, label: &str, calibration: &Calibration) {
-    let key = label.replace(' ', "_").replace('-', "_");
+    let key = label.replace([' ', '-'], "_");
     report.value(&format!("eta_within_high_{key}"), calibration.within_high);
-    report.value(&format!("eta_within_median_{key}"), calibration.within_median);
+    report.value(
+        &format!("eta_within_median_{key}"),
+        calibration.within_median,
+    );
     report.row(
         format!("ETA calibration ({label}): admitted no later than the high estimate first shown"),
         format!(

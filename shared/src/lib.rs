@@ -3,7 +3,8 @@
 //! Every type serializes with camelCase field names; enums use SCREAMING_SNAKE_CASE values.
 //! This crate holds serde types and pure validation only, so it builds for `wasm32-unknown-unknown`.
 //!
-//! - [`TicketStatus`] / [`TicketState`]: a shopper's place in a room (join, poll, SSE `status` event).
+//! - [`TicketStatus`] / [`TicketState`]: a shopper's place in a room (join, poll, SSE `status` event);
+//!   [`WaitReason`]: why its wait grew.
 //! - [`RoomInfo`] / [`RoomState`]: the public view of a room.
 //! - [`RoomSettings`] / [`RoomSettingsPatch`]: the operator's live knobs (admin API); their
 //!   bounds in [`settings`].
@@ -21,7 +22,9 @@ pub use gate::{EntrySession, SessionRequest};
 use serde::{Deserialize, Serialize};
 
 pub mod paths;
+pub mod reason;
 pub mod settings;
+pub use reason::WaitReason;
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -79,41 +82,6 @@ pub enum RoomState {
     Open,
     /// An operator paused admission; shoppers keep their places, ETA is null.
     Paused,
-}
-
-/// Why a shopper's wait is longer than the configured admission rate makes it (`reason` of
-/// [`TicketStatus`]). Derived from the room's state on every answer (docs/DESIGN.md "ETA and
-/// poll hints"); clients must treat a code they do not know as "no explanation".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum WaitReason {
-    /// An operator paused admission.
-    Paused,
-    /// The admission rate was lowered within about the last minute.
-    RateLowered,
-    /// The cap on active users holds admission back: a place frees only when a shopper ahead
-    /// finishes.
-    CapReached,
-    /// The cap holds admission back and shoppers ahead keep their checkout slots for most of
-    /// the token TTL.
-    CheckoutSlow,
-    /// A code this client does not know yet.
-    #[serde(other)]
-    Other,
-}
-
-impl WaitReason {
-    /// The wire name, e.g. `"CAP_REACHED"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Paused => "PAUSED",
-            Self::RateLowered => "RATE_LOWERED",
-            Self::CapReached => "CAP_REACHED",
-            Self::CheckoutSlow => "CHECKOUT_SLOW",
-            Self::Other => "OTHER",
-        }
-    }
 }
 
 /// A shopper's ticket as returned by join, poll and the SSE `status` event.

@@ -131,7 +131,13 @@ pub async fn join(
     };
     let reply = state
         .store
-        .join_admitting(&room, key.as_deref(), &random_id(), limit.as_ref(), &instant)
+        .join_admitting(
+            &room,
+            key.as_deref(),
+            &random_id(),
+            limit.as_ref(),
+            &instant,
+        )
         .await?;
     let outcome = match reply {
         JoinReply::Joined(outcome) => outcome,

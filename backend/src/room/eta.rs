@@ -97,7 +97,9 @@ pub fn admission_secs(position: u64, inputs: &EtaInputs) -> (f64, f64, f64) {
 /// The admission rate to expect: the configured one, or the measured one when lower.
 pub fn effective_rate(inputs: &EtaInputs) -> f64 {
     let measured = inputs.pace.admitted_per_sec.unwrap_or(f64::INFINITY);
-    inputs.rate_per_sec.min(measured.max(inputs.rate_per_sec * 0.05))
+    inputs
+        .rate_per_sec
+        .min(measured.max(inputs.rate_per_sec * 0.05))
 }
 
 /// Shoppers per second the cap lets in once it is full: cap × finishes per active shopper and
@@ -407,7 +409,10 @@ mod tests {
             NEAR_POLL_AFTER_MS
         );
         // Place 3, a slot every 4 s: nobody is in before the 3 s tier's poll.
-        assert_eq!(estimate(3, &capped(0.05), &tiers()).next_poll_after_ms, 3000);
+        assert_eq!(
+            estimate(3, &capped(0.05), &tiers()).next_poll_after_ms,
+            3000
+        );
         // Without a cap admission is never faster than the rate: no shrinking.
         assert_eq!(estimate(50, &open(10.0), &tiers()).next_poll_after_ms, 3000);
     }

@@ -175,8 +175,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         metrics::counter!("vestibule_instant_admissions_total", &labels)
                             .increment(instant);
                         if let Some(rate) = pace.admitted_per_sec {
-                            metrics::gauge!("vestibule_admission_rate_measured", &labels)
-                                .set(rate);
+                            metrics::gauge!("vestibule_admission_rate_measured", &labels).set(rate);
                         }
                         if let Some(hazard) = pace.finish_per_active_sec {
                             metrics::gauge!("vestibule_finish_rate_per_active_user", &labels)

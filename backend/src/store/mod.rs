@@ -6,6 +6,8 @@
 //! - [`durable`]: `DurableStore`, the embedded default: `MemoryStore` plus a journal and
 //!   snapshots in `--data-dir`, so a restart keeps the queue.
 //! - [`join_limit`]: the per-client join limit (GCRA) the stores check inside a join.
+//! - [`error`]: [`StoreError`], why a store call failed.
+//! - [`instant`]: what a join needs to admit at once; [`pace`]: the leader's measured pace.
 //! - [`safety`]: how a Redis server is set up, where that can lose queue state.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
@@ -14,38 +16,22 @@
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
 pub mod durable;
+pub mod error;
+pub mod instant;
 pub mod join_limit;
 pub mod memory;
 pub mod order_index;
+pub mod pace;
 pub mod redis;
 pub mod safety;
 
 use async_trait::async_trait;
+pub use error::StoreError;
+pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
+pub use pace::Pace;
 pub use safety::StoreSafety;
 use vestibule_shared::TicketState;
-
-/// Why a store call failed.
-///
-/// The two outage kinds differ in what a client may assume (README "Retries"): after
-/// [`StoreError::Unavailable`] the call surely did nothing; after [`StoreError::OutcomeUnknown`] a
-/// change may have happened, so the client must re-read (or retry with its idempotency key)
-/// before trying again. Reads never return `OutcomeUnknown`: a read that was not answered changed
-/// nothing.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The call never reached the store, or the store refused it (no connection, connection
-    /// refused, an error reply): nothing was changed. Answered 503 `store_unavailable`.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// The call was sent but not answered in time (or the connection broke under it): a change
-    /// may have happened. Answered 504 `store_timeout`.
-    #[error("store did not confirm the change: {0}")]
-    OutcomeUnknown(String),
-    /// The store answered something this code does not understand (a bug or a foreign key).
-    #[error("store answered unexpectedly: {0}")]
-    Corrupt(String),
-}
 
 /// A room's settings — the operator's live knobs — as the store keeps them (shared by every
 /// replica). Durations in store units (milliseconds); the admin API shows them in seconds as
@@ -74,17 +60,6 @@ pub struct SettingsPatch {
     pub token_ttl_ms: Option<u64>,
     /// New cap: `Some(None)` clears it.
     pub max_active_users: Option<Option<u64>>,
-}
-
-impl StoreError {
-    /// The error of a read-only call: a read that was not answered changed nothing, so an unknown
-    /// outcome is plain unavailability.
-    pub fn for_read(self) -> Self {
-        match self {
-            Self::OutcomeUnknown(reason) => Self::Unavailable(reason),
-            other => other,
-        }
-    }
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -259,56 +234,6 @@ pub struct LeaseOutcome {
     pub pace: Option<Pace>,
 }
 
-/// What a room's leader measured of its admissions (docs/DESIGN.md "ETA and poll hints"),
-/// published through the store so that every replica's ETAs use it.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Pace {
-    /// Shoppers admitted per second over about the last minute, counting only ticks that left
-    /// shoppers waiting and were not held back by the cap; `None` until measured.
-    pub admitted_per_sec: Option<f64>,
-    /// Finishes (orders, releases, expiries) per active shopper per second over about the last
-    /// minute; `None` until measured.
-    pub finish_per_active_sec: Option<f64>,
-    /// The last tick left shoppers waiting because of the cap on active users.
-    pub cap_limited: bool,
-}
-
-impl Pace {
-    /// The store's text form: `"rate hazard cap"`, `-` for an unknown number, cap `0|1`.
-    pub fn encode(&self) -> String {
-        let number = |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.6}"));
-        format!(
-            "{} {} {}",
-            number(self.admitted_per_sec),
-            number(self.finish_per_active_sec),
-            u8::from(self.cap_limited)
-        )
-    }
-
-    /// Parses [`Pace::encode`]'s form; `None` for anything else (an empty or foreign value).
-    pub fn decode(text: &str) -> Option<Self> {
-        let mut parts = text.split(' ');
-        let mut number = || -> Option<Option<f64>> {
-            match parts.next()? {
-                "-" => Some(None),
-                value => value.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(Some),
-            }
-        };
-        let admitted_per_sec = number()?;
-        let finish_per_active_sec = number()?;
-        let cap_limited = match parts.next()? {
-            "0" => false,
-            "1" => true,
-            _ => return None,
-        };
-        Some(Self {
-            admitted_per_sec,
-            finish_per_active_sec,
-            cap_limited,
-        })
-    }
-}
-
 /// One scheduler tick's admission request.
 #[derive(Debug, Clone)]
 pub struct AdmitRequest<'a> {
@@ -328,26 +253,11 @@ pub struct AdmitRequest<'a> {
     pub max_active_users: Option<u64>,
     /// Fresh entry tokens; at most `tokens.len()` shoppers are admitted.
     pub tokens: &'a [String],
-    /// Most instant admissions the tick may bank for joins that find nobody waiting (see
-    /// [`InstantAdmission`]): what this tick's quota leaves unused when the queue runs dry is
-    /// added to the bank, up to this many.
+    /// Most admissions to bank for joins that find nobody waiting ([`InstantAdmission`]): what
+    /// the quota leaves unused when the queue runs dry is banked, up to this many.
     pub instant_bank_max: u64,
     /// The leader's measured pace, published for every replica (`None` = leave as is).
     pub pace: Option<Pace>,
-}
-
-/// What a join needs to admit its shopper at once when nobody is waiting and the bank of the
-/// scheduler's unused quota allows (docs/DESIGN.md "No wait when there is no line").
-#[derive(Debug, Clone)]
-pub struct InstantAdmission {
-    /// A fresh entry token for the shopper.
-    pub token: String,
-    /// Now, Unix milliseconds.
-    pub now_ms: u64,
-    /// Token TTL in milliseconds.
-    pub token_ttl_ms: u64,
-    /// How long a finished ticket stays queryable, in milliseconds.
-    pub keep_ms: u64,
 }
 
 /// What one admission did.
@@ -464,10 +374,9 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
-    /// [`Store::join_with_limit`] that, when it creates a ticket, nobody is waiting, the room is
-    /// open, the cap on active users allows and the scheduler's bank of unused quota holds one,
-    /// admits the shopper in the same atomic step (`TOKEN_ISSUED` with `instant.token`) and takes
-    /// one from the bank. The default never admits (a store without instant admission).
+    /// [`Store::join_with_limit`] that admits a new ticket's shopper in the same step
+    /// (`TOKEN_ISSUED`, `instant.token`) when nobody else waits, the room is open, the cap allows
+    /// and the scheduler's bank of unused quota holds one, which it takes.
     async fn join_admitting(
         &self,
         room: &str,
@@ -475,10 +384,7 @@ pub trait Store: Send + Sync + 'static {
         new_id: &str,
         limit: Option<&JoinLimit>,
         instant: &InstantAdmission,
-    ) -> Result<JoinReply, StoreError> {
-        let _ = instant;
-        self.join_with_limit(room, dedup_key, new_id, limit).await
-    }
+    ) -> Result<JoinReply, StoreError>;
 
     /// One ticket, with its exact position while waiting.
     async fn ticket(

@@ -26,11 +26,8 @@ async fn an_eta_range_is_present_and_its_high_end_is_not_below_the_median(backen
     // While paused the hint follows the ETA at the configured rate (40 at 175/s: the floor).
     assert_eq!(paused.next_poll_after_ms, 1000);
 
-    app.patch_room(
-        "main",
-        json!({"paused": false, "admissionRatePerSec": 0.5}),
-    )
-    .await;
+    app.patch_room("main", json!({"paused": false, "admissionRatePerSec": 0.5}))
+        .await;
     let status = app.poll("main", &tickets[39].ticket_id).await;
     let position = status.position.expect("waiting");
     let median = status.eta_seconds.expect("an ETA");
@@ -67,9 +64,7 @@ async fn a_rate_halved_mid_line_gives_the_reason_rate_lowered(backend: Backend) 
 /// The scenario scaled down: cap 5, rate 20/s, 60 shoppers who order as soon as they
 /// see their token (polling every 300 ms). The ETA shown at place ~50 once a few have ordered
 /// must be within 2× of the real wait (the worst-case cap pace, 5 per 60 s, would say ~600 s).
-async fn under_a_cap_with_tokens_used_at_once_the_eta_follows_the_measured_pace(
-    backend: Backend,
-) {
+async fn under_a_cap_with_tokens_used_at_once_the_eta_follows_the_measured_pace(backend: Backend) {
     let app = paused_app(
         backend,
         &[

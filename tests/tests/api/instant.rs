@@ -62,7 +62,10 @@ async fn instant_joins_in_one_second_never_exceed_the_rate(backend: Backend) {
         }
     }
     assert!(tickets.len() >= 40, "{} joins in a second", tickets.len());
-    assert!(instant >= 1, "the first join into the idle room is admitted at once");
+    assert!(
+        instant >= 1,
+        "the first join into the idle room is admitted at once"
+    );
     // The rate over the window plus what one tick may bank (⌈10 × 0.1⌉ = 1) and one tick's
     // quota ceiling (2): the scheduler's own bound, shared by instant joins.
     let bound = (RATE * window).ceil() as usize + 1 + 2;

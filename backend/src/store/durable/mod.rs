@@ -36,9 +36,9 @@ use self::snapshot::Snapshot;
 use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
 use super::{
-    now_ms, AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
-    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
-    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    now_ms, AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome,
+    LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate,
+    SseRefresh, Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// How a [`DurableStore`] writes.

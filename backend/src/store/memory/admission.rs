@@ -4,7 +4,9 @@ use vestibule_shared::TicketState;
 
 use super::room::{Lease, Room, Settled};
 use crate::ids::token_secret;
-use crate::store::{AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome};
+use crate::store::{
+    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome,
+};
 
 impl Room {
     /// Takes or renews the lease at the clock time `clock_ms` (see `Store::lease`).
@@ -133,7 +135,8 @@ impl Room {
 
     /// Gives the popped shopper `id` its entry token, expiring at `expires_at_ms`.
     fn issue(&mut self, id: std::sync::Arc<str>, token: &str, expires_at_ms: u64, keep_ms: u64) {
-        self.tokens.insert(token_secret(token).to_owned(), id.clone());
+        self.tokens
+            .insert(token_secret(token).to_owned(), id.clone());
         self.active.insert((expires_at_ms, id.clone()));
         let issued = Settled {
             state: TicketState::TokenIssued,

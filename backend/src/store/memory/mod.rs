@@ -21,9 +21,9 @@ use async_trait::async_trait;
 
 pub use self::room::Room;
 use super::{
-    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
-    QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store,
-    StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
+    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
+    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.

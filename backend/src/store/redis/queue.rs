@@ -7,8 +7,8 @@ use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_reco
 use super::{Keys, RedisStore, DEDUP_TTL_SECS};
 use crate::ids::derived_id;
 use crate::store::{
-    InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, QueueCursor, QueueDelta, RoomCounts,
-    SseRefresh, StoreError, TicketRecord,
+    InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, QueueCursor, QueueDelta,
+    RoomCounts, SseRefresh, StoreError, TicketRecord,
 };
 
 impl RedisStore {
