@@ -73,6 +73,26 @@ fn describe() {
         "1 when this process leads the room's scheduler"
     );
     describe_gauge!("vestibule_sse_streams", "Open SSE streams in this process");
+    describe_gauge!(
+        "vestibule_cap_limited",
+        "1 when the leader's last tick left shoppers waiting because of the active-users cap"
+    );
+    describe_counter!(
+        "vestibule_cap_limited_ticks_total",
+        "Leader ticks held back by the active-users cap"
+    );
+    describe_counter!(
+        "vestibule_instant_admissions_total",
+        "Shoppers admitted by their own join with nobody waiting (not in vestibule_admissions_total)"
+    );
+    describe_gauge!(
+        "vestibule_admission_rate_measured",
+        "Shoppers admitted per second over about the last minute (leader's measurement)"
+    );
+    describe_gauge!(
+        "vestibule_finish_rate_per_active_user",
+        "Finishes (orders, releases, expiries) per active user per second, last minute or so"
+    );
 }
 
 /// Installs the tracing subscriber: `RUST_LOG` filter, default `info`.

@@ -9,8 +9,8 @@ use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy, OpenError};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::{
-    now_ms, AdmitRequest, JoinLimit, JoinReply, OrderClaim, Settings, SettingsPatch,
-    SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
+    now_ms, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, OrderClaim, Settings,
+    SettingsPatch, SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
 };
 use vestibule_shared::TicketState;
 
@@ -47,6 +47,11 @@ async fn admit(store: &dyn Store, tokens: &[String]) -> u64 {
 
 /// [`admit`] with the tick's time.
 async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
+    admit_banking(store, tokens, now, 0).await
+}
+
+/// [`admit_at`] that banks up to `bank_max` unused admissions for instant joins.
+async fn admit_banking(store: &dyn Store, tokens: &[String], now: u64, bank_max: u64) -> u64 {
     let holder = random_id();
     let lease = store.lease(ROOM, &holder, 5_000, &defaults()).await;
     let epoch = lease.unwrap().epoch.expect("the lease is free");
@@ -61,6 +66,8 @@ async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
         tokens,
         abandon_after_ms: u64::MAX / 2,
         hold_place_ms: 0,
+        instant_bank_max: bank_max,
+        pace: None,
     };
     let outcome = store.admit(ROOM, &request).await.unwrap();
     store.release_lease(ROOM, &holder).await.unwrap();
@@ -421,4 +428,65 @@ proptest! {
             Ok(())
         })?;
     }
+}
+
+/// An instant join: `(id, state, entry token)` of the ticket it answered.
+async fn instant_join(store: &dyn Store) -> (String, TicketState, Option<String>) {
+    let instant = InstantAdmission {
+        token: entry_token(ROOM),
+        now_ms: now_ms(),
+        token_ttl_ms: 60_000,
+        keep_ms: KEEP_MS,
+    };
+    let reply = store
+        .join_admitting(ROOM, None, &random_id(), None, &instant)
+        .await
+        .unwrap();
+    let JoinReply::Joined(outcome) = reply else {
+        panic!("no limit to refuse the join");
+    };
+    let ticket = outcome.ticket;
+    assert_eq!(
+        ticket.entry_token.is_some(),
+        ticket.entry_token.as_deref() == Some(instant.token.as_str())
+    );
+    (ticket.id, ticket.state, ticket.entry_token)
+}
+
+#[tokio::test]
+async fn an_instant_join_spends_the_banked_quota_once_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), u64::MAX).await;
+    // Nothing banked yet: the join waits.
+    let (first, state, _) = instant_join(&store).await;
+    assert_eq!(state, TicketState::Waiting);
+    // A tick admits it with a quota of 3: 2 unused, of which 1 (the most) is banked.
+    let tokens: Vec<String> = (0..3).map(|_| entry_token(ROOM)).collect();
+    assert_eq!(admit_banking(&store, &tokens, now_ms(), 1).await, 1);
+    let (instant, state, token) = instant_join(&store).await;
+    assert_eq!(state, TicketState::TokenIssued, "the bank admits at once");
+    let token = token.expect("an entry token");
+    // The bank is spent: the next join waits for a tick.
+    let (after, state, _) = instant_join(&store).await;
+    assert_eq!(state, TicketState::Waiting);
+    // A tick that leaves someone waiting banks nothing.
+    assert_eq!(admit_banking(&store, &tokens[..0], now_ms(), 1).await, 0);
+    assert_eq!(instant_join(&store).await.1, TicketState::Waiting);
+    drop(store);
+
+    let store = open(dir.path(), u64::MAX).await;
+    let (tickets, _) = observe(&store, &[first, instant, after]).await;
+    let states: Vec<_> = tickets.iter().map(|t| t.as_ref().unwrap().state).collect();
+    assert_eq!(
+        states,
+        [
+            TicketState::TokenIssued,
+            TicketState::TokenIssued,
+            TicketState::Waiting
+        ]
+    );
+    assert!(matches!(
+        store.check_token(ROOM, &token, now_ms()).await.unwrap(),
+        TokenCheck::Valid { .. }
+    ));
 }

@@ -50,6 +50,8 @@ async fn tick(store: &dyn Store, at: u64, count: usize) -> (u64, u64) {
         tokens: &tokens,
         abandon_after_ms: ABANDON_MS,
         hold_place_ms: HOLD_MS,
+        instant_bank_max: 0,
+        pace: None,
     };
     let outcome = store.admit(ROOM, &request).await.unwrap();
     assert!(!outcome.fenced);

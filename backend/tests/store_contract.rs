@@ -97,6 +97,8 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
                 tokens: &tokens,
                 abandon_after_ms: u64::MAX / 2,
                 hold_place_ms: 0,
+                instant_bank_max: 0,
+                pace: None,
             },
         )
         .await
@@ -386,6 +388,8 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
             tokens: &tokens,
             abandon_after_ms: u64::MAX / 2,
             hold_place_ms: 0,
+            instant_bank_max: 0,
+            pace: None,
         };
         assert!(
             store
@@ -680,6 +684,8 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
                     tokens: &[],
                     abandon_after_ms: u64::MAX / 2,
                     hold_place_ms: 0,
+                    instant_bank_max: 0,
+                    pace: None,
                 },
             )
             .await
@@ -748,6 +754,8 @@ async fn the_active_users_cap_holds_admission_back() {
                     tokens: &tokens,
                     abandon_after_ms: u64::MAX / 2,
                     hold_place_ms: 0,
+                    instant_bank_max: 0,
+                    pace: None,
                 },
             )
             .await

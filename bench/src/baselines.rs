@@ -43,6 +43,8 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         status: vestibule_shared::TicketState::Waiting,
         position: Some(1),
         eta_seconds: None,
+        eta_seconds_high: None,
+        reason: None,
         next_poll_after_ms: 30_000,
         entry_token: None,
         token_expires_at: None,

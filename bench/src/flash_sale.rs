@@ -70,6 +70,10 @@ pub struct Shopper {
     pub ticket_id: Option<String>,
     /// The ETA shown at join, seconds.
     pub first_eta_secs: Option<u64>,
+    /// The high (90th-percentile) ETA shown at join, seconds.
+    pub first_eta_high_secs: Option<u64>,
+    /// The position shown at join (`None` when the join admitted at once).
+    pub first_position: Option<u64>,
     /// Whether any later status showed a larger position than an earlier one.
     pub position_rose: bool,
     /// Polls sent.
@@ -226,6 +230,8 @@ async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Sh
     me.join_answered_unix_ms = unix_ms();
     me.ticket_id = Some(status.ticket_id.clone());
     me.first_eta_secs = status.eta_seconds;
+    me.first_eta_high_secs = status.eta_seconds_high;
+    me.first_position = status.position;
     let ticket_path = format!("{path}/{}", status.ticket_id);
     let mut stream = if use_sse {
         let events = format!("{ticket_path}/events");

@@ -3,7 +3,8 @@
 //! - [`profile`]: tiny / short / full sizes of a run.
 //! - [`runner`]: all stages in order into one [`report::Report`].
 //! - [`baselines`]: the HTTP ceiling (bare axum hello) and the store ceiling (redis-benchmark).
-//! - [`sale`]: the flash-sale stage and its figures; [`flash_sale`]: the shopper model itself.
+//! - [`sale`]: the flash-sale stage and its figures; [`flash_sale`]: the shopper model itself;
+//!   [`calibration`]: the ETA range shown vs the wait, per decile, steady and with the rate halved.
 //! - [`capacity`]: joins/s and polls/s at saturation, poll latency at a fixed rate, memory.
 //! - [`embedded`]: the embedded store's joins/s and polls/s, memory only vs durable;
 //!   [`embedded_inprocess`]: the same through the `Store` trait, and snapshot and restart times.
@@ -17,6 +18,7 @@
 
 pub mod analysis;
 pub mod baselines;
+pub mod calibration;
 pub mod capacity;
 pub mod embedded;
 pub mod embedded_inprocess;

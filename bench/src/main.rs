@@ -25,7 +25,8 @@ enum Commands {
         /// The vestibule binary (default: next to this one).
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
-        /// Comma-separated stages (default all): baselines, sale, capacity, embedded, position, sse, gate, ghosts.
+        /// Comma-separated stages (default all): baselines, sale, sale-halved, capacity, embedded,
+        /// position, sse, gate, ghosts.
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).

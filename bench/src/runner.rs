@@ -6,13 +6,15 @@ use std::process::Command;
 use crate::profile::Profile;
 use crate::report::Report;
 use crate::{
-    baselines, capacity, embedded, gate_overhead, ghosts, position_cost, sale, sse_capacity,
+    baselines, calibration, capacity, embedded, gate_overhead, ghosts, position_cost, sale,
+    sse_capacity,
 };
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 8] = [
+pub const STAGES: [&str; 9] = [
     "baselines",
     "sale",
+    "sale-halved",
     "capacity",
     "embedded",
     "position",
@@ -60,6 +62,13 @@ pub async fn run(options: &RunOptions) -> Report {
         eprintln!("[bench] stage: flash sale");
         if let Err(error) = sale::run(profile, &options.vestibule, &mut report).await {
             report.note(format!("stage sale failed: {error:#}"));
+        }
+    }
+    if wants("sale-halved") {
+        eprintln!("[bench] stage: flash sale with the rate halved mid-sale");
+        if let Err(error) = calibration::run_halved(profile, &options.vestibule, &mut report).await
+        {
+            report.note(format!("stage sale-halved failed: {error:#}"));
         }
     }
     if wants("capacity") {

@@ -342,7 +342,7 @@ pub async fn run(
         ),
         "≥ 95%",
         Verdict::from(share >= 0.95),
-        "ETA = position ÷ rate × 1.2, rounded up to whole seconds",
+        "ETA (median) = position ÷ effective rate × 1.2, rounded up to whole seconds",
     );
     report.row(
         "Actual / shown wait",
@@ -356,6 +356,15 @@ pub async fn run(
         "≥ 0.7",
         Verdict::from(median_ratio >= 0.7 && aggregate_ratio >= 0.7),
         "1/(1 + margin) = 0.83 expected at a steady rate; the front of the queue waits < 1 s but is shown ≥ 1 s",
+    );
+    let admitted_owned: std::collections::HashMap<String, u64> = admitted_at
+        .iter()
+        .map(|(id, at)| ((*id).to_owned(), *at))
+        .collect();
+    crate::calibration::report(
+        report,
+        "steady",
+        &crate::calibration::calibrate(shoppers, &admitted_owned),
     );
     report.row(
         "Shoppers whose position ever rose",

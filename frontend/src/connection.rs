@@ -206,6 +206,8 @@ mod tests {
             status,
             position: (status == TicketState::Waiting).then_some(7),
             eta_seconds: None,
+            eta_seconds_high: None,
+            reason: None,
             next_poll_after_ms: 1000,
             entry_token: None,
             token_expires_at: None,

@@ -76,6 +76,10 @@ pub enum Text {
     Eta,
     EtaPaused,
     EtaUnknown,
+    ReasonPaused,
+    ReasonRateLowered,
+    ReasonCapReached,
+    ReasonCheckoutSlow,
     Progress,
     ConnConnecting,
     ConnLiveSse,
@@ -183,6 +187,22 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         Eta => ("Estimated wait", "예상 대기 시간"),
         EtaPaused => ("paused", "일시 중지"),
         EtaUnknown => ("calculating…", "계산 중…"),
+        ReasonPaused => (
+            "The shop has paused entry for a moment; your place is kept.",
+            "쇼핑몰이 입장을 잠시 멈췄습니다. 대기 순번은 유지됩니다.",
+        ),
+        ReasonRateLowered => (
+            "The wait grew because the shop now lets fewer shoppers in per second.",
+            "쇼핑몰이 초당 입장 인원을 줄여 대기 시간이 늘었습니다.",
+        ),
+        ReasonCapReached => (
+            "The checkout is full: a new shopper enters each time someone there finishes.",
+            "결제 화면이 가득 찼습니다. 결제를 마친 고객이 나올 때마다 다음 고객이 입장합니다.",
+        ),
+        ReasonCheckoutSlow => (
+            "Shoppers at the checkout are taking longer than usual, so places free up slowly.",
+            "결제 중인 고객이 평소보다 오래 걸려 입장이 천천히 진행됩니다.",
+        ),
         Progress => ("Progress in line", "대기 진행률"),
         ConnConnecting => ("Connecting…", "연결 중…"),
         ConnLiveSse => ("Live updates", "실시간 업데이트 중"),
@@ -300,6 +320,56 @@ pub fn eta_words(lang: Lang, eta_secs: u64) -> String {
     }
 }
 
+/// Whole minutes in words without "about": `"1 h 30 min"` / `"1시간 30분"`.
+fn minutes_words(lang: Lang, minutes: u64) -> String {
+    let (hours, rest) = (minutes / 60, minutes % 60);
+    match (lang, hours, rest) {
+        (Lang::En, 0, m) => format!("{m} min"),
+        (Lang::En, h, 0) => format!("{h} h"),
+        (Lang::En, h, m) => format!("{h} h {m} min"),
+        (Lang::Ko, 0, m) => format!("{m}분"),
+        (Lang::Ko, h, 0) => format!("{h}시간"),
+        (Lang::Ko, h, m) => format!("{h}시간 {m}분"),
+    }
+}
+
+/// The ETA range in words, each end rounded up to the minute: `"about 3–5 min"` /
+/// `"약 3~5분"`; one figure when both ends round alike (see [`eta_words`]).
+pub fn eta_range_words(lang: Lang, eta_secs: u64, high_secs: u64) -> String {
+    let (low, high) = (eta_secs.div_ceil(60).max(1), high_secs.div_ceil(60).max(1));
+    if high_secs < 60 || low >= high {
+        return eta_words(lang, eta_secs.max(high_secs));
+    }
+    match (lang, high < 60) {
+        (Lang::En, true) => format!("about {low}–{high} min"),
+        (Lang::Ko, true) => format!("약 {low}~{high}분"),
+        (Lang::En, false) => format!(
+            "about {} – {}",
+            minutes_words(lang, low),
+            minutes_words(lang, high)
+        ),
+        (Lang::Ko, false) => format!(
+            "약 {}~{}",
+            minutes_words(lang, low),
+            minutes_words(lang, high)
+        ),
+    }
+}
+
+/// Why the wait is longer than the rate alone makes it, in words (`None` for a code this page
+/// does not know: it says nothing rather than something wrong).
+pub fn reason_words(lang: Lang, reason: vestibule_shared::WaitReason) -> Option<&'static str> {
+    use vestibule_shared::WaitReason;
+    let text = match reason {
+        WaitReason::Paused => Text::ReasonPaused,
+        WaitReason::RateLowered => Text::ReasonRateLowered,
+        WaitReason::CapReached => Text::ReasonCapReached,
+        WaitReason::CheckoutSlow => Text::ReasonCheckoutSlow,
+        WaitReason::Other => return None,
+    };
+    Some(t(lang, text))
+}
+
 /// The connection line while retrying: `"Connection lost. Retrying in 4 s — your place is kept."`
 pub fn retrying_in(lang: Lang, secs: u64) -> String {
     match lang {
@@ -349,6 +419,36 @@ mod tests {
         assert_eq!(eta_words(Lang::En, 120), "about 2 min");
         assert_eq!(eta_words(Lang::En, 121), "about 3 min");
         assert_eq!(eta_words(Lang::Ko, 120), "약 2분");
+    }
+
+    #[test]
+    fn the_eta_range_is_said_in_minutes_in_both_languages() {
+        assert_eq!(eta_range_words(Lang::En, 150, 290), "about 3–5 min");
+        assert_eq!(eta_range_words(Lang::Ko, 150, 290), "약 3~5분");
+        // Ends that round alike, or a range under a minute: one figure.
+        assert_eq!(eta_range_words(Lang::En, 130, 170), "about 3 min");
+        assert_eq!(eta_range_words(Lang::En, 10, 40), "less than a minute");
+        assert_eq!(
+            eta_range_words(Lang::En, 3000, 5400),
+            "about 50 min – 1 h 30 min"
+        );
+        assert_eq!(eta_range_words(Lang::Ko, 3600, 7200), "약 1시간~2시간");
+    }
+
+    #[test]
+    fn every_known_reason_has_words_in_both_languages() {
+        use vestibule_shared::WaitReason;
+        for reason in [
+            WaitReason::Paused,
+            WaitReason::RateLowered,
+            WaitReason::CapReached,
+            WaitReason::CheckoutSlow,
+        ] {
+            for lang in [Lang::En, Lang::Ko] {
+                assert!(reason_words(lang, reason).is_some_and(|text| !text.is_empty()));
+            }
+        }
+        assert_eq!(reason_words(Lang::En, WaitReason::Other), None);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Every type serializes with camelCase field names; enums use SCREAMING_SNAKE_CASE values.
 //! This crate holds serde types and pure validation only, so it builds for `wasm32-unknown-unknown`.
 //!
-//! - [`TicketStatus`] / [`TicketState`]: a shopper's place in a room (join, poll, SSE `status` event).
+//! - [`TicketStatus`] / [`TicketState`]: a shopper's place in a room (join, poll, SSE `status` event);
+//!   [`WaitReason`]: why its wait grew.
 //! - [`RoomInfo`] / [`RoomState`]: the public view of a room.
 //! - [`RoomSettings`] / [`RoomSettingsPatch`]: the operator's live knobs (admin API); their
 //!   bounds in [`settings`].
@@ -25,7 +26,9 @@ use serde::{Deserialize, Serialize};
 mod numbers;
 mod orders;
 pub mod paths;
+pub mod reason;
 pub mod settings;
+pub use reason::WaitReason;
 
 use numbers::{nullable, nullable_whole_number, whole_number};
 pub use orders::{OrderReceipt, OrderRequest};
@@ -92,7 +95,7 @@ pub enum RoomState {
 ///
 /// Example:
 /// `{"ticketId":"k3J…","room":"main","status":"WAITING","position":42,"etaSeconds":1,
-///   "nextPollAfterMs":1000,"entryToken":null,"tokenExpiresAt":null,"checkoutUrl":null,
+///   "etaSecondsHigh":2,"reason":null,"nextPollAfterMs":1000,"entryToken":null,"tokenExpiresAt":null,"checkoutUrl":null,
 ///   "roomState":"OPEN"}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -116,10 +119,22 @@ pub struct TicketStatus {
     /// 1-based place in the queue (1 = next to be admitted); null unless `WAITING`. Example: `42`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, example = 42))]
     pub position: Option<u64>,
-    /// Estimated seconds until admission: position ÷ admission rate × (1 + margin), rounded up;
+    /// Estimated seconds until admission (the median estimate): position ÷ the effective
+    /// admission rate × (1 + margin), rounded up. The effective rate is the rate measured over
+    /// the last minute, bounded by the configured rate and, under a cap on active users, by the
+    /// measured pace at which active shoppers finish (docs/DESIGN.md "ETA and poll hints").
     /// null unless `WAITING` or while the room is paused. Example: `3`.
     #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 3))]
     pub eta_seconds: Option<u64>,
+    /// The 90th-percentile estimate in seconds (≥ `etaSeconds`): show "about etaSeconds–
+    /// etaSecondsHigh". null exactly when `etaSeconds` is. Example: `5`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 5))]
+    #[serde(default)]
+    pub eta_seconds_high: Option<u64>,
+    /// Why the wait is longer than the configured admission rate alone would make it; null when
+    /// it is not (or the ticket is not `WAITING`). Example: `"CAP_REACHED"`.
+    #[serde(default)]
+    pub reason: Option<WaitReason>,
     /// Milliseconds the client should wait before polling again: the position's tier (1–10 →
     /// 3000, 11–100 → 10000, beyond → 30000 by default), lowered to half the ETA when that is
     /// shorter, and never under 1000 (so near the front, 1000 wins). Example: `3000`.
@@ -423,6 +438,8 @@ mod tests {
             status: TicketState::TokenIssued,
             position: None,
             eta_seconds: None,
+            eta_seconds_high: None,
+            reason: None,
             next_poll_after_ms: 1000,
             entry_token: Some("main.x".into()),
             token_expires_at: Some("2026-11-27T09:00:00Z".into()),

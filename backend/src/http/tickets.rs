@@ -15,10 +15,10 @@ use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 use crate::http::client_ip::{client_ip, limit_key};
 use crate::http::error::{ApiError, Json, Path};
 use crate::http::user_assertion;
-use crate::ids::{is_well_formed_id, log_tag, random_id};
+use crate::ids::{entry_token, is_well_formed_id, log_tag, random_id};
 use crate::room::status::ticket_status;
 use crate::state::AppState;
-use crate::store::{now_ms, JoinLimit, JoinReply, LeaveOutcome, TicketRecord};
+use crate::store::{now_ms, InstantAdmission, JoinLimit, JoinReply, LeaveOutcome, TicketRecord};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -95,7 +95,8 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
 /// `POST /api/v1/rooms/{room}/tickets`: join the queue.
 ///
 /// 201 with a new ticket, or 200 with the existing one when the `Idempotency-Key` (or a signed
-/// user assertion) names a live ticket — same id, same place.
+/// user assertion) names a live ticket — same id, same place. A new ticket in a room where
+/// nobody waits and the current tick's quota has room is `TOKEN_ISSUED` at once.
 #[utoipa::path(
     post,
     path = "/api/v1/rooms/{room}/tickets",
@@ -107,7 +108,7 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
         ("X-User-Assertion" = Option<String>, Header, pattern = "^[!-~]+\\.[0-9]+\\.[0-9a-f]{64}$", description = "`userId.expiryUnixSecs.hexHmac` signed by the storefront with `--user-assertion-secret`: one live ticket per user. 403 `user_assertion_invalid` when it does not verify"),
     ),
     responses(
-        (status = 201, description = "New ticket at the back of the line", body = TicketStatus,
+        (status = 201, description = "New ticket at the back of the line, or already `TOKEN_ISSUED` when nobody was waiting and the admission rate had room", body = TicketStatus,
             headers(("Location" = String, description = "The ticket's URL"))),
         (status = 200, description = "The live ticket already joined under this key or user (same id, same place)", body = TicketStatus,
             headers(("Location" = String, description = "The ticket's URL"))),
@@ -134,9 +135,23 @@ pub async fn join(
             per_minute: per_minute.get(),
         })
     });
+    // With nobody waiting the join may admit at once (docs/DESIGN.md "No wait when there is no
+    // line"): it carries a fresh entry token for that case.
+    let instant = InstantAdmission {
+        token: entry_token(&room),
+        now_ms: now_ms(),
+        token_ttl_ms: runtime.settings().token_ttl_ms,
+        keep_ms: state.keep_ms(),
+    };
     let reply = state
         .store
-        .join_with_limit(&room, key.as_deref(), &random_id(), limit.as_ref())
+        .join_admitting(
+            &room,
+            key.as_deref(),
+            &random_id(),
+            limit.as_ref(),
+            &instant,
+        )
         .await?;
     let mut outcome = match reply {
         JoinReply::Joined(outcome) => outcome,

@@ -7,11 +7,13 @@
 //! - [`status`]: a ticket's public status from its record and the room's settings (pure).
 //! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
 //! - [`presence`]: the abandon time in force, heartbeat and stream-presence periods.
+//! - [`pace`]: the leader's measurement of the admission rate and the finish rate it achieves.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
 pub mod eta;
 pub mod hub_loop;
 pub mod outage;
+pub mod pace;
 pub mod presence;
 pub mod runtime;
 pub mod scheduler;

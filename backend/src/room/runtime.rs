@@ -6,7 +6,7 @@ use std::sync::RwLock;
 use std::sync::Arc;
 
 use crate::room::sse_hub::SseHub;
-use crate::store::{Settings, VersionedSettings};
+use crate::store::{Pace, Settings, VersionedSettings};
 use crate::tokens::TokenService;
 
 /// One room's in-process view: its settings as last read from the store, and its SSE hub.
@@ -20,6 +20,8 @@ pub struct RoomRuntime {
     active_users: AtomicU64,
     /// Signs the entry tokens of this room's tickets.
     pub tokens: Arc<TokenService>,
+    /// What the room's leader last measured (this process's, or published through the store).
+    pace: RwLock<Pace>,
 }
 
 impl RoomRuntime {
@@ -31,7 +33,24 @@ impl RoomRuntime {
             settings: RwLock::new(settings),
             hub: SseHub::default(),
             active_users: AtomicU64::new(0),
+            pace: RwLock::new(Pace::default()),
         }
+    }
+
+    /// The leader's measured pace as last seen (docs/DESIGN.md "ETA and poll hints").
+    pub fn pace(&self) -> Pace {
+        *self
+            .pace
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records the leader's measured pace.
+    pub fn set_pace(&self, pace: Pace) {
+        *self
+            .pace
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = pace;
     }
 
     /// The settings last read from the store (refreshed every scheduler tick).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ids::{entry_token, random_id};
+use crate::room::pace::{PaceMeter, TickSample};
 use crate::room::presence::effective_abandon_ms;
 use crate::room::RoomRuntime;
 use crate::state::AppState;
@@ -68,6 +69,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     let labels = [("room", room.name.clone())];
     let defaults = state.default_settings();
     let mut quota = Quota::default();
+    let mut meter = PaceMeter::default();
     let mut leader: Option<Leadership> = None;
     let mut largest_tick = 0u64;
     let mut shutdown = state.shutdown.clone();
@@ -87,6 +89,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 Ok(lease) => {
                     room.set_settings(lease.settings);
                     room.set_active_users(lease.active);
+                    room.set_pace(lease.pace.unwrap_or_default());
                     if let Some(epoch) = lease.epoch {
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
@@ -95,8 +98,10 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         leader = Some(Leadership {
                             epoch,
                             last_tick: started - tick,
+                            popped: None,
                         });
                         quota.reset();
+                        meter.lost_track();
                     }
                     Ok(())
                 }
@@ -124,6 +129,12 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     tokens: &tokens,
                     abandon_after_ms: effective_abandon_ms(&settings, &state.config.poll_tiers),
                     hold_place_ms: settings.hold_place_ms,
+                    instant_bank_max: instant_bank_max(
+                        settings.admission_rate_per_sec,
+                        settings.paused,
+                        tick,
+                    ),
+                    pace: Some(meter.pace()),
                 };
                 match store.admit(&room.name, &request).await {
                     Ok(outcome) if outcome.fenced => {
@@ -137,6 +148,42 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     }
                     Ok(outcome) => {
                         quota.settle_short(granted, outcome.admitted);
+                        // Instant joins since the last tick: the store's count of shoppers ever
+                        // admitted moved by more than this tick's pops.
+                        let before = outcome.popped.saturating_sub(outcome.admitted);
+                        let instant = leadership
+                            .popped
+                            .map_or(0, |last| before.saturating_sub(last));
+                        leadership.popped = Some(outcome.popped);
+                        let cap_limited = settings.max_active_users.is_some()
+                            && !settings.paused
+                            && outcome.admitted < granted
+                            && outcome.waiting > 0;
+                        meter.record(&TickSample {
+                            elapsed_secs: elapsed.as_secs_f64(),
+                            admitted: outcome.admitted + instant,
+                            waiting: outcome.waiting,
+                            active: outcome.active,
+                            cap_limited,
+                            paused: settings.paused,
+                        });
+                        let pace = meter.pace();
+                        room.set_pace(pace);
+                        metrics::gauge!("vestibule_cap_limited", &labels)
+                            .set(f64::from(u8::from(cap_limited)));
+                        if cap_limited {
+                            metrics::counter!("vestibule_cap_limited_ticks_total", &labels)
+                                .increment(1);
+                        }
+                        metrics::counter!("vestibule_instant_admissions_total", &labels)
+                            .increment(instant);
+                        if let Some(rate) = pace.admitted_per_sec {
+                            metrics::gauge!("vestibule_admission_rate_measured", &labels).set(rate);
+                        }
+                        if let Some(hazard) = pace.finish_per_active_sec {
+                            metrics::gauge!("vestibule_finish_rate_per_active_user", &labels)
+                                .set(hazard);
+                        }
                         room.set_active_users(outcome.active);
                         if let Some(config) = outcome.settings {
                             room.set_settings(config);
@@ -197,6 +244,19 @@ struct Leadership {
     epoch: u64,
     /// When the last admission tick started.
     last_tick: Instant,
+    /// Shoppers ever admitted in the room after the last tick (`None` before the first).
+    popped: Option<u64>,
+}
+
+/// Most instant admissions a tick may bank for joins that find nobody waiting: one tick's quota
+/// (at least 1, so that a slow rate still admits an idle room's next shopper at once), none
+/// while paused. With nobody waiting the bank and the ticks' pops together never exceed what
+/// the quota granted, so the rate holds (docs/DESIGN.md "No wait when there is no line").
+pub fn instant_bank_max(rate_per_sec: f64, paused: bool, tick: Duration) -> u64 {
+    if paused || rate_per_sec <= 0.0 {
+        return 0;
+    }
+    ((rate_per_sec * tick.as_secs_f64()).ceil() as u64).max(1)
 }
 
 #[cfg(test)]

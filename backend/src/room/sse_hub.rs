@@ -270,6 +270,8 @@ mod tests {
             status: TicketState::Waiting,
             position: Some(position),
             eta_seconds: None,
+            eta_seconds_high: None,
+            reason: None,
             next_poll_after_ms: 1000,
             entry_token: None,
             token_expires_at: None,

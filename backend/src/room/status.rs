@@ -11,8 +11,9 @@ use crate::room::RoomRuntime;
 use crate::room::{eta, presence};
 use crate::store::{now_ms, TicketRecord};
 
-/// The public status of a ticket: position, ETA and poll hint by the formulas of
-/// docs/DESIGN.md ("ETA and poll hints"), from the room's settings as this process last read them.
+/// The public status of a ticket: position, ETA range, reason and poll hint by the formulas of
+/// docs/DESIGN.md ("ETA and poll hints"), from the room's settings and its leader's measured pace
+/// as this process last read them.
 pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
     let settings = room.settings();
     let room_state = if settings.paused {
@@ -20,25 +21,30 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
     } else {
         RoomState::Open
     };
-    let (eta_seconds, next_poll_after_ms) = match (record.state, record.position) {
+    let (estimate, next_poll_after_ms) = match (record.state, record.position) {
         (TicketState::Waiting, Some(position)) => {
-            let exact = eta::eta_with_cap(
-                position,
-                settings.admission_rate_per_sec,
-                config.eta_margin,
-                settings.paused,
-                settings
+            let inputs = eta::EtaInputs {
+                rate_per_sec: settings.admission_rate_per_sec,
+                margin: config.eta_margin,
+                paused: settings.paused,
+                cap: settings
                     .max_active_users
                     .map(|cap| (cap, room.active_users())),
-                settings.token_ttl_ms as f64 / 1000.0,
-            );
-            (
-                exact.map(eta::eta_display_secs),
-                eta::next_poll_after_ms(position, exact, &config.poll_tiers),
-            )
+                token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
+                pace: room.pace(),
+            };
+            let estimate = eta::estimate(position, &inputs, &config.poll_tiers);
+            let hint = estimate.next_poll_after_ms;
+            (Some(estimate), hint)
         }
         _ => (None, config.poll_tiers.after_ms(u64::MAX)),
     };
+    let eta_seconds = estimate
+        .and_then(|estimate| estimate.median_secs)
+        .map(eta::eta_display_secs);
+    let eta_seconds_high = estimate
+        .and_then(|estimate| estimate.high_secs)
+        .map(eta::eta_display_secs);
     let issued = record.state == TicketState::TokenIssued;
     TicketStatus {
         ticket_id: record.id.clone(),
@@ -48,6 +54,8 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .position
             .filter(|_| record.state == TicketState::Waiting),
         eta_seconds,
+        eta_seconds_high,
+        reason: estimate.and_then(|estimate| estimate.reason),
         next_poll_after_ms,
         entry_token: record
             .entry_token

@@ -6,6 +6,8 @@
 //! - [`durable`]: `DurableStore`, the embedded default: `MemoryStore` plus a journal and
 //!   snapshots in `--data-dir`, so a restart keeps the queue.
 //! - [`join_limit`]: the per-client join limit (GCRA) the stores check inside a join.
+//! - [`error`]: [`StoreError`], why a store call failed.
+//! - [`instant`]: what a join needs to admit at once; [`pace`]: the leader's measured pace.
 //! - [`safety`]: how a Redis server is set up, where that can lose queue state.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
@@ -14,54 +16,27 @@
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
 pub mod durable;
+pub mod error;
+pub mod instant;
 pub mod join_limit;
 pub mod memory;
 pub mod order_index;
+pub mod pace;
 pub mod redis;
 pub mod safety;
 mod settings;
 
 use async_trait::async_trait;
+pub use error::StoreError;
+pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
+pub use pace::Pace;
 pub use safety::StoreSafety;
 pub use settings::{
     default_abandon_after_ms, default_hold_place_ms, Settings, SettingsPatch, SettingsUpdate,
     VersionedSettings,
 };
 use vestibule_shared::TicketState;
-
-/// Why a store call failed.
-///
-/// The two outage kinds differ in what a client may assume (README "Retries"): after
-/// [`StoreError::Unavailable`] the call surely did nothing; after [`StoreError::OutcomeUnknown`] a
-/// change may have happened, so the client must re-read (or retry with its idempotency key)
-/// before trying again. Reads never return `OutcomeUnknown`: a read that was not answered changed
-/// nothing.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The call never reached the store, or the store refused it (no connection, connection
-    /// refused, an error reply): nothing was changed. Answered 503 `store_unavailable`.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// The call was sent but not answered in time (or the connection broke under it): a change
-    /// may have happened. Answered 504 `store_timeout`.
-    #[error("store did not confirm the change: {0}")]
-    OutcomeUnknown(String),
-    /// The store answered something this code does not understand (a bug or a foreign key).
-    #[error("store answered unexpectedly: {0}")]
-    Corrupt(String),
-}
-
-impl StoreError {
-    /// The error of a read-only call: a read that was not answered changed nothing, so an unknown
-    /// outcome is plain unavailability.
-    pub fn for_read(self) -> Self {
-        match self {
-            Self::OutcomeUnknown(reason) => Self::Unavailable(reason),
-            other => other,
-        }
-    }
-}
 
 /// What the store knows of one ticket.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,6 +166,8 @@ pub struct LeaseOutcome {
     pub settings: VersionedSettings,
     /// Active users (tokens out) now.
     pub active: u64,
+    /// The pace the leader last published (`None` when unknown or stale).
+    pub pace: Option<Pace>,
 }
 
 /// One scheduler tick's admission request.
@@ -217,6 +194,11 @@ pub struct AdmitRequest<'a> {
     pub abandon_after_ms: u64,
     /// How long a skipped ticket keeps its place (ms).
     pub hold_place_ms: u64,
+    /// Most admissions to bank for joins that find nobody waiting ([`InstantAdmission`]): what
+    /// the quota leaves unused when the queue runs dry is banked, up to this many.
+    pub instant_bank_max: u64,
+    /// The leader's measured pace, published for every replica (`None` = leave as is).
+    pub pace: Option<Pace>,
 }
 
 /// What one admission did.
@@ -236,6 +218,8 @@ pub struct AdmitOutcome {
     pub skipped: u64,
     /// The room's settings in force now (`None` when fenced), for the next tick.
     pub settings: Option<VersionedSettings>,
+    /// Shoppers ever admitted in the room after this tick (ticks and instant joins).
+    pub popped: u64,
 }
 
 /// Where an SSE hub has followed a room's queue to: counters that only grow (until the store is
@@ -336,6 +320,18 @@ pub trait Store: Send + Sync + 'static {
             )),
         }
     }
+
+    /// [`Store::join_with_limit`] that admits a new ticket's shopper in the same step
+    /// (`TOKEN_ISSUED`, `instant.token`) when nobody else waits, the room is open, the cap allows
+    /// and the scheduler's bank of unused quota holds one, which it takes.
+    async fn join_admitting(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> Result<JoinReply, StoreError>;
 
     /// One ticket, with its exact position while waiting.
     async fn ticket(

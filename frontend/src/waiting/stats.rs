@@ -5,7 +5,7 @@ use vestibule_shared::{RoomState, TicketState};
 
 use crate::{
     connection::{Connection, Phase},
-    i18n::{eta_words, t, Lang, Text},
+    i18n::{eta_range_words, reason_words, t, Lang, Text},
 };
 
 /// A figure of the stats, or a dash while it is not known yet (the layout stays put).
@@ -19,7 +19,9 @@ fn eta_text(lang: Lang, phase: &Phase) -> String {
         Phase::Ticket(s) if s.status == TicketState::Waiting => match (s.room_state, s.eta_seconds)
         {
             (RoomState::Paused, _) => t(lang, Text::EtaPaused).to_owned(),
-            (RoomState::Open, Some(secs)) => eta_words(lang, secs),
+            (RoomState::Open, Some(secs)) => {
+                eta_range_words(lang, secs, s.eta_seconds_high.unwrap_or(secs))
+            }
             (RoomState::Open, None) => t(lang, Text::EtaUnknown).to_owned(),
         },
         _ => figure(None),
@@ -34,7 +36,18 @@ fn eta_seconds(phase: &Phase) -> Option<u64> {
     }
 }
 
-/// Place, people ahead and ETA. Shown from the start with placeholders, so the first answer
+/// Why the wait is longer than the rate alone makes it, in words, while waiting in an open
+/// room (the paused state has its own words); empty otherwise.
+fn reason_text(lang: Lang, phase: &Phase) -> Option<&'static str> {
+    match phase {
+        Phase::Ticket(s) if s.status == TicketState::Waiting && s.room_state == RoomState::Open => {
+            s.reason.and_then(|reason| reason_words(lang, reason))
+        }
+        _ => None,
+    }
+}
+
+/// Place, people ahead and ETA (a range), and below them why the wait grew. Shown from the start with placeholders, so the first answer
 /// moves nothing; greyed (`stale`) while the link is lost.
 #[component]
 pub fn Stats(
@@ -45,6 +58,12 @@ pub fn Stats(
 ) -> impl IntoView {
     let position = move || phase.with(Phase::waiting_position);
     let eta_seconds = move || phase.with(eta_seconds);
+    let eta_seconds_high = move || {
+        phase.with(|p| match p {
+            Phase::Ticket(s) if s.status == TicketState::Waiting => s.eta_seconds_high,
+            _ => None,
+        })
+    };
     view! {
         <dl
             class="stats"
@@ -61,10 +80,17 @@ pub fn Stats(
             </div>
             <div class="stat">
                 <dt>{t(lang, Text::Eta)}</dt>
-                <dd id="eta" data-seconds=move || eta_seconds().map(|s| s.to_string())>
+                <dd
+                    id="eta"
+                    data-seconds=move || eta_seconds().map(|s| s.to_string())
+                    data-seconds-high=move || eta_seconds_high().map(|s| s.to_string())
+                >
                     {move || phase.with(|p| eta_text(lang, p))}
                 </dd>
             </div>
         </dl>
+        <p id="eta-reason" class="eta-reason" hidden=move || phase.with(|p| reason_text(lang, p)).is_none()>
+            {move || phase.with(|p| reason_text(lang, p)).unwrap_or_default()}
+        </p>
     }
 }

@@ -7,6 +7,8 @@ mod admission;
 mod bad_input;
 mod configuration;
 mod embedding;
+mod eta;
+mod instant;
 mod joins;
 mod outage;
 mod polls;

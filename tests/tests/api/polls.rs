@@ -23,10 +23,11 @@ async fn eta_and_poll_hints_follow_the_design_formulas(backend: Backend) {
     for _ in 0..102 {
         tickets.push(app.join("main", None).await.1);
     }
-    // Paused: ETA null, hint by tier alone.
+    // Paused: ETA null, the hint as at the configured rate (175/s: 51 are admitted in a
+    // third of a second once resumed, so the floor).
     let paused = app.poll("main", &tickets[50].ticket_id).await;
     assert_eq!(paused.eta_seconds, None);
-    assert_eq!(paused.next_poll_after_ms, 10_000);
+    assert_eq!(paused.next_poll_after_ms, expected_hint(51, 175.0));
 
     // Slow rate: the tier dominates at the edges 10/11 and 100/101.
     app.patch_room(

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::memory::MemoryStore;
-use crate::store::{JoinLimit, OrderClaim, Settings, StoreError};
+use crate::store::{InstantAdmission, JoinLimit, OrderClaim, Settings, StoreError};
 
 /// A state-changing call as the journal keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +33,9 @@ pub enum Change {
         limit: Option<JoinLimit>,
         /// When it ran, Unix ms.
         now_ms: u64,
+        /// Set when the join admitted its shopper at once (nobody was waiting).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instant: Option<InstantJoin>,
     },
     /// A leave that ended a waiting or issued ticket.
     Leave {
@@ -100,6 +103,19 @@ pub enum Change {
     },
 }
 
+/// The admission an instant join made, as the journal keeps it (replayed as it happened,
+/// whatever the bank of unused quota held: the bank is not kept).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstantJoin {
+    /// The entry token given.
+    pub token: String,
+    /// Token TTL, ms.
+    pub token_ttl_ms: u64,
+    /// How long the finished ticket stays queryable, ms.
+    pub keep_ms: u64,
+}
+
 impl Change {
     /// Applies this change to `engine` as the original call did.
     ///
@@ -117,8 +133,17 @@ impl Change {
                 id,
                 limit,
                 now_ms,
+                instant,
             } => engine.with_room(room, |state| {
                 state.join(key.as_deref(), id, limit.as_ref(), *now_ms);
+                if let Some(instant) = instant {
+                    state.admit_joined(&InstantAdmission {
+                        token: instant.token.clone(),
+                        now_ms: *now_ms,
+                        token_ttl_ms: instant.token_ttl_ms,
+                        keep_ms: instant.keep_ms,
+                    });
+                }
             }),
             Self::Leave {
                 room,

@@ -29,16 +29,16 @@ use async_trait::async_trait;
 use fs4::fs_std::FileExt as _;
 use tokio::runtime::RuntimeFlavor;
 
-use self::change::Change;
+use self::change::{Change, InstantJoin};
 pub use self::journal::FsyncPolicy;
 use self::journal::Journal;
 use self::snapshot::Snapshot;
 use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
 use super::{
-    now_ms, AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
-    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
-    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    now_ms, AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome,
+    LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate,
+    SseRefresh, Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// How a [`DurableStore`] writes.
@@ -338,6 +338,36 @@ impl Store for DurableStore {
                 id: new_id.to_owned(),
                 limit: limit.cloned(),
                 now_ms: now,
+                instant: None,
+            });
+            Ok((reply, change))
+        })
+    }
+
+    async fn join_admitting(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> Result<JoinReply, StoreError> {
+        self.change(|engine| {
+            let (reply, admitted) = engine.with_room(room, |state| {
+                state.join_admitting(dedup_key, new_id, limit, instant)
+            })?;
+            let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
+            let change = created.then(|| Change::Join {
+                room: room.to_owned(),
+                key: dedup_key.map(str::to_owned),
+                id: new_id.to_owned(),
+                limit: limit.cloned(),
+                now_ms: instant.now_ms,
+                instant: admitted.then(|| InstantJoin {
+                    token: instant.token.clone(),
+                    token_ttl_ms: instant.token_ttl_ms,
+                    keep_ms: instant.keep_ms,
+                }),
             });
             Ok((reply, change))
         })

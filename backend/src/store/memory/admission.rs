@@ -4,7 +4,9 @@ use vestibule_shared::TicketState;
 
 use super::room::{Lease, Room, Settled};
 use crate::ids::token_secret;
-use crate::store::{AdmitOutcome, AdmitRequest, LeaseOutcome};
+use crate::store::{
+    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome,
+};
 
 impl Room {
     /// Takes or renews the lease at the clock time `clock_ms` (see `Store::lease`).
@@ -28,6 +30,7 @@ impl Room {
             epoch,
             settings: self.versioned(),
             active: self.active.len() as u64,
+            pace: None,
         }
     }
 
@@ -78,6 +81,14 @@ impl Room {
             request.max_active_users,
             request.tokens,
         );
+        // What the quota leaves unused with nobody waiting is banked for instant joins (one
+        // accounting: every admission, tick or join, spends the quota of some tick once).
+        self.instant_bank = if self.queue.is_empty() && !self.config.paused {
+            let unused = request.tokens.len() as u64 - admitted;
+            (self.instant_bank + unused).min(request.instant_bank_max)
+        } else {
+            0
+        };
         let outcome = AdmitOutcome {
             fenced: false,
             admitted,
@@ -86,8 +97,71 @@ impl Room {
             active: self.active.len() as u64,
             skipped: skipped.len() as u64,
             settings: Some(self.versioned()),
+            popped: self.popped,
         };
         (outcome, skipped)
+    }
+
+    /// A join (see `Store::join_admitting`) that admits its shopper at once when it creates the
+    /// ticket, nobody else waits, the room is open, the cap allows and the bank holds one.
+    /// Returns the reply and whether the shopper was admitted.
+    pub fn join_admitting(
+        &mut self,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> (JoinReply, bool) {
+        let cap_allows = self
+            .config
+            .max_active_users
+            .is_none_or(|cap| (self.active.len() as u64) < cap);
+        let may_admit =
+            self.queue.is_empty() && !self.config.paused && cap_allows && self.instant_bank > 0;
+        let reply = self.join(dedup_key, new_id, limit, instant.now_ms);
+        match reply {
+            JoinReply::Joined(mut outcome) if outcome.created && may_admit => {
+                self.instant_bank -= 1;
+                self.admit_joined(instant);
+                if let Some(record) = self.record(new_id, instant.now_ms) {
+                    outcome.ticket = record;
+                }
+                (JoinReply::Joined(outcome), true)
+            }
+            other => (other, false),
+        }
+    }
+
+    /// Admits the one shopper waiting (just joined) with `instant.token`: what an instant join
+    /// does after its join, and what the journal replays.
+    pub fn admit_joined(&mut self, instant: &InstantAdmission) {
+        let Some((_, id)) = self.queue.pop_front() else {
+            return;
+        };
+        self.seq_of.remove(&id);
+        self.issue(
+            id,
+            &instant.token,
+            instant.now_ms + instant.token_ttl_ms,
+            instant.keep_ms,
+        );
+        self.popped += 1;
+    }
+
+    /// Gives the popped shopper `id` its entry token, expiring at `expires_at_ms`.
+    fn issue(&mut self, id: std::sync::Arc<str>, token: &str, expires_at_ms: u64, keep_ms: u64) {
+        self.presence.forget(&id);
+        self.tokens
+            .insert(token_secret(token).to_owned(), id.clone());
+        self.active.insert((expires_at_ms, id.clone()));
+        let issued = Settled {
+            state: TicketState::TokenIssued,
+            token: Some(token.to_owned()),
+            expires_at_ms,
+            forget_at_ms: expires_at_ms + keep_ms,
+            order: None,
+        };
+        self.settle(&id, issued);
     }
 
     /// The admission part of a tick, with no lease check (also what the journal replays):
@@ -119,18 +193,7 @@ impl Room {
                 break;
             };
             self.seq_of.remove(&id);
-            self.presence.forget(&id);
-            self.tokens
-                .insert(token_secret(token).to_owned(), id.clone());
-            self.active.insert((expires_at_ms, id.clone()));
-            let issued = Settled {
-                state: TicketState::TokenIssued,
-                token: Some(token.clone()),
-                expires_at_ms,
-                forget_at_ms: expires_at_ms + keep_ms,
-                order: None,
-            };
-            self.settle(&id, issued);
+            self.issue(id, token, expires_at_ms, keep_ms);
             admitted += 1;
         }
         self.popped += admitted;

@@ -22,9 +22,9 @@ use async_trait::async_trait;
 
 pub use self::room::Room;
 use super::{
-    AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
-    QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store,
-    StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
+    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
+    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.
@@ -143,6 +143,19 @@ impl Store for MemoryStore {
     ) -> Result<JoinReply, StoreError> {
         let now = super::now_ms();
         self.with_room(room, |state| state.join(dedup_key, new_id, limit, now))
+    }
+
+    async fn join_admitting(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> Result<JoinReply, StoreError> {
+        self.with_room(room, |state| {
+            state.join_admitting(dedup_key, new_id, limit, instant).0
+        })
     }
 
     async fn ticket(

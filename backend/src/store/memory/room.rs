@@ -84,6 +84,9 @@ pub struct Room {
     pub(super) left_seqs: VecDeque<i64>,
     /// Last-heard times, skipped and returned tickets (`presence.rs`).
     pub(super) presence: Presence,
+    /// Instant admissions the scheduler's unused quota left for joins that find nobody waiting
+    /// (not kept across restarts: the next tick refills it).
+    pub(super) instant_bank: u64,
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
@@ -111,6 +114,7 @@ impl Room {
             left_count: 0,
             left_seqs: VecDeque::new(),
             presence: Presence::default(),
+            instant_bank: 0,
         }
     }
 

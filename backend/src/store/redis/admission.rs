@@ -23,6 +23,8 @@ impl RedisStore {
             .key(keys.key("sweep"))
             .key(keys.key("sweep_low"))
             .key(keys.key("seq"))
+            .key(keys.key("bank"))
+            .key(keys.key("pace"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)
@@ -32,13 +34,15 @@ impl RedisStore {
             .arg(&keys.prefix)
             .arg(request.lease_ms)
             .arg(request.abandon_after_ms)
-            .arg(request.hold_place_ms);
+            .arg(request.hold_place_ms)
+            .arg(request.instant_bank_max)
+            .arg(request.pace.map(|pace| pace.encode()).unwrap_or_default());
         for token in request.tokens {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 14 {
-            return Err(StoreError::Corrupt("admit reply needs 14 fields".into()));
+        if reply.len() != 15 {
+            return Err(StoreError::Corrupt("admit reply needs 15 fields".into()));
         }
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active, skipped] = numbers.as_slice() else {
@@ -57,7 +61,8 @@ impl RedisStore {
             waiting: *waiting as u64,
             active: *active as u64,
             skipped: *skipped as u64,
-            settings: parse_versioned(&reply[5..]).ok(),
+            settings: parse_versioned(&reply[5..14]).ok(),
+            popped: as_i64(&reply[14])?.max(0) as u64,
         })
     }
 }

@@ -30,9 +30,9 @@ use redis::{Script, Value};
 
 use self::reply::as_array;
 use super::{
-    AdmitOutcome, AdmitRequest, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim,
-    QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store,
-    StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
+    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
+    Store, StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -327,7 +327,19 @@ impl Store for RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit)
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None)
+            .await
+    }
+
+    async fn join_admitting(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: &InstantAdmission,
+    ) -> Result<JoinReply, StoreError> {
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant))
             .await
     }
 

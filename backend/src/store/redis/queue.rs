@@ -7,8 +7,8 @@ use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_reco
 use super::{Keys, RedisStore, DEDUP_TTL_SECS};
 use crate::ids::derived_id;
 use crate::store::{
-    JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, QueueCursor, QueueDelta, RoomCounts,
-    SseRefresh, StoreError, TicketRecord,
+    InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, QueueCursor, QueueDelta,
+    RoomCounts, SseRefresh, StoreError, TicketRecord,
 };
 
 impl RedisStore {
@@ -18,6 +18,7 @@ impl RedisStore {
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        instant: Option<&InstantAdmission>,
     ) -> Result<JoinReply, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
@@ -45,7 +46,33 @@ impl RedisStore {
                 .arg(limit.per_minute),
             None => invocation.arg("").arg(0).arg(0),
         };
+        invocation
+            .key(keys.key("settings"))
+            .key(keys.key("active"))
+            .key(keys.key("bank"))
+            .key(keys.key("popped"));
+        match instant {
+            Some(instant) => invocation
+                .arg(&instant.token)
+                .arg(instant.token_ttl_ms)
+                .arg(instant.keep_ms),
+            None => invocation.arg("").arg(0).arg(0),
+        };
         let reply = self.run_script(&invocation).await?;
+        if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
+            // Admitted at once (join.lua's fourth field: the token's expiry).
+            return Ok(JoinReply::Joined(JoinOutcome {
+                ticket: TicketRecord {
+                    id: as_string(id)?,
+                    state: vestibule_shared::TicketState::TokenIssued,
+                    position: None,
+                    entry_token: Some(instant.token.clone()),
+                    token_expires_at_ms: Some(as_u64(expires_at)?),
+                    place_kept: false,
+                },
+                created: true,
+            }));
+        }
         let [id, created, position] = reply.as_slice() else {
             return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
         };

@@ -3,10 +3,10 @@
 
 use redis::Value;
 
-use super::reply::{as_i64, as_u64, parse_versioned};
+use super::reply::{as_i64, as_string, as_u64, parse_versioned};
 use super::{config_args, fresh_secret, Keys, RedisStore};
 use crate::store::{
-    LeaseOutcome, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
+    LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
 
 impl RedisStore {
@@ -136,13 +136,14 @@ impl RedisStore {
             .key(keys.key("settings"))
             .key(keys.key("secret"))
             .key(keys.key("active"))
+            .key(keys.key("pace"))
             .arg(holder)
             .arg(lease_ms);
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
-        let [epoch, settings @ .., secret, active] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 12 fields".into()));
+        let [epoch, settings @ .., secret, active, pace] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("lease reply needs 13 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
@@ -150,6 +151,7 @@ impl RedisStore {
             epoch: (epoch > 0).then_some(epoch),
             settings: parse_versioned(settings)?,
             active: as_u64(active)?,
+            pace: Pace::decode(&as_string(pace)?),
         })
     }
 

@@ -11,13 +11,18 @@
 -- KEYS[10] sweep_low (lowest `seen:` chunk not yet deleted)   KEYS[11] seq (arrival counter)
 -- ARGV[1] holder   ARGV[2] epoch   ARGV[3] now ms   ARGV[4] token TTL ms   ARGV[5] keep ms
 -- ARGV[6] cap on active users (-1 = none)   ARGV[7] key prefix   ARGV[8] lease ms
--- ARGV[9] abandon ms   ARGV[10] hold ms   ARGV[11..] tokens "room.secret"
+-- KEYS[12] bank (STRING: instant admissions left for join.lua)   KEYS[13] pace (STRING, the
+-- leader's measured pace for every replica's ETAs)
+-- ARGV[9] abandon ms   ARGV[10] hold ms   ARGV[11] most instant admissions to bank
+-- ARGV[12] pace text ("" = leave as is)   ARGV[13..] tokens "room.secret"
+-- What the quota leaves unused with nobody waiting is banked for instant joins, so every
+-- admission, tick or join, spends some tick's quota exactly once.
 -- Returns {admitted (-1 = fenced), expired, waiting, active, skipped, rate, paused, ttl_ms, cap,
--- checkout, share, abandon_ms, hold_ms, version}: the settings are those in force now, for the next
--- tick's quota.
+-- checkout, share, abandon_ms, hold_ms, version, shoppers ever admitted}: the settings are those
+-- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', ''}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -67,7 +72,8 @@ end
 local active = redis.call('ZCARD', KEYS[2])
 local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
                     'abandon_ms', 'hold_ms', 'ver')
-local quota = #ARGV - 10
+local granted = #ARGV - 12
+local quota = granted
 if s[2] == '1' then
   quota = 0
 end
@@ -93,7 +99,7 @@ while admitted < quota do
     redis.call('ZREM', KEYS[1], id)
     redis.call('BITFIELD', chunk, 'SET', 'u32', slot, 0)
     admitted = admitted + 1
-    local token = ARGV[10 + admitted]
+    local token = ARGV[12 + admitted]
     local secret = string.match(token, '([^.]+)$')
     local key = prefix .. 'ticket:' .. id
     redis.call('HSET', key, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
@@ -148,6 +154,16 @@ while low < head_chunk do
 end
 redis.call('SET', KEYS[10], low)
 
-return {admitted, expired, redis.call('ZCARD', KEYS[1]), active + admitted, skipped,
+local waiting = redis.call('ZCARD', KEYS[1])
+local bank = 0
+if waiting == 0 and s[2] ~= '1' then
+  bank = math.min(tonumber(ARGV[11]),
+                  tonumber(redis.call('GET', KEYS[12]) or '0') + granted - admitted)
+end
+redis.call('SET', KEYS[12], bank, 'PX', ARGV[8])
+if ARGV[12] ~= '' then
+  redis.call('SET', KEYS[13], ARGV[12], 'PX', 10000)
+end
+return {admitted, expired, waiting, active + admitted, skipped,
         s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-        s[8] or '', s[9] or '0'}
+        s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0')}

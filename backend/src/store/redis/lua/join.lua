@@ -5,8 +5,13 @@
 -- secret, computed by the caller; "" without a key)   ARGV[6] now, Unix ms
 -- ARGV[7] client of the join limit ("" = no limit)   ARGV[8] ms between refilled joins
 -- ARGV[9] joins per burst
+-- Instant admission (docs/DESIGN.md "No wait when there is no line"): KEYS[4] settings (HASH)
+-- KEYS[5] active (ZSET)   KEYS[6] bank (STRING: instant admissions the scheduler's unused quota
+-- left, written by admit.lua)   KEYS[7] popped (STRING)   ARGV[10] a fresh entry token ("" = never
+-- admit at once)   ARGV[11] token TTL ms   ARGV[12] keep ms
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
--- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit.
+-- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
+-- {id, 1, 0, token expiry ms} when the new ticket was admitted at once.
 -- A new ticket counts as heard from now (`seen:<seq / 65536>`: u32 Unix seconds per arrival seq).
 -- A skipped ticket within its hold (HELD, `exp` = end of the hold) is live: {id, 0, -1}.
 --
@@ -63,5 +68,30 @@ if remember then
   redis.call('HSET', KEYS[3], key, id)
   -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).
   redis.call('EXPIRE', KEYS[3], ARGV[4])
+end
+-- Nobody else waiting, the room open, the cap not reached and the bank not empty: admit now, as
+-- admit.lua would, and spend one of the bank.
+if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
+    and tonumber(redis.call('GET', KEYS[6]) or '0') > 0 then
+  local s = redis.call('HMGET', KEYS[4], 'paused', 'cap')
+  local cap = tonumber(s[2] or '')
+  if s[1] ~= '1' and (cap == nil or redis.call('ZCARD', KEYS[5]) < cap) then
+    local now = tonumber(ARGV[6])
+    local expires_at = now + tonumber(ARGV[11])
+    local keep = tonumber(ARGV[11]) + tonumber(ARGV[12])
+    local token = ARGV[10]
+    local secret = string.match(token, '([^.]+)$')
+    local ticket = prefix .. 'ticket:' .. id
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32',
+               '#' .. (seq % 65536), 0)
+    redis.call('HSET', ticket, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
+    redis.call('PEXPIRE', ticket, keep)
+    redis.call('SET', prefix .. 'token:' .. secret, id, 'PX', keep)
+    redis.call('ZADD', KEYS[5], expires_at, id)
+    redis.call('INCR', KEYS[7])
+    redis.call('DECR', KEYS[6])
+    return {id, 1, 0, expires_at}
+  end
 end
 return {id, 1, redis.call('ZRANK', KEYS[1], id) + 1}

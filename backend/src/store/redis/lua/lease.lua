@@ -1,13 +1,15 @@
 -- Take or renew a room's scheduler lease, and read the room's settings in the same step.
 -- KEYS[1] leader (STRING holder, PX lease)   KEYS[2] epoch (STRING counter)   KEYS[3] settings (HASH)
 -- KEYS[4] secret (STRING: HMAC key of derived ticket ids)   KEYS[5] active (ZSET: tokens out)
+-- KEYS[6] pace (STRING: the leader's measured pace, written by admit.lua)
 -- ARGV[1] holder   ARGV[2] lease in ms   ARGV[3..10] default rate, paused, ttl_ms, cap, checkout,
 -- share, abandon_ms, hold_ms: written when the settings are gone (a Redis restarted without
 -- persistence), so the room keeps working.
 -- ARGV[11] the caller's cached room secret ("" = none): written back the same way when the secret
 -- is gone, so the room keeps the secret its replicas derive ticket ids with.
 -- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share,
--- abandon_ms, hold_ms, settings version, secret in force ("" = none), active users}.
+-- abandon_ms, hold_ms, settings version, secret in force ("" = none), active users, pace ("" =
+-- none)}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then
@@ -29,4 +31,5 @@ local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap', 'check
 return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
         s[8] or '', s[9] or '0',
         redis.call('GET', KEYS[4]) or '',
-        redis.call('ZCARD', KEYS[5])}
+        redis.call('ZCARD', KEYS[5]),
+        redis.call('GET', KEYS[6]) or ''}

@@ -1,0 +1,34 @@
+//! Why a store call failed, and what a client may assume about its effect.
+
+/// Why a store call failed.
+///
+/// The two outage kinds differ in what a client may assume (README "Retries"): after
+/// [`StoreError::Unavailable`] the call surely did nothing; after [`StoreError::OutcomeUnknown`] a
+/// change may have happened, so the client must re-read (or retry with its idempotency key)
+/// before trying again. Reads never return `OutcomeUnknown`: a read that was not answered changed
+/// nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The call never reached the store, or the store refused it (no connection, connection
+    /// refused, an error reply): nothing was changed. Answered 503 `store_unavailable`.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The call was sent but not answered in time (or the connection broke under it): a change
+    /// may have happened. Answered 504 `store_timeout`.
+    #[error("store did not confirm the change: {0}")]
+    OutcomeUnknown(String),
+    /// The store answered something this code does not understand (a bug or a foreign key).
+    #[error("store answered unexpectedly: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// The error of a read-only call: a read that was not answered changed nothing, so an unknown
+    /// outcome is plain unavailability.
+    pub fn for_read(self) -> Self {
+        match self {
+            Self::OutcomeUnknown(reason) => Self::Unavailable(reason),
+            other => other,
+        }
+    }
+}
