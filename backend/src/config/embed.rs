@@ -76,7 +76,11 @@ mod tests {
 
     #[test]
     fn storefront_origins_are_spelled_as_browsers_send_them() {
-        for good in ["https://shop.example", "http://127.0.0.1:8081", "https://[::1]:8443"] {
+        for good in [
+            "https://shop.example",
+            "http://127.0.0.1:8081",
+            "https://[::1]:8443",
+        ] {
             // (`https://shop.example.` is an origin of its own: it never matches `shop.example`.)
             assert_eq!(check_origin(good), Ok(()), "{good}");
         }
