@@ -331,3 +331,35 @@ async fn storefront_origins_that_browsers_never_send_are_refused_at_start() {
         assert!(stderr.contains("--cors-origins"), "{bad:?}: {stderr}");
     }
 }
+
+/// A careless operator drops a storefront origin from `--cors-origins` but the durable room
+/// still holds a checkout URL on it: shoppers are no longer sent there (the demo checkout
+/// instead), since that domain may have changed hands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkout_url_on_an_origin_dropped_since_is_not_followed() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    let dir = data.to_str().unwrap();
+    let old = "https://old-shop.example/checkout";
+    let mut app = TestApp::spawn_with_url(
+        None,
+        &[
+            "--data-dir",
+            dir,
+            "--cors-origins",
+            "https://old-shop.example",
+        ],
+    )
+    .await;
+    app.patch_room("main", json!({"checkoutUrl": old})).await;
+    let (admitted, _) = app.admitted("main").await;
+    assert_eq!(admitted.checkout_url.as_deref(), Some(old));
+    app.signal("TERM");
+    assert!(app.wait_exit(Duration::from_secs(10)).await.is_some());
+    let app = TestApp::spawn_with_url(None, &["--data-dir", dir, "--cors-origins", SHOP]).await;
+    let (admitted, _) = app.admitted("main").await;
+    assert_eq!(
+        admitted.checkout_url.as_deref(),
+        Some("/checkout?room=main")
+    );
+}
