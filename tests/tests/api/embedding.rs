@@ -191,8 +191,8 @@ async fn hostile_checkout_urls_are_refused_and_never_stored() {
 /// CORS answers only the configured storefront, exactly, never with credentials or `*`, and
 /// says `Vary: Origin` so no cache hands one origin's answer to another; the same for
 /// `widget.js` and the page's files it loads.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cors_answers_only_the_configured_origin_and_never_with_credentials() {
+/// A built page's stand-in: `index.html` naming one `.js`, `.wasm` and `.css`, and the files.
+fn fake_dist() -> tempfile::TempDir {
     let dist = tempfile::tempdir().unwrap();
     std::fs::write(
         dist.path().join("index.html"),
@@ -206,6 +206,12 @@ async fn cors_answers_only_the_configured_origin_and_never_with_credentials() {
     ] {
         std::fs::write(dist.path().join(name), text).unwrap();
     }
+    dist
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_answers_only_the_configured_origin_and_never_with_credentials() {
+    let dist = fake_dist();
     let dist_arg = dist.path().to_string_lossy().to_string();
     let app = TestApp::spawn(
         Backend::Memory,
@@ -362,4 +368,64 @@ async fn a_checkout_url_on_an_origin_dropped_since_is_not_followed() {
         admitted.checkout_url.as_deref(),
         Some("/checkout?room=main")
     );
+}
+
+/// In gate mode `widget.js` is under the mount prefix, with the same content type and the same
+/// CORS answers; its module loads the page's files from its own folder (the prefix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_mount_prefix_widget_js_answers_the_storefront_only() {
+    let dist = fake_dist();
+    let dist_arg = dist.path().to_string_lossy().to_string();
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &[
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--mount-prefix",
+            "/queue/",
+            "--cors-origins",
+            SHOP,
+            "--static-dir",
+            &dist_arg,
+        ],
+    )
+    .await;
+    let get = |origin: &'static str| {
+        app.client
+            .get(app.url("/queue/widget.js"))
+            .header("origin", origin)
+            .send()
+    };
+    let widget = get(SHOP).await.unwrap();
+    assert_eq!(widget.status(), StatusCode::OK);
+    assert_eq!(
+        widget.headers()["content-type"],
+        "text/javascript; charset=utf-8"
+    );
+    assert_eq!(widget.headers()["access-control-allow-origin"], SHOP);
+    let module = widget.text().await.unwrap();
+    assert!(
+        module.contains(r#"new URL("./", import.meta.url)"#),
+        "{module}"
+    );
+    let stranger = get("https://evil.example").await.unwrap();
+    assert!(!stranger
+        .headers()
+        .contains_key("access-control-allow-origin"));
+    for file in ["app-1.js", "app-1_bg.wasm"] {
+        assert!(module.contains(file), "{module}");
+        let asset = app
+            .client
+            .get(app.url(&format!("/queue/{file}")))
+            .header("origin", SHOP)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(asset.status(), StatusCode::OK, "{file}");
+        assert_eq!(
+            asset.headers()["access-control-allow-origin"],
+            SHOP,
+            "{file}"
+        );
+    }
 }
