@@ -334,13 +334,7 @@ impl Config {
             }
         }
         for origin in &self.cors_origins {
-            if !(origin.starts_with("http://") || origin.starts_with("https://"))
-                || origin.ends_with('/')
-            {
-                return Err(format!(
-                    "--cors-origins: {origin:?} must look like https://shop.example (no path)"
-                ));
-            }
+            embed::check_origin(origin)?;
         }
         if self.lease_ms < 2 * self.tick_ms {
             return Err(format!(

@@ -274,13 +274,21 @@ impl Embedder {
         self.listeners.borrow_mut().push(Box::new(callback));
     }
 
-    /// Remembers `{type: "vestibule:navigate-self", value}` from the parent; `false` from a
-    /// configured origin means the parent navigates and the page stays.
+    /// Remembers `{type: "vestibule:navigate-self", value}` from the parent window (messages
+    /// from any other window are ignored); `false` from a configured origin means the parent navigates and the page stays.
     fn listen_to_parent(self: &Rc<Self>) {
         let this = Rc::downgrade(self);
         let callback = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
             move |event: web_sys::MessageEvent| {
                 let Some(this) = this.upgrade() else { return };
+                // Only the parent decides, not another frame or window of any origin.
+                let from_parent = match (event.source(), window().parent()) {
+                    (Some(source), Ok(Some(parent))) => Object::is(&source, parent.as_ref()),
+                    _ => false,
+                };
+                if !from_parent {
+                    return;
+                }
                 let data = event.data();
                 let field = |name: &str| Reflect::get(&data, &JsValue::from_str(name));
                 let is_navigate = field("type")

@@ -92,17 +92,24 @@ async fn page(State((app, requests)): State<Shop>, request: Request) -> Html<Str
     let body = match path.as_str() {
         // The README's auto-resizing snippet.
         // The README's auto-resizing snippet (`/framed`); `/framed-plain` leaves navigation to
-        // the page; `/framed-ask` asks for it with `vestibule:navigate-self` instead of `embed=1`.
-        "/framed" | "/framed-plain" | "/framed-ask" => {
+        // the page; `/framed-ask` asks for it with `vestibule:navigate-self` instead of `embed=1`;
+        // `/framed-meddled` too, while a sibling frame (an ad, say) keeps telling the page
+        // `true`: only the parent's word counts.
+        "/framed" | "/framed-plain" | "/framed-ask" | "/framed-meddled" => {
             let embed = if path == "/framed" { "&embed=1" } else { "" };
-            let ask = if path == "/framed-ask" {
+            let sibling = if path == "/framed-meddled" {
+                r#"<iframe title="ad" style="width:10px;height:10px;border:0" srcdoc="<script>setInterval(function () { parent.frames[0].postMessage({type: 'vestibule:navigate-self', value: true}, '*'); }, 20);</script>"></iframe>"#
+            } else {
+                ""
+            };
+            let ask = if path == "/framed-ask" || path == "/framed-meddled" {
                 "event.source.postMessage({type: \"vestibule:navigate-self\", value: false}, event.origin);"
             } else {
                 ""
             };
             format!(
                 r#"<iframe id="queue" src="{app}/?room=main&lang={lang}{embed}" title="Waiting room"
-        style="width:100%;height:120px;border:0;display:block"></iframe>
+        style="width:100%;height:120px;border:0;display:block"></iframe>{sibling}
 <script>
   window.received = [];
   addEventListener("message", function (event) {{
@@ -270,12 +277,16 @@ async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
 }
 
 /// Without `embed=1` the framed page goes to checkout itself (its own frame); a parent that
-/// posts `vestibule:navigate-self: false` keeps it where it is.
+/// posts `vestibule:navigate-self: false` keeps it where it is, whatever another frame says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parent_decides_whether_the_framed_page_navigates() {
     let (app, shop, checkout) = sale("/checkout", false).await;
     let driver = ChromeDriver::start();
-    for (path, navigates) in [("/framed-plain", true), ("/framed-ask", false)] {
+    for (path, navigates) in [
+        ("/framed-plain", true),
+        ("/framed-ask", false),
+        ("/framed-meddled", false),
+    ] {
         app.patch_room("main", json!({"admissionRatePerSec": 0}))
             .await;
         shop.forget_requests();

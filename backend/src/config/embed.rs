@@ -38,9 +38,71 @@ impl EmbedArgs {
     }
 }
 
+/// Checks one `--cors-origins` value: an http(s) origin spelled exactly as browsers send it in
+/// `Origin` (lowercase ASCII host, punycode for IDN, no default port, no userinfo, path, query or
+/// fragment). It is compared as spelled by CORS, `postMessage`, the checkout URL rule and
+/// `frame-ancestors`, so anything else would silently never match, or widen the CSP (a space or
+/// `*` adds a source, a `;` a directive).
+///
+/// # Errors
+/// A one-line reason naming the flag, with the browser's spelling when there is one.
+pub fn check_origin(origin: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(origin).ok().filter(|url| {
+        matches!(url.scheme(), "http" | "https")
+            && url.username().is_empty()
+            && url.password().is_none()
+    });
+    match parsed.map(|url| url.origin().ascii_serialization()) {
+        Some(serialized)
+            if serialized == origin
+                && origin
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._:/[]".contains(c)) =>
+        {
+            Ok(())
+        }
+        Some(serialized) if serialized != "null" => Err(format!(
+            "--cors-origins: {origin:?} must be an origin as browsers send it: {serialized:?}"
+        )),
+        _ => Err(format!(
+            "--cors-origins: {origin:?} must look like https://shop.example (no path)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storefront_origins_are_spelled_as_browsers_send_them() {
+        for good in [
+            "https://shop.example",
+            "http://127.0.0.1:8081",
+            "https://[::1]:8443",
+        ] {
+            // (`https://shop.example.` is an origin of its own: it never matches `shop.example`.)
+            assert_eq!(check_origin(good), Ok(()), "{good}");
+        }
+        for (bad, hint) in [
+            ("https://shop.example *", None),
+            ("https://shop.example;script-src", None),
+            ("https://*.shop.example", None),
+            ("https://user@shop.example", None),
+            ("javascript:alert(1)", None),
+            ("shop.example", None),
+            ("https://Shop.Example", Some("\"https://shop.example\"")),
+            ("https://shop.example:443", Some("\"https://shop.example\"")),
+            ("https://shop.example/en", Some("\"https://shop.example\"")),
+            ("https://bücher.example", Some("xn--bcher-kva")),
+        ] {
+            let reason = check_origin(bad).expect_err(bad);
+            assert!(reason.starts_with("--cors-origins"), "{reason}");
+            if let Some(hint) = hint {
+                assert!(reason.contains(hint), "{bad}: {reason}");
+            }
+        }
+    }
 
     #[test]
     fn the_checkout_url_flag_needs_a_configured_origin() {

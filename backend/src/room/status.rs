@@ -76,8 +76,13 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .token_expires_at_ms
             .filter(|_| issued)
             .map(rfc3339_from_ms),
+        // A stored URL is checked again against today's `--cors-origins`: a storefront origin
+        // dropped since (its domain may change hands) no longer receives shoppers.
         checkout_url: issued.then(|| {
-            settings.checkout_url.clone().unwrap_or_else(|| {
+            let stored = settings.checkout_url.as_deref().filter(|url| {
+                vestibule_shared::settings::check_checkout_url(url, &config.cors_origins).is_ok()
+            });
+            stored.map(str::to_owned).unwrap_or_else(|| {
                 format!("{}checkout?room={}", config.gate.page_base(), room.name)
             })
         }),
