@@ -7,6 +7,10 @@
 -- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1)   ARGV[4..] ticket ids
 -- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
 -- ''), state, token, expiry ('' for a waiting ticket).
+-- Whether a `redis.pcall` reply is an error (e.g. OOM under `noeviction`).
+local function writes_refused(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local out = {}
@@ -16,9 +20,11 @@ for i = 4, #ARGV do
   local seq = redis.call('ZSCORE', KEYS[1], id)
   if not seq then
     local held = redis.call('HMGET', key, 'state', 'seq', 'exp')
-    if held[1] == 'HELD' and tonumber(held[3]) > now then
+    -- pcall: a Redis full under `noeviction` refuses the first write of a script (OOM); the
+    -- ticket then stays held and the poll is still answered (README "Redis settings Vestibule needs").
+    if held[1] == 'HELD' and tonumber(held[3]) > now
+        and not writes_refused(redis.pcall('ZADD', KEYS[1], held[2], id)) then
       seq = held[2]
-      redis.call('ZADD', KEYS[1], seq, id)
       redis.call('RPUSH', KEYS[2], '-' .. seq)
       redis.call('LTRIM', KEYS[2], -10000, -1)
       redis.call('INCR', KEYS[3])
@@ -27,8 +33,9 @@ for i = 4, #ARGV do
   end
   if seq then
     local n = tonumber(seq)
-    redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32',
-               '#' .. (n % 65536), math.floor(now / 1000))
+    -- Best effort for the same reason: a full Redis answers the poll without recording it.
+    redis.pcall('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32',
+                '#' .. (n % 65536), math.floor(now / 1000))
     if ARGV[3] == '1' then
       out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
       out[#out + 1] = redis.call('HGET', key, 'kept') or ''
