@@ -24,7 +24,13 @@ pub const MIN_POLL_AFTER_MS: u64 = 1000;
 
 /// Longest poll hint once a shopper may be admitted before the next poll: with polls uniformly
 /// spread over the hint, 90% learn of the token within 0.9 × this, under the 2 s target.
-pub const NEAR_POLL_AFTER_MS: u64 = 2000;
+pub const NEAR_POLL_AFTER_MS: u64 = 1500;
+
+/// Under an active-users cap, the shoppers within this many places of a free slot poll at most
+/// every [`NEAR_POLL_AFTER_MS`]: a slot frees whenever any active shopper finishes, which the
+/// pace (a mean) cannot time, so these few must be ready. Bounded: at most this many shoppers a
+/// room poll that often because of the cap, however long the line.
+pub const NEAR_CAP_PLACES: u64 = 25;
 
 /// The high estimate allows the rate to fall to 1 ÷ this while the shopper waits: a line
 /// halved at mid-wait takes at most 1.5 × as long as first estimated.
@@ -128,7 +134,10 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
     let median = median * (1.0 + inputs.margin);
     let high = (high * (1.0 + inputs.margin) * HIGH_SLOWDOWN).max(median);
     let mut hint = tiers.after_ms(position).min((median * 1000.0 / 2.0) as u64);
-    if low * 1000.0 < hint as f64 {
+    let near_a_free_slot = inputs.cap.is_some_and(|(cap, active)| {
+        position <= cap.saturating_sub(active).saturating_add(NEAR_CAP_PLACES)
+    });
+    if low * 1000.0 < hint as f64 || near_a_free_slot {
         // May well be admitted before the next poll (a cap freeing slots faster than the
         // median assumes): poll often enough to learn of the token within 2 s.
         hint = hint.min(NEAR_POLL_AFTER_MS);
@@ -393,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn near_the_front_under_a_cap_hints_shrink_to_two_seconds() {
+    fn near_the_front_under_a_cap_hints_shrink_to_the_near_hint() {
         let capped = |hazard| EtaInputs {
             cap: Some((5, 5)),
             token_ttl_secs: 60.0,
@@ -408,11 +417,13 @@ mod tests {
             estimate(4, &capped(0.2), &tiers()).next_poll_after_ms,
             NEAR_POLL_AFTER_MS
         );
-        // Place 3, a slot every 4 s: nobody is in before the 3 s tier's poll.
+        // Place 3, a slot every 4 s on average: within NEAR_CAP_PLACES of a free slot, so ready
+        // for a slot that frees early; place 40 of the same room keeps its tier's hint.
         assert_eq!(
             estimate(3, &capped(0.05), &tiers()).next_poll_after_ms,
-            3000
+            NEAR_POLL_AFTER_MS
         );
+        assert!(estimate(40, &capped(0.05), &tiers()).next_poll_after_ms > NEAR_POLL_AFTER_MS);
         // Without a cap admission is never faster than the rate: no shrinking.
         assert_eq!(estimate(50, &open(10.0), &tiers()).next_poll_after_ms, 3000);
     }
