@@ -27,9 +27,11 @@ use crate::{
     handoff::Exit,
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
-    sse::{EventStream, StreamHandlers},
+    sse::EventStream,
     storage::RoomMemory,
 };
+
+mod stream;
 
 /// Shortest wait between two polls, whatever `nextPollAfterMs` says.
 const MIN_POLL_MS: u64 = 500;
@@ -437,62 +439,6 @@ impl Queue {
             self.view.connection.set(Connection::Reconnecting);
             self.refresh();
         }
-    }
-
-    fn open_sse(self: &Rc<Self>) {
-        let Some(ticket_id) = self.ticket_id.borrow().clone() else {
-            return;
-        };
-        let (on_status, on_open, on_error, on_silent) = (
-            Rc::clone(self),
-            Rc::clone(self),
-            Rc::clone(self),
-            Rc::clone(self),
-        );
-        let handlers = StreamHandlers {
-            on_status: Box::new(move |status| on_status.on_status(status, Via::Sse)),
-            on_open: Box::new(move || {
-                if !on_open.stopped.get() {
-                    on_open.view.connection.set(Connection::Live);
-                }
-            }),
-            on_error: Box::new(move || on_error.on_sse_error()),
-            on_silent: Box::new(move || on_silent.on_sse_error()),
-        };
-        let Some(stream) = EventStream::open(&api::events_url(&self.room, &ticket_id), handlers)
-        else {
-            // No EventSource at all: polling is the only way left.
-            self.view.transport.set(ActiveTransport::Poll);
-            self.refresh();
-            return;
-        };
-        self.view.connection.set(Connection::Connecting);
-        self.sse.replace(Some(stream));
-    }
-
-    fn close_sse(&self) {
-        if let Some(mut stream) = self.sse.take() {
-            stream.shut();
-            // One of its callbacks may be running right now: drop them once it has returned.
-            spawn_local(async move { drop(stream) });
-        }
-    }
-
-    /// The browser would reconnect by itself, but without back-off, jitter or a limit (and
-    /// never for a hung stream); the page closes the stream, checks the ticket over HTTP after
-    /// a back-off, then reopens it. In `auto` mode a second failure switches to polling.
-    fn on_sse_error(self: &Rc<Self>) {
-        if self.stopped.get() {
-            return;
-        }
-        self.close_sse();
-        let errors = self.sse_errors.get() + 1;
-        self.sse_errors.set(errors);
-        if self.requested == Transport::Auto && errors >= 2 {
-            self.view.transport.set(ActiveTransport::Poll);
-        }
-        self.connection_lost();
-        self.retry_later(None, false);
     }
 
     fn stop(&self) {

@@ -15,9 +15,11 @@
 //!
 //! - [`change`]: the journal record. - [`journal`]: the file and its line format, fsync policy.
 //! - [`snapshot`]: the atomic snapshot file. - [`writer`]: journal + snapshots, in the background.
+//! - [`options`]: how the store writes, and why a data dir could not be opened.
 
 pub mod change;
 pub mod journal;
+pub mod options;
 pub mod snapshot;
 pub mod writer;
 
@@ -32,6 +34,7 @@ use tokio::runtime::RuntimeFlavor;
 use self::change::{Change, InstantJoin};
 pub use self::journal::FsyncPolicy;
 use self::journal::Journal;
+pub use self::options::{DurableOptions, OpenError};
 use self::snapshot::Snapshot;
 use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
@@ -40,47 +43,6 @@ use super::{
     LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate,
     SseRefresh, Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
-
-/// How a [`DurableStore`] writes.
-#[derive(Debug, Clone, Copy)]
-pub struct DurableOptions {
-    /// When journal writes reach the disk.
-    pub fsync: FsyncPolicy,
-    /// Journal size in bytes past which a snapshot is written (when the journal is also larger
-    /// than the last snapshot).
-    pub compact_after_bytes: u64,
-}
-
-impl Default for DurableOptions {
-    fn default() -> Self {
-        Self {
-            fsync: FsyncPolicy::default(),
-            compact_after_bytes: 64 << 20,
-        }
-    }
-}
-
-/// Why a data dir could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// Another process holds the data dir's lock.
-    #[error(
-        "data dir {dir} is in use by another Vestibule process (it holds {dir}/lock); stop that \
-         process or give this one another --data-dir"
-    )]
-    Locked {
-        /// The data dir.
-        dir: PathBuf,
-    },
-    /// The data dir cannot be created, read or written, or its files do not read back.
-    #[error("data dir {dir}: {reason}")]
-    Unusable {
-        /// The data dir.
-        dir: PathBuf,
-        /// What went wrong.
-        reason: String,
-    },
-}
 
 /// The embedded store, kept in a data dir. See the module docs.
 #[derive(Debug)]

@@ -1,0 +1,47 @@
+//! How a [`DurableStore`](super::DurableStore) writes ([`DurableOptions`]) and why its data dir
+//! could not be opened ([`OpenError`]).
+
+use std::path::PathBuf;
+
+use super::journal::FsyncPolicy;
+
+/// How a [`DurableStore`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct DurableOptions {
+    /// When journal writes reach the disk.
+    pub fsync: FsyncPolicy,
+    /// Journal size in bytes past which a snapshot is written (when the journal is also larger
+    /// than the last snapshot).
+    pub compact_after_bytes: u64,
+}
+
+impl Default for DurableOptions {
+    fn default() -> Self {
+        Self {
+            fsync: FsyncPolicy::default(),
+            compact_after_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Why a data dir could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Another process holds the data dir's lock.
+    #[error(
+        "data dir {dir} is in use by another Vestibule process (it holds {dir}/lock); stop that \
+         process or give this one another --data-dir"
+    )]
+    Locked {
+        /// The data dir.
+        dir: PathBuf,
+    },
+    /// The data dir cannot be created, read or written, or its files do not read back.
+    #[error("data dir {dir}: {reason}")]
+    Unusable {
+        /// The data dir.
+        dir: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+}
