@@ -30,8 +30,16 @@ async fn an_empty_room_admits_a_new_shopper_in_one_request(backend: Backend) {
     assert_eq!(again.entry_token.as_deref(), Some(token.as_str()));
     let (code, receipt) = app.order("main", Some(&token)).await;
     assert_eq!(code, StatusCode::CREATED, "{receipt}");
+    // A rate set to 0 stops instant admission at once, although the bank still holds quota
+    // of the old rate (found by a black-box probe: joins right after the PATCH were admitted).
+    app.patch_room("main", json!({"admissionRatePerSec": 0}))
+        .await;
+    let (_, stopped) = app.join("main", None).await;
+    assert_eq!(stopped.status, TicketState::Waiting, "{stopped:?}");
+    app.leave("main", &stopped.ticket_id).await;
     // A paused room admits nobody at once.
-    app.patch_room("main", json!({"paused": true})).await;
+    app.patch_room("main", json!({"admissionRatePerSec": 100, "paused": true}))
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (_, paused) = app.join("main", None).await;
     assert_eq!(paused.status, TicketState::Waiting);

@@ -116,8 +116,10 @@ impl Room {
             .config
             .max_active_users
             .is_none_or(|cap| (self.active.len() as u64) < cap);
-        let may_admit =
-            self.queue.is_empty() && !self.config.paused && cap_allows && self.instant_bank > 0;
+        // A rate of 0 admits nobody, like a pause: what the bank holds from the old rate is
+        // not spent (a room set to 0 must stop at once).
+        let admitting = !self.config.paused && self.config.admission_rate_per_sec > 0.0;
+        let may_admit = self.queue.is_empty() && admitting && cap_allows && self.instant_bank > 0;
         let reply = self.join(dedup_key, new_id, limit, instant.now_ms);
         match reply {
             JoinReply::Joined(mut outcome) if outcome.created && may_admit => {

@@ -73,9 +73,11 @@ end
 -- admit.lua would, and spend one of the bank.
 if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
     and tonumber(redis.call('GET', KEYS[6]) or '0') > 0 then
-  local s = redis.call('HMGET', KEYS[4], 'paused', 'cap')
+  local s = redis.call('HMGET', KEYS[4], 'paused', 'cap', 'rate')
   local cap = tonumber(s[2] or '')
-  if s[1] ~= '1' and (cap == nil or redis.call('ZCARD', KEYS[5]) < cap) then
+  -- A rate of 0 admits nobody, like a pause: the bank from the old rate is not spent.
+  if s[1] ~= '1' and tonumber(s[3] or '0') > 0
+      and (cap == nil or redis.call('ZCARD', KEYS[5]) < cap) then
     local now = tonumber(ARGV[6])
     local expires_at = now + tonumber(ARGV[11])
     local keep = tonumber(ARGV[11]) + tonumber(ARGV[12])
