@@ -66,18 +66,7 @@ async fn a_rate_halved_mid_line_gives_the_reason_rate_lowered(backend: Backend) 
 /// see their token (polling every 300 ms). The ETA shown at place ~50 once a few have ordered
 /// must be within 2× of the real wait (the worst-case cap pace, 5 per 60 s, would say ~600 s).
 async fn under_a_cap_with_tokens_used_at_once_the_eta_follows_the_measured_pace(backend: Backend) {
-    let app = paused_app(
-        backend,
-        &[
-            "--admission-rate",
-            "20",
-            "--max-active-users",
-            "5",
-            "--token-ttl-secs",
-            "60",
-        ],
-    )
-    .await;
+    let app = capped_app(backend).await;
     let mut waiting = Vec::new();
     for _ in 0..60 {
         waiting.push(app.join("main", None).await.1.ticket_id);
@@ -133,18 +122,7 @@ async fn under_a_cap_shoppers_who_poll_as_told_learn_of_their_token_within_2_s_a
     backend: Backend,
 ) {
     const TTL_MS: i128 = 60_000;
-    let app = paused_app(
-        backend,
-        &[
-            "--admission-rate",
-            "20",
-            "--max-active-users",
-            "5",
-            "--token-ttl-secs",
-            "60",
-        ],
-    )
-    .await;
+    let app = capped_app(backend).await;
     let mut ids = Vec::new();
     for _ in 0..30 {
         ids.push(app.join("main", None).await.1.ticket_id);
@@ -189,4 +167,20 @@ async fn under_a_cap_shoppers_who_poll_as_told_learn_of_their_token_within_2_s_a
         delays[delays.len() - 1]
     );
     assert!(p90 <= 2_000, "p90 {p90} ms after admission: {delays:?}");
+}
+
+/// A paused room admitting 20/s once resumed, with an active-users cap of 5 and a 60 s token TTL.
+async fn capped_app(backend: Backend) -> vestibule_tests::TestApp {
+    paused_app(
+        backend,
+        &[
+            "--admission-rate",
+            "20",
+            "--max-active-users",
+            "5",
+            "--token-ttl-secs",
+            "60",
+        ],
+    )
+    .await
 }
