@@ -175,15 +175,7 @@ pub async fn run_halved(
         profile.tick_ms,
         &["--token-ttl-secs", &TTL_SECS.to_string()],
     )?;
-    let mut plan = FlashSalePlan {
-        room: ROOM.into(),
-        ramp_secs: profile.ramp_secs,
-        spike_per_sec: profile.spike_per_sec,
-        spike_secs: profile.spike_secs,
-        sse_share: profile.sse_share,
-        drain_timeout: Profile::secs(profile.drain_timeout_secs),
-        connections: 512,
-    };
+    let mut plan = FlashSalePlan::from_profile(profile, ROOM);
     let steady_drain = plan.shoppers() as f64 / profile.admission_rate;
     let halve_at = steady_drain / 2.0;
     // After halving, the rest takes twice as long: give the drain that much more.

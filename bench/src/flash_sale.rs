@@ -35,6 +35,19 @@ pub struct FlashSalePlan {
 }
 
 impl FlashSalePlan {
+    /// The profile's arrival curve into `room`, over 512 connections.
+    pub fn from_profile(profile: &crate::profile::Profile, room: &str) -> Self {
+        Self {
+            room: room.into(),
+            ramp_secs: profile.ramp_secs,
+            spike_per_sec: profile.spike_per_sec,
+            spike_secs: profile.spike_secs,
+            sse_share: profile.sse_share,
+            drain_timeout: crate::profile::Profile::secs(profile.drain_timeout_secs),
+            connections: 512,
+        }
+    }
+
     /// Shoppers the curve brings.
     pub fn shoppers(&self) -> u64 {
         (self.spike_per_sec * (self.ramp_secs / 2.0 + self.spike_secs)).round() as u64

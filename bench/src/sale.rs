@@ -40,15 +40,7 @@ pub async fn run(
         profile.tick_ms,
         &["--token-ttl-secs", &ttl],
     )?;
-    let plan = FlashSalePlan {
-        room: ROOM.into(),
-        ramp_secs: profile.ramp_secs,
-        spike_per_sec: profile.spike_per_sec,
-        spike_secs: profile.spike_secs,
-        sse_share: profile.sse_share,
-        drain_timeout: Profile::secs(profile.drain_timeout_secs),
-        connections: 512,
-    };
+    let plan = FlashSalePlan::from_profile(profile, ROOM);
     report.note(format!(
         "flash sale: ramp {} s to {} joins/s, spike {} s ({} shoppers, {:.0}% on SSE), admission {} /s, tick {} ms",
         profile.ramp_secs,
