@@ -1,4 +1,5 @@
 //! Logs (tracing) and metrics (Prometheus via the `metrics` crate), set up once per process.
+//! The room gauges read from the store at scrape time are written by `http::observe`.
 
 use std::sync::OnceLock;
 
@@ -35,6 +36,10 @@ fn describe() {
         "Joins by outcome (new ticket or existing one)"
     );
     describe_counter!("vestibule_polls_total", "Ticket polls");
+    describe_counter!(
+        "vestibule_http_responses_total",
+        "Answers of the API and the page by status and error code (code none: not an error)"
+    );
     describe_counter!("vestibule_leaves_total", "Tickets that left the queue");
     describe_counter!(
         "vestibule_admissions_total",
@@ -57,14 +62,6 @@ fn describe() {
         "Entry tokens whose TTL passed unused"
     );
     describe_gauge!(
-        "vestibule_waiting",
-        "Shoppers waiting (as seen by the leader's last tick)"
-    );
-    describe_gauge!(
-        "vestibule_active_users",
-        "Active users: tokens issued, not used, not expired"
-    );
-    describe_gauge!(
         "vestibule_largest_tick_admissions",
         "Most shoppers admitted in one tick by this process"
     );
@@ -73,10 +70,6 @@ fn describe() {
         "1 when this process leads the room's scheduler"
     );
     describe_gauge!("vestibule_sse_streams", "Open SSE streams in this process");
-    describe_gauge!(
-        "vestibule_cap_limited",
-        "1 when the leader's last tick left shoppers waiting because of the active-users cap"
-    );
     describe_counter!(
         "vestibule_cap_limited_ticks_total",
         "Leader ticks held back by the active-users cap"
@@ -84,14 +77,6 @@ fn describe() {
     describe_counter!(
         "vestibule_instant_admissions_total",
         "Shoppers admitted by their own join with nobody waiting (not in vestibule_admissions_total)"
-    );
-    describe_gauge!(
-        "vestibule_admission_rate_measured",
-        "Shoppers admitted per second over about the last minute (leader's measurement)"
-    );
-    describe_gauge!(
-        "vestibule_finish_rate_per_active_user",
-        "Finishes (orders, releases, expiries) per active user per second, last minute or so"
     );
 }
 

@@ -45,7 +45,7 @@ pub fn refusal(
 /// 502/503/504.
 pub fn fault(
     status: StatusCode,
-    code: &str,
+    code: &'static str,
     message: &str,
     navigation: bool,
     retry_after_secs: u64,

@@ -14,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use vestibule_shared::{error_code, ErrorBody};
 
+use crate::http::observe::AnswerCode;
 use crate::store::StoreError;
 
 /// Every error an API request can end in.
@@ -176,12 +177,14 @@ impl From<StoreError> for ApiError {
 }
 
 /// The JSON error response for a status and message.
-pub fn error_response(status: StatusCode, code: &str, message: String) -> Response {
+pub fn error_response(status: StatusCode, code: &'static str, message: String) -> Response {
     let body = ErrorBody {
         error: code.to_owned(),
         message,
     };
-    (status, axum::Json(body)).into_response()
+    let mut response = (status, axum::Json(body)).into_response();
+    response.extensions_mut().insert(AnswerCode(code));
+    response
 }
 
 /// The error a response was made from, kept in the response's extensions so that one layer,

@@ -74,13 +74,16 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, Ap
     }))
 }
 
-/// Prometheus text exposition.
+/// Prometheus text exposition: this process's counters and gauges, then the room gauges read
+/// from the store now (`http::observe`: the same on every replica; aggregate them with `max`).
 #[utoipa::path(get, path = "/metrics", tag = "health", operation_id = "metrics",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
 pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    let mut text = state.metrics.render();
+    text.push_str(&super::observe::room_gauges(&state).await);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        text,
     )
 }

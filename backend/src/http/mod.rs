@@ -22,6 +22,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod idempotency;
+pub mod observe;
 pub mod openapi;
 pub mod orders;
 pub mod page;
@@ -94,6 +95,7 @@ pub fn router(state: AppState) -> Router {
             retry_after,
         ))
         .layer(middleware::from_fn(log_errors))
+        .layer(middleware::from_fn(observe::count_answers))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {

@@ -169,21 +169,12 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         });
                         let pace = meter.pace();
                         room.set_pace(pace);
-                        metrics::gauge!("vestibule_cap_limited", &labels)
-                            .set(f64::from(u8::from(cap_limited)));
                         if cap_limited {
                             metrics::counter!("vestibule_cap_limited_ticks_total", &labels)
                                 .increment(1);
                         }
                         metrics::counter!("vestibule_instant_admissions_total", &labels)
                             .increment(instant);
-                        if let Some(rate) = pace.admitted_per_sec {
-                            metrics::gauge!("vestibule_admission_rate_measured", &labels).set(rate);
-                        }
-                        if let Some(hazard) = pace.finish_per_active_sec {
-                            metrics::gauge!("vestibule_finish_rate_per_active_user", &labels)
-                                .set(hazard);
-                        }
                         room.set_active_users(outcome.active);
                         if let Some(config) = outcome.settings {
                             room.set_settings(config);
@@ -195,9 +186,6 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                             .increment(outcome.expired);
                         metrics::counter!("vestibule_skipped_silent_total", &labels)
                             .increment(outcome.skipped);
-                        metrics::gauge!("vestibule_waiting", &labels).set(outcome.waiting as f64);
-                        metrics::gauge!("vestibule_active_users", &labels)
-                            .set(outcome.active as f64);
                         if outcome.admitted > largest_tick {
                             largest_tick = outcome.admitted;
                             metrics::gauge!("vestibule_largest_tick_admissions", &labels)
