@@ -107,6 +107,7 @@ fn joined(reply: JoinReply) -> (String, Option<u64>, bool) {
     match reply {
         JoinReply::Joined(outcome) => (outcome.ticket.id, outcome.ticket.position, outcome.created),
         JoinReply::RateLimited { .. } => panic!("join refused by the limit"),
+        JoinReply::Refused(refusal) => panic!("join refused: {refusal:?}"),
     }
 }
 
