@@ -86,10 +86,10 @@ async fn sold_out_reaches_open_pages_within_one_cycle_in_both_languages() {
         "품절되었습니다"
     );
     assert_eq!(text_of(&korean, "#status .detail").await, MESSAGE_KO);
-    assert_eq!(
-        text_of(&english, "#position").await,
-        "–",
-        "no place is shown any more"
+    let place = text_of(&english, "#position").await;
+    assert!(
+        !place.chars().any(|c| c.is_ascii_digit()),
+        "no place is shown any more: {place:?}"
     );
     // Nothing left to do: no "Leave" and no "Join again".
     assert!(english
