@@ -408,6 +408,7 @@ impl Config {
         crate::store::Settings {
             abandon_after_ms: crate::store::default_abandon_after_ms(),
             hold_place_ms: crate::store::default_hold_place_ms(),
+            sale: Default::default(),
             admission_rate_per_sec: self.admission_rate,
             paused: false,
             token_ttl_ms: self.token_ttl_secs * 1000,

@@ -27,6 +27,7 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: vestibule::store::default_abandon_after_ms(),
         hold_place_ms: vestibule::store::default_hold_place_ms(),
+        sale: Default::default(),
     }
 }
 
@@ -106,6 +107,7 @@ fn joined(reply: JoinReply) -> (String, Option<u64>, bool) {
     match reply {
         JoinReply::Joined(outcome) => (outcome.ticket.id, outcome.ticket.position, outcome.created),
         JoinReply::RateLimited { .. } => panic!("join refused by the limit"),
+        JoinReply::Refused(refusal) => panic!("join refused: {refusal:?}"),
     }
 }
 

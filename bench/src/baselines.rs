@@ -52,6 +52,7 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         room_state: vestibule_shared::RoomState::Paused,
         place_kept: false,
         heartbeat_after_ms: None,
+        sold_out_message: None,
     };
     let first = Event::default()
         .event("status")

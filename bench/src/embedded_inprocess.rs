@@ -52,6 +52,7 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: vestibule::store::default_abandon_after_ms(),
         hold_place_ms: vestibule::store::default_hold_place_ms(),
+        sale: Default::default(),
     }
 }
 

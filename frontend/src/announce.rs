@@ -8,6 +8,8 @@
 
 use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
+use crate::sale_text::{sale_text, sold_out_detail, SaleText};
+
 use crate::i18n::{say_position, t, Lang, Text};
 
 /// Positions worth announcing as soon as the shopper reaches them.
@@ -91,6 +93,10 @@ pub fn status_announcement(
         TicketState::Completed => parts.push(t(lang, Text::Completed).to_owned()),
         TicketState::Expired => parts.push(t(lang, Text::Expired).to_owned()),
         TicketState::Left => parts.push(t(lang, Text::Left).to_owned()),
+        TicketState::SoldOut => {
+            parts.push(sale_text(lang, SaleText::SoldOut).to_owned());
+            parts.push(sold_out_detail(lang, status.sold_out_message.as_ref()));
+        }
     }
     (!parts.is_empty()).then(|| parts.join(" "))
 }

@@ -84,6 +84,17 @@ impl ApiError {
         self.code() == Some(vestibule_shared::error_code::ROOM_NOT_FOUND)
     }
 
+    /// The room state of a join refused for good: 409 `sold_out` → `SOLD_OUT`, 409 `room_closed`
+    /// → `CLOSED`.
+    pub fn refused_join(&self) -> Option<vestibule_shared::RoomState> {
+        use vestibule_shared::{error_code, RoomState};
+        match self.code() {
+            Some(error_code::SOLD_OUT) => Some(RoomState::SoldOut),
+            Some(error_code::ROOM_CLOSED) => Some(RoomState::Closed),
+            _ => None,
+        }
+    }
+
     /// Whether the ticket named in the request is unknown (404 `ticket_not_found`).
     pub fn is_ticket_not_found(&self) -> bool {
         self.code() == Some(vestibule_shared::error_code::TICKET_NOT_FOUND)

@@ -15,6 +15,7 @@ use crate::{
     language_switch::LanguageSwitch,
     order::{Order, Outcome},
     page_params::PageParams,
+    sale_text::{sale_text, SaleText},
     storage::RoomMemory,
 };
 
@@ -149,6 +150,16 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 <p class="result-title">{t(lang, Text::OrderUsed)}</p>
             }
             .into_any(),
+            Outcome::Error { code, .. }
+                if code.as_deref() == Some(vestibule_shared::error_code::SOLD_OUT) =>
+            {
+                // No unit left: the order did not go through (the token was not used up).
+                view! {
+                    <p class="result-title">{sale_text(lang, SaleText::SoldOut)}</p>
+                    <p>{sale_text(lang, SaleText::SoldOutDetail)}</p>
+                }
+                .into_any()
+            }
             Outcome::Error { code, network } => {
                 let message = if network {
                     Text::OrderNetwork

@@ -17,6 +17,9 @@ pub enum Phase {
     RoomNotFound,
     /// The server refused the request for a reason retrying cannot fix.
     Failed,
+    /// A join got no place: the room is sold out (409 `sold_out`, `RoomState::SoldOut`) or closed
+    /// to new joins (409 `room_closed`, `RoomState::Closed`).
+    Refused(RoomState),
 }
 
 impl Phase {
@@ -215,6 +218,7 @@ mod tests {
             room_state,
             place_kept: false,
             heartbeat_after_ms: None,
+            sold_out_message: None,
         })
     }
 

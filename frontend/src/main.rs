@@ -39,6 +39,7 @@ mod language_switch;
 mod order;
 mod page_params;
 mod queue;
+mod sale_text;
 mod sse;
 mod storage;
 mod urls;

@@ -14,7 +14,7 @@ use std::{
 };
 
 use leptos::{prelude::*, task::spawn_local};
-use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_shared::{RoomState, TicketState, TicketStatus};
 use wasm_bindgen::{closure::Closure, JsCast};
 
 use crate::{
@@ -27,6 +27,7 @@ use crate::{
     handoff::Exit,
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
+    sale_text::{sale_text, SaleText},
     sse::EventStream,
     storage::RoomMemory,
 };
@@ -280,7 +281,10 @@ impl Queue {
                     self.exit.admitted(token.as_deref(), href);
                 }
             }
-            TicketState::Completed | TicketState::Expired | TicketState::Left => self.stop(),
+            TicketState::Completed
+            | TicketState::Expired
+            | TicketState::Left
+            | TicketState::SoldOut => self.stop(),
         }
     }
 
@@ -321,6 +325,17 @@ impl Queue {
                 .next_delay(js_sys::Math::random(), None, true);
             self.view.connection.set(Connection::Connecting);
             self.schedule(delay);
+        } else if let Some(room_state) = error.refused_join() {
+            self.close_sse();
+            self.view.phase.set(Phase::Refused(room_state));
+            let text = match room_state {
+                RoomState::SoldOut => SaleText::SoldOut,
+                _ => SaleText::Closed,
+            };
+            self.view
+                .announcement
+                .set(sale_text(self.lang, text).to_owned());
+            self.stop();
         } else if error.is_room_not_found() {
             self.view.phase.set(Phase::RoomNotFound);
             self.say(Text::RoomNotFound);

@@ -45,7 +45,8 @@ pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
 
 /// Where a ticket is in its life cycle (the README's API section and ARCHITECTURE.md).
 ///
-/// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
+/// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`;
+/// `SOLD_OUT` from `WAITING` when the room sells out (docs/DESIGN.md "Stock and sold out").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -60,12 +61,18 @@ pub enum TicketState {
     Expired,
     /// The shopper left the queue (terminal).
     Left,
+    /// The room sold out while the shopper waited (terminal): `soldOutMessage` says what the
+    /// room wants them told.
+    SoldOut,
 }
 
 impl TicketState {
     /// Whether no further change can happen to a ticket in this state.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Expired | Self::Left)
+        matches!(
+            self,
+            Self::Completed | Self::Expired | Self::Left | Self::SoldOut
+        )
     }
 
     /// The wire name, e.g. `"TOKEN_ISSUED"`.
@@ -76,11 +83,13 @@ impl TicketState {
             Self::Completed => "COMPLETED",
             Self::Expired => "EXPIRED",
             Self::Left => "LEFT",
+            Self::SoldOut => "SOLD_OUT",
         }
     }
 }
 
-/// Whether a room is admitting.
+/// Where a room is in its sale (docs/DESIGN.md "Room state"), by precedence: `SOLD_OUT`, then
+/// `CLOSED`, then `PRE_QUEUE`, then `PAUSED`, else `OPEN`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -89,6 +98,14 @@ pub enum RoomState {
     Open,
     /// An operator paused admission; shoppers keep their places, ETA is null.
     Paused,
+    /// Before the scheduled opening: joins get a place drawn at the opening.
+    PreQueue,
+    /// Stock is gone (or an operator marked the room sold out): nobody waits any more, new joins
+    /// get 409 `sold_out`, entry tokens out are honoured until used or expired.
+    SoldOut,
+    /// Closed to new joins (409 `room_closed`); shoppers in line keep their places and are
+    /// admitted.
+    Closed,
 }
 
 /// A shopper's ticket as returned by join, poll and the SSE `status` event.
@@ -157,6 +174,10 @@ pub struct TicketStatus {
     /// heard from again (docs/DESIGN.md "Presence"); absent = false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub place_kept: bool,
+    /// Only when `SOLD_OUT`: the room's sold-out message, each language null when the room has
+    /// none (show your own text then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sold_out_message: Option<SoldOutMessage>,
     /// While `WAITING`: ms between heartbeats (`POST …/heartbeat`) of a client that does not poll
     /// (a hidden tab), well under the abandon time. Example: `60000`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,6 +209,25 @@ pub struct RoomInfo {
         schema(minimum = 1, maximum = 86400, example = 300)
     )]
     pub token_ttl_secs: u64,
+    /// Units of stock left; null = unlimited. Example: `40`.
+    #[serde(default)]
+    pub stock_left: Option<u64>,
+    /// Units sold by orders (each order uses one). Example: `60`.
+    #[serde(default)]
+    pub sold: u64,
+    /// What the page tells shoppers when the room is sold out.
+    #[serde(default)]
+    pub sold_out_message: SoldOutMessage,
+}
+
+/// A room's sold-out message in each language the page speaks; null = the page's own text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct SoldOutMessage {
+    /// English. Example: `"All 100 pairs are gone. Thank you for waiting!"`.
+    pub en: Option<String>,
+    /// Korean. Example: `"100켤레가 모두 판매되었습니다. 기다려 주셔서 감사합니다!"`.
+    pub ko: Option<String>,
 }
 
 /// The operator's live knobs for a room (`GET`/`PATCH /api/v1/admin/rooms/{room}`).
@@ -239,6 +279,33 @@ pub struct RoomSettings {
     pub waiting: u64,
     /// Active users now. Example: `310`.
     pub active_users: u64,
+    /// Units of stock left, 0–1000000000; null = unlimited. Each order (or storefront
+    /// `…/entries/consume`) uses one in the same step as its entry token. Example: `100`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 1000000000, example = 100)
+    )]
+    #[serde(default)]
+    pub stock: Option<u64>,
+    /// Units sold by orders so far (read only). Example: `0`.
+    #[serde(default)]
+    pub sold: u64,
+    /// The room is sold out: set by an operator, or by the order that took the last unit. Final:
+    /// it cannot be set back to false. Example: `false`.
+    #[serde(default)]
+    pub sold_out: bool,
+    /// Closed to new joins (409 `room_closed`); shoppers in line keep their places. Example:
+    /// `false`.
+    #[serde(default)]
+    pub closed: bool,
+    /// The sold-out message shown to shoppers, English; null = the page's own text.
+    #[cfg_attr(feature = "openapi", schema(max_length = 500))]
+    #[serde(default)]
+    pub sold_out_message_en: Option<String>,
+    /// The sold-out message shown to shoppers, Korean; null = the page's own text.
+    #[cfg_attr(feature = "openapi", schema(max_length = 500))]
+    #[serde(default)]
+    pub sold_out_message_ko: Option<String>,
 }
 
 /// A partial update of [`RoomSettings`]; absent fields stay as they are. Bounds:
@@ -314,6 +381,41 @@ pub struct RoomSettingsPatch {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: Option<u64>,
+    /// New units of stock left, 0–1000000000 (0 sells the room out); `null` = unlimited.
+    /// Refused (409 `sold_out`) once the room is sold out.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable_whole_number"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<u64>, minimum = 0, maximum = 1000000000, example = 100)
+    )]
+    pub stock: Option<Option<u64>>,
+    /// `true` marks the room sold out (final: `false` on a sold-out room is 409 `sold_out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sold_out: Option<bool>,
+    /// Close (true) or reopen (false) the room to new joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<bool>,
+    /// New English sold-out message, 1–500 characters without control characters; `null` = the
+    /// page's own text.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 500))]
+    pub sold_out_message_en: Option<Option<String>>,
+    /// New Korean sold-out message (as `soldOutMessageEn`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 500))]
+    pub sold_out_message_ko: Option<Option<String>>,
 }
 
 /// The body of every error answer: `{"error": "snake_code", "message": "…"}`.
@@ -327,96 +429,7 @@ pub struct ErrorBody {
 }
 
 /// The stable error codes of [`ErrorBody::error`], with the HTTP status each comes with.
-pub mod error_code {
-    /// 400: the request body, path or a header is malformed.
-    pub const BAD_REQUEST: &str = "bad_request";
-    /// 400: a field has a value out of range.
-    pub const INVALID_FIELD: &str = "invalid_field";
-    /// 408: the request took longer than the server's request timeout.
-    pub const REQUEST_TIMEOUT: &str = "request_timeout";
-    /// 401: the admin API needs `Authorization: Bearer <admin token>`; the entry endpoints
-    /// for storefronts need `Authorization: Bearer <origin API key>`.
-    pub const UNAUTHORIZED: &str = "unauthorized";
-    /// 403: no `X-Entry-Token` on a protected path.
-    pub const TOKEN_MISSING: &str = "entry_token_missing";
-    /// 403: the entry token was never issued (or is malformed).
-    pub const TOKEN_UNKNOWN: &str = "entry_token_unknown";
-    /// 403: the entry token's TTL passed.
-    pub const TOKEN_EXPIRED: &str = "entry_token_expired";
-    /// 403: the entry token belongs to another room.
-    pub const TOKEN_WRONG_ROOM: &str = "entry_token_wrong_room";
-    /// 403: the entry token was already used (or its ticket left).
-    pub const TOKEN_USED: &str = "entry_token_used";
-    /// 403: the signed user assertion is malformed, expired or forged.
-    pub const USER_ASSERTION_INVALID: &str = "user_assertion_invalid";
-    /// 403: the admin API is disabled or the bearer token is wrong.
-    pub const FORBIDDEN: &str = "forbidden";
-    /// 404: no such room.
-    pub const ROOM_NOT_FOUND: &str = "room_not_found";
-    /// 404: no such ticket in the room (never issued, or forgotten an hour after it ended).
-    pub const TICKET_NOT_FOUND: &str = "ticket_not_found";
-    /// 404: no such route.
-    pub const NOT_FOUND: &str = "not_found";
-    /// 405: the route exists but not with this method.
-    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
-    /// 409: the request conflicts with the ticket's state.
-    pub const CONFLICT: &str = "conflict";
-    /// 409: the entry token was already consumed by `…/entries/consume` (or an order), or its
-    /// session was released.
-    pub const TOKEN_CONSUMED: &str = "entry_token_consumed";
-    /// 409: an `Idempotency-Key` already used for a different request (another body).
-    pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
-    /// 412: `If-Match` names a version of the room settings that is no longer current.
-    pub const PRECONDITION_FAILED: &str = "precondition_failed";
-    /// 413: the request body is larger than allowed.
-    pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
-    /// 415: the body is not `application/json`.
-    pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
-    /// 429: a per-client abuse limit was hit (see `Retry-After`).
-    pub const RATE_LIMITED: &str = "rate_limited";
-    /// 503: the store is unreachable (see `Retry-After`); the request surely changed nothing.
-    pub const STORE_UNAVAILABLE: &str = "store_unavailable";
-    /// 504: the store did not confirm a change in time (see `Retry-After`): it may or may not
-    /// have happened. Re-read before retrying, or retry with the same `Idempotency-Key`.
-    pub const STORE_TIMEOUT: &str = "store_timeout";
-    /// 500: a fault of Vestibule's own; never caused by client input.
-    pub const INTERNAL: &str = "internal";
-    /// 502 (gate mode): the storefront behind the gate could not be reached.
-    pub const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
-    /// 504 (gate mode): the storefront did not answer within `--upstream-timeout-secs`.
-    pub const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
-
-    /// Every code above, for documents and clients that list them.
-    pub const ALL: &[&str] = &[
-        BAD_REQUEST,
-        INVALID_FIELD,
-        REQUEST_TIMEOUT,
-        UNAUTHORIZED,
-        TOKEN_MISSING,
-        TOKEN_UNKNOWN,
-        TOKEN_EXPIRED,
-        TOKEN_WRONG_ROOM,
-        TOKEN_USED,
-        USER_ASSERTION_INVALID,
-        FORBIDDEN,
-        ROOM_NOT_FOUND,
-        TICKET_NOT_FOUND,
-        NOT_FOUND,
-        METHOD_NOT_ALLOWED,
-        CONFLICT,
-        TOKEN_CONSUMED,
-        IDEMPOTENCY_KEY_REUSED,
-        PRECONDITION_FAILED,
-        PAYLOAD_TOO_LARGE,
-        UNSUPPORTED_MEDIA_TYPE,
-        RATE_LIMITED,
-        STORE_UNAVAILABLE,
-        STORE_TIMEOUT,
-        INTERNAL,
-        UPSTREAM_UNAVAILABLE,
-        UPSTREAM_TIMEOUT,
-    ];
-}
+pub mod error_code;
 
 /// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}`.
 pub fn is_valid_room_slug(slug: &str) -> bool {
@@ -427,71 +440,4 @@ pub fn is_valid_room_slug(slug: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
-        let status = TicketStatus {
-            ticket_id: "t".into(),
-            room: "main".into(),
-            status: TicketState::TokenIssued,
-            position: None,
-            eta_seconds: None,
-            eta_seconds_high: None,
-            reason: None,
-            next_poll_after_ms: 1000,
-            entry_token: Some("main.x".into()),
-            token_expires_at: Some("2026-11-27T09:00:00Z".into()),
-            checkout_url: Some("/checkout?room=main".into()),
-            room_state: RoomState::Open,
-            place_kept: false,
-            heartbeat_after_ms: None,
-        };
-        let json = serde_json::to_value(&status).unwrap();
-        assert_eq!(json["status"], "TOKEN_ISSUED");
-        assert_eq!(json["nextPollAfterMs"], 1000);
-        assert_eq!(json["entryToken"], "main.x");
-        assert!(json["position"].is_null());
-        assert_eq!(json["roomState"], "OPEN");
-    }
-
-    #[test]
-    fn settings_patch_tells_absent_cap_from_null_cap() {
-        let absent: RoomSettingsPatch = serde_json::from_str("{}").unwrap();
-        assert_eq!(absent.max_active_users, None);
-        let cleared: RoomSettingsPatch =
-            serde_json::from_str(r#"{"maxActiveUsers":null}"#).unwrap();
-        assert_eq!(cleared.max_active_users, Some(None));
-        let set: RoomSettingsPatch = serde_json::from_str(r#"{"maxActiveUsers":5}"#).unwrap();
-        assert_eq!(set.max_active_users, Some(Some(5)));
-        let written_as_float: RoomSettingsPatch =
-            serde_json::from_str(r#"{"maxActiveUsers":5.0,"tokenTtlSecs":60.0}"#).unwrap();
-        assert_eq!(written_as_float.max_active_users, Some(Some(5)));
-        assert_eq!(written_as_float.token_ttl_secs, Some(60));
-        for bad in [
-            r#"{"tokenTtlSecs":1.5}"#,
-            r#"{"tokenTtlSecs":-1}"#,
-            r#"{"tokenTtlSecs":"1"}"#,
-        ] {
-            assert!(
-                serde_json::from_str::<RoomSettingsPatch>(bad).is_err(),
-                "{bad}"
-            );
-        }
-        let order: OrderRequest = serde_json::from_str(r#"{"quantity":2.0}"#).unwrap();
-        assert_eq!(order.quantity, Some(2));
-        assert!(serde_json::from_str::<RoomSettingsPatch>(r#"{"bogus":1}"#).is_err());
-    }
-
-    #[test]
-    fn room_slugs_follow_the_design_rule() {
-        assert!(is_valid_room_slug("main"));
-        assert!(is_valid_room_slug("black-friday-2026"));
-        assert!(!is_valid_room_slug(""));
-        assert!(!is_valid_room_slug("Main"));
-        assert!(!is_valid_room_slug("a_b"));
-        assert!(!is_valid_room_slug("방"));
-        assert!(!is_valid_room_slug(&"a".repeat(65)));
-    }
-}
+mod tests;

@@ -38,6 +38,11 @@ pub const HOLD_PLACE_SECS_MAX: u64 = 86_400;
 /// Default place-holding time, seconds.
 pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
 
+/// Most units of stock a room can have (`stock`; null = unlimited).
+pub const STOCK_MAX: u64 = 1_000_000_000;
+/// Longest sold-out message, characters (each language).
+pub const SOLD_OUT_MESSAGE_MAX_CHARS: usize = 500;
+
 /// The token TTL's bounds in seconds (for clap's `value_parser!(u64).range(..)`).
 pub const TOKEN_TTL_SECS: RangeInclusive<u64> = TOKEN_TTL_SECS_MIN..=TOKEN_TTL_SECS_MAX;
 /// The active-users cap's bounds (for clap's `value_parser!(u64).range(..)`).
@@ -59,6 +64,12 @@ pub enum SettingOutOfRange {
     AbandonAfter,
     /// The place-holding time is not 0–86400 s.
     HoldPlace,
+    /// The stock is not 0–1000000000 units.
+    Stock,
+    /// The English sold-out message is empty, too long or has control characters.
+    SoldOutMessageEn,
+    /// The Korean sold-out message is empty, too long or has control characters.
+    SoldOutMessageKo,
 }
 
 impl SettingOutOfRange {
@@ -71,6 +82,9 @@ impl SettingOutOfRange {
             Self::CheckoutUrl => "checkoutUrl",
             Self::AbandonAfter => "abandonAfterSecs",
             Self::HoldPlace => "holdPlaceSecs",
+            Self::Stock => "stock",
+            Self::SoldOutMessageEn => "soldOutMessageEn",
+            Self::SoldOutMessageKo => "soldOutMessageKo",
         }
     }
 }
@@ -94,6 +108,11 @@ impl fmt::Display for SettingOutOfRange {
                 write!(f, "{ABANDON_AFTER_SECS_MIN}–{ABANDON_AFTER_SECS_MAX} s")
             }
             Self::HoldPlace => write!(f, "{HOLD_PLACE_SECS_MIN}–{HOLD_PLACE_SECS_MAX} s"),
+            Self::Stock => write!(f, "0–{STOCK_MAX} units, or null for unlimited"),
+            Self::SoldOutMessageEn | Self::SoldOutMessageKo => write!(
+                f,
+                "1–{SOLD_OUT_MESSAGE_MAX_CHARS} characters without control characters, or null"
+            ),
         }
     }
 }
@@ -228,6 +247,25 @@ pub fn check_hold_place_secs(secs: u64) -> Result<(), SettingOutOfRange> {
     }
 }
 
+/// Checks a room's stock (units left; `None` = unlimited, always valid).
+///
+/// # Errors
+/// [`SettingOutOfRange::Stock`].
+pub fn check_stock(stock: Option<u64>) -> Result<(), SettingOutOfRange> {
+    match stock {
+        Some(units) if units > STOCK_MAX => Err(SettingOutOfRange::Stock),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a sold-out message is 1–[`SOLD_OUT_MESSAGE_MAX_CHARS`] characters with no control
+/// characters (line breaks included: the page shows one paragraph).
+pub fn is_valid_sold_out_message(text: &str) -> bool {
+    !text.trim().is_empty()
+        && text.chars().count() <= SOLD_OUT_MESSAGE_MAX_CHARS
+        && !text.chars().any(char::is_control)
+}
+
 impl RoomSettingsPatch {
     /// Checks every field present against the bounds of this module (absent fields pass).
     ///
@@ -248,6 +286,20 @@ impl RoomSettingsPatch {
         }
         if let Some(secs) = self.hold_place_secs {
             check_hold_place_secs(secs)?;
+        }
+        if let Some(stock) = self.stock {
+            check_stock(stock)?;
+        }
+        let message_ok = |text: &Option<Option<String>>| {
+            text.as_ref()
+                .and_then(Option::as_deref)
+                .is_none_or(is_valid_sold_out_message)
+        };
+        if !message_ok(&self.sold_out_message_en) {
+            return Err(SettingOutOfRange::SoldOutMessageEn);
+        }
+        if !message_ok(&self.sold_out_message_ko) {
+            return Err(SettingOutOfRange::SoldOutMessageKo);
         }
         Ok(())
     }
@@ -302,6 +354,37 @@ mod tests {
         );
         let cleared = RoomSettingsPatch {
             max_active_users: Some(None),
+            ..RoomSettingsPatch::default()
+        };
+        assert_eq!(cleared.validate(), Ok(()));
+    }
+
+    #[test]
+    fn stock_and_sold_out_messages_have_bounds() {
+        assert!(check_stock(None).is_ok() && check_stock(Some(0)).is_ok());
+        assert!(check_stock(Some(STOCK_MAX)).is_ok());
+        assert_eq!(
+            check_stock(Some(STOCK_MAX + 1)),
+            Err(SettingOutOfRange::Stock)
+        );
+        assert!(is_valid_sold_out_message("매진되었습니다"));
+        for bad in ["", "   ", "a\nb", "tab\there"] {
+            assert!(!is_valid_sold_out_message(bad), "{bad:?}");
+        }
+        assert!(!is_valid_sold_out_message(
+            &"a".repeat(SOLD_OUT_MESSAGE_MAX_CHARS + 1)
+        ));
+        let patch = RoomSettingsPatch {
+            sold_out_message_ko: Some(Some(String::new())),
+            ..RoomSettingsPatch::default()
+        };
+        assert_eq!(
+            patch.validate().unwrap_err().api_field(),
+            "soldOutMessageKo"
+        );
+        let cleared = RoomSettingsPatch {
+            sold_out_message_en: Some(None),
+            stock: Some(None),
             ..RoomSettingsPatch::default()
         };
         assert_eq!(cleared.validate(), Ok(()));

@@ -15,6 +15,8 @@
 
 #[path = "browser/presence.rs"]
 mod presence;
+#[path = "browser/sale.rs"]
+mod sale;
 
 use std::time::{Duration, Instant};
 

@@ -23,7 +23,9 @@ use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 
 use crate::http::error::{ApiError, Json, Path};
 use crate::state::AppState;
-use crate::store::{now_ms, SettingsPatch, SettingsUpdate, VersionedSettings};
+use crate::store::{
+    now_ms, SalePatch, SaleSettings, SettingsPatch, SettingsUpdate, VersionedSettings,
+};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -77,6 +79,12 @@ async fn answer(
         hold_place_secs: in_force.hold_place_ms / 1000,
         waiting: counts.waiting,
         active_users: counts.active,
+        stock: in_force.sale.stock,
+        sold: in_force.sale.sold,
+        sold_out: in_force.sale.sold_out,
+        closed: in_force.sale.closed,
+        sold_out_message_en: in_force.sale.message_en,
+        sold_out_message_ko: in_force.sale.message_ko,
     };
     let mut response = Json(body).into_response();
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", settings.version)) {
@@ -152,7 +160,11 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             SettingOutOfRange::AdmissionRate => " (pause to stop admission)",
             SettingOutOfRange::CheckoutUrl => " (null = the demo checkout)",
             SettingOutOfRange::AbandonAfter => " (never applied under 3× the longest poll hint)",
-            SettingOutOfRange::TokenTtl | SettingOutOfRange::HoldPlace => "",
+            SettingOutOfRange::Stock => " (units left; each order uses one)",
+            SettingOutOfRange::TokenTtl
+            | SettingOutOfRange::HoldPlace
+            | SettingOutOfRange::SoldOutMessageEn
+            | SettingOutOfRange::SoldOutMessageKo => "",
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -165,7 +177,27 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         share_token_with_embedder: patch.share_token_with_embedder,
         abandon_after_ms: patch.abandon_after_secs.map(|secs| secs * 1000),
         hold_place_ms: patch.hold_place_secs.map(|secs| secs * 1000),
+        sale: SalePatch {
+            stock: patch.stock,
+            sold_out: patch.sold_out,
+            closed: patch.closed,
+            message_en: patch.sold_out_message_en.clone(),
+            message_ko: patch.sold_out_message_ko.clone(),
+        },
     })
+}
+
+/// Refuses a patch that would undo a sale's end: once sold out, a room stays sold out (its
+/// SOLD_OUT tickets are final), so `soldOut: false` and a new `stock` are 409 `sold_out`.
+/// (The store keeps the mark too, so a patch racing the last order cannot clear it.)
+fn check_not_reopening(current: &SaleSettings, patch: &SalePatch) -> Result<(), ApiError> {
+    if current.sold_out && (patch.sold_out == Some(false) || patch.stock.is_some()) {
+        return Err(ApiError::SoldOut(
+            "this room is sold out, which is final: soldOut stays true and stock cannot change"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Changes a room's settings live (absent fields stay).
@@ -187,6 +219,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
+        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`)", body = ErrorBody),
         (status = 412, description = "If-Match names an old version: nothing changed (`precondition_failed`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
@@ -210,6 +243,10 @@ pub async fn update(
         .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
     let patch = checked(&patch, &state.config.cors_origins)?;
     let expected = if_match(&headers)?;
+    if patch.sale != SalePatch::default() {
+        let current = state.store.room_settings(&room).await?;
+        check_not_reopening(&current.settings.sale, &patch.sale)?;
+    }
     let settings = match state.store.update_room(&room, &patch, expected).await? {
         SettingsUpdate::Applied(settings) => settings,
         SettingsUpdate::VersionMismatch(current) => {
@@ -277,6 +314,16 @@ mod tests {
             assert_eq!(
                 bounds("holdPlaceSecs"),
                 secs(HOLD_PLACE_SECS_MIN, HOLD_PLACE_SECS_MAX),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("stock"),
+                (Some(0.0), Some(STOCK_MAX as f64)),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                properties["soldOutMessageKo"]["maxLength"].as_u64(),
+                Some(SOLD_OUT_MESSAGE_MAX_CHARS as u64),
                 "{schema}: {properties}"
             );
         }

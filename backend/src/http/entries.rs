@@ -72,7 +72,7 @@ pub fn authorize_origin(state: &AppState, headers: &HeaderMap) -> Result<(), Api
         (status = 401, description = "No `Authorization: Bearer <origin API key>` (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong origin key or none configured (`forbidden`); token not issued here, expired or another room's (`entry_token_*`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
-        (status = 409, description = "Already used (by a consume or an order) or released (`entry_token_consumed`)", body = ErrorBody),
+        (status = 409, description = "Already used (by a consume or an order) or released (`entry_token_consumed`); no unit of stock left (`sold_out`: the token stays live, so release it)", body = ErrorBody),
         (status = 415, description = "A body that is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     ),
@@ -101,10 +101,19 @@ pub async fn consume(
             Ok(Json(claims))
         }
         TokenUse::Refused(TokenCheck::Expired) => Err(refusal(TokenCheck::Expired)),
+        TokenUse::SoldOut { .. } => Err(no_unit_left()),
         TokenUse::Refused(_) | TokenUse::Replayed { .. } => Err(ApiError::EntryConsumed(
             "this entry token was already used, or its session was released".into(),
         )),
     }
+}
+
+/// 409 `sold_out` for a live token when the room's stock is gone (the order's unit is taken in
+/// the token's store step, docs/DESIGN.md "Stock and sold out").
+pub(super) fn no_unit_left() -> ApiError {
+    ApiError::SoldOut(
+        "no unit of stock is left: nothing was ordered, and the entry token was not used up".into(),
+    )
 }
 
 /// The token of a release: the body's `entryToken` (origin key), else `X-Entry-Token` (holder).

@@ -61,6 +61,12 @@ pub enum ApiError {
     /// 409 `conflict`.
     #[error("{0}")]
     Conflict(String),
+    /// 409 `sold_out`: the room is sold out (a new join), or no unit is left for an order.
+    #[error("{0}")]
+    SoldOut(String),
+    /// 409 `room_closed`: the room is closed to new joins.
+    #[error("{0}")]
+    RoomClosed(String),
     /// 409 `entry_token_consumed`: the entry token was already used or its session released.
     #[error("{0}")]
     EntryConsumed(String),
@@ -125,9 +131,11 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict(_) | Self::EntryConsumed(_) | Self::IdempotencyKeyReused(_) => {
-                StatusCode::CONFLICT
-            }
+            Self::Conflict(_)
+            | Self::EntryConsumed(_)
+            | Self::IdempotencyKeyReused(_)
+            | Self::SoldOut(_)
+            | Self::RoomClosed(_) => StatusCode::CONFLICT,
             Self::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -152,6 +160,8 @@ impl ApiError {
             Self::NotFound => error_code::NOT_FOUND,
             Self::MethodNotAllowed => error_code::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => error_code::CONFLICT,
+            Self::SoldOut(_) => error_code::SOLD_OUT,
+            Self::RoomClosed(_) => error_code::ROOM_CLOSED,
             Self::EntryConsumed(_) => error_code::TOKEN_CONSUMED,
             Self::IdempotencyKeyReused(_) => error_code::IDEMPOTENCY_KEY_REUSED,
             Self::PreconditionFailed { .. } => error_code::PRECONDITION_FAILED,
@@ -172,6 +182,22 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(_) => Self::StoreUnavailable { source },
             StoreError::OutcomeUnknown(_) => Self::StoreTimeout { source },
             StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
+            StoreError::Refused(refusal) => Self::refused_join(refusal),
+        }
+    }
+}
+
+impl ApiError {
+    /// 409 `sold_out` or `room_closed` for a join the room's sale refused.
+    pub fn refused_join(refusal: crate::store::JoinRefusal) -> Self {
+        match refusal {
+            crate::store::JoinRefusal::SoldOut => {
+                Self::SoldOut("this room is sold out: no new places are given".into())
+            }
+            crate::store::JoinRefusal::Closed => Self::RoomClosed(
+                "this room is closed to new shoppers; those already in line keep their places"
+                    .into(),
+            ),
         }
     }
 }

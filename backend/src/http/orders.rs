@@ -69,7 +69,7 @@ fn order_from(headers: &HeaderMap, body: &Bytes) -> Result<OrderRequest, ApiErro
         (status = 400, description = "Malformed order or key (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 403, description = "Token missing, unknown, expired, another room's or used (`entry_token_*`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
-        (status = 409, description = "The Idempotency-Key was used for another order body (`idempotency_key_reused`)", body = ErrorBody),
+        (status = 409, description = "The Idempotency-Key was used for another order body (`idempotency_key_reused`); no unit of stock left (`sold_out`: the token is not used up)", body = ErrorBody),
         (status = 415, description = "A body that is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     )
@@ -121,6 +121,7 @@ pub async fn place_order(
         Ok(TokenUse::Consumed { .. }) => None,
         Ok(TokenUse::Replayed { receipt, .. }) => Some(receipt),
         Ok(TokenUse::Refused(check)) => return Err(token_layer::stored_refusal(check)),
+        Ok(TokenUse::SoldOut { .. }) => return Err(super::entries::no_unit_left()),
         // The operator chose to keep checkout open while the store is down.
         Err(error) if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass => {
             tracing::warn!(%room, %error, "store down: order accepted with a token verified offline only (outage policy = pass)");

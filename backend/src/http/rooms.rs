@@ -6,6 +6,8 @@ use utoipa_axum::routes;
 use vestibule_shared::embed::EmbeddingInfo;
 use vestibule_shared::{ErrorBody, RoomInfo, RoomState};
 
+use crate::room::state::{room_state, sold_out_message};
+
 use super::openapi::{EdgeErrors, StoreReadErrors};
 
 use crate::http::error::{ApiError, Json, Path};
@@ -19,7 +21,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(room_embedding))
 }
 
-/// State, waiting and active counts, and the admission rate of a room.
+/// State (docs/DESIGN.md "Room state"), waiting and active counts, stock left, units sold and the
+/// admission rate of a room. Once sold out nobody waits: `waiting` is 0.
 #[utoipa::path(
     get,
     path = "/api/v1/rooms/{room}",
@@ -39,17 +42,21 @@ pub async fn room_info(
     let runtime = state.room(&room)?;
     let counts = state.store.counts(&room, now_ms()).await?;
     let settings = runtime.settings();
+    let state = room_state(&settings, now_ms());
     Ok(Json(RoomInfo {
         room,
-        state: if settings.paused {
-            RoomState::Paused
+        state,
+        waiting: if state == RoomState::SoldOut {
+            0
         } else {
-            RoomState::Open
+            counts.waiting
         },
-        waiting: counts.waiting,
         active_users: counts.active,
         admission_rate_per_sec: settings.admission_rate_per_sec,
         token_ttl_secs: settings.token_ttl_ms / 1000,
+        stock_left: settings.sale.stock,
+        sold: settings.sale.sold,
+        sold_out_message: sold_out_message(&settings),
     }))
 }
 

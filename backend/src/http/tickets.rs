@@ -115,6 +115,7 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
         (status = 400, description = "Malformed `Idempotency-Key` (`bad_request`)", body = ErrorBody),
         (status = 403, description = "Invalid user assertion (`user_assertion_invalid`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
+        (status = 409, description = "No new place: the room is sold out (`sold_out`) or closed to new joins (`room_closed`). A join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out)", body = ErrorBody),
         (status = 429, description = "Over the per-client join limit (`rate_limited`); a retried join that finds its ticket is never refused", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
         EdgeErrors, StoreWriteErrors,
@@ -161,6 +162,7 @@ pub async fn join(
                 retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
             });
         }
+        JoinReply::Refused(refusal) => return Err(ApiError::refused_join(refusal)),
     };
     if outcome.ticket.state == TicketState::Waiting && outcome.ticket.position.is_none() {
         // The key names a ticket skipped for silence, within its hold: this join is its holder

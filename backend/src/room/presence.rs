@@ -50,6 +50,7 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms,
             hold_place_ms: 1_800_000,
+            sale: Default::default(),
         }
     }
 

@@ -80,7 +80,11 @@ impl RoomRuntime {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if settings.version >= held.version {
+            // The sold-out mark is never cleared in the store; an older read of the same version
+            // (a tick that started before the last order) must not take it back here either.
+            let sold_out = held.settings.sale.sold_out;
             *held = settings;
+            held.settings.sale.sold_out |= sold_out;
         }
     }
 }

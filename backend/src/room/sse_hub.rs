@@ -279,6 +279,7 @@ mod tests {
             room_state: RoomState::Open,
             place_kept: false,
             heartbeat_after_ms: None,
+            sold_out_message: None,
         }
     }
 

@@ -4,22 +4,25 @@
 //! poll tiers; no I/O. The entry token is the store's token wrapped in a signed JWT
 //! (`crate::tokens`), the same string on every call.
 
-use vestibule_shared::{RoomState, TicketState, TicketStatus};
+use vestibule_shared::{TicketState, TicketStatus};
 
 use crate::config::Config;
+use crate::room::state::{room_state, shown_state, sold_out_message};
 use crate::room::RoomRuntime;
 use crate::room::{eta, presence};
 use crate::store::{now_ms, TicketRecord};
 
 /// The public status of a ticket: position, ETA range, reason and poll hint by the formulas of
 /// docs/DESIGN.md ("ETA and poll hints"), from the room's settings and its leader's measured pace
-/// as this process last read them.
+/// as this process last read them. A ticket not yet admitted in a sold-out room is `SOLD_OUT`
+/// ([`shown_state`]), with the room's message.
 pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
     let settings = room.settings();
-    let room_state = if settings.paused {
-        RoomState::Paused
-    } else {
-        RoomState::Open
+    let room_state = room_state(&settings, now_ms());
+    let state = shown_state(record.state, room_state);
+    let record = &TicketRecord {
+        state,
+        ..record.clone()
     };
     let (estimate, next_poll_after_ms) = match (record.state, record.position) {
         (TicketState::Waiting, Some(position)) => {
@@ -88,6 +91,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         }),
         room_state,
         place_kept: record.place_kept,
+        sold_out_message: (state == TicketState::SoldOut).then(|| sold_out_message(&settings)),
         heartbeat_after_ms: (record.state == TicketState::Waiting).then(|| {
             presence::heartbeat_after_ms(presence::effective_abandon_ms(
                 &settings,

@@ -20,6 +20,10 @@ pub enum StoreError {
     /// The store answered something this code does not understand (a bug or a foreign key).
     #[error("store answered unexpectedly: {0}")]
     Corrupt(String),
+    /// A join without a limit was refused because the room is sold out or closed (only from
+    /// [`Store::join`](crate::store::Store::join); nothing changed). Answered 409.
+    #[error("join refused: {0:?}")]
+    Refused(crate::store::JoinRefusal),
 }
 
 impl StoreError {

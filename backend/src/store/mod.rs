@@ -24,6 +24,7 @@ pub mod order_index;
 pub mod pace;
 pub mod redis;
 pub mod safety;
+pub mod sale;
 mod settings;
 
 use async_trait::async_trait;
@@ -32,6 +33,7 @@ pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
 pub use pace::Pace;
 pub use safety::StoreSafety;
+pub use sale::{JoinRefusal, SalePatch, SaleSettings};
 pub use settings::{
     default_abandon_after_ms, default_hold_place_ms, Settings, SettingsPatch, SettingsUpdate,
     VersionedSettings,
@@ -89,6 +91,9 @@ pub enum JoinReply {
         /// Milliseconds until the client may join again.
         retry_after_ms: u64,
     },
+    /// The room is sold out or closed and the join would make a new ticket: nothing changed (a
+    /// join that finds its live ticket is answered with it instead).
+    Refused(JoinRefusal),
 }
 
 /// An order's claim on an entry token: recorded with the token when it is consumed, so that a
@@ -119,6 +124,12 @@ pub enum TokenUse {
     },
     /// Not consumed: the token is unknown, expired or used (never [`TokenCheck::Valid`]).
     Refused(TokenCheck),
+    /// Not consumed: the token is live but no unit of stock is left (409 `sold_out`); the token
+    /// still works until it expires (for a release, say).
+    SoldOut {
+        /// The ticket the token was issued to.
+        ticket_id: String,
+    },
 }
 
 /// The answer to a leave.
@@ -318,6 +329,7 @@ pub trait Store: Send + Sync + 'static {
             JoinReply::RateLimited { .. } => Err(StoreError::Corrupt(
                 "a join without a limit was rate limited".into(),
             )),
+            JoinReply::Refused(refusal) => Err(StoreError::Refused(refusal)),
         }
     }
 

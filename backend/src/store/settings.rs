@@ -2,6 +2,8 @@
 //! versions. The admin API's view is `vestibule_shared::RoomSettings`; bounds in
 //! `vestibule_shared::settings`.
 
+use super::sale::{SalePatch, SaleSettings};
+
 /// A room's settings — the operator's live knobs — as the store keeps them (shared by every
 /// replica). Durations in store units (milliseconds); the admin API shows them in seconds as
 /// `vestibule_shared::RoomSettings` with live counts; bounds in `vestibule_shared::settings`.
@@ -28,6 +30,9 @@ pub struct Settings {
     /// A skipped ticket keeps its place this long (ms).
     #[serde(default = "default_hold_place_ms")]
     pub hold_place_ms: u64,
+    /// Stock, sold out and closing (docs/DESIGN.md "Stock and sold out").
+    #[serde(default)]
+    pub sale: SaleSettings,
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -59,6 +64,8 @@ pub struct SettingsPatch {
     pub abandon_after_ms: Option<u64>,
     /// New place-holding time, ms.
     pub hold_place_ms: Option<u64>,
+    /// Stock, sold out and closing.
+    pub sale: SalePatch,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -93,6 +100,13 @@ impl Settings {
             share_token_with_embedder: Some(self.share_token_with_embedder),
             abandon_after_ms: Some(self.abandon_after_ms),
             hold_place_ms: Some(self.hold_place_ms),
+            sale: SalePatch {
+                stock: Some(self.sale.stock),
+                sold_out: Some(self.sale.sold_out),
+                closed: Some(self.sale.closed),
+                message_en: Some(self.sale.message_en.clone()),
+                message_ko: Some(self.sale.message_ko.clone()),
+            },
         }
     }
 
@@ -114,6 +128,7 @@ impl Settings {
                 .unwrap_or(self.share_token_with_embedder),
             abandon_after_ms: patch.abandon_after_ms.unwrap_or(self.abandon_after_ms),
             hold_place_ms: patch.hold_place_ms.unwrap_or(self.hold_place_ms),
+            sale: self.sale.patched(&patch.sale),
         }
     }
 }

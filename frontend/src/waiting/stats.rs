@@ -19,10 +19,8 @@ fn eta_text(lang: Lang, phase: &Phase) -> String {
         Phase::Ticket(s) if s.status == TicketState::Waiting => match (s.room_state, s.eta_seconds)
         {
             (RoomState::Paused, _) => t(lang, Text::EtaPaused).to_owned(),
-            (RoomState::Open, Some(secs)) => {
-                eta_range_words(lang, secs, s.eta_seconds_high.unwrap_or(secs))
-            }
-            (RoomState::Open, None) => t(lang, Text::EtaUnknown).to_owned(),
+            (_, Some(secs)) => eta_range_words(lang, secs, s.eta_seconds_high.unwrap_or(secs)),
+            (_, None) => t(lang, Text::EtaUnknown).to_owned(),
         },
         _ => figure(None),
     }

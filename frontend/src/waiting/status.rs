@@ -12,21 +12,35 @@ use crate::{
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams},
     queue::Queue,
+    sale_text::{sale_text, sold_out_detail, SaleText},
 };
 
-/// The status headline and explanation for a phase.
-fn headline(phase: &Phase) -> (Text, Text) {
+/// The status headline and explanation for a phase, in `lang`.
+fn headline(lang: Lang, phase: &Phase) -> (String, String) {
+    let words = |(headline, detail): (Text, Text)| {
+        (t(lang, headline).to_owned(), t(lang, detail).to_owned())
+    };
+    let sold_out = |message| {
+        let headline = sale_text(lang, SaleText::SoldOut).to_owned();
+        (headline, sold_out_detail(lang, message))
+    };
     match phase {
-        Phase::Joining => (Text::Joining, Text::JoiningDetail),
-        Phase::RoomNotFound => (Text::RoomNotFound, Text::RoomNotFoundDetail),
-        Phase::Failed => (Text::Failed, Text::FailedDetail),
+        Phase::Joining => words((Text::Joining, Text::JoiningDetail)),
+        Phase::RoomNotFound => words((Text::RoomNotFound, Text::RoomNotFoundDetail)),
+        Phase::Failed => words((Text::Failed, Text::FailedDetail)),
+        Phase::Refused(RoomState::SoldOut) => sold_out(None),
+        Phase::Refused(_) => (
+            sale_text(lang, SaleText::Closed).to_owned(),
+            sale_text(lang, SaleText::ClosedDetail).to_owned(),
+        ),
         Phase::Ticket(s) => match (s.status, s.room_state) {
-            (TicketState::Waiting, RoomState::Open) => (Text::InLine, Text::InLineDetail),
-            (TicketState::Waiting, RoomState::Paused) => (Text::Paused, Text::PausedDetail),
-            (TicketState::TokenIssued, _) => (Text::YourTurn, Text::YourTurnDetail),
-            (TicketState::Completed, _) => (Text::Completed, Text::CompletedDetail),
-            (TicketState::Expired, _) => (Text::Expired, Text::ExpiredDetail),
-            (TicketState::Left, _) => (Text::Left, Text::LeftDetail),
+            (TicketState::Waiting, RoomState::Paused) => words((Text::Paused, Text::PausedDetail)),
+            (TicketState::Waiting, _) => words((Text::InLine, Text::InLineDetail)),
+            (TicketState::TokenIssued, _) => words((Text::YourTurn, Text::YourTurnDetail)),
+            (TicketState::Completed, _) => words((Text::Completed, Text::CompletedDetail)),
+            (TicketState::Expired, _) => words((Text::Expired, Text::ExpiredDetail)),
+            (TicketState::Left, _) => words((Text::Left, Text::LeftDetail)),
+            (TicketState::SoldOut, _) => sold_out(s.sold_out_message.as_ref()),
         },
     }
 }
@@ -36,13 +50,19 @@ fn data_status(phase: &Phase) -> &'static str {
     phase.ticket_state().map_or("", TicketState::as_str)
 }
 
-/// `#status[data-room-state]`: `OPEN`, `PAUSED`, `NOT_FOUND`, or empty.
+/// `#status[data-room-state]`: the room's state (`OPEN`, `PAUSED`, `SOLD_OUT`, …), `NOT_FOUND`,
+/// or empty.
 fn data_room_state(phase: &Phase) -> &'static str {
+    let name = |state| match state {
+        RoomState::Open => "OPEN",
+        RoomState::Paused => "PAUSED",
+        RoomState::PreQueue => "PRE_QUEUE",
+        RoomState::SoldOut => "SOLD_OUT",
+        RoomState::Closed => "CLOSED",
+    };
     match phase {
-        Phase::Ticket(s) => match s.room_state {
-            RoomState::Open => "OPEN",
-            RoomState::Paused => "PAUSED",
-        },
+        Phase::Ticket(s) => name(s.room_state),
+        Phase::Refused(state) => name(*state),
         Phase::RoomNotFound => "NOT_FOUND",
         Phase::Joining | Phase::Failed => "",
     }
@@ -156,9 +176,11 @@ pub fn StatusSection(
                     NextStep::JoinAgain
                 }
                 TicketState::Waiting => NextStep::Leave,
+                // Nothing to join again: the room has nothing left to sell.
+                TicketState::SoldOut => NextStep::None,
             },
             Phase::Failed => NextStep::Reload,
-            Phase::Joining | Phase::RoomNotFound => NextStep::None,
+            Phase::Joining | Phase::RoomNotFound | Phase::Refused(_) => NextStep::None,
         })
     };
     // Once the server says the place was kept (`placeKept`), the page says so until the wait ends.
@@ -218,8 +240,8 @@ pub fn StatusSection(
             data-status=move || phase.with(data_status)
             data-room-state=move || phase.with(data_room_state)
         >
-            <h2 class="headline">{move || t(lang, phase.with(headline).0)}</h2>
-            <p class="detail">{move || t(lang, phase.with(headline).1)}</p>
+            <h2 class="headline">{move || phase.with(|p| headline(lang, p)).0}</h2>
+            <p class="detail">{move || phase.with(|p| headline(lang, p)).1}</p>
             <p id="place-kept" class="detail" hidden=move || !show_kept()>
                 {t(lang, Text::PlaceKept)}
             </p>

@@ -13,6 +13,8 @@ mod joins;
 mod outage;
 mod polls;
 mod presence;
+mod sale;
+mod sale_race;
 mod sse;
 mod tokens;
 

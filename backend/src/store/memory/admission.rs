@@ -72,7 +72,12 @@ impl Room {
         if let Some(lease) = self.lease.as_mut() {
             lease.until_ms = clock_ms + request.lease_ms;
         }
-        let silent = self.silent(request.now_ms, request.abandon_after_ms);
+        // Nobody is skipped once sold out: every waiting ticket reads SOLD_OUT already.
+        let silent = if self.config.sale.sold_out {
+            Vec::new()
+        } else {
+            self.silent(request.now_ms, request.abandon_after_ms)
+        };
         let skipped = self.skip(&silent, request.now_ms, request.hold_place_ms);
         let (admitted, expired) = self.admit_unfenced(
             request.now_ms,
@@ -115,7 +120,9 @@ impl Room {
         let cap_allows = self
             .config
             .max_active_users
-            .is_none_or(|cap| (self.active.len() as u64) < cap);
+            .is_none_or(|cap| (self.active.len() as u64) < cap)
+            && (self.config.sale.admission_cap())
+                .is_none_or(|left| (self.active.len() as u64) < left);
         // A rate of 0 admits nobody, like a pause: what the bank holds from the old rate is
         // not spent (a room set to 0 must stop at once).
         let admitting = !self.config.paused && self.config.admission_rate_per_sec > 0.0;
@@ -187,6 +194,11 @@ impl Room {
         }
         if let Some(cap) = max_active_users {
             quota = quota.min(cap.saturating_sub(active));
+        }
+        // Never more shoppers holding tokens than units left (docs/DESIGN.md "Stock and sold
+        // out"); none once sold out.
+        if let Some(left) = self.config.sale.admission_cap() {
+            quota = quota.min(left.saturating_sub(active));
         }
         let expires_at_ms = now_ms + token_ttl_ms;
         let mut admitted = 0;

@@ -221,7 +221,9 @@ impl Room {
             return Err(TokenCheck::Unknown);
         }
         match ticket.state {
-            TicketState::Completed | TicketState::Left => Err(TokenCheck::Used),
+            TicketState::Completed | TicketState::Left | TicketState::SoldOut => {
+                Err(TokenCheck::Used)
+            }
             TicketState::Expired => Err(TokenCheck::Expired),
             _ if ticket.expires_at_ms <= now_ms => Err(TokenCheck::Expired),
             TicketState::Waiting | TicketState::TokenIssued => Ok((id, ticket)),
@@ -292,6 +294,9 @@ impl Room {
                 ticket,
                 created: false,
             });
+        }
+        if let Some(refusal) = self.config.sale.join_refusal() {
+            return JoinReply::Refused(refusal);
         }
         if let Some(limit) = limit {
             if let Err(retry_after_ms) = self.pass_join_limit(limit, now_ms) {
@@ -437,6 +442,12 @@ impl Room {
             }
             Err(refused) => return TokenUse::Refused(refused),
         };
+        // The unit goes with the token, in the same step: none left → refused, token kept.
+        if !self.config.sale.take_unit() {
+            return TokenUse::SoldOut {
+                ticket_id: id.to_string(),
+            };
+        }
         self.active.remove(&(ticket.expires_at_ms, id.clone()));
         let used = Settled {
             state: TicketState::Completed,

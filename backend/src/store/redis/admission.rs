@@ -1,6 +1,6 @@
 //! One leader tick: `admit.lua`.
 
-use super::reply::{as_i64, parse_versioned};
+use super::reply::{as_i64, parse_versioned, split_sale};
 use super::{Keys, RedisStore};
 use crate::store::{AdmitOutcome, AdmitRequest, StoreError};
 
@@ -41,9 +41,10 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 15 {
-            return Err(StoreError::Corrupt("admit reply needs 15 fields".into()));
+        if reply.len() != 21 {
+            return Err(StoreError::Corrupt("admit reply needs 21 fields".into()));
         }
+        let (reply, sale) = split_sale(&reply)?;
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active, skipped] = numbers.as_slice() else {
             unreachable!("five numbers");
@@ -61,7 +62,10 @@ impl RedisStore {
             waiting: *waiting as u64,
             active: *active as u64,
             skipped: *skipped as u64,
-            settings: parse_versioned(&reply[5..14]).ok(),
+            settings: parse_versioned(&reply[5..14]).ok().map(|mut settings| {
+                settings.settings.sale = sale;
+                settings
+            }),
             popped: as_i64(&reply[14])?.max(0) as u64,
         })
     }

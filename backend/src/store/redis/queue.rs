@@ -7,8 +7,8 @@ use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_reco
 use super::{Keys, RedisStore, DEDUP_TTL_SECS};
 use crate::ids::derived_id;
 use crate::store::{
-    InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, QueueCursor, QueueDelta,
-    RoomCounts, SseRefresh, StoreError, TicketRecord,
+    InstantAdmission, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, LeaveOutcome, QueueCursor,
+    QueueDelta, RoomCounts, SseRefresh, StoreError, TicketRecord,
 };
 
 impl RedisStore {
@@ -82,6 +82,12 @@ impl RedisStore {
             return Ok(JoinReply::RateLimited {
                 retry_after_ms: position.max(0) as u64,
             });
+        }
+        if created == -3 {
+            return Ok(JoinReply::Refused(JoinRefusal::SoldOut));
+        }
+        if created == -4 {
+            return Ok(JoinReply::Refused(JoinRefusal::Closed));
         }
         let id = as_string(id)?;
         let ticket = if position > 0 {

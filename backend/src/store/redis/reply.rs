@@ -3,7 +3,48 @@
 use redis::Value;
 use vestibule_shared::TicketState;
 
-use crate::store::{Settings, StoreError, TicketRecord, VersionedSettings};
+use crate::store::{SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings};
+
+/// The sale's fields of the settings hash, in the order every script appends them to its reply
+/// (after everything else): `stock, sold, soldout, closed, msg_en, msg_ko`.
+pub(super) const SALE_FIELDS: [&str; 6] =
+    ["stock", "sold", "soldout", "closed", "msg_en", "msg_ko"];
+
+/// A reply that ends with the sale's fields → the rest of the reply, and the sale (absent or empty
+/// fields = unlimited stock, nothing sold, open, the page's own message).
+pub(super) fn split_sale(reply: &[Value]) -> Result<(&[Value], SaleSettings), StoreError> {
+    let Some(split) = reply.len().checked_sub(SALE_FIELDS.len()) else {
+        return Err(StoreError::Corrupt(
+            "a reply without the sale's fields".into(),
+        ));
+    };
+    let (rest, sale) = reply.split_at(split);
+    let text: Vec<String> = sale.iter().map(as_string).collect::<Result<_, _>>()?;
+    let [stock, sold, sold_out, closed, message_en, message_ko] = text.as_slice() else {
+        unreachable!("six fields");
+    };
+    let number = |text: &str| -> Result<Option<u64>, StoreError> {
+        if text.is_empty() {
+            return Ok(None);
+        }
+        // A stock taken below 0 by hand (HINCRBY) reads as none left.
+        text.parse::<i64>()
+            .map(|n| Some(n.max(0) as u64))
+            .map_err(|_| StoreError::Corrupt(format!("sale number {text:?}")))
+    };
+    let message = |text: &String| (!text.is_empty()).then(|| text.clone());
+    Ok((
+        rest,
+        SaleSettings {
+            stock: number(stock)?,
+            sold: number(sold)?.unwrap_or(0),
+            sold_out: sold_out == "1",
+            closed: closed == "1",
+            message_en: message(message_en),
+            message_ko: message(message_ko),
+        },
+    ))
+}
 
 /// A stored settings version (absent = never changed).
 pub(super) fn version_of(value: &Value) -> Result<u64, StoreError> {
@@ -135,6 +176,7 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
         share_token_with_embedder: share == "1",
         abandon_after_ms: millis(abandon_ms, crate::store::default_abandon_after_ms)?,
         hold_place_ms: millis(hold_ms, crate::store::default_hold_place_ms)?,
+        sale: SaleSettings::default(),
     })
 }
 

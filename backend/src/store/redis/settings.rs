@@ -3,7 +3,7 @@
 
 use redis::Value;
 
-use super::reply::{as_i64, as_string, as_u64, parse_versioned};
+use super::reply::{as_i64, as_string, as_u64, parse_versioned, split_sale, SALE_FIELDS};
 use super::{config_args, fresh_secret, Keys, RedisStore};
 use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
@@ -24,11 +24,14 @@ impl RedisStore {
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
-        let [settings @ .., secret] = fields.as_slice() else {
+        let (fields, sale) = split_sale(&fields)?;
+        let [settings @ .., secret] = fields else {
             return Err(StoreError::Corrupt("init_room reply is empty".into()));
         };
         self.remember_secret(room, secret, true)?;
-        parse_versioned(settings)
+        let mut versioned = parse_versioned(settings)?;
+        versioned.settings.sale = sale;
+        Ok(versioned)
     }
 
     pub(super) async fn room_settings_in_redis(
@@ -52,11 +55,15 @@ impl RedisStore {
                         "hold_ms",
                         "ver",
                     ])
+                    .arg(&SALE_FIELDS)
                     .query_async(&mut connection),
             )
             .await
             .map_err(StoreError::for_read)?;
-        parse_versioned(&fields)
+        let (fields, sale) = split_sale(&fields)?;
+        let mut versioned = parse_versioned(fields)?;
+        versioned.settings.sale = sale;
+        Ok(versioned)
     }
 
     pub(super) async fn update_room_in_redis(
@@ -107,11 +114,31 @@ impl RedisStore {
                     .hold_place_ms
                     .map_or_else(unchanged, |ms| ms.to_string()),
             );
+        let flag = |on: bool| if on { "1" } else { "0" }.to_owned();
+        let sale = &patch.sale;
+        invocation
+            .arg(sale.stock.map_or_else(unchanged, |stock| {
+                stock.map(|units| units.to_string()).unwrap_or_default()
+            }))
+            .arg(sale.sold_out.map_or_else(unchanged, flag))
+            .arg(sale.closed.map_or_else(unchanged, flag))
+            .arg(
+                sale.message_en
+                    .as_ref()
+                    .map_or_else(unchanged, |text| text.clone().unwrap_or_default()),
+            )
+            .arg(
+                sale.message_ko
+                    .as_ref()
+                    .map_or_else(unchanged, |text| text.clone().unwrap_or_default()),
+            );
         let reply = self.run_script(&invocation).await?;
-        let [applied, settings @ ..] = reply.as_slice() else {
+        let (reply, sale) = split_sale(&reply)?;
+        let [applied, settings @ ..] = reply else {
             return Err(StoreError::Corrupt("update_room reply is empty".into()));
         };
-        let in_force = parse_versioned(settings)?;
+        let mut in_force = parse_versioned(settings)?;
+        in_force.settings.sale = sale;
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
         } else {
@@ -142,14 +169,17 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
-        let [epoch, settings @ .., secret, active, pace] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 13 fields".into()));
+        let (reply, sale) = split_sale(&reply)?;
+        let [epoch, settings @ .., secret, active, pace] = reply else {
+            return Err(StoreError::Corrupt("lease reply needs 19 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
+        let mut settings = parse_versioned(settings)?;
+        settings.settings.sale = sale;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
-            settings: parse_versioned(settings)?,
+            settings,
             active: as_u64(active)?,
             pace: Pace::decode(&as_string(pace)?),
         })

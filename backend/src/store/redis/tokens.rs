@@ -16,6 +16,7 @@ impl RedisStore {
     ) -> Result<TokenUse, StoreError> {
         let keys = Keys::new(room);
         let mut invocation = self.scripts.token.key(keys.key("active"));
+        invocation.key(keys.key("settings"));
         invocation
             .arg(token)
             .arg(now_ms)
@@ -34,6 +35,7 @@ impl RedisStore {
             },
             "EXPIRED" => TokenUse::Refused(TokenCheck::Expired),
             "USED" => TokenUse::Refused(TokenCheck::Used),
+            "SOLD_OUT" => TokenUse::SoldOut { ticket_id },
             _ => TokenUse::Refused(TokenCheck::Unknown),
         })
     }
@@ -49,9 +51,9 @@ impl RedisStore {
             .await
             .map_err(StoreError::for_read)?;
         Ok(match reply {
-            TokenUse::Consumed { ticket_id } | TokenUse::Replayed { ticket_id, .. } => {
-                TokenCheck::Valid { ticket_id }
-            }
+            TokenUse::Consumed { ticket_id }
+            | TokenUse::Replayed { ticket_id, .. }
+            | TokenUse::SoldOut { ticket_id } => TokenCheck::Valid { ticket_id },
             TokenUse::Refused(check) => check,
         })
     }

@@ -21,8 +21,11 @@
 -- checkout, share, abandon_ms, hold_ms, version, shoppers ever admitted}: the settings are those
 -- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
+-- Stock (docs/DESIGN.md "Stock and sold out"): never more tokens out than units left (settings
+-- `stock`); a sold-out room (`soldout` = 1) admits and skips nobody. The reply ends with the
+-- sale's fields {stock, sold, soldout, closed, msg_en, msg_ko} (absent = nil).
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -81,6 +84,14 @@ local cap = tonumber(ARGV[6])
 if cap >= 0 then
   quota = math.min(quota, math.max(0, cap - active))
 end
+local sale = redis.call('HMGET', KEYS[5], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko')
+local sold_out = sale[3] == '1'
+local left = tonumber(sale[1] or '')
+if sold_out then
+  quota = 0
+elseif left ~= nil then
+  quota = math.min(quota, math.max(0, left - active))
+end
 local admitted = 0
 local expires_at = now + ttl
 while admitted < quota do
@@ -90,7 +101,7 @@ while admitted < quota do
   end
   local id, seq = head[1], tonumber(head[2])
   local chunk, slot = seen_slot(seq)
-  if silent_since(redis.call('BITFIELD', chunk, 'GET', 'u32', slot)[1]) then
+  if not sold_out and silent_since(redis.call('BITFIELD', chunk, 'GET', 'u32', slot)[1]) then
     if skipped >= SKIP_BUDGET then
       break
     end
@@ -116,7 +127,9 @@ end
 local last = tonumber(redis.call('GET', KEYS[11]) or '0')
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local head_chunk = math.floor((last + 1) / 65536)
-if #head > 0 then
+if #head > 0 and sold_out then
+  head_chunk = math.floor(tonumber(head[2]) / 65536)
+elseif #head > 0 then
   local first = tonumber(head[2])
   head_chunk = math.floor(first / 65536)
   local from = tonumber(redis.call('GET', KEYS[9]) or '0')
@@ -164,6 +177,10 @@ redis.call('SET', KEYS[12], bank, 'PX', ARGV[8])
 if ARGV[12] ~= '' then
   redis.call('SET', KEYS[13], ARGV[12], 'PX', 10000)
 end
-return {admitted, expired, waiting, active + admitted, skipped,
-        s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-        s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0')}
+local reply = {admitted, expired, waiting, active + admitted, skipped,
+               s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
+               s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0')}
+for _, v in ipairs(sale) do
+  table.insert(reply, v)
+end
+return reply

@@ -11,6 +11,8 @@
 -- admit at once)   ARGV[11] token TTL ms   ARGV[12] keep ms
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
+-- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
+-- `soldout` / `closed` = 1; nothing changed), or
 -- {id, 1, 0, token expiry ms} when the new ticket was admitted at once.
 -- A new ticket counts as heard from now (`seen:<seq / 65536>`: u32 Unix seconds per arrival seq).
 -- A skipped ticket within its hold (HELD, `exp` = end of the hold) is live: {id, 0, -1}.
@@ -44,6 +46,14 @@ if key ~= '' then
     remember = true
   end
 end
+-- A sold-out or closed room makes no new tickets (a join that found its ticket was answered above).
+local sale = redis.call('HMGET', KEYS[4], 'soldout', 'closed')
+if sale[1] == '1' then
+  return {'', -3, 0}
+end
+if sale[2] == '1' then
+  return {'', -4, 0}
+end
 -- The client's join limit (GCRA, the arithmetic of store::gcra), checked only now: a join that
 -- found its ticket above never counts, and a refused one changes nothing.
 if ARGV[7] ~= '' then
@@ -73,8 +83,13 @@ end
 -- admit.lua would, and spend one of the bank.
 if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
     and tonumber(redis.call('GET', KEYS[6]) or '0') > 0 then
-  local s = redis.call('HMGET', KEYS[4], 'paused', 'cap', 'rate')
+  local s = redis.call('HMGET', KEYS[4], 'paused', 'cap', 'rate', 'stock')
   local cap = tonumber(s[2] or '')
+  -- Never more tokens out than units left (docs/DESIGN.md "Stock and sold out").
+  local left = tonumber(s[4] or '')
+  if left ~= nil and (cap == nil or left < cap) then
+    cap = left
+  end
   -- A rate of 0 admits nobody, like a pause: the bank from the old rate is not spent.
   if s[1] ~= '1' and tonumber(s[3] or '0') > 0
       and (cap == nil or redis.call('ZCARD', KEYS[5]) < cap) then

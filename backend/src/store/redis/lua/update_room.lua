@@ -2,8 +2,11 @@
 -- KEYS[1] settings (HASH)   ARGV[1] expected version ("" = any)
 -- ARGV[2..9] new rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms: "-" = unchanged
 -- ("" for cap = no cap, for checkout = the demo checkout)
--- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, version}:
--- the settings in force afterwards.
+-- ARGV[10..14] the sale (docs/DESIGN.md "Stock and sold out"): stock ("" = unlimited), soldout
+-- (1|0), closed (1|0), msg_en, msg_ko ("" = the page's own): "-" = unchanged. The sold-out mark
+-- is never cleared, and a stock of 0 sets it; `sold` is only changed by orders (token.lua).
+-- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, version,
+-- stock, sold, soldout, closed, msg_en, msg_ko}: the settings in force afterwards.
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
 if ARGV[1] == '' or tonumber(ARGV[1]) == version then
@@ -13,10 +16,24 @@ if ARGV[1] == '' or tonumber(ARGV[1]) == version then
       redis.call('HSET', KEYS[1], name, ARGV[i + 1])
     end
   end
+  local sale = {'stock', 'soldout', 'closed', 'msg_en', 'msg_ko'}
+  for i, name in ipairs(sale) do
+    local value = ARGV[i + 9]
+    if value ~= '-' and not (name == 'soldout' and value == '0') then
+      redis.call('HSET', KEYS[1], name, value)
+    end
+  end
+  if redis.call('HGET', KEYS[1], 'stock') == '0' then
+    redis.call('HSET', KEYS[1], 'soldout', '1')
+  end
   version = redis.call('HINCRBY', KEYS[1], 'ver', 1)
   applied = 1
 end
 local s = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
                      'abandon_ms', 'hold_ms')
-return {applied, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-        s[8] or '', version}
+local reply = {applied, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '',
+               s[7] or '', s[8] or '', version}
+for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko')) do
+  table.insert(reply, v)
+end
+return reply
