@@ -27,6 +27,8 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: vestibule::store::default_abandon_after_ms(),
         hold_place_ms: vestibule::store::default_hold_place_ms(),
+        opens_at_ms: None,
+        prequeue_opens_at_ms: None,
     }
 }
 

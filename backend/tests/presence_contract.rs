@@ -27,6 +27,8 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: ABANDON_MS,
         hold_place_ms: HOLD_MS,
+        opens_at_ms: None,
+        prequeue_opens_at_ms: None,
     }
 }
 

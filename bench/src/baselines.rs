@@ -52,6 +52,8 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         room_state: vestibule_shared::RoomState::Paused,
         place_kept: false,
         heartbeat_after_ms: None,
+        opens_at: None,
+        ticket_tag: None,
     };
     let first = Event::default()
         .event("status")

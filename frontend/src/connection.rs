@@ -215,6 +215,8 @@ mod tests {
             room_state,
             place_kept: false,
             heartbeat_after_ms: None,
+            opens_at: None,
+            ticket_tag: None,
         })
     }
 

@@ -16,8 +16,10 @@
 //! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
 
+pub mod draw;
 pub mod embed;
 pub mod entry;
+pub mod error_code;
 pub mod gate;
 pub use gate::{EntrySession, SessionRequest};
 
@@ -46,10 +48,14 @@ pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
 /// Where a ticket is in its life cycle (the README's API section and ARCHITECTURE.md).
 ///
 /// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
+/// In a room with a scheduled opening, a join in the pre-queue window is `PRE_QUEUE` until the
+/// draw at the opening gives it a place (`WAITING`); `LEFT` from `PRE_QUEUE` too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TicketState {
+    /// Joined before the opening; its place is drawn at `opensAt` (position null).
+    PreQueue,
     /// In the queue; `position` is set.
     Waiting,
     /// Admitted; `entryToken`, `tokenExpiresAt` and `checkoutUrl` are set.
@@ -71,6 +77,7 @@ impl TicketState {
     /// The wire name, e.g. `"TOKEN_ISSUED"`.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::PreQueue => "PRE_QUEUE",
             Self::Waiting => "WAITING",
             Self::TokenIssued => "TOKEN_ISSUED",
             Self::Completed => "COMPLETED",
@@ -161,6 +168,16 @@ pub struct TicketStatus {
     /// (a hidden tab), well under the abandon time. Example: `60000`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_after_ms: Option<u64>,
+    /// In a room with a scheduled opening: the opening (RFC 3339, UTC), when the draw places
+    /// every `PRE_QUEUE` ticket. Example: `"2026-11-27T09:00:00Z"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub opens_at: Option<String>,
+    /// In a room with a scheduled opening: this ticket's tag (12 hex digits of SHA-256 of the
+    /// ticket id), as listed by `GET …/draw`, so the shopper can check their drawn place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{12}$"))]
+    pub ticket_tag: Option<String>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).
@@ -235,6 +252,15 @@ pub struct RoomSettings {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: u64,
+    /// The scheduled opening (RFC 3339): the draw places the pre-queue then; before it nobody is
+    /// admitted. null = none. Example: `"2026-11-27T09:00:00Z"`.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    #[serde(default)]
+    pub opens_at: Option<String>,
+    /// When joins start, as `PRE_QUEUE` tickets (RFC 3339, ≤ `opensAt`); null = no pre-queue.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    #[serde(default)]
+    pub prequeue_opens_at: Option<String>,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -314,6 +340,22 @@ pub struct RoomSettingsPatch {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: Option<u64>,
+    /// New opening (RFC 3339, e.g. `"2026-11-27T09:00:00Z"`); `null` = none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub opens_at: Option<Option<String>>,
+    /// New pre-queue opening (RFC 3339, not after `opensAt`); `null` = none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub prequeue_opens_at: Option<Option<String>>,
 }
 
 /// The body of every error answer: `{"error": "snake_code", "message": "…"}`.
@@ -324,98 +366,6 @@ pub struct ErrorBody {
     pub error: String,
     /// Human-readable explanation (English). Example: `"no such ticket in room main"`.
     pub message: String,
-}
-
-/// The stable error codes of [`ErrorBody::error`], with the HTTP status each comes with.
-pub mod error_code {
-    /// 400: the request body, path or a header is malformed.
-    pub const BAD_REQUEST: &str = "bad_request";
-    /// 400: a field has a value out of range.
-    pub const INVALID_FIELD: &str = "invalid_field";
-    /// 408: the request took longer than the server's request timeout.
-    pub const REQUEST_TIMEOUT: &str = "request_timeout";
-    /// 401: the admin API needs `Authorization: Bearer <admin token>`; the entry endpoints
-    /// for storefronts need `Authorization: Bearer <origin API key>`.
-    pub const UNAUTHORIZED: &str = "unauthorized";
-    /// 403: no `X-Entry-Token` on a protected path.
-    pub const TOKEN_MISSING: &str = "entry_token_missing";
-    /// 403: the entry token was never issued (or is malformed).
-    pub const TOKEN_UNKNOWN: &str = "entry_token_unknown";
-    /// 403: the entry token's TTL passed.
-    pub const TOKEN_EXPIRED: &str = "entry_token_expired";
-    /// 403: the entry token belongs to another room.
-    pub const TOKEN_WRONG_ROOM: &str = "entry_token_wrong_room";
-    /// 403: the entry token was already used (or its ticket left).
-    pub const TOKEN_USED: &str = "entry_token_used";
-    /// 403: the signed user assertion is malformed, expired or forged.
-    pub const USER_ASSERTION_INVALID: &str = "user_assertion_invalid";
-    /// 403: the admin API is disabled or the bearer token is wrong.
-    pub const FORBIDDEN: &str = "forbidden";
-    /// 404: no such room.
-    pub const ROOM_NOT_FOUND: &str = "room_not_found";
-    /// 404: no such ticket in the room (never issued, or forgotten an hour after it ended).
-    pub const TICKET_NOT_FOUND: &str = "ticket_not_found";
-    /// 404: no such route.
-    pub const NOT_FOUND: &str = "not_found";
-    /// 405: the route exists but not with this method.
-    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
-    /// 409: the request conflicts with the ticket's state.
-    pub const CONFLICT: &str = "conflict";
-    /// 409: the entry token was already consumed by `…/entries/consume` (or an order), or its
-    /// session was released.
-    pub const TOKEN_CONSUMED: &str = "entry_token_consumed";
-    /// 409: an `Idempotency-Key` already used for a different request (another body).
-    pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
-    /// 412: `If-Match` names a version of the room settings that is no longer current.
-    pub const PRECONDITION_FAILED: &str = "precondition_failed";
-    /// 413: the request body is larger than allowed.
-    pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
-    /// 415: the body is not `application/json`.
-    pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
-    /// 429: a per-client abuse limit was hit (see `Retry-After`).
-    pub const RATE_LIMITED: &str = "rate_limited";
-    /// 503: the store is unreachable (see `Retry-After`); the request surely changed nothing.
-    pub const STORE_UNAVAILABLE: &str = "store_unavailable";
-    /// 504: the store did not confirm a change in time (see `Retry-After`): it may or may not
-    /// have happened. Re-read before retrying, or retry with the same `Idempotency-Key`.
-    pub const STORE_TIMEOUT: &str = "store_timeout";
-    /// 500: a fault of Vestibule's own; never caused by client input.
-    pub const INTERNAL: &str = "internal";
-    /// 502 (gate mode): the storefront behind the gate could not be reached.
-    pub const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
-    /// 504 (gate mode): the storefront did not answer within `--upstream-timeout-secs`.
-    pub const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
-
-    /// Every code above, for documents and clients that list them.
-    pub const ALL: &[&str] = &[
-        BAD_REQUEST,
-        INVALID_FIELD,
-        REQUEST_TIMEOUT,
-        UNAUTHORIZED,
-        TOKEN_MISSING,
-        TOKEN_UNKNOWN,
-        TOKEN_EXPIRED,
-        TOKEN_WRONG_ROOM,
-        TOKEN_USED,
-        USER_ASSERTION_INVALID,
-        FORBIDDEN,
-        ROOM_NOT_FOUND,
-        TICKET_NOT_FOUND,
-        NOT_FOUND,
-        METHOD_NOT_ALLOWED,
-        CONFLICT,
-        TOKEN_CONSUMED,
-        IDEMPOTENCY_KEY_REUSED,
-        PRECONDITION_FAILED,
-        PAYLOAD_TOO_LARGE,
-        UNSUPPORTED_MEDIA_TYPE,
-        RATE_LIMITED,
-        STORE_UNAVAILABLE,
-        STORE_TIMEOUT,
-        INTERNAL,
-        UPSTREAM_UNAVAILABLE,
-        UPSTREAM_TIMEOUT,
-    ];
 }
 
 /// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}`.
@@ -447,6 +397,8 @@ mod tests {
             room_state: RoomState::Open,
             place_kept: false,
             heartbeat_after_ms: None,
+            opens_at: None,
+            ticket_tag: None,
         };
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["status"], "TOKEN_ISSUED");

@@ -50,6 +50,8 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms,
             hold_place_ms: 1_800_000,
+            opens_at_ms: None,
+            prequeue_opens_at_ms: None,
         }
     }
 

@@ -28,6 +28,13 @@ pub struct Settings {
     /// A skipped ticket keeps its place this long (ms).
     #[serde(default = "default_hold_place_ms")]
     pub hold_place_ms: u64,
+    /// The scheduled opening, Unix ms (docs/DESIGN.md "Scheduled opening and the draw");
+    /// `None` = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opens_at_ms: Option<u64>,
+    /// When the pre-queue opens, Unix ms (≤ `opens_at_ms`); `None` = no pre-queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prequeue_opens_at_ms: Option<u64>,
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -59,6 +66,10 @@ pub struct SettingsPatch {
     pub abandon_after_ms: Option<u64>,
     /// New place-holding time, ms.
     pub hold_place_ms: Option<u64>,
+    /// New opening, Unix ms: `Some(None)` clears it.
+    pub opens_at_ms: Option<Option<u64>>,
+    /// New pre-queue opening, Unix ms: `Some(None)` clears it.
+    pub prequeue_opens_at_ms: Option<Option<u64>>,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -93,6 +104,8 @@ impl Settings {
             share_token_with_embedder: Some(self.share_token_with_embedder),
             abandon_after_ms: Some(self.abandon_after_ms),
             hold_place_ms: Some(self.hold_place_ms),
+            opens_at_ms: Some(self.opens_at_ms),
+            prequeue_opens_at_ms: Some(self.prequeue_opens_at_ms),
         }
     }
 
@@ -114,6 +127,10 @@ impl Settings {
                 .unwrap_or(self.share_token_with_embedder),
             abandon_after_ms: patch.abandon_after_ms.unwrap_or(self.abandon_after_ms),
             hold_place_ms: patch.hold_place_ms.unwrap_or(self.hold_place_ms),
+            opens_at_ms: patch.opens_at_ms.unwrap_or(self.opens_at_ms),
+            prequeue_opens_at_ms: patch
+                .prequeue_opens_at_ms
+                .unwrap_or(self.prequeue_opens_at_ms),
         }
     }
 }

@@ -21,6 +21,7 @@ fn headline(phase: &Phase) -> (Text, Text) {
         Phase::RoomNotFound => (Text::RoomNotFound, Text::RoomNotFoundDetail),
         Phase::Failed => (Text::Failed, Text::FailedDetail),
         Phase::Ticket(s) => match (s.status, s.room_state) {
+            (TicketState::PreQueue, _) => (Text::PreQueue, Text::PreQueueDetail),
             (TicketState::Waiting, RoomState::Open) => (Text::InLine, Text::InLineDetail),
             (TicketState::Waiting, RoomState::Paused) => (Text::Paused, Text::PausedDetail),
             (TicketState::TokenIssued, _) => (Text::YourTurn, Text::YourTurnDetail),
@@ -155,7 +156,7 @@ pub fn StatusSection(
                 TicketState::Completed | TicketState::Expired | TicketState::Left => {
                     NextStep::JoinAgain
                 }
-                TicketState::Waiting => NextStep::Leave,
+                TicketState::Waiting | TicketState::PreQueue => NextStep::Leave,
             },
             Phase::Failed => NextStep::Reload,
             Phase::Joining | Phase::RoomNotFound => NextStep::None,

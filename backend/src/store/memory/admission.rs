@@ -72,14 +72,21 @@ impl Room {
         if let Some(lease) = self.lease.as_mut() {
             lease.until_ms = clock_ms + request.lease_ms;
         }
-        let silent = self.silent(request.now_ms, request.abandon_after_ms);
+        // Until the draw places the pre-queue, nobody is skipped or admitted (docs/DESIGN.md
+        // "Scheduled opening and the draw").
+        let undrawn = !self.prequeue.is_empty();
+        let silent = if undrawn {
+            Vec::new()
+        } else {
+            self.silent(request.now_ms, request.abandon_after_ms)
+        };
         let skipped = self.skip(&silent, request.now_ms, request.hold_place_ms);
         let (admitted, expired) = self.admit_unfenced(
             request.now_ms,
             request.token_ttl_ms,
             request.keep_ms,
             request.max_active_users,
-            request.tokens,
+            if undrawn { &[] } else { request.tokens },
         );
         // What the quota leaves unused with nobody waiting is banked for instant joins (one
         // accounting: every admission, tick or join, spends the quota of some tick once).

@@ -3,7 +3,7 @@
 
 use redis::Value;
 
-use super::reply::{as_i64, as_string, as_u64, parse_versioned};
+use super::reply::{as_i64, as_string, as_u64, parse_versioned, with_schedule};
 use super::{config_args, fresh_secret, Keys, RedisStore};
 use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
@@ -24,11 +24,14 @@ impl RedisStore {
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
-        let [settings @ .., secret] = fields.as_slice() else {
-            return Err(StoreError::Corrupt("init_room reply is empty".into()));
+        let [settings @ .., secret, opens, preopens] = fields.as_slice() else {
+            return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
         self.remember_secret(room, secret, true)?;
-        parse_versioned(settings)
+        with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )
     }
 
     pub(super) async fn room_settings_in_redis(
@@ -51,12 +54,20 @@ impl RedisStore {
                         "abandon_ms",
                         "hold_ms",
                         "ver",
+                        "opens_ms",
+                        "preopens_ms",
                     ])
                     .query_async(&mut connection),
             )
             .await
             .map_err(StoreError::for_read)?;
-        parse_versioned(&fields)
+        let [settings @ .., opens, preopens] = fields.as_slice() else {
+            return Err(StoreError::Corrupt("room settings need 11 fields".into()));
+        };
+        with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )
     }
 
     pub(super) async fn update_room_in_redis(
@@ -107,11 +118,19 @@ impl RedisStore {
                     .hold_place_ms
                     .map_or_else(unchanged, |ms| ms.to_string()),
             );
+        for time in [patch.opens_at_ms, patch.prequeue_opens_at_ms] {
+            invocation.arg(time.map_or_else(unchanged, |at| {
+                at.map(|ms| ms.to_string()).unwrap_or_default()
+            }));
+        }
         let reply = self.run_script(&invocation).await?;
-        let [applied, settings @ ..] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("update_room reply is empty".into()));
+        let [applied, settings @ .., opens, preopens] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("update_room reply is short".into()));
         };
-        let in_force = parse_versioned(settings)?;
+        let in_force = with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )?;
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
         } else {
@@ -142,14 +161,17 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
-        let [epoch, settings @ .., secret, active, pace] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 13 fields".into()));
+        let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply.as_slice() else {
+            return Err(StoreError::Corrupt("lease reply needs 15 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
-            settings: parse_versioned(settings)?,
+            settings: with_schedule(
+                parse_versioned(settings)?,
+                &[opens.clone(), preopens.clone()],
+            )?,
             active: as_u64(active)?,
             pace: Pace::decode(&as_string(pace)?),
         })

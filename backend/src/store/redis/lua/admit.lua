@@ -21,8 +21,11 @@
 -- checkout, share, abandon_ms, hold_ms, version, shoppers ever admitted}: the settings are those
 -- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
+-- KEYS[14] prequeue (SET): while it holds tickets not yet drawn (docs/DESIGN.md "Scheduled opening
+-- and the draw"), nobody is admitted or skipped. The reply ends with the settings' opens_ms and
+-- preopens_ms ("" = none).
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0, '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -74,7 +77,8 @@ local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'check
                     'abandon_ms', 'hold_ms', 'ver')
 local granted = #ARGV - 12
 local quota = granted
-if s[2] == '1' then
+local undrawn = redis.call('EXISTS', KEYS[14]) == 1
+if s[2] == '1' or undrawn then
   quota = 0
 end
 local cap = tonumber(ARGV[6])
@@ -116,7 +120,7 @@ end
 local last = tonumber(redis.call('GET', KEYS[11]) or '0')
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local head_chunk = math.floor((last + 1) / 65536)
-if #head > 0 then
+if #head > 0 and not undrawn then
   local first = tonumber(head[2])
   head_chunk = math.floor(first / 65536)
   local from = tonumber(redis.call('GET', KEYS[9]) or '0')
@@ -166,4 +170,5 @@ if ARGV[12] ~= '' then
 end
 return {admitted, expired, waiting, active + admitted, skipped,
         s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-        s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0')}
+        s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0'),
+        redis.call('HGET', KEYS[5], 'opens_ms') or '', redis.call('HGET', KEYS[5], 'preopens_ms') or ''}

@@ -9,7 +9,7 @@
 -- is gone, so the room keeps the secret its replicas derive ticket ids with.
 -- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share,
 -- abandon_ms, hold_ms, settings version, secret in force ("" = none), active users, pace ("" =
--- none)}.
+-- none), opens_ms, preopens_ms ("" = none)}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then
@@ -32,4 +32,5 @@ return {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] 
         s[8] or '', s[9] or '0',
         redis.call('GET', KEYS[4]) or '',
         redis.call('ZCARD', KEYS[5]),
-        redis.call('GET', KEYS[6]) or ''}
+        redis.call('GET', KEYS[6]) or '',
+        redis.call('HGET', KEYS[3], 'opens_ms') or '', redis.call('HGET', KEYS[3], 'preopens_ms') or ''}
