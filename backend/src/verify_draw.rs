@@ -164,7 +164,12 @@ pub fn read_pages(path: &str) -> Result<Vec<DrawInfo>, String> {
 
 /// Runs the subcommand: prints the verdict, returns the exit code.
 pub async fn run(args: VerifyDraw) -> ExitCode {
-    let pages = if args.source.starts_with("http://") || args.source.starts_with("https://") {
+    let pages = if args.source.starts_with("https://") {
+        Err(
+            "https is not fetched here: save the answer (every page) with curl and pass the file"
+                .into(),
+        )
+    } else if args.source.starts_with("http://") {
         fetch_pages(&args.source).await
     } else {
         read_pages(&args.source)
