@@ -415,6 +415,8 @@ impl Config {
             max_active_users: self.max_active_users,
             checkout_url: self.embed.checkout_url.clone(),
             share_token_with_embedder: self.embed.share_token_with_embedder,
+            opens_at_ms: None,
+            prequeue_opens_at_ms: None,
         }
     }
 

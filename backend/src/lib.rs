@@ -15,6 +15,7 @@
 //! - [`tokens`]: signed entry tokens (JWT, Ed25519): keys, signing, verification, JWKS.
 //! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
 //! - [`telemetry`]: tracing and the Prometheus recorder.
+//! - [`verify_draw`]: the `vestibule verify-draw` subcommand (recomputes a published draw).
 
 pub mod config;
 pub mod gate;
@@ -26,6 +27,7 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod tokens;
+pub mod verify_draw;
 
 pub use config::Config;
 pub use startup::Application;

@@ -1,10 +1,16 @@
-//! The `vestibule` binary: reads config, sets up tracing, runs the application.
+//! The `vestibule` binary: reads config, sets up tracing, runs the application; or, as
+//! `vestibule verify-draw`, recomputes a published draw.
 
 use clap::Parser as _;
 use vestibule::{Application, Config};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // `vestibule verify-draw …` (docs/DESIGN.md "Scheduled opening and the draw"): no server.
+    if std::env::args().nth(1).as_deref() == Some("verify-draw") {
+        let args = vestibule::verify_draw::VerifyDraw::parse_from(std::env::args().skip(1));
+        return vestibule::verify_draw::run(args).await;
+    }
     vestibule::telemetry::init_tracing();
     let config = Config::parse();
     if let Err(reason) = config.validate() {

@@ -28,6 +28,8 @@ fn defaults() -> Settings {
         abandon_after_ms: ABANDON_MS,
         hold_place_ms: HOLD_MS,
         sale: Default::default(),
+        opens_at_ms: None,
+        prequeue_opens_at_ms: None,
     }
 }
 

@@ -53,6 +53,8 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         place_kept: false,
         heartbeat_after_ms: None,
         sold_out_message: None,
+        opens_at: None,
+        ticket_tag: None,
     };
     let first = Event::default()
         .event("status")

@@ -34,5 +34,6 @@ pub mod redis_probe;
 pub mod report;
 pub mod runner;
 pub mod sale;
+pub mod scheduled_drop;
 pub mod sse;
 pub mod sse_capacity;

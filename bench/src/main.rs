@@ -16,6 +16,8 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per run: the size of a variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Commands {
     /// Runs the benchmark and prints the table (Markdown) on stdout.
     Run {
@@ -26,7 +28,7 @@ enum Commands {
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
         /// Comma-separated stages (default all): baselines, sale, sale-halved, capacity, embedded,
-        /// position, sse, gate, ghosts.
+        /// position, sse, gate, ghosts, drop.
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).
@@ -44,6 +46,12 @@ enum Commands {
         /// SSE stream counts to hold, comma-separated (overrides the profile).
         #[arg(long, value_delimiter = ',')]
         sse_steps: Vec<u64>,
+        /// Scheduled drop (stage `drop`): pre-queue sizes, one drop each.
+        #[arg(long, value_delimiter = ',', default_values_t = [20_000u64, 100_000])]
+        drop_shoppers: Vec<u64>,
+        /// Scheduled drop: seconds over which the shoppers join the pre-queue.
+        #[arg(long, default_value_t = 60.0)]
+        drop_join_secs: f64,
         /// Also write the table here (Markdown).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -75,6 +83,8 @@ fn main() -> anyhow::Result<()> {
             spike_secs,
             admission_rate,
             sse_steps,
+            drop_shoppers,
+            drop_join_secs,
             out,
             json,
         } => {
@@ -106,6 +116,8 @@ fn main() -> anyhow::Result<()> {
                 profile,
                 vestibule: vestibule_binary(vestibule_bin.as_deref())?,
                 stages,
+                drop_shoppers,
+                drop_join_secs,
             };
             let report = runtime.block_on(runner::run(&options));
             let table = report.markdown();

@@ -7,11 +7,11 @@ use crate::profile::Profile;
 use crate::report::Report;
 use crate::{
     baselines, calibration, capacity, embedded, gate_overhead, ghosts, position_cost, sale,
-    sse_capacity,
+    scheduled_drop, sse_capacity,
 };
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 9] = [
+pub const STAGES: [&str; 10] = [
     "baselines",
     "sale",
     "sale-halved",
@@ -21,6 +21,7 @@ pub const STAGES: [&str; 9] = [
     "sse",
     "gate",
     "ghosts",
+    "drop",
 ];
 
 /// What to run.
@@ -32,6 +33,10 @@ pub struct RunOptions {
     pub vestibule: PathBuf,
     /// The stages to run (a subset of [`STAGES`]).
     pub stages: Vec<String>,
+    /// The scheduled drop's pre-queue sizes, one drop each (stage `drop`).
+    pub drop_shoppers: Vec<u64>,
+    /// Seconds over which the drop's shoppers join the pre-queue.
+    pub drop_join_secs: f64,
 }
 
 /// Runs the chosen stages and returns the report; a failing stage becomes a note, not an abort,
@@ -88,6 +93,17 @@ pub async fn run(options: &RunOptions) -> Report {
         eprintln!("[bench] stage: ghosts (30% vanish mid-line)");
         if let Err(error) = ghosts::run(&options.vestibule, 2000, 50.0, &mut report).await {
             report.note(format!("stage ghosts failed: {error:#}"));
+        }
+    }
+    if wants("drop") {
+        for &shoppers in &options.drop_shoppers {
+            eprintln!("[bench] stage: scheduled drop of {shoppers}");
+            let join_secs = options.drop_join_secs;
+            if let Err(error) =
+                scheduled_drop::run(&options.vestibule, shoppers, join_secs, &mut report).await
+            {
+                report.note(format!("stage drop ({shoppers}) failed: {error:#}"));
+            }
         }
     }
     if wants("position") {

@@ -89,6 +89,8 @@ pub fn status_announcement(
                 }
             }
         }
+        // The headline says it; the place is announced once drawn (as WAITING).
+        TicketState::PreQueue => {}
         TicketState::TokenIssued => parts.push(t(lang, Text::SayYourTurn).to_owned()),
         TicketState::Completed => parts.push(t(lang, Text::Completed).to_owned()),
         TicketState::Expired => parts.push(t(lang, Text::Expired).to_owned()),

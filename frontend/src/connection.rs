@@ -219,6 +219,8 @@ mod tests {
             place_kept: false,
             heartbeat_after_ms: None,
             sold_out_message: None,
+            opens_at: None,
+            ticket_tag: None,
         })
     }
 

@@ -263,18 +263,21 @@ impl Queue {
         self.view.phase.set(Phase::Ticket(status));
 
         match state {
-            TicketState::Waiting => match (via, self.view.transport.get_untracked()) {
-                (Via::Sse, _) => self.view.connection.set(Connection::Live),
-                (Via::Http, ActiveTransport::Sse) => {
-                    if self.sse.borrow().is_none() {
-                        self.open_sse();
+            // A pre-queue ticket follows its hint too: it wakes just after the opening.
+            TicketState::Waiting | TicketState::PreQueue => {
+                match (via, self.view.transport.get_untracked()) {
+                    (Via::Sse, _) => self.view.connection.set(Connection::Live),
+                    (Via::Http, ActiveTransport::Sse) => {
+                        if self.sse.borrow().is_none() {
+                            self.open_sse();
+                        }
+                    }
+                    (Via::Http, ActiveTransport::Poll) => {
+                        self.view.connection.set(Connection::Live);
+                        self.schedule(next_poll);
                     }
                 }
-                (Via::Http, ActiveTransport::Poll) => {
-                    self.view.connection.set(Connection::Live);
-                    self.schedule(next_poll);
-                }
-            },
+            }
             TicketState::TokenIssued => {
                 self.stop();
                 if let Some(href) = checkout {

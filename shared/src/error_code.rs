@@ -1,3 +1,4 @@
+//! The stable error codes of [`crate::ErrorBody::error`], with the HTTP status each comes with.
 /// 400: the request body, path or a header is malformed.
 pub const BAD_REQUEST: &str = "bad_request";
 /// 400: a field has a value out of range.
@@ -31,6 +32,10 @@ pub const NOT_FOUND: &str = "not_found";
 pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
 /// 409: the request conflicts with the ticket's state.
 pub const CONFLICT: &str = "conflict";
+/// 409: a join before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a
+/// pre-queue); the body also carries `opensAt` and `prequeueOpensAt` ([`crate::draw::RoomNotOpen`])
+/// and `Retry-After` says when joins start.
+pub const ROOM_NOT_OPEN: &str = "room_not_open";
 /// 409: the entry token was already consumed by `…/entries/consume` (or an order), or its
 /// session was released.
 pub const TOKEN_CONSUMED: &str = "entry_token_consumed";
@@ -80,6 +85,7 @@ pub const ALL: &[&str] = &[
     NOT_FOUND,
     METHOD_NOT_ALLOWED,
     CONFLICT,
+    ROOM_NOT_OPEN,
     TOKEN_CONSUMED,
     IDEMPOTENCY_KEY_REUSED,
     PRECONDITION_FAILED,

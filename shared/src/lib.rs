@@ -16,8 +16,10 @@
 //! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
 
+pub mod draw;
 pub mod embed;
 pub mod entry;
+pub mod error_code;
 pub mod gate;
 pub use gate::{EntrySession, SessionRequest};
 
@@ -45,12 +47,16 @@ pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
 
 /// Where a ticket is in its life cycle (the README's API section and ARCHITECTURE.md).
 ///
-/// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`;
-/// `SOLD_OUT` from `WAITING` when the room sells out (docs/DESIGN.md "Stock and sold out").
+/// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
+/// In a room with a scheduled opening, a join in the pre-queue window is `PRE_QUEUE` until the
+/// draw at the opening gives it a place (`WAITING`); `LEFT` from `PRE_QUEUE` too. `SOLD_OUT` from
+/// `WAITING` or `PRE_QUEUE` when the room sells out (docs/DESIGN.md "Stock and sold out").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TicketState {
+    /// Joined before the opening; its place is drawn at `opensAt` (position null).
+    PreQueue,
     /// In the queue; `position` is set.
     Waiting,
     /// Admitted; `entryToken`, `tokenExpiresAt` and `checkoutUrl` are set.
@@ -78,6 +84,7 @@ impl TicketState {
     /// The wire name, e.g. `"TOKEN_ISSUED"`.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::PreQueue => "PRE_QUEUE",
             Self::Waiting => "WAITING",
             Self::TokenIssued => "TOKEN_ISSUED",
             Self::Completed => "COMPLETED",
@@ -182,6 +189,16 @@ pub struct TicketStatus {
     /// (a hidden tab), well under the abandon time. Example: `60000`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_after_ms: Option<u64>,
+    /// In a room with a scheduled opening: the opening (RFC 3339, UTC), when the draw places
+    /// every `PRE_QUEUE` ticket. Example: `"2026-11-27T09:00:00Z"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub opens_at: Option<String>,
+    /// In a room with a scheduled opening: this ticket's tag (12 hex digits of SHA-256 of the
+    /// ticket id), as listed by `GET …/draw`, so the shopper can check their drawn place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{12}$"))]
+    pub ticket_tag: Option<String>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).
@@ -275,6 +292,15 @@ pub struct RoomSettings {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: u64,
+    /// The scheduled opening (RFC 3339): the draw places the pre-queue then; before it nobody is
+    /// admitted. null = none. Example: `"2026-11-27T09:00:00Z"`.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    #[serde(default)]
+    pub opens_at: Option<String>,
+    /// When joins start, as `PRE_QUEUE` tickets (RFC 3339, ≤ `opensAt`); null = no pre-queue.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    #[serde(default)]
+    pub prequeue_opens_at: Option<String>,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -416,6 +442,22 @@ pub struct RoomSettingsPatch {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 500))]
     pub sold_out_message_ko: Option<Option<String>>,
+    /// New opening (RFC 3339, e.g. `"2026-11-27T09:00:00Z"`); `null` = none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub opens_at: Option<Option<String>>,
+    /// New pre-queue opening (RFC 3339, not after `opensAt`); `null` = none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub prequeue_opens_at: Option<Option<String>>,
 }
 
 /// The body of every error answer: `{"error": "snake_code", "message": "…"}`.
@@ -427,9 +469,6 @@ pub struct ErrorBody {
     /// Human-readable explanation (English). Example: `"no such ticket in room main"`.
     pub message: String,
 }
-
-/// The stable error codes of [`ErrorBody::error`], with the HTTP status each comes with.
-pub mod error_code;
 
 /// Whether `slug` is a valid room name: `[a-z0-9-]{1,64}`.
 pub fn is_valid_room_slug(slug: &str) -> bool {

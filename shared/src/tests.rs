@@ -20,6 +20,8 @@ fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
         place_kept: false,
         heartbeat_after_ms: None,
         sold_out_message: None,
+        opens_at: None,
+        ticket_tag: None,
     };
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["status"], "TOKEN_ISSUED");

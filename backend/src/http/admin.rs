@@ -22,6 +22,7 @@ use vestibule_shared::{ErrorBody, RoomSettings, RoomSettingsPatch};
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 
 use crate::http::error::{ApiError, Json, Path};
+use crate::room::status::rfc3339_from_ms;
 use crate::state::AppState;
 use crate::store::{
     now_ms, SalePatch, SaleSettings, SettingsPatch, SettingsUpdate, VersionedSettings,
@@ -77,6 +78,8 @@ async fn answer(
         share_token_with_embedder: in_force.share_token_with_embedder,
         abandon_after_secs: in_force.abandon_after_ms / 1000,
         hold_place_secs: in_force.hold_place_ms / 1000,
+        opens_at: in_force.opens_at_ms.map(rfc3339_from_ms),
+        prequeue_opens_at: in_force.prequeue_opens_at_ms.map(rfc3339_from_ms),
         waiting: counts.waiting,
         active_users: counts.active,
         stock: in_force.sale.stock,
@@ -184,6 +187,8 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             message_en: patch.sold_out_message_en.clone(),
             message_ko: patch.sold_out_message_ko.clone(),
         },
+        opens_at_ms: opening_time("opensAt", patch.opens_at.as_ref())?,
+        prequeue_opens_at_ms: opening_time("prequeueOpensAt", patch.prequeue_opens_at.as_ref())?,
     })
 }
 
@@ -198,6 +203,52 @@ fn check_not_reopening(current: &SaleSettings, patch: &SalePatch) -> Result<(), 
         ));
     }
     Ok(())
+}
+
+/// A patch's opening time (RFC 3339) in Unix ms: `None` = unchanged, `Some(None)` = cleared.
+///
+/// # Errors
+/// 400 `invalid_field` when it is not an RFC 3339 date-time at or after 1970.
+fn opening_time(
+    field: &str,
+    value: Option<&Option<String>>,
+) -> Result<Option<Option<u64>>, ApiError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let Some(text) = value else {
+        return Ok(Some(None));
+    };
+    let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| {
+            ApiError::InvalidField(format!(
+                "{field} must be an RFC 3339 date-time such as 2026-11-27T09:00:00Z, not {text:?}"
+            ))
+        })?;
+    let ms = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| {
+        ApiError::InvalidField(format!("{field} must be after 1970-01-01T00:00:00Z"))
+    })?;
+    Ok(Some(Some(ms)))
+}
+
+/// Checks the two opening times as they would stand after `patch`: a pre-queue needs an
+/// opening, and opens at or before it (docs/DESIGN.md "Scheduled opening and the draw").
+///
+/// # Errors
+/// 400 `invalid_field`.
+fn check_opening(current: &crate::store::Settings, patch: &SettingsPatch) -> Result<(), ApiError> {
+    let after = current.patched(patch);
+    match (after.prequeue_opens_at_ms, after.opens_at_ms) {
+        (Some(_), None) => Err(ApiError::InvalidField(
+            "prequeueOpensAt needs an opensAt (the draw is made at the opening)".into(),
+        )),
+        (Some(pre), Some(opens)) if pre > opens => Err(ApiError::InvalidField(format!(
+            "prequeueOpensAt ({}) must not be after opensAt ({})",
+            rfc3339_from_ms(pre),
+            rfc3339_from_ms(opens)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Changes a room's settings live (absent fields stay).
@@ -215,7 +266,7 @@ fn check_not_reopening(current: &SaleSettings, patch: &SalePatch) -> Result<(), 
     responses(
         (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
             headers(("ETag" = String, description = "The settings' new version"))),
-        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, a `prequeueOpensAt` after `opensAt` or without one, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
@@ -243,9 +294,13 @@ pub async fn update(
         .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
     let patch = checked(&patch, &state.config.cors_origins)?;
     let expected = if_match(&headers)?;
-    if patch.sale != SalePatch::default() {
+    let needs_current = patch.sale != SalePatch::default()
+        || patch.opens_at_ms.is_some()
+        || patch.prequeue_opens_at_ms.is_some();
+    if needs_current {
         let current = state.store.room_settings(&room).await?;
         check_not_reopening(&current.settings.sale, &patch.sale)?;
+        check_opening(&current.settings, &patch)?;
     }
     let settings = match state.store.update_room(&room, &patch, expected).await? {
         SettingsUpdate::Applied(settings) => settings,

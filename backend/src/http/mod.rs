@@ -7,7 +7,7 @@
 //! - [`tickets`]: join, poll, leave.
 //! - [`events`]: a ticket's SSE stream.
 //! - [`idempotency`]: the `Idempotency-Key` header of joins and orders.
-//! - [`rooms`]: public room info.
+//! - [`rooms`]: public room info. [`draw`]: a room's draw (`GET …/draw`).
 //! - [`orders`]: the demo checkout behind the entry-token layer.
 //! - [`entries`]: the storefront's consume and release of entry tokens (origin API key).
 //! - [`admin`]: live room settings (bearer token).
@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod client_ip;
+pub mod draw;
 pub mod entries;
 pub mod error;
 pub mod events;
@@ -117,6 +118,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(tickets::router())
         .merge(events::router())
         .merge(rooms::router())
+        .merge(draw::router())
         .merge(orders::router())
         .merge(entries::router())
         .merge(crate::tokens::jwks::router())

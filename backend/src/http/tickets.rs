@@ -16,7 +16,8 @@ use crate::http::client_ip::{client_ip, limit_key};
 use crate::http::error::{ApiError, Json, Path};
 use crate::http::user_assertion;
 use crate::ids::{entry_token, is_well_formed_id, log_tag, random_id};
-use crate::room::status::ticket_status;
+use crate::room::opening::{self, opening_phase, Phase};
+use crate::room::status::{rfc3339_from_ms, ticket_status};
 use crate::state::AppState;
 use crate::store::{now_ms, InstantAdmission, JoinLimit, JoinReply, LeaveOutcome, TicketRecord};
 
@@ -96,7 +97,10 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
 ///
 /// 201 with a new ticket, or 200 with the existing one when the `Idempotency-Key` (or a signed
 /// user assertion) names a live ticket — same id, same place. A new ticket in a room where
-/// nobody waits and the current tick's quota has room is `TOKEN_ISSUED` at once.
+/// nobody waits and the current tick's quota has room is `TOKEN_ISSUED` at once. In a room with
+/// a scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"): 409 `room_not_open`
+/// before the pre-queue opens, a `PRE_QUEUE` ticket between the pre-queue's opening and the
+/// opening (its place is drawn then), and after the opening a place behind the drawn ones.
 #[utoipa::path(
     post,
     path = "/api/v1/rooms/{room}/tickets",
@@ -115,7 +119,8 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
         (status = 400, description = "Malformed `Idempotency-Key` (`bad_request`)", body = ErrorBody),
         (status = 403, description = "Invalid user assertion (`user_assertion_invalid`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
-        (status = 409, description = "No new place: the room is sold out (`sold_out`) or closed to new joins (`room_closed`). A join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out)", body = ErrorBody),
+        (status = 409, description = "No new place. Sold out (`sold_out`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created", body = vestibule_shared::draw::RoomNotOpen,
+            headers(("Retry-After" = u64, description = "With `room_not_open`: seconds until joins start"))),
         (status = 429, description = "Over the per-client join limit (`rate_limited`); a retried join that finds its ticket is never refused", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
         EdgeErrors, StoreWriteErrors,
@@ -136,24 +141,81 @@ pub async fn join(
             per_minute: per_minute.get(),
         })
     });
+    let settings = runtime.settings();
+    let reply = match opening_phase(&settings, now_ms()) {
+        Phase::NotOpen { joins_from_ms } => {
+            return Ok(room_not_open(&settings, joins_from_ms));
+        }
+        Phase::PreQueue { .. } => {
+            // The seed is committed before the first pre-queue ticket exists (room::opening).
+            if !runtime.seeded() {
+                opening::ensure_seed(&*state.store, &runtime).await?;
+            }
+            let id = random_id();
+            let reply = state
+                .store
+                .join_prequeue(&room, key.as_deref(), &id, limit.as_ref())
+                .await?;
+            Some(reply)
+        }
+        Phase::Open => None,
+    };
+    let reply = match reply {
+        Some(reply) => reply,
+        None => join_open(&state, &room, key.as_deref(), limit.as_ref()).await?,
+    };
+    finish_join(&state, &runtime, room, reply).await
+}
+
+/// 409 `room_not_open` with both times and `Retry-After` until `joins_from_ms`.
+fn room_not_open(settings: &crate::store::Settings, joins_from_ms: u64) -> Response {
+    let body = vestibule_shared::draw::RoomNotOpen {
+        error: vestibule_shared::error_code::ROOM_NOT_OPEN.to_owned(),
+        message: format!(
+            "the room is not open yet: joins start at {}",
+            rfc3339_from_ms(joins_from_ms)
+        ),
+        opens_at: settings.opens_at_ms.map(rfc3339_from_ms),
+        prequeue_opens_at: settings.prequeue_opens_at_ms.map(rfc3339_from_ms),
+    };
+    let wait_secs = joins_from_ms.saturating_sub(now_ms()).div_ceil(1000).max(1);
+    (
+        StatusCode::CONFLICT,
+        [(header::RETRY_AFTER, wait_secs.to_string())],
+        Json(body),
+    )
+        .into_response()
+}
+
+/// A join in an open room (possibly admitted at once).
+async fn join_open(
+    state: &AppState,
+    room: &str,
+    key: Option<&str>,
+    limit: Option<&JoinLimit>,
+) -> Result<JoinReply, ApiError> {
+    let runtime = state.room(room)?;
     // With nobody waiting the join may admit at once (docs/DESIGN.md "No wait when there is no
     // line"): it carries a fresh entry token for that case.
     let instant = InstantAdmission {
-        token: entry_token(&room),
+        token: entry_token(room),
         now_ms: now_ms(),
         token_ttl_ms: runtime.settings().token_ttl_ms,
         keep_ms: state.keep_ms(),
     };
-    let reply = state
+    Ok(state
         .store
-        .join_admitting(
-            &room,
-            key.as_deref(),
-            &random_id(),
-            limit.as_ref(),
-            &instant,
-        )
-        .await?;
+        .join_admitting(room, key, &random_id(), limit, &instant)
+        .await?)
+}
+
+/// The answer to a join the store made: 201 new / 200 existing with the ticket's status.
+async fn finish_join(
+    state: &AppState,
+    runtime: &crate::room::RoomRuntime,
+    room: String,
+    reply: JoinReply,
+) -> Result<Response, ApiError> {
     let mut outcome = match reply {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { retry_after_ms } => {
@@ -167,7 +229,7 @@ pub async fn join(
     if outcome.ticket.state == TicketState::Waiting && outcome.ticket.position.is_none() {
         // The key names a ticket skipped for silence, within its hold: this join is its holder
         // heard from again, so it goes back to its place.
-        if let Some(record) = heard_record(&state, &room, &outcome.ticket.id, true).await? {
+        if let Some(record) = heard_record(state, &room, &outcome.ticket.id, true).await? {
             outcome.ticket = record;
         }
     }
@@ -179,7 +241,7 @@ pub async fn join(
     let created = if outcome.created { "new" } else { "existing" };
     metrics::counter!("vestibule_joins_total", "room" => room.clone(), "outcome" => created)
         .increment(1);
-    let body = ticket_status(&state.config, &runtime, &outcome.ticket);
+    let body = ticket_status(&state.config, runtime, &outcome.ticket);
     let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);
     let mut response = (status_code, Json(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {
@@ -255,7 +317,7 @@ pub async fn heartbeat(
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
     metrics::counter!("vestibule_heartbeats_total", "room" => room).increment(1);
-    if record.state == TicketState::Waiting {
+    if matches!(record.state, TicketState::Waiting | TicketState::PreQueue) {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::Conflict(format!(

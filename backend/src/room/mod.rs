@@ -9,10 +9,12 @@
 //! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
 //! - [`presence`]: the abandon time in force, heartbeat and stream-presence periods.
 //! - [`pace`]: the leader's measurement of the admission rate and the finish rate it achieves.
+//! - [`opening`]: a scheduled opening's phase and its provably fair draw.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
 pub mod eta;
 pub mod hub_loop;
+pub mod opening;
 pub mod outage;
 pub mod pace;
 pub mod presence;

@@ -51,6 +51,8 @@ mod tests {
             abandon_after_ms,
             hold_place_ms: 1_800_000,
             sale: Default::default(),
+            opens_at_ms: None,
+            prequeue_opens_at_ms: None,
         }
     }
 

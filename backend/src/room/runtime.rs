@@ -1,6 +1,6 @@
 //! One room's in-process view, shared by its handlers, its scheduler and its SSE hub.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use std::sync::Arc;
@@ -22,6 +22,10 @@ pub struct RoomRuntime {
     pub tokens: Arc<TokenService>,
     /// What the room's leader last measured (this process's, or published through the store).
     pace: RwLock<Pace>,
+    /// The room's draw seed is known to exist (`room::opening`).
+    seeded: AtomicBool,
+    /// The room's draw is known to be made (it never changes after).
+    drawn: AtomicBool,
 }
 
 impl RoomRuntime {
@@ -34,7 +38,29 @@ impl RoomRuntime {
             hub: SseHub::default(),
             active_users: AtomicU64::new(0),
             pace: RwLock::new(Pace::default()),
+            seeded: AtomicBool::new(false),
+            drawn: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this process knows the room's draw seed exists.
+    pub fn seeded(&self) -> bool {
+        self.seeded.load(Ordering::Relaxed)
+    }
+
+    /// Records that the room's draw seed exists.
+    pub fn set_seeded(&self) {
+        self.seeded.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this process knows the room's draw was made.
+    pub fn drawn(&self) -> bool {
+        self.drawn.load(Ordering::Relaxed)
+    }
+
+    /// Records that the room's draw was made.
+    pub fn set_drawn(&self) {
+        self.drawn.store(true, Ordering::Relaxed);
     }
 
     /// The leader's measured pace as last seen (docs/DESIGN.md "ETA and poll hints").

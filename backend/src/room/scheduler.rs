@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ids::{entry_token, random_id};
+use crate::room::opening::{self, opening_phase, Phase, StepDone};
 use crate::room::pace::{PaceMeter, TickSample};
 use crate::room::presence::effective_abandon_ms;
 use crate::room::RoomRuntime;
@@ -111,7 +112,12 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 let elapsed = started - leadership.last_tick;
                 leadership.last_tick = started;
                 let settings = room.settings();
-                let granted = if settings.paused {
+                let now = now_ms();
+                opening_step(&*store, &room, &holder, leadership.epoch, now).await;
+                // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and
+                // the draw"); the store also admits nobody while a pre-queue waits for its draw.
+                let closed = opening_phase(&settings, now) != Phase::Open;
+                let granted = if settings.paused || closed {
                     quota.reset();
                     0
                 } else {
@@ -122,7 +128,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     holder: &holder,
                     epoch: leadership.epoch,
                     lease_ms: state.config.lease_ms,
-                    now_ms: now_ms(),
+                    now_ms: now,
                     token_ttl_ms: settings.token_ttl_ms,
                     keep_ms: state.keep_ms(),
                     max_active_users: settings.max_active_users,
@@ -131,7 +137,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     hold_place_ms: settings.hold_place_ms,
                     instant_bank_max: instant_bank_max(
                         settings.admission_rate_per_sec,
-                        settings.paused,
+                        settings.paused || closed,
                         tick,
                     ),
                     pace: Some(meter.pace()),
@@ -222,6 +228,27 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     if leader.is_some() {
         if let Err(error) = store.release_lease(&room.name, &holder).await {
             tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
+        }
+    }
+}
+
+/// The leader's opening work for this tick ([`opening::leader_step`]), logged and measured; a
+/// store error is only logged (the admission below meets it too, and the next tick retries).
+async fn opening_step(store: &dyn Store, room: &RoomRuntime, holder: &str, epoch: u64, now: u64) {
+    let labels = [("room", room.name.clone())];
+    match opening::leader_step(store, room, holder, epoch, now).await {
+        Ok(StepDone::Drew { count, millis }) => {
+            tracing::info!(room = %room.name, count, millis, "the draw of the pre-queue is made");
+            metrics::gauge!("vestibule_draw_duration_ms", &labels).set(millis as f64);
+            metrics::gauge!("vestibule_draw_tickets", &labels).set(count as f64);
+            room.hub.wake();
+        }
+        Ok(StepDone::Retry(outcome)) => {
+            tracing::info!(room = %room.name, ?outcome, "the draw was not made by this tick");
+        }
+        Ok(StepDone::Nothing) => {}
+        Err(error) => {
+            tracing::warn!(room = %room.name, %error, "the opening step could not reach the store");
         }
     }
 }

@@ -242,7 +242,8 @@ impl SseHub {
             watched.position = record.position.filter(|_| seq.is_some());
             watched.read_at = match record.state {
                 TicketState::Waiting if seq.is_some() => None,
-                TicketState::TokenIssued => Some(now + ISSUED_RECHECK),
+                // A pre-queue ticket gets its place at the draw, which moves no cursor: re-read.
+                TicketState::TokenIssued | TicketState::PreQueue => Some(now + ISSUED_RECHECK),
                 TicketState::Waiting => Some(now),
                 _ => None,
             };
@@ -280,6 +281,8 @@ mod tests {
             place_kept: false,
             heartbeat_after_ms: None,
             sold_out_message: None,
+            opens_at: None,
+            ticket_tag: None,
         }
     }
 

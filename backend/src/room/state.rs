@@ -9,8 +9,7 @@ use crate::store::Settings;
 ///
 /// 1. `SOLD_OUT` — the sold-out mark (an operator's, a stock set to 0, or the last unit's order);
 /// 2. `CLOSED` — closed to new joins;
-/// 3. `PRE_QUEUE` — before a scheduled opening (issue 13 part A: a room with an opening time
-///    answers it here, from `now_ms`; this build has no scheduled opening, so never);
+/// 3. `PRE_QUEUE` — before a scheduled opening (`opensAt`);
 /// 4. `PAUSED` — admission stopped by an operator;
 /// 5. `OPEN`.
 pub fn room_state(settings: &Settings, now_ms: u64) -> RoomState {
@@ -28,19 +27,19 @@ pub fn room_state(settings: &Settings, now_ms: u64) -> RoomState {
     }
 }
 
-/// Whether a scheduled opening is still ahead at `now_ms`. Rooms have no opening time in this
-/// build (part A of issue 13 adds it to the settings), so none is.
-fn scheduled_opening_ahead(_settings: &Settings, _now_ms: u64) -> bool {
-    false
+/// Whether a scheduled opening (`opensAt`) is still ahead at `now_ms` (docs/DESIGN.md
+/// "Scheduled opening and the draw").
+fn scheduled_opening_ahead(settings: &Settings, now_ms: u64) -> bool {
+    settings.opens_at_ms.is_some_and(|at| now_ms < at)
 }
 
-/// A ticket's state as shoppers see it: every ticket not yet admitted (waiting, or skipped and
-/// still within its hold) is `SOLD_OUT` once the room is sold out. The store never rewrites
+/// A ticket's state as shoppers see it: every ticket not yet admitted (waiting or in the
+/// pre-queue, or skipped and still within its hold) is `SOLD_OUT` once the room is sold out. The store never rewrites
 /// those tickets: the room's mark is applied here, at every read, so selling out costs one
 /// write however many wait.
 pub fn shown_state(state: TicketState, room: RoomState) -> TicketState {
     match (state, room) {
-        (TicketState::Waiting, RoomState::SoldOut) => TicketState::SoldOut,
+        (TicketState::Waiting | TicketState::PreQueue, RoomState::SoldOut) => TicketState::SoldOut,
         (state, _) => state,
     }
 }
@@ -69,6 +68,8 @@ mod tests {
             abandon_after_ms: 300_000,
             hold_place_ms: 0,
             sale,
+            opens_at_ms: None,
+            prequeue_opens_at_ms: None,
         }
     }
 
@@ -96,11 +97,22 @@ mod tests {
     }
 
     #[test]
+    fn a_room_is_pre_queue_until_its_opening_then_open_or_paused() {
+        let mut scheduled = settings(true, SaleSettings::default());
+        scheduled.opens_at_ms = Some(10_000);
+        assert_eq!(room_state(&scheduled, 9_999), RoomState::PreQueue);
+        assert_eq!(room_state(&scheduled, 10_000), RoomState::Paused);
+        scheduled.paused = false;
+        assert_eq!(room_state(&scheduled, 10_001), RoomState::Open);
+        scheduled.sale.closed = true;
+        assert_eq!(room_state(&scheduled, 0), RoomState::Closed);
+    }
+
+    #[test]
     fn only_tickets_not_yet_admitted_read_sold_out() {
-        assert_eq!(
-            shown_state(TicketState::Waiting, RoomState::SoldOut),
-            TicketState::SoldOut
-        );
+        for waiting in [TicketState::Waiting, TicketState::PreQueue] {
+            assert_eq!(shown_state(waiting, RoomState::SoldOut), TicketState::SoldOut);
+        }
         for kept in [
             TicketState::TokenIssued,
             TicketState::Completed,

@@ -9,7 +9,7 @@ use vestibule_shared::{TicketState, TicketStatus};
 use crate::config::Config;
 use crate::room::state::{room_state, shown_state, sold_out_message};
 use crate::room::RoomRuntime;
-use crate::room::{eta, presence};
+use crate::room::{eta, opening, presence};
 use crate::store::{now_ms, TicketRecord};
 
 /// The public status of a ticket: position, ETA range, reason and poll hint by the formulas of
@@ -40,6 +40,15 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             let hint = estimate.next_poll_after_ms;
             (Some(estimate), hint)
         }
+        (TicketState::PreQueue, _) => (
+            None,
+            opening::prequeue_poll_after_ms(
+                &record.id,
+                settings.opens_at_ms.unwrap_or(0),
+                now_ms(),
+                config.poll_tiers.after_ms(u64::MAX),
+            ),
+        ),
         _ => (None, config.poll_tiers.after_ms(u64::MAX)),
     };
     let eta_seconds = estimate
@@ -92,12 +101,18 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         room_state,
         place_kept: record.place_kept,
         sold_out_message: (state == TicketState::SoldOut).then(|| sold_out_message(&settings)),
-        heartbeat_after_ms: (record.state == TicketState::Waiting).then(|| {
-            presence::heartbeat_after_ms(presence::effective_abandon_ms(
-                &settings,
-                &config.poll_tiers,
-            ))
-        }),
+        opens_at: settings
+            .opens_at_ms
+            .filter(|at| record.state == TicketState::PreQueue || *at > now_ms())
+            .map(rfc3339_from_ms),
+        ticket_tag: opening::has_draw(&settings).then(|| crate::ids::log_tag(&record.id)),
+        heartbeat_after_ms: matches!(record.state, TicketState::Waiting | TicketState::PreQueue)
+            .then(|| {
+                presence::heartbeat_after_ms(presence::effective_abandon_ms(
+                    &settings,
+                    &config.poll_tiers,
+                ))
+            }),
     }
 }
 

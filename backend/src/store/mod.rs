@@ -15,6 +15,7 @@
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
+pub mod draw;
 pub mod durable;
 pub mod error;
 pub mod instant;
@@ -28,6 +29,7 @@ pub mod sale;
 mod settings;
 
 use async_trait::async_trait;
+pub use draw::{DrawOutcome, DrawRecord, DrawRequest};
 pub use error::StoreError;
 pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
@@ -431,6 +433,44 @@ pub trait Store: Send + Sync + 'static {
         now_ms: u64,
         keep_ms: u64,
     ) -> Result<TokenUse, StoreError>;
+
+    /// A join in the pre-queue window (docs/DESIGN.md "Scheduled opening and the draw"): as
+    /// [`Store::join_with_limit`] (same idempotency and limit; it takes an arrival seq like any
+    /// join), but the new ticket is `PRE_QUEUE` until the draw. Once the draw is made it is an
+    /// ordinary join (FIFO behind the drawn tickets).
+    async fn join_prequeue(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError>;
+
+    /// The room's draw seed: `fresh_seed` (64 hex digits) is written only if the room has none
+    /// (atomically: the first caller's seed wins, later callers read it); returns the record in
+    /// force.
+    async fn draw_seed(&self, room: &str, fresh_seed: &str) -> Result<DrawRecord, StoreError>;
+
+    /// The room's draw record (`None` = no seed yet).
+    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError>;
+
+    /// The drawn tags in place order from `offset`, at most `limit` (empty before the draw).
+    async fn draw_tags(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// The ids of every `PRE_QUEUE` ticket (any order).
+    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError>;
+
+    /// The draw, in one atomic step and exactly once: fenced like [`Store::admit`]; refused if
+    /// made already or if the pre-queue is not exactly `request.ids`. The pre-queue tickets'
+    /// arrival seqs are handed out again in place order (place k gets the k-th smallest), so
+    /// every ticket that joined after the opening stays behind all of them; drawn tickets count
+    /// as heard from at `request.now_ms`; the tags are kept for `GET …/draw`.
+    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError>;
 
     /// How the store is set up where that can lose queue state (Redis: eviction policy and
     /// persistence); `None` for the embedded store.

@@ -146,6 +146,19 @@ impl<T> OrderIndex<T> {
         Some(self.front.len() as u64 + u64::from(self.prefix(index + 1)))
     }
 
+    /// Replaces the value of the queued entry with sequence `seq` (its place is unchanged),
+    /// returning the old one; `None` (nothing changes) if no entry has `seq`. The draw of a
+    /// scheduled opening hands the pre-queue's seqs out again this way.
+    pub fn replace(&mut self, seq: u64, value: T) -> Option<T> {
+        if seq < self.base {
+            let slot = self.front.get_mut(&seq)?;
+            return Some(std::mem::replace(slot, value));
+        }
+        let index = self.index_of(seq)?;
+        let slot = self.slots[index].as_mut()?;
+        Some(std::mem::replace(slot, value))
+    }
+
     /// Removes the entry with sequence `seq`, returning it.
     pub fn remove(&mut self, seq: u64) -> Option<T> {
         if seq < self.base {

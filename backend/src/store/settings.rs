@@ -33,6 +33,13 @@ pub struct Settings {
     /// Stock, sold out and closing (docs/DESIGN.md "Stock and sold out").
     #[serde(default)]
     pub sale: SaleSettings,
+    /// The scheduled opening, Unix ms (docs/DESIGN.md "Scheduled opening and the draw");
+    /// `None` = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opens_at_ms: Option<u64>,
+    /// When the pre-queue opens, Unix ms (≤ `opens_at_ms`); `None` = no pre-queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prequeue_opens_at_ms: Option<u64>,
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -66,6 +73,10 @@ pub struct SettingsPatch {
     pub hold_place_ms: Option<u64>,
     /// Stock, sold out and closing.
     pub sale: SalePatch,
+    /// New opening, Unix ms: `Some(None)` clears it.
+    pub opens_at_ms: Option<Option<u64>>,
+    /// New pre-queue opening, Unix ms: `Some(None)` clears it.
+    pub prequeue_opens_at_ms: Option<Option<u64>>,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -107,6 +118,8 @@ impl Settings {
                 message_en: Some(self.sale.message_en.clone()),
                 message_ko: Some(self.sale.message_ko.clone()),
             },
+            opens_at_ms: Some(self.opens_at_ms),
+            prequeue_opens_at_ms: Some(self.prequeue_opens_at_ms),
         }
     }
 
@@ -129,6 +142,10 @@ impl Settings {
             abandon_after_ms: patch.abandon_after_ms.unwrap_or(self.abandon_after_ms),
             hold_place_ms: patch.hold_place_ms.unwrap_or(self.hold_place_ms),
             sale: self.sale.patched(&patch.sale),
+            opens_at_ms: patch.opens_at_ms.unwrap_or(self.opens_at_ms),
+            prequeue_opens_at_ms: patch
+                .prequeue_opens_at_ms
+                .unwrap_or(self.prequeue_opens_at_ms),
         }
     }
 }

@@ -10,6 +10,7 @@
 
 mod announcer;
 mod connection_line;
+mod countdown;
 mod progress;
 mod stats;
 mod status;
@@ -27,6 +28,7 @@ use crate::{
 };
 use announcer::Announcer;
 use connection_line::ConnectionLine;
+use countdown::Countdown;
 use progress::ProgressBar;
 use stats::Stats;
 use status::StatusSection;
@@ -75,6 +77,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                 <h1 id="room-name">{room_name}</h1>
             </header>
             <StatusSection params=params.clone() phase=phase queue=queue exit=exit />
+            <Countdown lang=lang phase=phase />
             <Stats lang=lang phase=phase connection=state.connection joining=joining />
             <ProgressBar
                 lang=lang

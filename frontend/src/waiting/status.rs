@@ -34,6 +34,7 @@ fn headline(lang: Lang, phase: &Phase) -> (String, String) {
             sale_text(lang, SaleText::ClosedDetail).to_owned(),
         ),
         Phase::Ticket(s) => match (s.status, s.room_state) {
+            (TicketState::PreQueue, _) => words((Text::PreQueue, Text::PreQueueDetail)),
             (TicketState::Waiting, RoomState::Paused) => words((Text::Paused, Text::PausedDetail)),
             (TicketState::Waiting, _) => words((Text::InLine, Text::InLineDetail)),
             (TicketState::TokenIssued, _) => words((Text::YourTurn, Text::YourTurnDetail)),
@@ -175,7 +176,7 @@ pub fn StatusSection(
                 TicketState::Completed | TicketState::Expired | TicketState::Left => {
                     NextStep::JoinAgain
                 }
-                TicketState::Waiting => NextStep::Leave,
+                TicketState::Waiting | TicketState::PreQueue => NextStep::Leave,
                 // Nothing to join again: the room has nothing left to sell.
                 TicketState::SoldOut => NextStep::None,
             },

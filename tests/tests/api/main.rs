@@ -10,6 +10,7 @@ mod embedding;
 mod eta;
 mod instant;
 mod joins;
+mod opening;
 mod outage;
 mod polls;
 mod presence;

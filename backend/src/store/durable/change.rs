@@ -93,6 +93,37 @@ pub enum Change {
         /// How long the completed ticket stays queryable, ms.
         keep_ms: u64,
     },
+    /// A pre-queue join that created a ticket.
+    JoinPrequeue {
+        /// Room slug.
+        room: String,
+        /// Its dedup key, if any.
+        key: Option<String>,
+        /// The new ticket's id.
+        id: String,
+        /// The join limit it passed, if any.
+        limit: Option<JoinLimit>,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+    },
+    /// The room's draw seed, written once.
+    DrawSeed {
+        /// Room slug.
+        room: String,
+        /// The seed, 64 hex digits.
+        seed: String,
+    },
+    /// The draw at the opening.
+    Draw {
+        /// Room slug.
+        room: String,
+        /// The pre-queue's ticket ids in place order.
+        ids: Vec<String>,
+        /// Their tags.
+        tags: Vec<String>,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+    },
     /// A settings change that applied: the settings it left in force (a replay applies them
     /// whole and bumps the version, as the change did).
     UpdateRoom {
@@ -186,6 +217,26 @@ impl Change {
                     receipt,
                 };
                 state.consume_token(token, &claim, *now_ms, *keep_ms);
+            }),
+            Self::JoinPrequeue {
+                room,
+                key,
+                id,
+                limit,
+                now_ms,
+            } => engine.with_room(room, |state| {
+                state.join_prequeue(key.as_deref(), id, limit.as_ref(), *now_ms);
+            }),
+            Self::DrawSeed { room, seed } => engine.with_room(room, |state| {
+                state.draw_seed(seed);
+            }),
+            Self::Draw {
+                room,
+                ids,
+                tags,
+                now_ms,
+            } => engine.with_room(room, |state| {
+                state.draw_unfenced(ids, tags, *now_ms);
             }),
             Self::UpdateRoom { room, config } => engine.with_room(room, |state| {
                 state.update(&config.as_patch(), None);

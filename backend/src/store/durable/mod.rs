@@ -18,6 +18,7 @@
 //! - [`options`]: how the store writes, and why a data dir could not be opened.
 
 pub mod change;
+mod draw;
 pub mod journal;
 pub mod options;
 pub mod snapshot;
@@ -39,9 +40,10 @@ use self::snapshot::Snapshot;
 use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
 use super::{
-    now_ms, AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome,
-    LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate,
-    SseRefresh, Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    now_ms, AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission,
+    JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, QueueCursor, RoomCounts,
+    Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord,
+    TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store, kept in a data dir. See the module docs.
@@ -69,7 +71,8 @@ impl DurableStore {
             dir: dir.to_owned(),
             reason,
         };
-        create_private_dir(dir).map_err(|error| unusable(format!("creating it: {error}")))?;
+        options::create_private_dir(dir)
+            .map_err(|error| unusable(format!("creating it: {error}")))?;
         let lock_file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -211,24 +214,6 @@ impl DurableStore {
     }
 }
 
-/// Creates `dir` (and its parents) if missing; a new data dir is readable by its owner only,
-/// since its files hold ticket ids and entry tokens, which are bearer secrets.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
-}
-
-impl Drop for DurableStore {
-    fn drop(&mut self) {
-        // Before the data dir's lock goes: a snapshot landing after another process took the
-        // dir over would replace that process's newer one.
-        lock(&self.writer).finish_background();
-    }
-}
-
 #[async_trait]
 impl Store for DurableStore {
     fn kind(&self) -> &'static str {
@@ -304,6 +289,36 @@ impl Store for DurableStore {
             });
             Ok((reply, change))
         })
+    }
+
+    async fn join_prequeue(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        self.join_prequeue_kept(room, dedup_key, new_id, limit)
+    }
+
+    async fn draw_seed(&self, room: &str, seed: &str) -> Result<DrawRecord, StoreError> {
+        self.draw_seed_kept(room, seed)
+    }
+
+    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError> {
+        self.engine.draw_record(room).await
+    }
+
+    async fn draw_tags(&self, room: &str, from: u64, n: u64) -> Result<Vec<String>, StoreError> {
+        self.engine.draw_tags(room, from, n).await
+    }
+
+    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
+        self.engine.prequeue_ids(room).await
+    }
+
+    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
+        self.draw_kept(room, request)
     }
 
     async fn join_admitting(

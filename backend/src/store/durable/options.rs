@@ -45,3 +45,13 @@ pub enum OpenError {
         reason: String,
     },
 }
+
+/// Creates `dir` (and its parents) if missing; a new data dir is readable by its owner only,
+/// since its files hold ticket ids and entry tokens, which are bearer secrets.
+pub(super) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}

@@ -171,3 +171,11 @@ fn remove_if_there(path: &Path) -> std::io::Result<()> {
         _ => Ok(()),
     }
 }
+
+impl Drop for super::DurableStore {
+    fn drop(&mut self) {
+        // Before the data dir's lock goes: a snapshot landing after another process took the
+        // dir over would replace that process's newer one.
+        crate::store::memory::lock(&self.writer).finish_background();
+    }
+}

@@ -72,8 +72,11 @@ impl Room {
         if let Some(lease) = self.lease.as_mut() {
             lease.until_ms = clock_ms + request.lease_ms;
         }
-        // Nobody is skipped once sold out: every waiting ticket reads SOLD_OUT already.
-        let silent = if self.config.sale.sold_out {
+        // Until the draw places the pre-queue, nobody is skipped or admitted (docs/DESIGN.md
+        // "Scheduled opening and the draw"); nobody is skipped once sold out either: every
+        // waiting ticket reads SOLD_OUT already.
+        let undrawn = !self.prequeue.is_empty();
+        let silent = if undrawn || self.config.sale.sold_out {
             Vec::new()
         } else {
             self.silent(request.now_ms, request.abandon_after_ms)
@@ -84,7 +87,7 @@ impl Room {
             request.token_ttl_ms,
             request.keep_ms,
             request.max_active_users,
-            request.tokens,
+            if undrawn { &[] } else { request.tokens },
         );
         // What the quota leaves unused with nobody waiting is banked for instant joins (one
         // accounting: every admission, tick or join, spends the quota of some tick once).

@@ -45,6 +45,12 @@ pub struct RoomImage {
     /// Waiting tickets that came back to their place.
     #[serde(default)]
     pub kept: Vec<String>,
+    /// Waiting tickets of the pre-queue not drawn yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prequeue: Vec<String>,
+    /// The room's draw seed and result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<super::draw::MemoryDraw>,
 }
 
 /// A ticket that left the queue.
@@ -108,6 +114,8 @@ impl Room {
                 .map(|(id, held)| (id.to_string(), held.seq, held.until_ms))
                 .collect(),
             kept: self.presence.kept.iter().map(|id| id.to_string()).collect(),
+            prequeue: self.prequeue.iter().map(|id| id.to_string()).collect(),
+            draw: self.draw.clone(),
         }
     }
 
@@ -167,6 +175,16 @@ impl Room {
                 room.presence.kept.insert(id.clone());
             }
         }
+        for id in image.prequeue {
+            let Some((id, _)) = room.seq_of.get_key_value(id.as_str()) else {
+                return Err(format!(
+                    "pre-queue ticket {} is not waiting",
+                    crate::ids::log_tag(&id)
+                ));
+            };
+            room.prequeue.insert(id.clone());
+        }
+        room.draw = image.draw;
         Ok(room)
     }
 }

@@ -9,8 +9,10 @@
 //! - [`room`]: one room's state and operations, each at an explicit time (replayable).
 //! - [`admission`]: the scheduler lease and admission of a room.
 //! - [`image`]: a room as plain serde data, for snapshots.
+//! - [`draw`]: the pre-queue, the draw seed and the draw of a scheduled opening.
 
 pub mod admission;
+pub mod draw;
 pub mod image;
 pub mod presence;
 pub mod room;
@@ -22,9 +24,10 @@ use async_trait::async_trait;
 
 pub use self::room::Room;
 use super::{
-    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
-    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
-    Store, StoreError, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
+    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings,
+    SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord, TokenCheck,
+    TokenUse, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.
@@ -143,6 +146,45 @@ impl Store for MemoryStore {
     ) -> Result<JoinReply, StoreError> {
         let now = super::now_ms();
         self.with_room(room, |state| state.join(dedup_key, new_id, limit, now))
+    }
+
+    async fn join_prequeue(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        let now = super::now_ms();
+        self.with_room(room, |state| {
+            state.join_prequeue(dedup_key, new_id, limit, now)
+        })
+    }
+
+    async fn draw_seed(&self, room: &str, fresh_seed: &str) -> Result<DrawRecord, StoreError> {
+        self.with_room(room, |state| state.draw_seed(fresh_seed))
+    }
+
+    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError> {
+        self.with_room(room, |state| state.draw_record())
+    }
+
+    async fn draw_tags(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.with_room(room, |state| state.draw_tags(offset, limit))
+    }
+
+    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
+        self.with_room(room, |state| state.prequeue_ids())
+    }
+
+    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
+        let clock = super::now_ms();
+        self.with_room(room, |state| state.draw(request, clock))
     }
 
     async fn join_admitting(

@@ -7,7 +7,7 @@
 //! the scheduler lease reads a clock, and leases are never replayed. The lease and admission
 //! are in `admission.rs`.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use vestibule_shared::TicketState;
@@ -87,6 +87,10 @@ pub struct Room {
     /// Instant admissions the scheduler's unused quota left for joins that find nobody waiting
     /// (not kept across restarts: the next tick refills it).
     pub(super) instant_bank: u64,
+    /// Waiting tickets that joined in the pre-queue and are not drawn yet (`draw.rs`).
+    pub(super) prequeue: HashSet<Arc<str>>,
+    /// The room's draw seed and result, once the pre-queue opened (`draw.rs`).
+    pub(super) draw: Option<super::draw::MemoryDraw>,
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
@@ -115,6 +119,8 @@ impl Room {
             left_seqs: VecDeque::new(),
             presence: Presence::default(),
             instant_bank: 0,
+            prequeue: HashSet::new(),
+            draw: None,
         }
     }
 
@@ -130,6 +136,13 @@ impl Room {
     /// One ticket as it stands at `now_ms`.
     pub fn record(&self, id: &str, now_ms: u64) -> Option<TicketRecord> {
         if let Some(seq) = self.seq_of.get(id) {
+            if self.prequeue.contains(id) {
+                return Some(TicketRecord {
+                    state: TicketState::PreQueue,
+                    position: None,
+                    ..TicketRecord::waiting(id, 0)
+                });
+            }
             return Some(TicketRecord {
                 position: self.queue.position(*seq),
                 ..TicketRecord::waiting(id, 0)
@@ -226,7 +239,9 @@ impl Room {
             }
             TicketState::Expired => Err(TokenCheck::Expired),
             _ if ticket.expires_at_ms <= now_ms => Err(TokenCheck::Expired),
-            TicketState::Waiting | TicketState::TokenIssued => Ok((id, ticket)),
+            TicketState::PreQueue | TicketState::Waiting | TicketState::TokenIssued => {
+                Ok((id, ticket))
+            }
         }
     }
 
@@ -262,7 +277,10 @@ impl Room {
         self.record(id, now_ms).filter(|ticket| {
             matches!(
                 ticket.state,
-                TicketState::Waiting | TicketState::TokenIssued | TicketState::Completed
+                TicketState::PreQueue
+                    | TicketState::Waiting
+                    | TicketState::TokenIssued
+                    | TicketState::Completed
             )
         })
     }
@@ -381,6 +399,7 @@ impl Room {
         }
         if let Some((key, seq)) = self.seq_of.remove_entry(id) {
             self.queue.remove(seq);
+            self.prequeue.remove(&key);
             self.presence.forget(&key);
             self.record_queue_event(seq as i64);
             // The dedup entry stays: a later join under that key sees a LEFT ticket and enqueues anew.

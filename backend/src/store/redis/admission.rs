@@ -1,6 +1,6 @@
 //! One leader tick: `admit.lua`.
 
-use super::reply::{as_i64, parse_versioned, split_sale};
+use super::reply::{as_i64, parse_versioned, split_sale, with_schedule};
 use super::{Keys, RedisStore};
 use crate::store::{AdmitOutcome, AdmitRequest, StoreError};
 
@@ -25,6 +25,7 @@ impl RedisStore {
             .key(keys.key("seq"))
             .key(keys.key("bank"))
             .key(keys.key("pace"))
+            .key(keys.key("prequeue"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)
@@ -41,8 +42,8 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 21 {
-            return Err(StoreError::Corrupt("admit reply needs 21 fields".into()));
+        if reply.len() != 23 {
+            return Err(StoreError::Corrupt("admit reply needs 23 fields".into()));
         }
         let (reply, sale) = split_sale(&reply)?;
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
@@ -62,10 +63,13 @@ impl RedisStore {
             waiting: *waiting as u64,
             active: *active as u64,
             skipped: *skipped as u64,
-            settings: parse_versioned(&reply[5..14]).ok().map(|mut settings| {
-                settings.settings.sale = sale;
-                settings
-            }),
+            settings: parse_versioned(&reply[5..14])
+                .and_then(|versioned| with_schedule(versioned, &reply[15..17]))
+                .ok()
+                .map(|mut settings| {
+                    settings.settings.sale = sale;
+                    settings
+                }),
             popped: as_i64(&reply[14])?.max(0) as u64,
         })
     }

@@ -8,6 +8,7 @@
 //! Each script's Rust half (its arguments and its reply) lives in the file of its concern:
 //! - [`settings`]: `init_room.lua`, `update_room.lua`, `lease.lua`, `release_lease.lua`.
 //! - [`queue`]: `join.lua`, `sse_refresh.lua`, `leave.lua`, a ticket's read, the counts.
+//! - [`draw`]: the pre-queue join, the draw seed, `draw.lua`.
 //! - [`admission`]: `admit.lua`. [`tokens`]: `token.lua`. [`safety`]: `INFO`, `CONFIG GET`.
 //! - [`reply`]: reading Redis replies into the store's types.
 
@@ -17,6 +18,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 mod admission;
+mod draw;
 mod presence;
 mod queue;
 mod reply;
@@ -30,9 +32,10 @@ use redis::{Script, Value};
 
 use self::reply::as_array;
 use super::{
-    AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome,
-    OrderClaim, QueueCursor, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh,
-    Store, StoreError, StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
+    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings,
+    SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, StoreSafety, TicketRecord,
+    TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -49,6 +52,7 @@ struct Scripts {
     init_room: Script,
     update_room: Script,
     release_lease: Script,
+    draw: Script,
 }
 
 /// The Redis-backed store.
@@ -158,6 +162,7 @@ impl RedisStore {
                 init_room: Script::new(include_str!("lua/init_room.lua")),
                 update_room: Script::new(include_str!("lua/update_room.lua")),
                 release_lease: Script::new(include_str!("lua/release_lease.lua")),
+                draw: Script::new(include_str!("lua/draw.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
         })
@@ -327,7 +332,7 @@ impl Store for RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None)
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, false)
             .await
     }
 
@@ -339,8 +344,39 @@ impl Store for RedisStore {
         limit: Option<&JoinLimit>,
         instant: &InstantAdmission,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant))
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), false)
             .await
+    }
+
+    async fn join_prequeue(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        self.join_prequeue_in_redis(room, dedup_key, new_id, limit)
+            .await
+    }
+
+    async fn draw_seed(&self, room: &str, seed: &str) -> Result<DrawRecord, StoreError> {
+        self.draw_seed_in_redis(room, seed).await
+    }
+
+    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError> {
+        self.draw_record_in_redis(room).await
+    }
+
+    async fn draw_tags(&self, room: &str, from: u64, n: u64) -> Result<Vec<String>, StoreError> {
+        self.draw_tags_in_redis(room, from, n).await
+    }
+
+    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
+        self.prequeue_ids_in_redis(room).await
+    }
+
+    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
+        self.draw_in_redis(room, request).await
     }
 
     async fn ticket(

@@ -23,6 +23,7 @@ impl RedisStore {
             invocation
                 .key(keys.key("left"))
                 .key(keys.key("left_count"))
+                .key(keys.key("prequeue"))
                 .arg(&keys.prefix)
                 .arg(now_ms)
                 .arg(if positions { "1" } else { "0" });

@@ -19,6 +19,7 @@ impl RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
         instant: Option<&InstantAdmission>,
+        prequeue: bool,
     ) -> Result<JoinReply, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
@@ -58,6 +59,10 @@ impl RedisStore {
                 .arg(instant.keep_ms),
             None => invocation.arg("").arg(0).arg(0),
         };
+        invocation
+            .key(keys.key("prequeue"))
+            .key(keys.key("draw"))
+            .arg(if prequeue { "1" } else { "0" });
         let reply = self.run_script(&invocation).await?;
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
@@ -92,6 +97,12 @@ impl RedisStore {
         let id = as_string(id)?;
         let ticket = if position > 0 {
             TicketRecord::waiting(&id, position as u64)
+        } else if position == -3 {
+            TicketRecord {
+                state: vestibule_shared::TicketState::PreQueue,
+                position: None,
+                ..TicketRecord::waiting(&id, 0)
+            }
         } else {
             // The deduplicated ticket has been admitted since: read it whole.
             self.ticket_in_redis(room, &id, now_ms)
@@ -114,15 +125,23 @@ impl RedisStore {
         // ZRANK first: if it finds the ticket it is waiting, whatever happens after.
         let mut pipe = redis::pipe();
         pipe.zrank(keys.key("queue"), id)
+            .sismember(keys.key("prequeue"), id)
             .cmd("HMGET")
             .arg(keys.key(&format!("ticket:{id}")))
             .arg(&["state", "tok", "exp"]);
         let mut connection = self.connection.clone();
-        let (rank, fields): (Option<u64>, Vec<Option<String>>) = self
+        let (rank, prequeue, fields): (Option<u64>, bool, Vec<Option<String>>) = self
             .bounded(pipe.query_async(&mut connection))
             .await
             .map_err(StoreError::for_read)?;
         if let Some(rank) = rank {
+            if prequeue {
+                return Ok(Some(TicketRecord {
+                    state: vestibule_shared::TicketState::PreQueue,
+                    position: None,
+                    ..TicketRecord::waiting(id, 0)
+                }));
+            }
             return Ok(Some(TicketRecord::waiting(id, rank + 1)));
         }
         let mut fields = fields.into_iter().map(Option::unwrap_or_default);
@@ -145,6 +164,7 @@ impl RedisStore {
             .key(keys.key("popped"))
             .key(keys.key("left"))
             .key(keys.key("left_count"))
+            .key(keys.key("prequeue"))
             .arg(&keys.prefix);
         match since {
             Some(cursor) => invocation.arg("1").arg(cursor.popped).arg(cursor.left),
@@ -227,6 +247,7 @@ impl RedisStore {
             .key(keys.key("active"))
             .key(keys.key("left"))
             .key(keys.key("left_count"))
+            .key(keys.key("prequeue"))
             .arg(id)
             .arg(now_ms)
             .arg(keep_ms)

@@ -113,6 +113,7 @@ pub(super) fn corrupt(expected: &str, value: &Value) -> StoreError {
 
 pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
     Ok(match text {
+        "PRE_QUEUE" => TicketState::PreQueue,
         "WAITING" => TicketState::Waiting,
         "TOKEN_ISSUED" => TicketState::TokenIssued,
         "COMPLETED" => TicketState::Completed,
@@ -177,7 +178,34 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
         abandon_after_ms: millis(abandon_ms, crate::store::default_abandon_after_ms)?,
         hold_place_ms: millis(hold_ms, crate::store::default_hold_place_ms)?,
         sale: SaleSettings::default(),
+        opens_at_ms: None,
+        prequeue_opens_at_ms: None,
     })
+}
+
+/// Versioned settings with the scheduled opening's fields `opens_ms, preopens_ms` (empty =
+/// none), which every settings reply carries at its very end.
+pub(super) fn with_schedule(
+    mut versioned: VersionedSettings,
+    schedule: &[Value],
+) -> Result<VersionedSettings, StoreError> {
+    let [opens, preopens] = schedule else {
+        return Err(StoreError::Corrupt(
+            "settings reply needs opens_ms and preopens_ms".into(),
+        ));
+    };
+    let time = |value: &Value| -> Result<Option<u64>, StoreError> {
+        let text = as_string(value)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse()
+            .map(Some)
+            .map_err(|_| StoreError::Corrupt(format!("opening time {text:?}")))
+    };
+    versioned.settings.opens_at_ms = time(opens)?;
+    versioned.settings.prequeue_opens_at_ms = time(preopens)?;
+    Ok(versioned)
 }
 
 /// A ticket off the queue from its stored hash fields `state, tok, exp`. A skipped ticket (`HELD`,

@@ -3,7 +3,9 @@
 
 use redis::Value;
 
-use super::reply::{as_i64, as_string, as_u64, parse_versioned, split_sale, SALE_FIELDS};
+use super::reply::{
+    as_i64, as_string, as_u64, parse_versioned, split_sale, with_schedule, SALE_FIELDS,
+};
 use super::{config_args, fresh_secret, Keys, RedisStore};
 use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
@@ -25,11 +27,14 @@ impl RedisStore {
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
         let (fields, sale) = split_sale(&fields)?;
-        let [settings @ .., secret] = fields else {
-            return Err(StoreError::Corrupt("init_room reply is empty".into()));
+        let [settings @ .., secret, opens, preopens] = fields else {
+            return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
         self.remember_secret(room, secret, true)?;
-        let mut versioned = parse_versioned(settings)?;
+        let mut versioned = with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )?;
         versioned.settings.sale = sale;
         Ok(versioned)
     }
@@ -54,6 +59,8 @@ impl RedisStore {
                         "abandon_ms",
                         "hold_ms",
                         "ver",
+                        "opens_ms",
+                        "preopens_ms",
                     ])
                     .arg(&SALE_FIELDS)
                     .query_async(&mut connection),
@@ -61,7 +68,13 @@ impl RedisStore {
             .await
             .map_err(StoreError::for_read)?;
         let (fields, sale) = split_sale(&fields)?;
-        let mut versioned = parse_versioned(fields)?;
+        let [settings @ .., opens, preopens] = fields else {
+            return Err(StoreError::Corrupt("room settings need 11 fields".into()));
+        };
+        let mut versioned = with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )?;
         versioned.settings.sale = sale;
         Ok(versioned)
     }
@@ -114,6 +127,11 @@ impl RedisStore {
                     .hold_place_ms
                     .map_or_else(unchanged, |ms| ms.to_string()),
             );
+        for time in [patch.opens_at_ms, patch.prequeue_opens_at_ms] {
+            invocation.arg(time.map_or_else(unchanged, |at| {
+                at.map(|ms| ms.to_string()).unwrap_or_default()
+            }));
+        }
         let flag = |on: bool| if on { "1" } else { "0" }.to_owned();
         let sale = &patch.sale;
         invocation
@@ -134,10 +152,13 @@ impl RedisStore {
             );
         let reply = self.run_script(&invocation).await?;
         let (reply, sale) = split_sale(&reply)?;
-        let [applied, settings @ ..] = reply else {
-            return Err(StoreError::Corrupt("update_room reply is empty".into()));
+        let [applied, settings @ .., opens, preopens] = reply else {
+            return Err(StoreError::Corrupt("update_room reply is short".into()));
         };
-        let mut in_force = parse_versioned(settings)?;
+        let mut in_force = with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )?;
         in_force.settings.sale = sale;
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
@@ -170,12 +191,15 @@ impl RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         let reply = self.run_script(&invocation).await?;
         let (reply, sale) = split_sale(&reply)?;
-        let [epoch, settings @ .., secret, active, pace] = reply else {
-            return Err(StoreError::Corrupt("lease reply needs 19 fields".into()));
+        let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
+            return Err(StoreError::Corrupt("lease reply needs 21 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;
-        let mut settings = parse_versioned(settings)?;
+        let mut settings = with_schedule(
+            parse_versioned(settings)?,
+            &[opens.clone(), preopens.clone()],
+        )?;
         settings.settings.sale = sale;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),

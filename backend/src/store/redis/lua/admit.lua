@@ -22,10 +22,13 @@
 -- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
 -- Stock (docs/DESIGN.md "Stock and sold out"): never more tokens out than units left (settings
--- `stock`); a sold-out room (`soldout` = 1) admits and skips nobody. The reply ends with the
--- sale's fields {stock, sold, soldout, closed, msg_en, msg_ko} (absent = nil).
+-- `stock`); a sold-out room (`soldout` = 1) admits and skips nobody.
+-- KEYS[14] prequeue (SET): while it holds tickets not yet drawn (docs/DESIGN.md "Scheduled opening
+-- and the draw"), nobody is admitted or skipped.
+-- The reply ends with the settings' opens_ms and preopens_ms ("" = none), then the sale's fields
+-- {stock, sold, soldout, closed, msg_en, msg_ko} (absent = nil).
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', ''}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -77,7 +80,8 @@ local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'check
                     'abandon_ms', 'hold_ms', 'ver')
 local granted = #ARGV - 12
 local quota = granted
-if s[2] == '1' then
+local undrawn = redis.call('EXISTS', KEYS[14]) == 1
+if s[2] == '1' or undrawn then
   quota = 0
 end
 local cap = tonumber(ARGV[6])
@@ -127,7 +131,7 @@ end
 local last = tonumber(redis.call('GET', KEYS[11]) or '0')
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local head_chunk = math.floor((last + 1) / 65536)
-if #head > 0 and sold_out then
+if #head > 0 and (sold_out or undrawn) then
   head_chunk = math.floor(tonumber(head[2]) / 65536)
 elseif #head > 0 then
   local first = tonumber(head[2])
@@ -179,7 +183,9 @@ if ARGV[12] ~= '' then
 end
 local reply = {admitted, expired, waiting, active + admitted, skipped,
                s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-               s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0')}
+               s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0'),
+               redis.call('HGET', KEYS[5], 'opens_ms') or '',
+               redis.call('HGET', KEYS[5], 'preopens_ms') or ''}
 for _, v in ipairs(sale) do
   table.insert(reply, v)
 end

@@ -3,7 +3,8 @@
 -- set. A skipped ticket within its hold (hash state HELD, `seq`, `exp` = end of the hold) goes
 -- back to its arrival seq in the queue (at the head if the line has passed it), `kept` = 1, and a
 -- return (-seq) is counted for SSE hubs, whose streams behind it move back by one.
--- KEYS[1] queue   KEYS[2] left (LIST)   KEYS[3] left_count
+-- KEYS[1] queue   KEYS[2] left (LIST)   KEYS[3] left_count   KEYS[4] prequeue (SET: its tickets
+-- answer state PRE_QUEUE, position 0)
 -- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1)   ARGV[4..] ticket ids
 -- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
 -- ''), state, token, expiry ('' for a waiting ticket).
@@ -36,14 +37,19 @@ for i = 4, #ARGV do
     -- Best effort for the same reason: a full Redis answers the poll without recording it.
     redis.pcall('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32',
                 '#' .. (n % 65536), math.floor(now / 1000))
-    if ARGV[3] == '1' then
+    local state = 'WAITING'
+    if redis.call('SISMEMBER', KEYS[4], id) == 1 then
+      state = 'PRE_QUEUE'
+      out[#out + 1] = 0
+      out[#out + 1] = ''
+    elseif ARGV[3] == '1' then
       out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
       out[#out + 1] = redis.call('HGET', key, 'kept') or ''
     else
       out[#out + 1] = -1
       out[#out + 1] = ''
     end
-    out[#out + 1] = 'WAITING'
+    out[#out + 1] = state
     out[#out + 1] = ''
     out[#out + 1] = ''
   else

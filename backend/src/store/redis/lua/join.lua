@@ -9,6 +9,11 @@
 -- KEYS[5] active (ZSET)   KEYS[6] bank (STRING: instant admissions the scheduler's unused quota
 -- left, written by admit.lua)   KEYS[7] popped (STRING)   ARGV[10] a fresh entry token ("" = never
 -- admit at once)   ARGV[11] token TTL ms   ARGV[12] keep ms
+-- Scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"): KEYS[8] prequeue (SET of
+-- ticket ids not drawn yet)   KEYS[9] draw (HASH: seed, drawn_ms, count)   ARGV[13] "1" = a join
+-- in the pre-queue window: the new ticket takes its arrival seq as usual and is also added to
+-- the pre-queue (unless the draw was made already: then it is an ordinary join); never admitted
+-- at once. A ticket found in the pre-queue answers position -3.
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
 -- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
@@ -29,6 +34,9 @@ if key ~= '' then
   local candidate = mapped or ARGV[5]
   local rank = redis.call('ZRANK', KEYS[1], candidate)
   if rank then
+    if redis.call('SISMEMBER', KEYS[8], candidate) == 1 then
+      return {candidate, 0, -3}
+    end
     return {candidate, 0, rank + 1}
   end
   local ticket = redis.call('HMGET', prefix .. 'ticket:' .. candidate, 'state', 'exp')
@@ -74,6 +82,14 @@ local seq = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], 'NX', seq, id)
 redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32', '#' .. (seq % 65536),
            math.floor(tonumber(ARGV[6]) / 1000))
+if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
+  redis.call('SADD', KEYS[8], id)
+  if remember then
+    redis.call('HSET', KEYS[3], key, id)
+    redis.call('EXPIRE', KEYS[3], ARGV[4])
+  end
+  return {id, 1, -3}
+end
 if remember then
   redis.call('HSET', KEYS[3], key, id)
   -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).

@@ -9,7 +9,8 @@
 -- is gone, so the room keeps the secret its replicas derive ticket ids with.
 -- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share,
 -- abandon_ms, hold_ms, settings version, secret in force ("" = none), active users, pace ("" =
--- none), stock, sold, soldout, closed, msg_en, msg_ko (the sale's fields: absent = nil)}.
+-- none), opens_ms, preopens_ms ("" = none), stock, sold, soldout, closed, msg_en, msg_ko (the
+-- sale's fields: absent = nil)}.
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then
@@ -32,7 +33,9 @@ local reply = {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or ''
                s[7] or '', s[8] or '', s[9] or '0',
                redis.call('GET', KEYS[4]) or '',
                redis.call('ZCARD', KEYS[5]),
-               redis.call('GET', KEYS[6]) or ''}
+               redis.call('GET', KEYS[6]) or '',
+               redis.call('HGET', KEYS[3], 'opens_ms') or '',
+               redis.call('HGET', KEYS[3], 'preopens_ms') or ''}
 for _, v in ipairs(redis.call('HMGET', KEYS[3], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko')) do
   table.insert(reply, v)
 end

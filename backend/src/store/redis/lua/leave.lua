@@ -1,6 +1,7 @@
 -- Leave a room: a waiting ticket leaves the queue; a ticket holding a token gives it back.
 -- KEYS[1] queue   KEYS[2] active   KEYS[3] left (LIST of arrival seqs)   KEYS[4] left_count
 -- ARGV[1] ticket id   ARGV[2] now ms   ARGV[3] keep ms   ARGV[4] key prefix
+-- KEYS[5] prequeue (SET: a pre-queue ticket leaves it too)
 -- Returns {outcome, state}: outcome LEFT, ENDED (state says which) or NOT_FOUND.
 -- A waiting leaver's seq is appended to `left` (the last 10,000 are kept) and `left_count`
 -- counted, so SSE hubs can move everyone behind up without re-reading their positions; its
@@ -10,6 +11,7 @@ local key = prefix .. 'ticket:' .. ARGV[1]
 local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if seq then
   redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('SREM', KEYS[5], ARGV[1])
   local n = tonumber(seq)
   redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32', '#' .. (n % 65536), 0)
   redis.call('RPUSH', KEYS[3], seq)

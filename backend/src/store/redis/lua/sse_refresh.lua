@@ -2,7 +2,8 @@
 -- caller's cursor, plus exact reads of the few tickets it needs (new streams, admitted ones).
 -- KEYS[1] queue   KEYS[2] popped   KEYS[3] left (LIST of seqs)   KEYS[4] left_count
 -- ARGV[1] key prefix   ARGV[2] has cursor (0|1)   ARGV[3] cursor popped   ARGV[4] cursor left
--- ARGV[5..] ticket ids to read exactly
+-- ARGV[5..] ticket ids to read exactly   KEYS[5] prequeue (SET: its tickets read as state
+-- PRE_QUEUE with position 0 and their seq)
 -- Returns {popped, left_count, reset (0|1), popped since cursor, n, seq_1 .. seq_n,
 --          then 5 entries per id: position or 0, seq or '', state, token, expiry}.
 -- reset = 1 when the cursor cannot be followed (first call, trimmed list, emptied store).
@@ -28,7 +29,13 @@ for _, seq in ipairs(leavers) do
 end
 for i = 5, #ARGV do
   local rank = redis.call('ZRANK', KEYS[1], ARGV[i])
-  if rank then
+  if rank and redis.call('SISMEMBER', KEYS[5], ARGV[i]) == 1 then
+    out[#out + 1] = 0
+    out[#out + 1] = redis.call('ZSCORE', KEYS[1], ARGV[i])
+    out[#out + 1] = 'PRE_QUEUE'
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+  elseif rank then
     out[#out + 1] = rank + 1
     out[#out + 1] = redis.call('ZSCORE', KEYS[1], ARGV[i])
     out[#out + 1] = ''

@@ -1,0 +1,303 @@
+//! A room's scheduled opening and its draw (docs/DESIGN.md "Scheduled opening and the draw").
+//!
+//! - [`opening_phase`]: where a room stands at a time (before the pre-queue, pre-queue, open) —
+//!   the one rule joins, the scheduler and the room's public state follow.
+//! - [`fresh_seed`], [`seed_commitment`], [`draw_mac`], [`draw_order`]: the published algorithm
+//!   ([`vestibule_shared::draw::DRAW_ALGORITHM`]); `verify-draw` recomputes with the same code.
+//! - [`leader_step`]: what the leader's tick does for the opening: make sure the seed exists once
+//!   the pre-queue is open, and make the draw once the opening has passed.
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::ids::log_tag;
+use crate::room::RoomRuntime;
+use crate::store::{DrawOutcome, DrawRequest, Settings, Store, StoreError};
+
+/// Where a room stands with respect to its scheduled opening.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Joins are refused (`room_not_open`) until `joins_from_ms` (the pre-queue's opening, or the
+    /// opening itself without a pre-queue).
+    NotOpen {
+        /// When joins start, Unix ms.
+        joins_from_ms: u64,
+    },
+    /// Joins get `PRE_QUEUE` tickets; the draw places them at `opens_at_ms`.
+    PreQueue {
+        /// The opening, Unix ms.
+        opens_at_ms: u64,
+    },
+    /// Joins queue in arrival order (behind the drawn pre-queue, if any); admission runs.
+    Open,
+}
+
+/// The phase of a room with `settings` at `now_ms`. No `opensAt`, or `now_ms` ≥ `opensAt`: open.
+/// Before `opensAt`: pre-queue from `prequeueOpensAt` on, not open before it (or at all, without
+/// a pre-queue). The room's public state (`GET /api/v1/rooms/{room}`) maps `PreQueue` and
+/// `NotOpen` to `PRE_QUEUE`.
+pub fn opening_phase(settings: &Settings, now_ms: u64) -> Phase {
+    let Some(opens_at_ms) = settings.opens_at_ms.filter(|at| now_ms < *at) else {
+        return Phase::Open;
+    };
+    match settings.prequeue_opens_at_ms {
+        Some(from) if now_ms >= from => Phase::PreQueue { opens_at_ms },
+        Some(from) => Phase::NotOpen {
+            joins_from_ms: from,
+        },
+        None => Phase::NotOpen {
+            joins_from_ms: opens_at_ms,
+        },
+    }
+}
+
+/// Whether a room has a draw: a pre-queue window before its opening.
+pub fn has_draw(settings: &Settings) -> bool {
+    settings.opens_at_ms.is_some() && settings.prequeue_opens_at_ms.is_some()
+}
+
+/// A fresh draw seed: 32 bytes from the OS CSPRNG as 64 lowercase hex digits.
+pub fn fresh_seed() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS CSPRNG is available");
+    hex(&bytes)
+}
+
+/// The seed's bytes; `None` unless it is 64 hex digits.
+pub fn seed_bytes(seed_hex: &str) -> Option<Vec<u8>> {
+    if seed_hex.len() != 64 {
+        return None;
+    }
+    (0..32)
+        .map(|i| u8::from_str_radix(seed_hex.get(i * 2..i * 2 + 2)?, 16).ok())
+        .collect()
+}
+
+/// The commitment published while the pre-queue is open: SHA-256 of the seed's bytes, hex.
+pub fn seed_commitment(seed: &[u8]) -> String {
+    hex(&Sha256::digest(seed))
+}
+
+/// HMAC-SHA256 with the seed as key over a ticket tag's ASCII: the draw's sort key.
+pub fn draw_mac(seed: &[u8], tag: &str) -> [u8; 32] {
+    let mut mac = Hmac::<Sha256>::new_from_slice(seed).expect("HMAC takes any key length");
+    mac.update(tag.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+/// `items` in drawn place order: ascending by [`draw_mac`] of `tag_of(item)`, ties by tag.
+pub fn draw_order<T>(seed: &[u8], items: Vec<T>, tag_of: impl Fn(&T) -> String) -> Vec<T> {
+    let mut keyed: Vec<([u8; 32], String, T)> = items
+        .into_iter()
+        .map(|item| {
+            let tag = tag_of(&item);
+            (draw_mac(seed, &tag), tag, item)
+        })
+        .collect();
+    keyed.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    keyed.into_iter().map(|(_, _, item)| item).collect()
+}
+
+/// Spread of the pre-queue's first polls after the opening, ms: 20,000 clients poll over these
+/// 4.5 s (about 4,400/s), not in one millisecond.
+pub const OPENING_POLL_SPREAD_MS: u64 = 4_500;
+
+/// The poll hint of a `PRE_QUEUE` ticket at `now_ms`: the far tier (`far_ms`) while the opening
+/// is further away, else a wake-up just after the opening — 500 ms (the draw runs at the
+/// leader's first tick after it) plus an offset in [0, [`OPENING_POLL_SPREAD_MS`]) fixed per
+/// ticket (from its id's SHA-256, so every replica gives a ticket the same offset). Never under
+/// 1000 ms.
+pub fn prequeue_poll_after_ms(ticket_id: &str, opens_at_ms: u64, now_ms: u64, far_ms: u64) -> u64 {
+    let until = opens_at_ms.saturating_sub(now_ms);
+    if until > far_ms {
+        return far_ms.max(1_000);
+    }
+    let digest = Sha256::digest(ticket_id.as_bytes());
+    let spread = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default());
+    (until + 500 + spread % OPENING_POLL_SPREAD_MS).max(1_000)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the leader's tick did for the opening.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepDone {
+    /// Nothing to do (no draw, or not yet time, or done before).
+    Nothing,
+    /// This tick made the draw of `count` tickets, taking `millis` (read, order, store).
+    Drew {
+        /// Tickets drawn.
+        count: u64,
+        /// The draw's duration, ms.
+        millis: u64,
+    },
+    /// The draw was refused (another replica made it, the pre-queue changed, the lease was
+    /// lost); the next tick looks again.
+    Retry(DrawOutcome),
+}
+
+/// The leader's opening work at `now_ms`: from the pre-queue's opening on, make sure the seed
+/// exists (the first caller's CSPRNG seed wins, [`Store::draw_seed`]); from the opening on, make
+/// the draw once ([`Store::draw`], fenced by `epoch`). Cached in `room` once done.
+///
+/// # Errors
+/// The store's, when it cannot be reached; the next tick tries again.
+pub async fn leader_step(
+    store: &dyn Store,
+    room: &RoomRuntime,
+    holder: &str,
+    epoch: u64,
+    now_ms: u64,
+) -> Result<StepDone, StoreError> {
+    let settings = room.settings();
+    if !has_draw(&settings) || room.drawn() {
+        return Ok(StepDone::Nothing);
+    }
+    let phase = opening_phase(&settings, now_ms);
+    if matches!(phase, Phase::NotOpen { .. }) {
+        return Ok(StepDone::Nothing);
+    }
+    let record = ensure_seed(store, room).await?;
+    if phase != Phase::Open {
+        return Ok(StepDone::Nothing);
+    }
+    if record.drawn_at_ms.is_some() {
+        room.set_drawn();
+        return Ok(StepDone::Nothing);
+    }
+    let Some(seed) = seed_bytes(&record.seed) else {
+        return Err(StoreError::Corrupt(
+            "the draw seed is not 64 hex digits".into(),
+        ));
+    };
+    let started = std::time::Instant::now();
+    let ids = store.prequeue_ids(&room.name).await?;
+    let ordered = draw_order(&seed, ids, |id| log_tag(id));
+    let tags: Vec<String> = ordered.iter().map(|id| log_tag(id)).collect();
+    let request = DrawRequest {
+        holder,
+        epoch,
+        now_ms,
+        ids: &ordered,
+        tags: &tags,
+    };
+    match store.draw(&room.name, &request).await? {
+        DrawOutcome::Drawn { count } => {
+            room.set_drawn();
+            Ok(StepDone::Drew {
+                count,
+                millis: started.elapsed().as_millis() as u64,
+            })
+        }
+        DrawOutcome::AlreadyDrawn => {
+            room.set_drawn();
+            Ok(StepDone::Retry(DrawOutcome::AlreadyDrawn))
+        }
+        other => Ok(StepDone::Retry(other)),
+    }
+}
+
+/// The room's seed record, creating the seed if this is the first replica to need it.
+///
+/// # Errors
+/// The store's.
+pub async fn ensure_seed(
+    store: &dyn Store,
+    room: &RoomRuntime,
+) -> Result<crate::store::DrawRecord, StoreError> {
+    let record = store.draw_seed(&room.name, &fresh_seed()).await?;
+    if record.drawn_at_ms.is_some() {
+        room.set_drawn();
+    }
+    room.set_seeded();
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(opens: Option<u64>, pre: Option<u64>) -> Settings {
+        Settings {
+            admission_rate_per_sec: 10.0,
+            paused: false,
+            token_ttl_ms: 60_000,
+            max_active_users: None,
+            checkout_url: None,
+            share_token_with_embedder: false,
+            abandon_after_ms: 300_000,
+            hold_place_ms: 0,
+            opens_at_ms: opens,
+            prequeue_opens_at_ms: pre,
+        }
+    }
+
+    #[test]
+    fn the_phase_follows_the_two_times() {
+        let s = settings(Some(2_000), Some(1_000));
+        assert_eq!(
+            opening_phase(&s, 999),
+            Phase::NotOpen {
+                joins_from_ms: 1_000
+            }
+        );
+        assert_eq!(
+            opening_phase(&s, 1_000),
+            Phase::PreQueue { opens_at_ms: 2_000 }
+        );
+        assert_eq!(
+            opening_phase(&s, 1_999),
+            Phase::PreQueue { opens_at_ms: 2_000 }
+        );
+        assert_eq!(opening_phase(&s, 2_000), Phase::Open);
+        let no_pre = settings(Some(2_000), None);
+        assert_eq!(
+            opening_phase(&no_pre, 1_500),
+            Phase::NotOpen {
+                joins_from_ms: 2_000
+            }
+        );
+        assert_eq!(opening_phase(&settings(None, None), 0), Phase::Open);
+    }
+
+    #[test]
+    fn pre_queue_hints_wake_clients_after_the_opening_spread_over_seconds() {
+        assert_eq!(prequeue_poll_after_ms("a", 100_000, 0, 30_000), 30_000);
+        let hints: Vec<u64> = (0..2_000)
+            .map(|i| prequeue_poll_after_ms(&format!("ticket{i}"), 10_000, 0, 30_000))
+            .collect();
+        assert!(hints
+            .iter()
+            .all(|h| (10_500..10_500 + OPENING_POLL_SPREAD_MS).contains(h)));
+        let distinct: std::collections::HashSet<u64> = hints.iter().map(|h| h / 100).collect();
+        assert!(
+            distinct.len() >= 40,
+            "spread over the window: {}",
+            distinct.len()
+        );
+        assert_eq!(
+            prequeue_poll_after_ms("a", 0, 5_000, 30_000),
+            prequeue_poll_after_ms("a", 0, 9_000, 30_000)
+        );
+    }
+
+    #[test]
+    fn the_order_is_by_hmac_of_the_tag_and_the_commitment_is_sha256() {
+        let seed = seed_bytes(&"07".repeat(32)).unwrap();
+        let tags: Vec<String> = (0..50).map(|i| format!("{i:012x}")).collect();
+        let ordered = draw_order(&seed, tags.clone(), Clone::clone);
+        let macs: Vec<[u8; 32]> = ordered.iter().map(|t| draw_mac(&seed, t)).collect();
+        assert!(macs.windows(2).all(|w| w[0] <= w[1]));
+        assert_ne!(
+            ordered, tags,
+            "50 tags in their given order would be a 1 in 50! chance"
+        );
+        assert_eq!(
+            seed_commitment(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(seed_bytes("xyz").is_none() && fresh_seed().len() == 64);
+    }
+}

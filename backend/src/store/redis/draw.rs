@@ -1,0 +1,157 @@
+//! A scheduled opening in Redis (docs/DESIGN.md "Scheduled opening and the draw"): the
+//! pre-queue join (`join.lua` in pre-queue mode), the draw seed (`HSETNX`: the first replica's
+//! seed wins), the draw (`draw.lua`, one atomic script) and the reads of `GET …/draw`.
+
+use redis::Value;
+
+use super::reply::{as_string, as_u64, two_strings};
+use super::{Keys, RedisStore};
+use crate::store::{DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, StoreError};
+
+impl RedisStore {
+    pub(super) async fn join_prequeue_in_redis(
+        &self,
+        room: &str,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+    ) -> Result<JoinReply, StoreError> {
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, true)
+            .await
+    }
+
+    pub(super) async fn draw_seed_in_redis(
+        &self,
+        room: &str,
+        fresh_seed: &str,
+    ) -> Result<DrawRecord, StoreError> {
+        let key = Keys::new(room).key("draw");
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hset_nx(&key, "seed", fresh_seed)
+            .ignore()
+            .cmd("HMGET")
+            .arg(&key)
+            .arg(&["seed", "drawn_ms", "count"]);
+        let mut connection = self.connection.clone();
+        let (fields,): (Vec<Value>,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        parse_record(&fields)?.ok_or_else(|| StoreError::Corrupt("the draw seed vanished".into()))
+    }
+
+    pub(super) async fn draw_record_in_redis(
+        &self,
+        room: &str,
+    ) -> Result<Option<DrawRecord>, StoreError> {
+        let mut connection = self.connection.clone();
+        let fields: Vec<Value> = self
+            .bounded(
+                redis::cmd("HMGET")
+                    .arg(Keys::new(room).key("draw"))
+                    .arg(&["seed", "drawn_ms", "count"])
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        parse_record(&fields)
+    }
+
+    pub(super) async fn draw_tags_in_redis(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (start, stop) = (offset as isize, (offset + limit - 1) as isize);
+        let mut connection = self.connection.clone();
+        self.bounded(
+            redis::cmd("LRANGE")
+                .arg(Keys::new(room).key("draw_tags"))
+                .arg(start)
+                .arg(stop)
+                .query_async(&mut connection),
+        )
+        .await
+        .map_err(StoreError::for_read)
+    }
+
+    pub(super) async fn prequeue_ids_in_redis(
+        &self,
+        room: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        self.bounded(
+            redis::cmd("SMEMBERS")
+                .arg(Keys::new(room).key("prequeue"))
+                .query_async(&mut connection),
+        )
+        .await
+        .map_err(StoreError::for_read)
+    }
+
+    pub(super) async fn draw_in_redis(
+        &self,
+        room: &str,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.draw.key(keys.key("leader"));
+        invocation
+            .key(keys.key("epoch"))
+            .key(keys.key("queue"))
+            .key(keys.key("prequeue"))
+            .key(keys.key("draw"))
+            .key(keys.key("draw_tags"))
+            .arg(request.holder)
+            .arg(request.epoch)
+            .arg(&keys.prefix)
+            .arg(request.now_ms)
+            .arg(request.ids.len());
+        for id in request.ids {
+            invocation.arg(id);
+        }
+        for tag in request.tags {
+            invocation.arg(tag);
+        }
+        let reply = self.run_script(&invocation).await?;
+        let (outcome, count) = two_strings(&reply)?;
+        Ok(match outcome.as_str() {
+            "DRAWN" => DrawOutcome::Drawn {
+                count: count.parse().unwrap_or_default(),
+            },
+            "ALREADY" => DrawOutcome::AlreadyDrawn,
+            "CHANGED" => DrawOutcome::Changed,
+            "FENCED" => DrawOutcome::Fenced,
+            "NO_SEED" => DrawOutcome::NoSeed,
+            other => {
+                return Err(StoreError::Corrupt(format!("draw outcome {other:?}")));
+            }
+        })
+    }
+}
+
+/// The draw hash's `seed, drawn_ms, count` → a record (`None` without a seed).
+fn parse_record(fields: &[Value]) -> Result<Option<DrawRecord>, StoreError> {
+    let [seed, drawn, count] = fields else {
+        return Err(StoreError::Corrupt("draw record needs 3 fields".into()));
+    };
+    let seed = as_string(seed)?;
+    if seed.is_empty() {
+        return Ok(None);
+    }
+    let drawn_at_ms = match drawn {
+        Value::Nil => None,
+        other => Some(as_u64(other)?),
+    };
+    let count = match count {
+        Value::Nil => 0,
+        other => as_u64(other)?,
+    };
+    Ok(Some(DrawRecord {
+        seed,
+        drawn_at_ms,
+        count,
+    }))
+}

@@ -1,0 +1,445 @@
+//! The scheduled opening and its draw, the same on every store (docs/DESIGN.md "Scheduled opening
+//! and the draw"): the seed is written once (the first caller's wins), pre-queue joins are
+//! idempotent `PRE_QUEUE` tickets without a position, nobody is admitted before the draw, the
+//! draw is fenced, exactly once and all at once — a permutation of places 1..N by HMAC of the
+//! seed, recomputed by `verify-draw` — and arrivals after the opening stay behind the drawn.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use vestibule::ids::{entry_token, log_tag, random_id};
+use vestibule::room::opening::{draw_order, fresh_seed, seed_bytes, seed_commitment};
+use vestibule::store::durable::{DurableOptions, DurableStore};
+use vestibule::store::memory::MemoryStore;
+use vestibule::store::redis::RedisStore;
+use vestibule::store::{
+    now_ms, AdmitRequest, DrawOutcome, DrawRequest, JoinReply, Settings, SettingsPatch, Store,
+    TicketRecord,
+};
+use vestibule::verify_draw::verify;
+use vestibule_shared::draw::{DrawInfo, DrawState};
+use vestibule_shared::TicketState;
+use vestibule_tests::RedisServer;
+
+const ROOM: &str = "main";
+const PRE_QUEUE: usize = 10_000;
+
+fn defaults() -> Settings {
+    Settings {
+        admission_rate_per_sec: 100.0,
+        paused: false,
+        token_ttl_ms: 60_000,
+        max_active_users: None,
+        checkout_url: None,
+        share_token_with_embedder: false,
+        abandon_after_ms: 300_000,
+        hold_place_ms: 0,
+        opens_at_ms: None,
+        prequeue_opens_at_ms: None,
+    }
+}
+
+async fn lead(store: &dyn Store, holder: &str, lease_ms: u64) -> Option<u64> {
+    store
+        .lease(ROOM, holder, lease_ms, &defaults())
+        .await
+        .unwrap()
+        .epoch
+}
+
+async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize) -> u64 {
+    let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
+    let outcome = store
+        .admit(
+            ROOM,
+            &AdmitRequest {
+                holder,
+                epoch,
+                lease_ms: 60_000,
+                now_ms: now_ms(),
+                token_ttl_ms: 60_000,
+                keep_ms: 3_600_000,
+                max_active_users: None,
+                tokens: &tokens,
+                abandon_after_ms: 300_000,
+                hold_place_ms: 0,
+                instant_bank_max: 0,
+                pace: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!outcome.fenced, "{}: the leader was fenced", store.kind());
+    outcome.admitted
+}
+
+async fn read_all(store: &dyn Store, ids: &[String]) -> Vec<TicketRecord> {
+    let mut records = Vec::new();
+    for chunk in ids.chunks(1_000) {
+        let answer = store
+            .sse_refresh(ROOM, None, chunk, now_ms())
+            .await
+            .unwrap();
+        records.extend(answer.tickets.into_iter().map(|r| r.expect("known").0));
+    }
+    records
+}
+
+fn joined(reply: JoinReply) -> vestibule::store::JoinOutcome {
+    match reply {
+        JoinReply::Joined(outcome) => outcome,
+        JoinReply::RateLimited { .. } => panic!("no limit was set"),
+    }
+}
+
+/// Every store's whole draw: one check per step, named by the store's kind.
+async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
+    let kind = store.kind();
+    store.init_room(ROOM, &defaults()).await.unwrap();
+    let at = now_ms();
+    let patch = SettingsPatch {
+        opens_at_ms: Some(Some(at + 60_000)),
+        prequeue_opens_at_ms: Some(Some(at)),
+        ..SettingsPatch::default()
+    };
+    store.update_room(ROOM, &patch, None).await.unwrap();
+    let stored = store.room_settings(ROOM).await.unwrap().settings;
+    assert_eq!(stored.opens_at_ms, Some(at + 60_000), "{kind}");
+    assert_eq!(stored.prequeue_opens_at_ms, Some(at), "{kind}");
+
+    // The first seed wins; a second replica's fresh seed is not written.
+    assert!(store.draw_record(ROOM).await.unwrap().is_none(), "{kind}");
+    let first = fresh_seed();
+    let record = store.draw_seed(ROOM, &first).await.unwrap();
+    let again = other_replica
+        .unwrap_or(store)
+        .draw_seed(ROOM, &fresh_seed())
+        .await
+        .unwrap();
+    assert_eq!(
+        (record.seed.as_str(), again.seed.as_str()),
+        (first.as_str(), first.as_str()),
+        "{kind}"
+    );
+    let commitment = seed_commitment(&seed_bytes(&first).unwrap());
+
+    // One shopper waited before the pre-queue existed: ahead of everyone.
+    let early = store
+        .join(ROOM, None, &random_id())
+        .await
+        .unwrap()
+        .ticket
+        .id;
+    let ids: Vec<String> = join_all((0..=PRE_QUEUE).map(|i| async move {
+        let key = format!("k:{i}");
+        let outcome = joined(
+            store
+                .join_prequeue(ROOM, Some(&key), &random_id(), None)
+                .await
+                .unwrap(),
+        );
+        assert!(outcome.created);
+        outcome.ticket.id
+    }))
+    .await;
+    // Idempotent: the same key finds its PRE_QUEUE ticket, without a position.
+    let retry = joined(
+        store
+            .join_prequeue(ROOM, Some("k:7"), &random_id(), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (retry.created, &retry.ticket.id),
+        (false, &ids[7]),
+        "{kind}"
+    );
+    assert_eq!(retry.ticket.state, TicketState::PreQueue, "{kind}");
+    assert_eq!(retry.ticket.position, None, "{kind}");
+    let polled = store
+        .ticket(ROOM, &ids[3], now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (polled.state, polled.position),
+        (TicketState::PreQueue, None),
+        "{kind}"
+    );
+    let heard = store.hear(ROOM, &ids[3..4], now_ms(), true).await.unwrap();
+    assert_eq!(
+        heard[0].as_ref().unwrap().state,
+        TicketState::PreQueue,
+        "{kind}"
+    );
+    // One leaves the pre-queue: PRE_QUEUE tickets are left like waiting ones.
+    let gone = ids[PRE_QUEUE].clone();
+    store.leave(ROOM, &gone, now_ms(), 3_600_000).await.unwrap();
+    let ids = &ids[..PRE_QUEUE];
+
+    // Nobody is admitted while the pre-queue waits for its draw.
+    let epoch = lead(store, "leader", 60_000).await.expect("free lease");
+    assert_eq!(admit(store, "leader", epoch, 5).await, 0, "{kind}");
+    // An arrival after the opening (before the draw) is behind all of the pre-queue.
+    let late = store.join(ROOM, None, &random_id()).await.unwrap().ticket;
+    assert_eq!(late.position, Some(PRE_QUEUE as u64 + 2), "{kind}");
+
+    let mut pre = store.prequeue_ids(ROOM).await.unwrap();
+    pre.sort();
+    let mut expected: Vec<String> = ids.to_vec();
+    expected.sort();
+    assert_eq!(
+        pre, expected,
+        "{kind}: the pre-queue is every pre-queue join but the leaver"
+    );
+    let seed = seed_bytes(&first).unwrap();
+    let ordered = draw_order(&seed, ids.to_vec(), |id| log_tag(id));
+    let tags: Vec<String> = ordered.iter().map(|id| log_tag(id)).collect();
+    // A stale epoch, a missing ticket or a stranger are refused and change nothing.
+    let stale = DrawRequest {
+        holder: "leader",
+        epoch: epoch + 1,
+        now_ms: now_ms(),
+        ids: &ordered,
+        tags: &tags,
+    };
+    assert_eq!(
+        store.draw(ROOM, &stale).await.unwrap(),
+        DrawOutcome::Fenced,
+        "{kind}"
+    );
+    let short = DrawRequest {
+        epoch,
+        ids: &ordered[1..],
+        tags: &tags[1..],
+        ..stale.clone()
+    };
+    assert_eq!(
+        store.draw(ROOM, &short).await.unwrap(),
+        DrawOutcome::Changed,
+        "{kind}"
+    );
+    let mut with_gone = ordered.clone();
+    with_gone[0] = gone.clone();
+    let stranger = DrawRequest {
+        epoch,
+        ids: &with_gone,
+        ..stale.clone()
+    };
+    assert_eq!(
+        store.draw(ROOM, &stranger).await.unwrap(),
+        DrawOutcome::Changed,
+        "{kind}"
+    );
+
+    let started = std::time::Instant::now();
+    let good = DrawRequest {
+        epoch,
+        ..stale.clone()
+    };
+    assert_eq!(
+        store.draw(ROOM, &good).await.unwrap(),
+        DrawOutcome::Drawn {
+            count: PRE_QUEUE as u64
+        },
+        "{kind}"
+    );
+    eprintln!(
+        "{kind}: the draw of {PRE_QUEUE} took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        store.draw(ROOM, &good).await.unwrap(),
+        DrawOutcome::AlreadyDrawn,
+        "{kind}"
+    );
+    if let Some(other) = other_replica {
+        assert_eq!(
+            other.draw(ROOM, &good).await.unwrap(),
+            DrawOutcome::AlreadyDrawn,
+            "{kind}"
+        );
+    }
+
+    // A permutation: drawn place k (1-based) is queue position k + 1 (the early shopper is 1).
+    let records = read_all(store, &ordered).await;
+    let positions: Vec<u64> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r.state, TicketState::Waiting, "{kind}");
+            r.position.expect("a drawn ticket has a place")
+        })
+        .collect();
+    assert_eq!(
+        positions,
+        (2..=PRE_QUEUE as u64 + 1).collect::<Vec<_>>(),
+        "{kind}"
+    );
+    let unique: HashSet<u64> = positions.iter().copied().collect();
+    assert_eq!(unique.len(), PRE_QUEUE, "{kind}");
+    let early_now = store.ticket(ROOM, &early, now_ms()).await.unwrap().unwrap();
+    assert_eq!(early_now.position, Some(1), "{kind}");
+    let late_now = store
+        .ticket(ROOM, &late.id, now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(late_now.position, Some(PRE_QUEUE as u64 + 2), "{kind}");
+
+    // The published record recomputes with verify-draw, and its commitment is SHA-256(seed).
+    let record = store.draw_record(ROOM).await.unwrap().unwrap();
+    assert_eq!(record.count, PRE_QUEUE as u64, "{kind}");
+    assert!(record.drawn_at_ms.is_some(), "{kind}");
+    let mut pages = Vec::new();
+    let mut offset = 0;
+    while offset < record.count {
+        let page_tags = store.draw_tags(ROOM, offset, 3_000).await.unwrap();
+        pages.push(DrawInfo {
+            room: ROOM.into(),
+            state: DrawState::Drawn,
+            opens_at: None,
+            prequeue_opens_at: None,
+            seed_sha256: Some(commitment.clone()),
+            seed: Some(record.seed.clone()),
+            algorithm: String::new(),
+            drawn_at: None,
+            count: record.count,
+            offset,
+            tags: page_tags.clone(),
+            next_offset: None,
+        });
+        offset += page_tags.len() as u64;
+    }
+    assert_eq!(
+        pages
+            .iter()
+            .flat_map(|p| p.tags.clone())
+            .collect::<Vec<_>>(),
+        tags,
+        "{kind}"
+    );
+    let verified = verify(&pages, Some(&tags[41])).expect("the published draw verifies");
+    assert_eq!(verified.place, Some(42), "{kind}");
+
+    // Admission goes on in the drawn order: the early shopper, then places 1 and 2.
+    assert_eq!(admit(store, "leader", epoch, 3).await, 3, "{kind}");
+    for id in [&early, &ordered[0], &ordered[1]] {
+        let record = store.ticket(ROOM, id, now_ms()).await.unwrap().unwrap();
+        assert_eq!(record.state, TicketState::TokenIssued, "{kind}");
+    }
+    let third = store
+        .ticket(ROOM, &ordered[2], now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(third.position, Some(1), "{kind}");
+    // A pre-queue join after the draw is an ordinary join at the back: behind the 9,998 drawn
+    // still waiting and the late arrival.
+    let after = joined(
+        store
+            .join_prequeue(ROOM, None, &random_id(), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(after.ticket.state, TicketState::Waiting, "{kind}");
+    assert_eq!(after.ticket.position, Some(PRE_QUEUE as u64), "{kind}");
+}
+
+#[tokio::test]
+async fn the_draw_is_a_committed_permutation_made_once_on_the_embedded_stores() {
+    the_draw_on(&MemoryStore::new(), None).await;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let durable = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
+        the_draw_on(&durable, None).await;
+    }
+    // The journal replays the pre-queue, the seed and the draw exactly.
+    let reopened = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
+    let record = reopened.draw_record(ROOM).await.unwrap().unwrap();
+    assert_eq!(record.count, PRE_QUEUE as u64);
+    assert!(reopened.prequeue_ids(ROOM).await.unwrap().is_empty());
+    assert_eq!(
+        reopened.draw_tags(ROOM, 0, 20_000).await.unwrap().len(),
+        PRE_QUEUE
+    );
+}
+
+#[tokio::test]
+async fn the_draw_is_a_committed_permutation_made_once_on_redis_with_two_replicas() {
+    let redis = RedisServer::start();
+    let timeout = std::time::Duration::from_secs(5);
+    let a = RedisStore::connect(&redis.url(), timeout).await.unwrap();
+    let b = RedisStore::connect(&redis.url(), timeout).await.unwrap();
+    the_draw_on(&a, Some(&b)).await;
+}
+
+/// Two replicas race at the opening: the leader is "killed" mid-way (its lease lapses, it never
+/// releases it), the other takes over and draws; the old leader's late draw is fenced; the
+/// draw is made exactly once.
+#[tokio::test]
+async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
+    let redis = RedisServer::start();
+    let timeout = std::time::Duration::from_secs(5);
+    let a: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url(), timeout).await.unwrap());
+    let b: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url(), timeout).await.unwrap());
+    a.init_room(ROOM, &defaults()).await.unwrap();
+    let seed = a.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed;
+    let ids: Vec<String> = join_all((0..500).map(|_| {
+        let a = a.clone();
+        async move {
+            joined(
+                a.join_prequeue(ROOM, None, &random_id(), None)
+                    .await
+                    .unwrap(),
+            )
+            .ticket
+            .id
+        }
+    }))
+    .await;
+    let order = draw_order(&seed_bytes(&seed).unwrap(), ids, |id| log_tag(id));
+    let tags: Vec<String> = order.iter().map(|id| log_tag(id)).collect();
+    let epoch_a = lead(&*a, "a", 300).await.expect("a leads");
+    assert_eq!(lead(&*b, "b", 300).await, None, "one leader at a time");
+    // a dies before drawing: its lease lapses; b takes over and both race to draw.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let epoch_b = lead(&*b, "b", 60_000).await.expect("b takes over");
+    let now = now_ms();
+    let from_a = DrawRequest {
+        holder: "a",
+        epoch: epoch_a,
+        now_ms: now,
+        ids: &order,
+        tags: &tags,
+    };
+    let from_b = DrawRequest {
+        holder: "b",
+        epoch: epoch_b,
+        now_ms: now,
+        ids: &order,
+        tags: &tags,
+    };
+    let (ra, rb) = tokio::join!(a.draw(ROOM, &from_a), b.draw(ROOM, &from_b));
+    assert_eq!(ra.unwrap(), DrawOutcome::Fenced);
+    assert_eq!(rb.unwrap(), DrawOutcome::Drawn { count: 500 });
+    // b restarts at the opening and tries again: nothing is drawn twice.
+    let epoch_b2 = lead(&*b, "b", 60_000).await.expect("b still leads");
+    let again = DrawRequest {
+        holder: "b",
+        epoch: epoch_b2,
+        now_ms: now_ms(),
+        ids: &order,
+        tags: &tags,
+    };
+    assert_eq!(
+        b.draw(ROOM, &again).await.unwrap(),
+        DrawOutcome::AlreadyDrawn
+    );
+    let positions: Vec<u64> = read_all(&*a, &order)
+        .await
+        .iter()
+        .map(|r| r.position.unwrap())
+        .collect();
+    assert_eq!(positions, (1..=500).collect::<Vec<_>>());
+}

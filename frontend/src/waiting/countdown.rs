@@ -1,0 +1,76 @@
+//! The pre-queue's countdown (`#countdown`, issue 13): while the ticket is `PRE_QUEUE`, the time
+//! left to the opening (`opensAt`), ticking every second, "your place will be drawn at the
+//! opening" (the status headline says it), and the ticket's tag to check the published draw.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use vestibule_shared::TicketState;
+
+use crate::{
+    connection::Phase,
+    i18n::{t, Lang, Text},
+};
+
+/// `h:mm:ss` (or `m:ss` under an hour) of the milliseconds left, never negative.
+pub fn countdown_text(left_ms: f64) -> String {
+    let secs = (left_ms.max(0.0) / 1000.0).ceil() as u64;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
+/// The opening (Unix ms) and tag of a `PRE_QUEUE` ticket.
+fn prequeue(phase: &Phase) -> Option<(f64, Option<String>)> {
+    match phase {
+        Phase::Ticket(s) if s.status == TicketState::PreQueue => {
+            let opens = js_sys::Date::parse(s.opens_at.as_deref()?);
+            (!opens.is_nan()).then(|| (opens, s.ticket_tag.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// The countdown block, shown only while the ticket is `PRE_QUEUE`.
+#[component]
+pub fn Countdown(lang: Lang, phase: RwSignal<Phase>) -> impl IntoView {
+    let now = RwSignal::new(js_sys::Date::now());
+    if let Ok(handle) = set_interval_with_handle(
+        move || now.set(js_sys::Date::now()),
+        Duration::from_millis(1000),
+    ) {
+        on_cleanup(move || handle.clear());
+    }
+    move || {
+        phase.with(prequeue).map(|(opens, tag)| {
+            let left = move || countdown_text(opens - now.get());
+            view! {
+                <section class="countdown" id="countdown" aria-labelledby="countdown-label">
+                    <p id="countdown-label" class="countdown-label">{t(lang, Text::OpensIn)}</p>
+                    <p class="countdown-time" id="countdown-time" aria-live="off">{left}</p>
+                    {tag.map(|tag| view! {
+                        <p class="ticket-tag">
+                            {t(lang, Text::TicketTag)}": "<code id="ticket-tag">{tag}</code>
+                        </p>
+                    })}
+                </section>
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::countdown_text;
+
+    #[test]
+    fn the_countdown_reads_minutes_and_seconds_and_hours_when_needed() {
+        assert_eq!(countdown_text(61_000.0), "1:01");
+        assert_eq!(countdown_text(999.0), "0:01");
+        assert_eq!(countdown_text(-5.0), "0:00");
+        assert_eq!(countdown_text(3_600_000.0 + 62_000.0), "1:01:02");
+    }
+}

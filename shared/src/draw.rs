@@ -1,0 +1,92 @@
+//! A scheduled opening with a pre-queue and a provably fair draw (issue 13, docs/DESIGN.md
+//! "Scheduled opening and the draw"): what `GET /api/v1/rooms/{room}/draw` answers and the body
+//! of a join refused before the pre-queue opens.
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// The draw's algorithm, as published: every pre-queue ticket's tag (the first 12 hex digits of
+/// SHA-256 of its ticket id, also the entry token's `sub`) is keyed with the seed; tickets are
+/// placed in ascending order of that HMAC (bytewise, ties by tag), place = index + 1.
+pub const DRAW_ALGORITHM: &str = "HMAC-SHA256(key = seed bytes, message = ticketTag as ASCII); \
+     places in ascending order of the MAC (bytewise, ties by tag), place = index + 1";
+
+/// Most tags one page of `GET …/draw` lists.
+pub const DRAW_PAGE_MAX: u64 = 10_000;
+
+/// Where a room's draw stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DrawState {
+    /// No pre-queue has opened: no seed exists yet (or the room has no scheduled opening).
+    None,
+    /// The pre-queue is open: the seed exists and only its SHA-256 is published.
+    Committed,
+    /// The opening passed and the draw was made: seed, algorithm and tags are published.
+    Drawn,
+}
+
+/// A room's draw (`GET /api/v1/rooms/{room}/draw`): the commitment before the opening, the seed,
+/// the algorithm and the drawn tickets' tags (in place order, paged) after it.
+///
+/// Example (drawn): `{"room":"main","state":"DRAWN","opensAt":"2026-11-27T09:00:00Z",
+/// "prequeueOpensAt":"2026-11-27T08:30:00Z","seedSha256":"9f…","seed":"3a…","algorithm":"…",
+/// "drawnAt":"2026-11-27T09:00:00.1Z","count":3,"offset":0,"tags":["a1…","07…","c3…"],
+/// "nextOffset":null}`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DrawInfo {
+    /// Room slug.
+    pub room: String,
+    /// Where the draw stands.
+    pub state: DrawState,
+    /// The opening (RFC 3339, UTC), null when none is set.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub opens_at: Option<String>,
+    /// When the pre-queue opens (RFC 3339, UTC), null when none is set.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub prequeue_opens_at: Option<String>,
+    /// SHA-256 of the seed's 32 bytes, 64 lowercase hex digits: the commitment, published from
+    /// the pre-queue's opening on; null in state `NONE`.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
+    pub seed_sha256: Option<String>,
+    /// The seed (32 bytes from the OS CSPRNG, 64 lowercase hex digits); null until `DRAWN`.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
+    pub seed: Option<String>,
+    /// How places follow from seed and tags ([`DRAW_ALGORITHM`]).
+    pub algorithm: String,
+    /// When the draw was made (RFC 3339, UTC); null until `DRAWN`.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub drawn_at: Option<String>,
+    /// Tickets drawn (0 until `DRAWN`).
+    pub count: u64,
+    /// Index of `tags[0]` in the whole list (place = offset + index + 1).
+    pub offset: u64,
+    /// Ticket tags (12 hex digits) in place order, from `offset`, at most `limit`
+    /// (≤ 10000) of them.
+    pub tags: Vec<String>,
+    /// The `offset` of the next page; null on the last page.
+    pub next_offset: Option<u64>,
+}
+
+/// The body of a join refused with 409 `room_not_open`: the usual `error` and `message`, and
+/// the room's two times so a client can show when to come back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RoomNotOpen {
+    /// Always `"room_not_open"`.
+    pub error: String,
+    /// Human-readable explanation (English).
+    pub message: String,
+    /// The opening (RFC 3339, UTC).
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub opens_at: Option<String>,
+    /// When joins start (RFC 3339, UTC): the pre-queue's opening; null = at `opensAt`.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
+    pub prequeue_opens_at: Option<String>,
+}

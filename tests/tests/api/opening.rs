@@ -1,0 +1,264 @@
+//! A scheduled opening with a pre-queue and a provably fair draw (issue 13, docs/DESIGN.md
+//! "Scheduled opening and the draw"), against the real binary: refused before the pre-queue,
+//! `PRE_QUEUE` tickets in it, one draw at the opening (paused or not) that is a permutation
+//! committed to in advance and recomputed by `vestibule verify-draw`; on two replicas sharing
+//! Redis, a leader killed at the opening neither breaks nor repeats the draw.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_tests::{both_stores, metric_value, vestibule_binary, Backend, RedisServer, TestApp};
+
+both_stores!(a_scheduled_opening_refuses_then_prequeues_then_draws_once);
+
+/// RFC 3339 of now + `ms`.
+fn in_ms(ms: i64) -> String {
+    let at = time::OffsetDateTime::now_utc() + time::Duration::milliseconds(ms);
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+async fn patch(app: &TestApp, body: Value) -> (StatusCode, Value) {
+    let response = app
+        .client
+        .patch(app.url("/api/v1/admin/rooms/main"))
+        .bearer_auth(vestibule_tests::ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn join_many(app: &TestApp, n: usize, prefix: &str) -> Vec<TicketStatus> {
+    join_all((0..n).map(|i| {
+        let key = format!("{prefix}-{i}");
+        async move {
+            let (code, ticket) = app.join("main", Some(&key)).await;
+            assert_eq!(code, StatusCode::CREATED, "{ticket:?}");
+            ticket
+        }
+    }))
+    .await
+}
+
+/// `vestibule verify-draw ARGS`: exit code and output.
+fn verify_draw(args: &[&str]) -> (i32, String) {
+    let output = std::process::Command::new(vestibule_binary())
+        .arg("verify-draw")
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code().unwrap_or(-1), text)
+}
+
+fn sha256_hex(hex_text: &str) -> String {
+    let bytes: Vec<u8> = (0..hex_text.len() / 2)
+        .map(|i| u8::from_str_radix(&hex_text[i * 2..i * 2 + 2], 16).unwrap())
+        .collect();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Polls every ticket until none is `PRE_QUEUE`; their positions.
+async fn drawn_positions(app: &TestApp, tickets: &[TicketStatus]) -> Vec<(u64, String)> {
+    for _ in 0..100 {
+        let polled = join_all(tickets.iter().map(|t| app.poll("main", &t.ticket_id))).await;
+        if polled.iter().all(|t| t.status == TicketState::Waiting) {
+            return polled
+                .into_iter()
+                .map(|t| {
+                    (
+                        t.position.expect("a drawn place"),
+                        t.ticket_tag.expect("a tag"),
+                    )
+                })
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the pre-queue was not drawn within 10 s of the opening");
+}
+
+async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    // Bad times are refused with a clear 400 and change nothing.
+    for bad in [
+        json!({"opensAt": in_ms(5_000), "prequeueOpensAt": in_ms(9_000)}),
+        json!({"prequeueOpensAt": in_ms(1_000)}),
+        json!({"opensAt": "tomorrow at nine"}),
+    ] {
+        let (code, body) = patch(&app, bad.clone()).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{bad} → {body}");
+        assert_eq!(body["error"], "invalid_field", "{body}");
+    }
+    // Paused: the draw happens at the opening all the same.
+    let settings = app
+        .patch_room(
+            "main",
+            json!({"opensAt": in_ms(5_000), "prequeueOpensAt": in_ms(1_500), "paused": true}),
+        )
+        .await;
+    assert!(settings["opensAt"].is_string(), "{settings}");
+
+    // Before the pre-queue: 409 room_not_open with both times and Retry-After.
+    let response = app.join_request("main").send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "room_not_open", "{body}");
+    assert_eq!(body["opensAt"], settings["opensAt"], "{body}");
+    assert_eq!(
+        body["prequeueOpensAt"], settings["prequeueOpensAt"],
+        "{body}"
+    );
+    let (_, draw) = app.get_json("/api/v1/rooms/main/draw").await;
+    assert_eq!(draw["state"], "NONE", "{draw}");
+
+    tokio::time::sleep(Duration::from_millis(1_700)).await;
+    let (_, draw) = app.get_json("/api/v1/rooms/main/draw").await;
+    assert_eq!(draw["state"], "COMMITTED", "{draw}");
+    assert!(
+        draw["seed"].is_null(),
+        "the seed stays secret until the draw: {draw}"
+    );
+    let commitment = draw["seedSha256"].as_str().unwrap().to_owned();
+
+    let tickets = join_many(&app, 300, "pre").await;
+    for ticket in &tickets {
+        assert_eq!(ticket.status, TicketState::PreQueue, "{ticket:?}");
+        assert_eq!(ticket.position, None);
+        assert_eq!(ticket.opens_at.as_deref(), settings["opensAt"].as_str());
+        // The hint wakes the client just after the opening (≤ 3.3 s away), spread over 4.5 s.
+        assert!(
+            (1_000..=8_500).contains(&ticket.next_poll_after_ms),
+            "{ticket:?}"
+        );
+    }
+    let hints: HashSet<u64> = tickets.iter().map(|t| t.next_poll_after_ms / 250).collect();
+    assert!(
+        hints.len() >= 10,
+        "the first polls after the opening are spread: {hints:?}"
+    );
+    let (code, again) = app.join("main", Some("pre-7")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        (again.ticket_id.as_str(), again.status),
+        (tickets[7].ticket_id.as_str(), TicketState::PreQueue)
+    );
+
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let late = app.join("main", Some("after-the-opening")).await.1;
+    let mut drawn = drawn_positions(&app, &tickets).await;
+    drawn.sort();
+    let places: Vec<u64> = drawn.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        places,
+        (1..=300).collect::<Vec<_>>(),
+        "a permutation of places 1..300"
+    );
+    assert_eq!(app.poll("main", &late.ticket_id).await.position, Some(301));
+
+    let (_, draw) = app
+        .get_json("/api/v1/rooms/main/draw?offset=0&limit=10000")
+        .await;
+    assert_eq!(draw["state"], "DRAWN", "{draw}");
+    assert_eq!(
+        draw["seedSha256"],
+        commitment.as_str(),
+        "the commitment never changes"
+    );
+    assert_eq!(
+        sha256_hex(draw["seed"].as_str().unwrap()),
+        commitment,
+        "SHA-256(seed) = commitment"
+    );
+    let published: Vec<String> = serde_json::from_value(draw["tags"].clone()).unwrap();
+    let by_place: Vec<String> = drawn.iter().map(|(_, tag)| tag.clone()).collect();
+    assert_eq!(
+        published, by_place,
+        "the published order is the queue's order"
+    );
+
+    let url = app.url("/api/v1/rooms/main/draw");
+    let (code, out) = verify_draw(&[&url, "--tag", &by_place[41]]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("place 42"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut forged = draw.clone();
+    forged["tags"].as_array_mut().unwrap().swap(0, 1);
+    let file = dir.path().join("draw.json");
+    std::fs::write(&file, forged.to_string()).unwrap();
+    let (code, out) = verify_draw(&[file.to_str().unwrap()]);
+    assert_eq!(code, 1, "a swapped pair is caught: {out}");
+
+    // Admission starts in the drawn order.
+    app.patch_room("main", json!({"paused": false})).await;
+    let first = tickets
+        .iter()
+        .find(|t| t.ticket_tag.as_deref() == Some(by_place[0].as_str()))
+        .unwrap();
+    let admitted = app
+        .poll_until("main", &first.ticket_id, Duration::from_secs(5), |t| {
+            t.status == TicketState::TokenIssued
+        })
+        .await;
+    assert_eq!(admitted.status, TicketState::TokenIssued);
+}
+
+/// Two replicas on one Redis; the leader is killed (SIGKILL) just before the opening: the other
+/// takes the lease and makes the draw, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
+    let redis = RedisServer::start();
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    a.patch_room(
+        "main",
+        json!({"opensAt": in_ms(4_000), "prequeueOpensAt": in_ms(500), "paused": true}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut tickets = join_many(&a, 100, "a").await;
+    tickets.extend(join_many(&b, 100, "b").await);
+    let series = "vestibule_scheduler_leader{room=\"main\"}";
+    let a_leads = metric_value(&a.metrics().await, series);
+    let b_leads = metric_value(&b.metrics().await, series);
+    assert_eq!(a_leads + b_leads, 1.0, "one leader");
+    let (dead, alive) = if a_leads == 1.0 { (a, b) } else { (b, a) };
+    tokio::time::sleep(Duration::from_millis(2_700)).await;
+    dead.signal("KILL");
+    let mut drawn = drawn_positions(&alive, &tickets).await;
+    drawn.sort();
+    assert_eq!(
+        drawn.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+        (1..=200).collect::<Vec<_>>()
+    );
+    let (_, draw) = alive.get_json("/api/v1/rooms/main/draw").await;
+    assert_eq!(draw["count"], 200, "{draw}");
+    let (code, out) = verify_draw(&[&alive.url("/api/v1/rooms/main/draw")]);
+    assert_eq!(code, 0, "{out}");
+    // A replica started after the draw does not draw again.
+    let c = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (_, again) = c.get_json("/api/v1/rooms/main/draw").await;
+    assert_eq!(
+        (again["count"].clone(), again["drawnAt"].clone()),
+        (draw["count"].clone(), draw["drawnAt"].clone())
+    );
+}
