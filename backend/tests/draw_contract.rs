@@ -37,6 +37,7 @@ fn defaults() -> Settings {
         hold_place_ms: 0,
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
+        sale: Default::default(),
     }
 }
 
@@ -90,6 +91,7 @@ fn joined(reply: JoinReply) -> vestibule::store::JoinOutcome {
     match reply {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { .. } => panic!("no limit was set"),
+        JoinReply::Refused(why) => panic!("the room neither sold out nor closed: {why:?}"),
     }
 }
 

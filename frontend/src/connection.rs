@@ -8,6 +8,8 @@ use vestibule_shared::{RoomState, TicketState, TicketStatus};
 
 /// What the page knows about its place in the room.
 #[derive(Debug, Clone, PartialEq)]
+// One `Phase` lives in one signal per page: boxing the status would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Phase {
     /// Joining or resuming; no answer yet.
     Joining,

@@ -231,6 +231,7 @@ mod tests {
             hold_place_ms: 0,
             opens_at_ms: opens,
             prequeue_opens_at_ms: pre,
+            sale: Default::default(),
         }
     }
 

@@ -111,7 +111,10 @@ mod tests {
     #[test]
     fn only_tickets_not_yet_admitted_read_sold_out() {
         for waiting in [TicketState::Waiting, TicketState::PreQueue] {
-            assert_eq!(shown_state(waiting, RoomState::SoldOut), TicketState::SoldOut);
+            assert_eq!(
+                shown_state(waiting, RoomState::SoldOut),
+                TicketState::SoldOut
+            );
         }
         for kept in [
             TicketState::TokenIssued,
