@@ -27,6 +27,9 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: ABANDON_MS,
         hold_place_ms: HOLD_MS,
+        pow_difficulty: 0,
+        pow_auto_joins_per_sec: None,
+        require_user_assertion: false,
     }
 }
 

@@ -52,6 +52,9 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: vestibule::store::default_abandon_after_ms(),
         hold_place_ms: vestibule::store::default_hold_place_ms(),
+        pow_difficulty: 0,
+        pow_auto_joins_per_sec: None,
+        require_user_assertion: false,
     }
 }
 

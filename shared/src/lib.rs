@@ -15,7 +15,9 @@
 //! - [`gate`]: gate mode's session exchange ([`SessionRequest`] / [`EntrySession`]).
 //! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
+//! - [`bots`]: the proof-of-work puzzle of a join and the operator's top clients (issue 16).
 
+pub mod bots;
 pub mod embed;
 pub mod entry;
 pub mod gate;
@@ -235,6 +237,15 @@ pub struct RoomSettings {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: u64,
+    /// Leading zero bits a join's proof of work needs, 0–26; 0 = no proof of work (the default).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 26, example = 0))]
+    pub proof_of_work_difficulty: u8,
+    /// Joins per second (this replica's) from which the difficulty rises by one bit per doubling;
+    /// null = fixed difficulty. Example: `null`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000))]
+    pub proof_of_work_auto_joins_per_sec: Option<u64>,
+    /// Joins need a signed `X-User-Assertion`: one live ticket per user. Example: `false`.
+    pub require_user_assertion: bool,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -314,6 +325,25 @@ pub struct RoomSettingsPatch {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: Option<u64>,
+    /// New proof-of-work difficulty in leading zero bits, 0–26 (0 = off).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 26, example = 16))]
+    pub proof_of_work_difficulty: Option<u8>,
+    /// New auto-rise threshold in joins per second, 1–1000000; `null` = fixed difficulty.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable_whole_number"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 1, maximum = 1000000))]
+    pub proof_of_work_auto_joins_per_sec: Option<Option<u64>>,
+    /// Require a signed `X-User-Assertion` on joins (true) or not (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_user_assertion: Option<bool>,
 }
 
 /// The body of every error answer: `{"error": "snake_code", "message": "…"}`.
@@ -349,6 +379,20 @@ pub mod error_code {
     pub const TOKEN_USED: &str = "entry_token_used";
     /// 403: the signed user assertion is malformed, expired or forged.
     pub const USER_ASSERTION_INVALID: &str = "user_assertion_invalid";
+    /// 403: the room needs a signed `X-User-Assertion` on joins (one place per person).
+    pub const USER_ASSERTION_REQUIRED: &str = "user_assertion_required";
+    /// 403: the room needs `X-Proof-Of-Work` on joins (get a challenge first).
+    pub const POW_REQUIRED: &str = "proof_of_work_required";
+    /// 400: `X-Proof-Of-Work` is not `{challenge}:{nonce}` or the challenge is not one of ours.
+    pub const POW_MALFORMED: &str = "proof_of_work_malformed";
+    /// 403: the nonce's digest has fewer leading zero bits than the challenge asks.
+    pub const POW_WRONG: &str = "proof_of_work_wrong";
+    /// 403: the challenge is past its `expiresAtMs` (or its difficulty is below the room's).
+    pub const POW_EXPIRED: &str = "proof_of_work_expired";
+    /// 403: the challenge was issued for another room.
+    pub const POW_WRONG_ROOM: &str = "proof_of_work_wrong_room";
+    /// 409: the challenge was already used by a join (on any replica).
+    pub const POW_REUSED: &str = "proof_of_work_reused";
     /// 403: the admin API is disabled or the bearer token is wrong.
     pub const FORBIDDEN: &str = "forbidden";
     /// 404: no such room.
@@ -398,6 +442,13 @@ pub mod error_code {
         TOKEN_WRONG_ROOM,
         TOKEN_USED,
         USER_ASSERTION_INVALID,
+        USER_ASSERTION_REQUIRED,
+        POW_REQUIRED,
+        POW_MALFORMED,
+        POW_WRONG,
+        POW_EXPIRED,
+        POW_WRONG_ROOM,
+        POW_REUSED,
         FORBIDDEN,
         ROOM_NOT_FOUND,
         TICKET_NOT_FOUND,
@@ -427,71 +478,4 @@ pub fn is_valid_room_slug(slug: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
-        let status = TicketStatus {
-            ticket_id: "t".into(),
-            room: "main".into(),
-            status: TicketState::TokenIssued,
-            position: None,
-            eta_seconds: None,
-            eta_seconds_high: None,
-            reason: None,
-            next_poll_after_ms: 1000,
-            entry_token: Some("main.x".into()),
-            token_expires_at: Some("2026-11-27T09:00:00Z".into()),
-            checkout_url: Some("/checkout?room=main".into()),
-            room_state: RoomState::Open,
-            place_kept: false,
-            heartbeat_after_ms: None,
-        };
-        let json = serde_json::to_value(&status).unwrap();
-        assert_eq!(json["status"], "TOKEN_ISSUED");
-        assert_eq!(json["nextPollAfterMs"], 1000);
-        assert_eq!(json["entryToken"], "main.x");
-        assert!(json["position"].is_null());
-        assert_eq!(json["roomState"], "OPEN");
-    }
-
-    #[test]
-    fn settings_patch_tells_absent_cap_from_null_cap() {
-        let absent: RoomSettingsPatch = serde_json::from_str("{}").unwrap();
-        assert_eq!(absent.max_active_users, None);
-        let cleared: RoomSettingsPatch =
-            serde_json::from_str(r#"{"maxActiveUsers":null}"#).unwrap();
-        assert_eq!(cleared.max_active_users, Some(None));
-        let set: RoomSettingsPatch = serde_json::from_str(r#"{"maxActiveUsers":5}"#).unwrap();
-        assert_eq!(set.max_active_users, Some(Some(5)));
-        let written_as_float: RoomSettingsPatch =
-            serde_json::from_str(r#"{"maxActiveUsers":5.0,"tokenTtlSecs":60.0}"#).unwrap();
-        assert_eq!(written_as_float.max_active_users, Some(Some(5)));
-        assert_eq!(written_as_float.token_ttl_secs, Some(60));
-        for bad in [
-            r#"{"tokenTtlSecs":1.5}"#,
-            r#"{"tokenTtlSecs":-1}"#,
-            r#"{"tokenTtlSecs":"1"}"#,
-        ] {
-            assert!(
-                serde_json::from_str::<RoomSettingsPatch>(bad).is_err(),
-                "{bad}"
-            );
-        }
-        let order: OrderRequest = serde_json::from_str(r#"{"quantity":2.0}"#).unwrap();
-        assert_eq!(order.quantity, Some(2));
-        assert!(serde_json::from_str::<RoomSettingsPatch>(r#"{"bogus":1}"#).is_err());
-    }
-
-    #[test]
-    fn room_slugs_follow_the_design_rule() {
-        assert!(is_valid_room_slug("main"));
-        assert!(is_valid_room_slug("black-friday-2026"));
-        assert!(!is_valid_room_slug(""));
-        assert!(!is_valid_room_slug("Main"));
-        assert!(!is_valid_room_slug("a_b"));
-        assert!(!is_valid_room_slug("방"));
-        assert!(!is_valid_room_slug(&"a".repeat(65)));
-    }
-}
+mod tests;

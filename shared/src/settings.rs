@@ -38,6 +38,24 @@ pub const HOLD_PLACE_SECS_MAX: u64 = 86_400;
 /// Default place-holding time, seconds.
 pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
 
+/// Highest proof-of-work difficulty, leading zero bits (2^26 hashes: about a minute on a phone;
+/// README "Bots at the door").
+pub const PROOF_OF_WORK_DIFFICULTY_MAX: u8 = 26;
+/// Lowest and highest auto-rise threshold, joins per second.
+pub const PROOF_OF_WORK_AUTO_JOINS_PER_SEC: RangeInclusive<u64> = 1..=1_000_000;
+
+/// Checks a proof-of-work difficulty in leading zero bits.
+///
+/// # Errors
+/// [`SettingOutOfRange::ProofOfWorkDifficulty`].
+pub fn check_proof_of_work_difficulty(bits: u8) -> Result<(), SettingOutOfRange> {
+    if bits <= PROOF_OF_WORK_DIFFICULTY_MAX {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::ProofOfWorkDifficulty)
+    }
+}
+
 /// The token TTL's bounds in seconds (for clap's `value_parser!(u64).range(..)`).
 pub const TOKEN_TTL_SECS: RangeInclusive<u64> = TOKEN_TTL_SECS_MIN..=TOKEN_TTL_SECS_MAX;
 /// The active-users cap's bounds (for clap's `value_parser!(u64).range(..)`).
@@ -59,6 +77,10 @@ pub enum SettingOutOfRange {
     AbandonAfter,
     /// The place-holding time is not 0–86400 s.
     HoldPlace,
+    /// The proof-of-work difficulty is not 0–26 bits.
+    ProofOfWorkDifficulty,
+    /// The auto-rise threshold is not 1–1000000 joins/s.
+    ProofOfWorkAuto,
 }
 
 impl SettingOutOfRange {
@@ -71,6 +93,8 @@ impl SettingOutOfRange {
             Self::CheckoutUrl => "checkoutUrl",
             Self::AbandonAfter => "abandonAfterSecs",
             Self::HoldPlace => "holdPlaceSecs",
+            Self::ProofOfWorkDifficulty => "proofOfWorkDifficulty",
+            Self::ProofOfWorkAuto => "proofOfWorkAutoJoinsPerSec",
         }
     }
 }
@@ -94,6 +118,13 @@ impl fmt::Display for SettingOutOfRange {
                 write!(f, "{ABANDON_AFTER_SECS_MIN}–{ABANDON_AFTER_SECS_MAX} s")
             }
             Self::HoldPlace => write!(f, "{HOLD_PLACE_SECS_MIN}–{HOLD_PLACE_SECS_MAX} s"),
+            Self::ProofOfWorkDifficulty => write!(f, "0–{PROOF_OF_WORK_DIFFICULTY_MAX} bits"),
+            Self::ProofOfWorkAuto => write!(
+                f,
+                "{}–{} joins/s, or null",
+                PROOF_OF_WORK_AUTO_JOINS_PER_SEC.start(),
+                PROOF_OF_WORK_AUTO_JOINS_PER_SEC.end()
+            ),
         }
     }
 }
@@ -248,6 +279,14 @@ impl RoomSettingsPatch {
         }
         if let Some(secs) = self.hold_place_secs {
             check_hold_place_secs(secs)?;
+        }
+        if let Some(bits) = self.proof_of_work_difficulty {
+            check_proof_of_work_difficulty(bits)?;
+        }
+        if let Some(Some(per_sec)) = self.proof_of_work_auto_joins_per_sec {
+            if !PROOF_OF_WORK_AUTO_JOINS_PER_SEC.contains(&per_sec) {
+                return Err(SettingOutOfRange::ProofOfWorkAuto);
+            }
         }
         Ok(())
     }

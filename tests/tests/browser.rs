@@ -13,6 +13,8 @@
 //! reload; axe-core finds no violation in any state (waiting, retrying, offline, checkout,
 //! receipt); the first answer moves nothing on screen; page files go out brotli/gzip-compressed.
 
+#[path = "browser/bots.rs"]
+mod bots;
 #[path = "browser/presence.rs"]
 mod presence;
 

@@ -75,6 +75,9 @@ async fn answer(
         share_token_with_embedder: in_force.share_token_with_embedder,
         abandon_after_secs: in_force.abandon_after_ms / 1000,
         hold_place_secs: in_force.hold_place_ms / 1000,
+        proof_of_work_difficulty: in_force.pow_difficulty,
+        proof_of_work_auto_joins_per_sec: in_force.pow_auto_joins_per_sec,
+        require_user_assertion: in_force.require_user_assertion,
         waiting: counts.waiting,
         active_users: counts.active,
     };
@@ -152,7 +155,10 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             SettingOutOfRange::AdmissionRate => " (pause to stop admission)",
             SettingOutOfRange::CheckoutUrl => " (null = the demo checkout)",
             SettingOutOfRange::AbandonAfter => " (never applied under 3× the longest poll hint)",
-            SettingOutOfRange::TokenTtl | SettingOutOfRange::HoldPlace => "",
+            SettingOutOfRange::ProofOfWorkDifficulty => " (0 turns proof of work off)",
+            SettingOutOfRange::TokenTtl
+            | SettingOutOfRange::HoldPlace
+            | SettingOutOfRange::ProofOfWorkAuto => "",
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -165,6 +171,9 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         share_token_with_embedder: patch.share_token_with_embedder,
         abandon_after_ms: patch.abandon_after_secs.map(|secs| secs * 1000),
         hold_place_ms: patch.hold_place_secs.map(|secs| secs * 1000),
+        pow_difficulty: patch.proof_of_work_difficulty,
+        pow_auto_joins_per_sec: patch.proof_of_work_auto_joins_per_sec,
+        require_user_assertion: patch.require_user_assertion,
     })
 }
 
@@ -183,7 +192,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
     responses(
         (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
             headers(("ETag" = String, description = "The settings' new version"))),
-        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
@@ -208,6 +217,13 @@ pub async fn update(
     }
     let patch: RoomSettingsPatch = serde_json::from_value(body)
         .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
+    if patch.require_user_assertion == Some(true) && state.config.user_assertion_secret.is_none() {
+        return Err(ApiError::InvalidField(
+            "requireUserAssertion needs the server started with --user-assertion-secret \
+             (nobody could join otherwise)"
+                .into(),
+        ));
+    }
     let patch = checked(&patch, &state.config.cors_origins)?;
     let expected = if_match(&headers)?;
     let settings = match state.store.update_room(&room, &patch, expected).await? {
@@ -277,6 +293,19 @@ mod tests {
             assert_eq!(
                 bounds("holdPlaceSecs"),
                 secs(HOLD_PLACE_SECS_MIN, HOLD_PLACE_SECS_MAX),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("proofOfWorkDifficulty"),
+                secs(0, u64::from(PROOF_OF_WORK_DIFFICULTY_MAX)),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("proofOfWorkAutoJoinsPerSec"),
+                secs(
+                    *PROOF_OF_WORK_AUTO_JOINS_PER_SEC.start(),
+                    *PROOF_OF_WORK_AUTO_JOINS_PER_SEC.end()
+                ),
                 "{schema}: {properties}"
             );
         }

@@ -189,7 +189,8 @@ fn ticket_link(operation: &str) -> Value {
         vestibule_shared::RoomState, vestibule_shared::RoomSettings, vestibule_shared::RoomSettingsPatch,
         vestibule_shared::OrderRequest, vestibule_shared::OrderReceipt, vestibule_shared::ErrorBody,
         vestibule_shared::entry::EntryClaims, vestibule_shared::entry::EntryTokenBody,
-        vestibule_shared::entry::EntryReleased,
+        vestibule_shared::entry::EntryReleased, vestibule_shared::bots::Challenge,
+        vestibule_shared::bots::TopClients, vestibule_shared::bots::ClientJoins,
     )),
     modifiers(&AdminSecurity)
 )]

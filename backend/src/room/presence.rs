@@ -50,6 +50,9 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms,
             hold_place_ms: 1_800_000,
+            pow_difficulty: 0,
+            pow_auto_joins_per_sec: None,
+            require_user_assertion: false,
         }
     }
 

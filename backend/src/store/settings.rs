@@ -28,6 +28,15 @@ pub struct Settings {
     /// A skipped ticket keeps its place this long (ms).
     #[serde(default = "default_hold_place_ms")]
     pub hold_place_ms: u64,
+    /// Leading zero bits a join's proof of work needs; 0 = none (README "Bots at the door").
+    #[serde(default)]
+    pub pow_difficulty: u8,
+    /// Joins/s (per replica) from which the difficulty rises a bit per doubling; `None` = fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pow_auto_joins_per_sec: Option<u64>,
+    /// Joins need a signed user assertion: one live ticket per user.
+    #[serde(default)]
+    pub require_user_assertion: bool,
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -59,6 +68,12 @@ pub struct SettingsPatch {
     pub abandon_after_ms: Option<u64>,
     /// New place-holding time, ms.
     pub hold_place_ms: Option<u64>,
+    /// New proof-of-work difficulty, bits.
+    pub pow_difficulty: Option<u8>,
+    /// New auto-rise threshold: `Some(None)` = fixed difficulty.
+    pub pow_auto_joins_per_sec: Option<Option<u64>>,
+    /// Require user assertions or not.
+    pub require_user_assertion: Option<bool>,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -93,6 +108,9 @@ impl Settings {
             share_token_with_embedder: Some(self.share_token_with_embedder),
             abandon_after_ms: Some(self.abandon_after_ms),
             hold_place_ms: Some(self.hold_place_ms),
+            pow_difficulty: Some(self.pow_difficulty),
+            pow_auto_joins_per_sec: Some(self.pow_auto_joins_per_sec),
+            require_user_assertion: Some(self.require_user_assertion),
         }
     }
 
@@ -114,6 +132,13 @@ impl Settings {
                 .unwrap_or(self.share_token_with_embedder),
             abandon_after_ms: patch.abandon_after_ms.unwrap_or(self.abandon_after_ms),
             hold_place_ms: patch.hold_place_ms.unwrap_or(self.hold_place_ms),
+            pow_difficulty: patch.pow_difficulty.unwrap_or(self.pow_difficulty),
+            pow_auto_joins_per_sec: patch
+                .pow_auto_joins_per_sec
+                .unwrap_or(self.pow_auto_joins_per_sec),
+            require_user_assertion: patch
+                .require_user_assertion
+                .unwrap_or(self.require_user_assertion),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - [`image`]: a room as plain serde data, for snapshots.
 
 pub mod admission;
+pub mod challenges;
 pub mod image;
 pub mod presence;
 pub mod room;
@@ -31,6 +32,7 @@ use super::{
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
+    challenges: Mutex<challenges::UsedChallenges>,
 }
 
 impl MemoryStore {
@@ -223,6 +225,16 @@ impl Store for MemoryStore {
     ) -> Result<AdmitOutcome, StoreError> {
         let clock = super::now_ms();
         self.with_room(room, |state| state.admit(request, clock))
+    }
+
+    async fn use_challenge(
+        &self,
+        room: &str,
+        id: &str,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(lock(&self.challenges).use_once(room, id, expires_at_ms, now_ms))
     }
 
     async fn check_token(

@@ -61,8 +61,8 @@ impl RedisStore {
             waiting: *waiting as u64,
             active: *active as u64,
             skipped: *skipped as u64,
-            settings: parse_versioned(&reply[5..14]).ok(),
-            popped: as_i64(&reply[14])?.max(0) as u64,
+            settings: parse_versioned(&reply[5..17]).ok(),
+            popped: as_i64(&reply[17])?.max(0) as u64,
         })
     }
 }

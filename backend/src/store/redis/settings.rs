@@ -4,7 +4,7 @@
 use redis::Value;
 
 use super::reply::{as_i64, as_string, as_u64, parse_versioned};
-use super::{config_args, fresh_secret, Keys, RedisStore};
+use super::{config_args, config_args_added, fresh_secret, Keys, RedisStore};
 use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
@@ -21,6 +21,7 @@ impl RedisStore {
         invocation.key(keys.key("secret"));
         config_args(&mut invocation, defaults);
         invocation.arg(&fresh_secret()[..]);
+        config_args_added(&mut invocation, defaults);
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
@@ -50,6 +51,9 @@ impl RedisStore {
                         "share",
                         "abandon_ms",
                         "hold_ms",
+                        "pow",
+                        "pow_auto",
+                        "req_user",
                         "ver",
                     ])
                     .query_async(&mut connection),
@@ -106,6 +110,19 @@ impl RedisStore {
                 patch
                     .hold_place_ms
                     .map_or_else(unchanged, |ms| ms.to_string()),
+            )
+            .arg(
+                patch
+                    .pow_difficulty
+                    .map_or_else(unchanged, |bits| bits.to_string()),
+            )
+            .arg(patch.pow_auto_joins_per_sec.map_or_else(unchanged, |auto| {
+                auto.map(|per_sec| per_sec.to_string()).unwrap_or_default()
+            }))
+            .arg(
+                patch
+                    .require_user_assertion
+                    .map_or_else(unchanged, |on| if on { "1" } else { "0" }.to_owned()),
             );
         let reply = self.run_script(&invocation).await?;
         let [applied, settings @ ..] = reply.as_slice() else {
@@ -141,9 +158,10 @@ impl RedisStore {
             .arg(lease_ms);
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
+        config_args_added(&mut invocation, defaults);
         let reply = self.run_script(&invocation).await?;
         let [epoch, settings @ .., secret, active, pace] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("lease reply needs 13 fields".into()));
+            return Err(StoreError::Corrupt("lease reply needs 16 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;

@@ -18,7 +18,7 @@
 -- What the quota leaves unused with nobody waiting is banked for instant joins, so every
 -- admission, tick or join, spends some tick's quota exactly once.
 -- Returns {admitted (-1 = fenced), expired, waiting, active, skipped, rate, paused, ttl_ms, cap,
--- checkout, share, abandon_ms, hold_ms, version, shoppers ever admitted}: the settings are those
+-- checkout, share, abandon_ms, hold_ms, pow, pow_auto, req_user, version, shoppers ever admitted}: the settings are those
 -- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
@@ -71,7 +71,7 @@ end
 
 local active = redis.call('ZCARD', KEYS[2])
 local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
-                    'abandon_ms', 'hold_ms', 'ver')
+                    'abandon_ms', 'hold_ms', 'pow', 'pow_auto', 'req_user', 'ver')
 local granted = #ARGV - 12
 local quota = granted
 if s[2] == '1' then
@@ -166,4 +166,5 @@ if ARGV[12] ~= '' then
 end
 return {admitted, expired, waiting, active + admitted, skipped,
         s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-        s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0')}
+        s[8] or '', s[9] or '', s[10] or '', s[11] or '', s[12] or '0',
+        tonumber(redis.call('GET', KEYS[6]) or '0')}
