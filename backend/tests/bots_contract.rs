@@ -177,7 +177,8 @@ async fn a_challenge_is_used_once_per_room_even_when_raced() {
 #[tokio::test]
 async fn a_challenge_used_through_one_replica_is_used_for_the_other() {
     let redis = RedisServer::start();
-    let connect = || RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2));
+    let url = redis.url();
+    let connect = || RedisStore::connect(&url, std::time::Duration::from_secs(2));
     let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
     let now = now_ms();
     assert!(a.use_challenge(ROOM, "x", now + 1_000, now).await.unwrap());

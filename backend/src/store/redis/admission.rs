@@ -41,8 +41,8 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 15 {
-            return Err(StoreError::Corrupt("admit reply needs 15 fields".into()));
+        if reply.len() != 18 {
+            return Err(StoreError::Corrupt("admit reply needs 18 fields".into()));
         }
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active, skipped] = numbers.as_slice() else {

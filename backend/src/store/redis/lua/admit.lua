@@ -22,7 +22,7 @@
 -- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
