@@ -18,7 +18,10 @@ fn main() {
     let rounds = 1_000_000u32;
     let started = Instant::now();
     for _ in 0..rounds {
-        black_box(key.verify(black_box("main"), black_box(&header), 1, 16).is_ok());
+        black_box(
+            key.verify(black_box("main"), black_box(&header), 1, 16)
+                .is_ok(),
+        );
     }
     let verify_ns = started.elapsed().as_nanos() as f64 / f64::from(rounds);
     let started = Instant::now();

@@ -383,7 +383,7 @@ pub mod error_code {
     pub const USER_ASSERTION_REQUIRED: &str = "user_assertion_required";
     /// 403: the room needs `X-Proof-Of-Work` on joins (get a challenge first).
     pub const POW_REQUIRED: &str = "proof_of_work_required";
-    /// 400: `X-Proof-Of-Work` is not `{challenge}:{nonce}` or the challenge is not one of ours.
+    /// 403: `X-Proof-Of-Work` is not `{challenge}:{nonce}` or the challenge is not one of ours.
     pub const POW_MALFORMED: &str = "proof_of_work_malformed";
     /// 403: the nonce's digest has fewer leading zero bits than the challenge asks.
     pub const POW_WRONG: &str = "proof_of_work_wrong";

@@ -114,9 +114,9 @@ pub struct Verified {
 pub enum Refusal {
     /// No `X-Proof-Of-Work` header (403 `proof_of_work_required`).
     Missing,
-    /// Not `{challenge}:{nonce}` (400 `proof_of_work_malformed`).
+    /// Not `{challenge}:{nonce}` (403 `proof_of_work_malformed`).
     Malformed,
-    /// The challenge's MAC does not verify: not issued by this room's servers (400
+    /// The challenge's MAC does not verify: not issued by this room's servers (403
     /// `proof_of_work_malformed`).
     Forged,
     /// Too few leading zero bits (403 `proof_of_work_wrong`).

@@ -46,7 +46,7 @@ pub enum ApiError {
     #[error("{0}")]
     UserAssertion(String),
     /// A join refused by the room's bot defences (README "Bots at the door"): 403
-    /// `user_assertion_required` or a `proof_of_work_*` code (400 malformed, 409 reused, else 403).
+    /// `user_assertion_required` or a `proof_of_work_*` code (409 reused, else 403).
     #[error("{message}")]
     JoinRefused {
         /// One of the codes of [`error_code`].
@@ -130,7 +130,6 @@ impl ApiError {
                 StatusCode::FORBIDDEN
             }
             Self::JoinRefused { code, .. } => match *code {
-                error_code::POW_MALFORMED => StatusCode::BAD_REQUEST,
                 error_code::POW_REUSED => StatusCode::CONFLICT,
                 _ => StatusCode::FORBIDDEN,
             },

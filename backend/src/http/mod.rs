@@ -64,7 +64,11 @@ pub fn router(state: AppState) -> Router {
         )]);
     }
     let api = api
-        .merge(openapi::router(&document, &config.cors_origins))
+        .merge(openapi::router(
+            &document,
+            &config.cors_origins,
+            config.user_assertion_secret.is_some(),
+        ))
         .route(
             "/api/{*rest}",
             axum::routing::any(crate::http::error::unknown_endpoint),

@@ -148,11 +148,11 @@ async fn wrong_expired_and_other_room_solutions_are_refused_with_their_own_codes
     refused((StatusCode::FORBIDDEN, "proof_of_work_wrong_room"))(
         join(&app, "main", Some(&for_other), None).await,
     );
-    refused((StatusCode::BAD_REQUEST, "proof_of_work_malformed"))(
+    refused((StatusCode::FORBIDDEN, "proof_of_work_malformed"))(
         join(&app, "main", Some("not-a-challenge:12"), None).await,
     );
     let forged = format!("{}x:1", fresh.challenge);
-    refused((StatusCode::BAD_REQUEST, "proof_of_work_malformed"))(
+    refused((StatusCode::FORBIDDEN, "proof_of_work_malformed"))(
         join(&app, "main", Some(&forged), None).await,
     );
     let soon_expired = solved(&app, "main").await;

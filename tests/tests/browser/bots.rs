@@ -136,8 +136,11 @@ async fn page_solve_times() {
     let browser = driver.browser(profile.path(), "en-US").await;
     println!("| bits | solves | mean ms | max ms |");
     for bits in [12u8, 14, 16, 18, 20, 22] {
-        app.patch_room("main", json!({"paused": true, "proofOfWorkDifficulty": bits}))
-            .await;
+        app.patch_room(
+            "main",
+            json!({"paused": true, "proofOfWorkDifficulty": bits}),
+        )
+        .await;
         let solves = if bits >= 22 { 4 } else { 8 };
         let mut times = Vec::new();
         for _ in 0..solves {
@@ -149,7 +152,10 @@ async fn page_solve_times() {
                 .goto(&app.url("/?room=main&lang=en"))
                 .await
                 .expect("page loads");
-            browser.execute(WATCH, vec![]).await.expect("watch installs");
+            browser
+                .execute(WATCH, vec![])
+                .await
+                .expect("watch installs");
             shown_position(&browser).await;
             let seen = watch(&browser).await;
             let shown = match (seen["first"].as_f64(), seen["last"].as_f64()) {
