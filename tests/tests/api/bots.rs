@@ -18,6 +18,7 @@ both_stores!(
     operators_see_refusals_and_the_clients_that_join_most,
     the_difficulty_rises_with_the_join_rate_when_asked,
     a_request_loop_without_work_gets_no_places,
+    after_a_users_token_expires_the_user_may_queue_again,
 );
 
 const SECRET: &str = "storefront-secret-0123456789";
@@ -193,6 +194,13 @@ async fn a_room_that_requires_assertions_holds_one_live_ticket_per_user(backend:
     let (status, body) = join(&app, "main", None, None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(body["error"], "user_assertion_required");
+    assert_eq!(
+        app.metric(
+            "vestibule_joins_refused_total{room=\"main\",reason=\"user_assertion\",kind=\"missing\"}"
+        )
+        .await,
+        1.0
+    );
     let ada = assertion("main", "ada");
     let (status, first) = join(&app, "main", None, Some(&ada)).await;
     assert_eq!(status, StatusCode::CREATED);
@@ -356,4 +364,36 @@ async fn a_request_loop_without_work_gets_no_places(backend: Backend) {
         .iter()
         .all(|(s, _)| s.is_client_error() || *s == StatusCode::CREATED));
     assert_eq!(waiting(&app, "main").await, 1);
+}
+
+/// One live ticket per user holds while the user is admitted; once the entry token expired
+/// unused, the user gets a new place.
+async fn after_a_users_token_expires_the_user_may_queue_again(backend: Backend) {
+    let app = TestApp::spawn(
+        backend,
+        &["--user-assertion-secret", SECRET, "--token-ttl-secs", "1"],
+    )
+    .await;
+    app.patch_room("main", json!({"requireUserAssertion": true}))
+        .await;
+    let ada = assertion("main", "ada");
+    let (_, first) = join(&app, "main", None, Some(&ada)).await;
+    let first: TicketStatus = serde_json::from_value(first).unwrap();
+    let admitted = app
+        .poll_until("main", &first.ticket_id, Duration::from_secs(5), |t| {
+            t.status == vestibule_shared::TicketState::TokenIssued
+        })
+        .await;
+    assert_eq!(admitted.status, vestibule_shared::TicketState::TokenIssued);
+    let (status, again) = join(&app, "main", None, Some(&ada)).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "admitted: still the one live ticket"
+    );
+    assert_eq!(again["ticketId"], first.ticket_id.as_str());
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (status, after) = join(&app, "main", None, Some(&ada)).await;
+    assert_eq!(status, StatusCode::CREATED, "{after}");
+    assert_ne!(after["ticketId"], first.ticket_id.as_str());
 }
