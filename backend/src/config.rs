@@ -162,6 +162,12 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_JOINS_PER_IP_PER_MINUTE")]
     pub joins_per_ip_per_minute: Option<std::num::NonZeroU32>,
 
+    /// How long a proof-of-work challenge is accepted after it is issued, seconds (1–3600): long
+    /// enough for the highest difficulty on a slow phone (README "Bots at the door").
+    #[arg(long, env = "VESTIBULE_CHALLENGE_TTL_SECS", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub challenge_ttl_secs: u64,
+
     /// Header set by trusted reverse proxies with the client's IP (`X-Forwarded-For`, or
     /// `Forwarded` per RFC 7239). All its lines are read as one list and the address
     /// `--trusted-proxy-hops` from the end is used; anything malformed falls back to the TCP peer.
@@ -409,6 +415,9 @@ impl Config {
             abandon_after_ms: crate::store::default_abandon_after_ms(),
             hold_place_ms: crate::store::default_hold_place_ms(),
             sale: Default::default(),
+            pow_difficulty: 0,
+            pow_auto_joins_per_sec: None,
+            require_user_assertion: false,
             admission_rate_per_sec: self.admission_rate,
             paused: false,
             token_ttl_ms: self.token_ttl_secs * 1000,

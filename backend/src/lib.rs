@@ -4,6 +4,7 @@
 //! at the rate the downstream can take with short-lived entry tokens; only token holders reach
 //! the protected checkout. See ARCHITECTURE.md for the map.
 //!
+//! - [`bots`]: bots at the door: proof-of-work challenges, the difficulty's rise, top clients.
 //! - [`config`]: CLI flags and `VESTIBULE_*` environment variables, validated.
 //! - [`startup`]: [`Application`]: builds the store, rooms and tasks, then serves.
 //! - [`state`]: the shared [`state::AppState`] (handles, no rules).
@@ -17,6 +18,7 @@
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 //! - [`verify_draw`]: the `vestibule verify-draw` subcommand (recomputes a published draw).
 
+pub mod bots;
 pub mod config;
 pub mod gate;
 pub mod http;

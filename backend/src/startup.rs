@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::bots::Bots;
 use crate::config::Config;
 use crate::http;
 use crate::ids::random_id;
@@ -59,7 +60,7 @@ impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate().map_err(anyhow::Error::msg)?;
         let mut redis_handle = None;
-        let (store, keys): (Arc<dyn Store>, _) = match &config.redis_url {
+        let (store, keys, challenge_key): (Arc<dyn Store>, _, _) = match &config.redis_url {
             Some(url) => {
                 let redis = RedisStore::connect(url.expose_secret(), config.store_timeout())
                     .await
@@ -70,9 +71,12 @@ impl Application {
                         )
                     })?;
                 let keys = KeyRing::load(&config.tokens, SharedKey::Redis(&redis)).await;
+                let challenge_key = Bots::key_in_redis(&redis)
+                    .await
+                    .context("loading the shared proof-of-work challenge key")?;
                 let redis = Arc::new(redis);
                 redis_handle = Some(redis.clone());
-                (redis as Arc<dyn Store>, keys)
+                (redis as Arc<dyn Store>, keys, challenge_key)
             }
             None => {
                 let store = embedded_store(&config)?;
@@ -81,7 +85,8 @@ impl Application {
                     .0
                     .as_deref()
                     .map_or(SharedKey::Memory, SharedKey::DataDir);
-                (store, KeyRing::load(&config.tokens, shared).await)
+                let keys = KeyRing::load(&config.tokens, shared).await;
+                (store, keys, Bots::key_in_memory())
             }
         };
         let keys = keys.context("loading the entry-token signing keys")?;
@@ -126,6 +131,7 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.bind))?;
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let bots = Arc::new(Bots::new(challenge_key, &config.rooms));
         let state = AppState {
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
@@ -135,6 +141,7 @@ impl Application {
             tokens,
             metrics,
             shutdown: shutdown_rx,
+            bots,
         };
         Ok(Self {
             listener,

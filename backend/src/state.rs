@@ -31,6 +31,8 @@ pub struct AppState {
     pub tokens: Arc<crate::tokens::TokenService>,
     /// How the store is set up where that can lose queue state (Redis), as last checked.
     pub store_safety: Arc<RwLock<Option<crate::store::StoreSafety>>>,
+    /// Bot defences: the challenge key, join rates and top clients (README "Bots at the door").
+    pub bots: Arc<crate::bots::Bots>,
 }
 
 impl AppState {

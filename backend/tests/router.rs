@@ -77,6 +77,10 @@ impl StateBuilder {
             );
         }
         let (_, shutdown) = tokio::sync::watch::channel(false);
+        let bots = Arc::new(vestibule::bots::Bots::new(
+            vestibule::bots::Bots::key_in_memory(),
+            &config.rooms,
+        ));
         AppState {
             store,
             store_safety: Arc::new(RwLock::new(None)),
@@ -91,6 +95,7 @@ impl StateBuilder {
             metrics: vestibule::telemetry::metrics_handle(),
             shutdown,
             tokens,
+            bots,
         }
     }
 

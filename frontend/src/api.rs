@@ -9,6 +9,7 @@ use std::{cell::Cell, rc::Rc, time::Duration};
 use gloo_net::http::{Request, RequestBuilder};
 use leptos::prelude::set_timeout_with_handle;
 use serde::Serialize;
+use vestibule_shared::bots::{Challenge, PROOF_OF_WORK_HEADER};
 use vestibule_shared::{
     ErrorBody, OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER,
 };
@@ -123,14 +124,31 @@ pub fn events_url(room: &str, ticket_id: &str) -> String {
     format!("{}/events", ticket_path(room, ticket_id))
 }
 
-/// Joins `room` (201 new / 200 existing ticket); the idempotency key makes a retry safe.
+/// Joins `room` (201 new / 200 existing ticket); the idempotency key makes a retry safe. With
+/// `proof`, sends the solved challenge (`{challenge}:{nonce}`, [`crate::proof`]).
 ///
 /// # Errors
-/// 404 `room_not_found`, 503 with `Retry-After`, [`ApiError::Network`] when offline,
-/// [`ApiError::Timeout`] past [`TICKET_CALL_TIMEOUT`].
-pub async fn join(room: &str, idempotency_key: &str) -> Result<TicketStatus, ApiError> {
-    let request =
+/// 404 `room_not_found`, 503 with `Retry-After`, `proof_of_work_*` (the room asks for proof of
+/// work), [`ApiError::Network`] when offline, [`ApiError::Timeout`] past [`TICKET_CALL_TIMEOUT`].
+pub async fn join(
+    room: &str,
+    idempotency_key: &str,
+    proof: Option<&str>,
+) -> Result<TicketStatus, ApiError> {
+    let mut request =
         Request::post(&tickets_path(room)).header(IDEMPOTENCY_KEY_HEADER, idempotency_key);
+    if let Some(proof) = proof {
+        request = request.header(PROOF_OF_WORK_HEADER, proof);
+    }
+    parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
+}
+
+/// A proof-of-work challenge for one join (README "Bots at the door").
+///
+/// # Errors
+/// 404 `room_not_found`, 503, [`ApiError::Network`], [`ApiError::Timeout`].
+pub async fn challenge(room: &str) -> Result<Challenge, ApiError> {
+    let request = Request::get(&room_url(room, "challenge")).cache(RequestCache::NoStore);
     parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 

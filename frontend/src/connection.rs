@@ -135,6 +135,8 @@ pub struct QueueView {
     pub starting_position: RwSignal<Option<u64>>,
     /// The text of the polite live region.
     pub announcement: RwSignal<String>,
+    /// Solving the room's proof of work before the join ("Checking your browser…").
+    pub checking: RwSignal<bool>,
 }
 
 impl QueueView {
@@ -146,6 +148,7 @@ impl QueueView {
             transport: RwSignal::new(transport),
             starting_position: RwSignal::new(None),
             announcement: RwSignal::new(String::new()),
+            checking: RwSignal::new(false),
         }
     }
 }

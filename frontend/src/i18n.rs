@@ -51,6 +51,7 @@ pub enum Text {
     WaitingRoom,
     Joining,
     JoiningDetail,
+    CheckingBrowser,
     InLine,
     InLineDetail,
     PlaceKept,
@@ -132,6 +133,7 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
     let (en, ko) = match text {
         WaitingRoom => ("Waiting room", "대기실"),
         Joining => ("Joining the line…", "대기 순번을 받는 중…"),
+        CheckingBrowser => ("Checking your browser…", "브라우저를 확인하는 중…"),
         JoiningDetail => (
             "This takes a moment. Please keep this page open.",
             "잠시만 기다려 주세요. 이 페이지를 열어 두세요.",

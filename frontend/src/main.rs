@@ -13,6 +13,7 @@
 //! - [`announce`]: what the screen-reader live region says about the ticket, and when.
 //! - [`connection`]: the signals the waiting view renders (phase, link state, countdown).
 //! - [`sse`]: the ticket's event stream, with a watchdog for a silent (hung) stream.
+//! - [`proof`]: a join's proof of work, solved in slices without freezing the page (issue 16).
 //! - [`queue`]: the ticket life cycle: join or resume, then SSE or adaptive polling.
 //! - [`focus`]: moving keyboard focus to the result of an action.
 //! - [`waiting`]: the waiting view, one component per part (status, stats, progress,
@@ -38,6 +39,7 @@ mod i18n;
 mod language_switch;
 mod order;
 mod page_params;
+mod proof;
 mod queue;
 mod sale_text;
 mod sse;

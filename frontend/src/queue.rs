@@ -28,6 +28,7 @@ use crate::{
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
     sale_text::{sale_text, SaleText},
+    proof,
     sse::EventStream,
     storage::RoomMemory,
 };
@@ -211,10 +212,19 @@ impl Queue {
             let ticket_id = this.ticket_id.borrow().clone();
             // The first time, the request `index.html` started before the page ran may answer.
             let early = early::claim(&this.room, ticket_id.as_deref(), &this.memory);
+            let joining = ticket_id.is_none();
+            let key = this.memory.idempotency_key();
             let result = match (early, ticket_id) {
                 (Some(answer), _) => answer.await,
                 (None, Some(id)) => api::ticket(&this.room, &id).await,
-                (None, None) => api::join(&this.room, &this.memory.idempotency_key()).await,
+                (None, None) => api::join(&this.room, &key, None).await,
+            };
+            // A room that asks for proof of work refuses the plain join: solve and join again.
+            let result = match result {
+                Err(error) if joining && proof::needed(&error) => {
+                    proof::join(&this.room, &key, this.view.checking).await
+                }
+                answer => answer,
             };
             this.in_flight.set(false);
             match result {

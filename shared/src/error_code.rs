@@ -20,6 +20,20 @@ pub const TOKEN_WRONG_ROOM: &str = "entry_token_wrong_room";
 pub const TOKEN_USED: &str = "entry_token_used";
 /// 403: the signed user assertion is malformed, expired or forged.
 pub const USER_ASSERTION_INVALID: &str = "user_assertion_invalid";
+/// 403: the room needs a signed `X-User-Assertion` on joins (one place per person).
+pub const USER_ASSERTION_REQUIRED: &str = "user_assertion_required";
+/// 403: the room needs `X-Proof-Of-Work` on joins (get a challenge first).
+pub const POW_REQUIRED: &str = "proof_of_work_required";
+/// 403: `X-Proof-Of-Work` is not `{challenge}:{nonce}` or the challenge is not one of ours.
+pub const POW_MALFORMED: &str = "proof_of_work_malformed";
+/// 403: the nonce's digest has fewer leading zero bits than the challenge asks.
+pub const POW_WRONG: &str = "proof_of_work_wrong";
+/// 403: the challenge is past its `expiresAtMs` (or its difficulty is below the room's).
+pub const POW_EXPIRED: &str = "proof_of_work_expired";
+/// 403: the challenge was issued for another room.
+pub const POW_WRONG_ROOM: &str = "proof_of_work_wrong_room";
+/// 409: the challenge was already used by a join (on any replica).
+pub const POW_REUSED: &str = "proof_of_work_reused";
 /// 403: the admin API is disabled or the bearer token is wrong.
 pub const FORBIDDEN: &str = "forbidden";
 /// 404: no such room.
@@ -79,6 +93,13 @@ pub const ALL: &[&str] = &[
     TOKEN_WRONG_ROOM,
     TOKEN_USED,
     USER_ASSERTION_INVALID,
+    USER_ASSERTION_REQUIRED,
+    POW_REQUIRED,
+    POW_MALFORMED,
+    POW_WRONG,
+    POW_EXPIRED,
+    POW_WRONG_ROOM,
+    POW_REUSED,
     FORBIDDEN,
     ROOM_NOT_FOUND,
     TICKET_NOT_FOUND,

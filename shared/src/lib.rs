@@ -15,8 +15,10 @@
 //! - [`gate`]: gate mode's session exchange ([`SessionRequest`] / [`EntrySession`]).
 //! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
+//! - [`bots`]: the proof-of-work puzzle of a join and the operator's top clients (issue 16).
 
 pub mod draw;
+pub mod bots;
 pub mod embed;
 pub mod entry;
 pub mod error_code;
@@ -301,6 +303,15 @@ pub struct RoomSettings {
     #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     #[serde(default)]
     pub prequeue_opens_at: Option<String>,
+    /// Leading zero bits a join's proof of work needs, 0–26; 0 = no proof of work (the default).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 26, example = 0))]
+    pub proof_of_work_difficulty: u8,
+    /// Joins per second (this replica's) from which the difficulty rises by one bit per doubling;
+    /// null = fixed difficulty. Example: `null`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000))]
+    pub proof_of_work_auto_joins_per_sec: Option<u64>,
+    /// Joins need a signed `X-User-Assertion`: one live ticket per user. Example: `false`.
+    pub require_user_assertion: bool,
     /// Shoppers waiting now. Example: `1200`.
     pub waiting: u64,
     /// Active users now. Example: `310`.
@@ -458,6 +469,25 @@ pub struct RoomSettingsPatch {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub prequeue_opens_at: Option<Option<String>>,
+    /// New proof-of-work difficulty in leading zero bits, 0–26 (0 = off).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_number"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 26, example = 16))]
+    pub proof_of_work_difficulty: Option<u8>,
+    /// New auto-rise threshold in joins per second, 1–1000000; `null` = fixed difficulty.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable_whole_number"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 1, maximum = 1000000))]
+    pub proof_of_work_auto_joins_per_sec: Option<Option<u64>>,
+    /// Require a signed `X-User-Assertion` on joins (true) or not (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_user_assertion: Option<bool>,
 }
 
 /// The body of every error answer: `{"error": "snake_code", "message": "…"}`.

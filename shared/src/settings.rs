@@ -42,6 +42,23 @@ pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
 pub const STOCK_MAX: u64 = 1_000_000_000;
 /// Longest sold-out message, characters (each language).
 pub const SOLD_OUT_MESSAGE_MAX_CHARS: usize = 500;
+/// Highest proof-of-work difficulty, leading zero bits (2^26 hashes: about a minute on a phone;
+/// README "Bots at the door").
+pub const PROOF_OF_WORK_DIFFICULTY_MAX: u8 = 26;
+/// Lowest and highest auto-rise threshold, joins per second.
+pub const PROOF_OF_WORK_AUTO_JOINS_PER_SEC: RangeInclusive<u64> = 1..=1_000_000;
+
+/// Checks a proof-of-work difficulty in leading zero bits.
+///
+/// # Errors
+/// [`SettingOutOfRange::ProofOfWorkDifficulty`].
+pub fn check_proof_of_work_difficulty(bits: u8) -> Result<(), SettingOutOfRange> {
+    if bits <= PROOF_OF_WORK_DIFFICULTY_MAX {
+        Ok(())
+    } else {
+        Err(SettingOutOfRange::ProofOfWorkDifficulty)
+    }
+}
 
 /// The token TTL's bounds in seconds (for clap's `value_parser!(u64).range(..)`).
 pub const TOKEN_TTL_SECS: RangeInclusive<u64> = TOKEN_TTL_SECS_MIN..=TOKEN_TTL_SECS_MAX;
@@ -70,6 +87,10 @@ pub enum SettingOutOfRange {
     SoldOutMessageEn,
     /// The Korean sold-out message is empty, too long or has control characters.
     SoldOutMessageKo,
+    /// The proof-of-work difficulty is not 0–26 bits.
+    ProofOfWorkDifficulty,
+    /// The auto-rise threshold is not 1–1000000 joins/s.
+    ProofOfWorkAuto,
 }
 
 impl SettingOutOfRange {
@@ -85,6 +106,8 @@ impl SettingOutOfRange {
             Self::Stock => "stock",
             Self::SoldOutMessageEn => "soldOutMessageEn",
             Self::SoldOutMessageKo => "soldOutMessageKo",
+            Self::ProofOfWorkDifficulty => "proofOfWorkDifficulty",
+            Self::ProofOfWorkAuto => "proofOfWorkAutoJoinsPerSec",
         }
     }
 }
@@ -112,6 +135,13 @@ impl fmt::Display for SettingOutOfRange {
             Self::SoldOutMessageEn | Self::SoldOutMessageKo => write!(
                 f,
                 "1–{SOLD_OUT_MESSAGE_MAX_CHARS} characters without control characters, or null"
+            ),
+            Self::ProofOfWorkDifficulty => write!(f, "0–{PROOF_OF_WORK_DIFFICULTY_MAX} bits"),
+            Self::ProofOfWorkAuto => write!(
+                f,
+                "{}–{} joins/s, or null",
+                PROOF_OF_WORK_AUTO_JOINS_PER_SEC.start(),
+                PROOF_OF_WORK_AUTO_JOINS_PER_SEC.end()
             ),
         }
     }
@@ -300,6 +330,14 @@ impl RoomSettingsPatch {
         }
         if !message_ok(&self.sold_out_message_ko) {
             return Err(SettingOutOfRange::SoldOutMessageKo);
+        }
+        if let Some(bits) = self.proof_of_work_difficulty {
+            check_proof_of_work_difficulty(bits)?;
+        }
+        if let Some(Some(per_sec)) = self.proof_of_work_auto_joins_per_sec {
+            if !PROOF_OF_WORK_AUTO_JOINS_PER_SEC.contains(&per_sec) {
+                return Err(SettingOutOfRange::ProofOfWorkAuto);
+            }
         }
         Ok(())
     }

@@ -15,6 +15,8 @@
 
 #[path = "browser/opening.rs"]
 mod opening;
+#[path = "browser/bots.rs"]
+mod bots;
 #[path = "browser/presence.rs"]
 mod presence;
 #[path = "browser/sale.rs"]

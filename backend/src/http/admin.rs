@@ -80,6 +80,9 @@ async fn answer(
         hold_place_secs: in_force.hold_place_ms / 1000,
         opens_at: in_force.opens_at_ms.map(rfc3339_from_ms),
         prequeue_opens_at: in_force.prequeue_opens_at_ms.map(rfc3339_from_ms),
+        proof_of_work_difficulty: in_force.pow_difficulty,
+        proof_of_work_auto_joins_per_sec: in_force.pow_auto_joins_per_sec,
+        require_user_assertion: in_force.require_user_assertion,
         waiting: counts.waiting,
         active_users: counts.active,
         stock: in_force.sale.stock,
@@ -164,10 +167,12 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             SettingOutOfRange::CheckoutUrl => " (null = the demo checkout)",
             SettingOutOfRange::AbandonAfter => " (never applied under 3× the longest poll hint)",
             SettingOutOfRange::Stock => " (units left; each order uses one)",
+            SettingOutOfRange::ProofOfWorkDifficulty => " (0 turns proof of work off)",
             SettingOutOfRange::TokenTtl
             | SettingOutOfRange::HoldPlace
             | SettingOutOfRange::SoldOutMessageEn
-            | SettingOutOfRange::SoldOutMessageKo => "",
+            | SettingOutOfRange::SoldOutMessageKo
+            | SettingOutOfRange::ProofOfWorkAuto => "",
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -189,6 +194,9 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         },
         opens_at_ms: opening_time("opensAt", patch.opens_at.as_ref())?,
         prequeue_opens_at_ms: opening_time("prequeueOpensAt", patch.prequeue_opens_at.as_ref())?,
+        pow_difficulty: patch.proof_of_work_difficulty,
+        pow_auto_joins_per_sec: patch.proof_of_work_auto_joins_per_sec,
+        require_user_assertion: patch.require_user_assertion,
     })
 }
 
@@ -266,7 +274,7 @@ fn check_opening(current: &crate::store::Settings, patch: &SettingsPatch) -> Res
     responses(
         (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
             headers(("ETag" = String, description = "The settings' new version"))),
-        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, a `prequeueOpensAt` after `opensAt` or without one, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, a `prequeueOpensAt` after `opensAt` or without one, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
@@ -292,6 +300,13 @@ pub async fn update(
     }
     let patch: RoomSettingsPatch = serde_json::from_value(body)
         .map_err(|error| ApiError::BadRequest(format!("settings patch: {error}")))?;
+    if patch.require_user_assertion == Some(true) && state.config.user_assertion_secret.is_none() {
+        return Err(ApiError::InvalidField(
+            "requireUserAssertion needs the server started with --user-assertion-secret \
+             (nobody could join otherwise)"
+                .into(),
+        ));
+    }
     let patch = checked(&patch, &state.config.cors_origins)?;
     let expected = if_match(&headers)?;
     let needs_current = patch.sale != SalePatch::default()
@@ -379,6 +394,19 @@ mod tests {
             assert_eq!(
                 properties["soldOutMessageKo"]["maxLength"].as_u64(),
                 Some(SOLD_OUT_MESSAGE_MAX_CHARS as u64),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("proofOfWorkDifficulty"),
+                secs(0, u64::from(PROOF_OF_WORK_DIFFICULTY_MAX)),
+                "{schema}: {properties}"
+            );
+            assert_eq!(
+                bounds("proofOfWorkAutoJoinsPerSec"),
+                secs(
+                    *PROOF_OF_WORK_AUTO_JOINS_PER_SEC.start(),
+                    *PROOF_OF_WORK_AUTO_JOINS_PER_SEC.end()
+                ),
                 "{schema}: {properties}"
             );
         }

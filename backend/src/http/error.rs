@@ -46,6 +46,15 @@ pub enum ApiError {
     /// 403 `user_assertion_invalid`.
     #[error("{0}")]
     UserAssertion(String),
+    /// A join refused by the room's bot defences (README "Bots at the door"): 403
+    /// `user_assertion_required` or a `proof_of_work_*` code (409 reused, else 403).
+    #[error("{message}")]
+    JoinRefused {
+        /// One of the codes of [`error_code`].
+        code: &'static str,
+        /// What the client should do.
+        message: &'static str,
+    },
     /// 404 `room_not_found`.
     #[error("no room named {0:?}")]
     RoomNotFound(String),
@@ -127,6 +136,10 @@ impl ApiError {
             Self::Forbidden(_) | Self::EntryToken { .. } | Self::UserAssertion(_) => {
                 StatusCode::FORBIDDEN
             }
+            Self::JoinRefused { code, .. } => match *code {
+                error_code::POW_REUSED => StatusCode::CONFLICT,
+                _ => StatusCode::FORBIDDEN,
+            },
             Self::RoomNotFound(_) | Self::TicketNotFound(_) | Self::NotFound => {
                 StatusCode::NOT_FOUND
             }
@@ -153,7 +166,7 @@ impl ApiError {
             Self::InvalidField(_) => error_code::INVALID_FIELD,
             Self::Unauthorized | Self::OriginUnauthorized => error_code::UNAUTHORIZED,
             Self::Forbidden(_) => error_code::FORBIDDEN,
-            Self::EntryToken { code, .. } => code,
+            Self::EntryToken { code, .. } | Self::JoinRefused { code, .. } => code,
             Self::UserAssertion(_) => error_code::USER_ASSERTION_INVALID,
             Self::RoomNotFound(_) => error_code::ROOM_NOT_FOUND,
             Self::TicketNotFound(_) => error_code::TICKET_NOT_FOUND,

@@ -11,11 +11,13 @@
 //! - [`orders`]: the demo checkout behind the entry-token layer.
 //! - [`entries`]: the storefront's consume and release of entry tokens (origin API key).
 //! - [`admin`]: live room settings (bearer token).
+//! - [`bots`]: proof-of-work challenges, a join's bot checks, top clients (admin).
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`openapi`]: the generated OpenAPI document.
 //! - [`page`]: the built WASM page and its assets.
 
 pub mod admin;
+pub mod bots;
 pub mod client_ip;
 pub mod draw;
 pub mod entries;
@@ -64,7 +66,11 @@ pub fn router(state: AppState) -> Router {
         )]);
     }
     let api = api
-        .merge(openapi::router(&document, &config.cors_origins))
+        .merge(openapi::router(
+            &document,
+            &config.cors_origins,
+            config.user_assertion_secret.is_some(),
+        ))
         .route(
             "/api/{*rest}",
             axum::routing::any(crate::http::error::unknown_endpoint),
@@ -123,6 +129,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(entries::router())
         .merge(crate::tokens::jwks::router())
         .merge(admin::router())
+        .merge(bots::router())
         .merge(health::router())
         .merge(crate::gate::session::router())
         .split_for_parts()
@@ -165,6 +172,7 @@ fn cors(origins: &[String]) -> CorsLayer {
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static("x-entry-token"),
             HeaderName::from_static("x-user-assertion"),
+            HeaderName::from_static("x-proof-of-work"),
         ])
         .expose_headers([header::RETRY_AFTER, header::LOCATION])
         .max_age(Duration::from_secs(600))

@@ -191,14 +191,21 @@ fn ticket_link(operation: &str) -> Value {
         vestibule_shared::entry::EntryClaims, vestibule_shared::entry::EntryTokenBody,
         vestibule_shared::entry::EntryReleased, vestibule_shared::draw::DrawInfo,
         vestibule_shared::draw::DrawState, vestibule_shared::draw::RoomNotOpen,
+        vestibule_shared::entry::EntryReleased, vestibule_shared::bots::Challenge,
+        vestibule_shared::bots::TopClients, vestibule_shared::bots::ClientJoins,
     )),
     modifiers(&AdminSecurity)
 )]
 pub struct ApiDoc;
 
 /// Serves the finished document (built once, from the router's declarations), with the
-/// `pattern` of `checkoutUrl` written for `cors_origins`.
-pub fn router(document: &utoipa::openapi::OpenApi, cors_origins: &[String]) -> Router<AppState> {
+/// `pattern` of `checkoutUrl` written for `cors_origins`, and `requireUserAssertion` limited to
+/// `false` on a server without `--user-assertion-secret` (nobody could join such a room).
+pub fn router(
+    document: &utoipa::openapi::OpenApi,
+    cors_origins: &[String],
+    assertions: bool,
+) -> Router<AppState> {
     let mut json = finished(document);
     // `checkoutUrl`'s rule depends on this server's storefront origins (issue 18).
     let pattern = vestibule_shared::settings::checkout_url_pattern(cors_origins);
@@ -207,6 +214,11 @@ pub fn router(document: &utoipa::openapi::OpenApi, cors_origins: &[String]) -> R
         if property.is_object() {
             property["pattern"] = json!(pattern);
         }
+    }
+    let property = &mut json["components"]["schemas"]["RoomSettingsPatch"]["properties"]
+        ["requireUserAssertion"];
+    if !assertions && property.is_object() {
+        property["enum"] = json!([false]);
     }
     let json: Arc<str> = json.to_string().into();
     Router::new().route(

@@ -10,6 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use vestibule_shared::{ErrorBody, TicketState, TicketStatus, USER_ASSERTION_HEADER};
 
+use super::bots;
 use super::idempotency::idempotency_key;
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 use crate::http::client_ip::{client_ip, limit_key};
@@ -109,7 +110,8 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
     params(
         ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug, `[a-z0-9-]{1,64}`", example = "main"),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$", description = "Makes the join idempotent: the same key returns the same ticket and place (1–128 printable ASCII, no spaces; a secret like the ticket id)", example = "3f9c2a7e5b1d4c8a"),
-        ("X-User-Assertion" = Option<String>, Header, pattern = "^[!-~]+\\.[0-9]+\\.[0-9a-f]{64}$", description = "`userId.expiryUnixSecs.hexHmac` signed by the storefront with `--user-assertion-secret`: one live ticket per user. 403 `user_assertion_invalid` when it does not verify"),
+        ("X-User-Assertion" = Option<String>, Header, pattern = "^[!-~]+\\.[0-9]+\\.[0-9a-f]{64}$", description = "`userId.expiryUnixSecs.hexHmac` signed by the storefront with `--user-assertion-secret`: one live ticket per user. 403 `user_assertion_invalid` when it does not verify; required (403 `user_assertion_required`) in a room with `requireUserAssertion`"),
+        ("X-Proof-Of-Work" = Option<String>, Header, pattern = "^[A-Za-z0-9._-]{1,200}:[0-9]{1,20}$", description = "`{challenge}:{nonce}`: a solved challenge of `GET …/challenge` (README \"Bots at the door\"), required in a room with `proofOfWorkDifficulty` > 0; each works for one join"),
     ),
     responses(
         (status = 201, description = "New ticket at the back of the line, or already `TOKEN_ISSUED` when nobody was waiting and the admission rate had room", body = TicketStatus,
@@ -117,9 +119,9 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
         (status = 200, description = "The live ticket already joined under this key or user (same id, same place)", body = TicketStatus,
             headers(("Location" = String, description = "The ticket's URL"))),
         (status = 400, description = "Malformed `Idempotency-Key` (`bad_request`)", body = ErrorBody),
-        (status = 403, description = "Invalid user assertion (`user_assertion_invalid`)", body = ErrorBody),
+        (status = 403, description = "Invalid user assertion (`user_assertion_invalid`), none where the room requires one (`user_assertion_required`); proof of work missing (`proof_of_work_required`), malformed or not from this waiting room (`proof_of_work_malformed`), short of the difficulty (`proof_of_work_wrong`), expired (`proof_of_work_expired`) or for another room (`proof_of_work_wrong_room`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
-        (status = 409, description = "No new place. Sold out (`sold_out`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created", body = vestibule_shared::draw::RoomNotOpen,
+        (status = 409, description = "No new place. The proof of work's challenge was already used by a join (`proof_of_work_reused`). Sold out (`sold_out`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created", body = vestibule_shared::draw::RoomNotOpen,
             headers(("Retry-After" = u64, description = "With `room_not_open`: seconds until joins start"))),
         (status = 429, description = "Over the per-client join limit (`rate_limited`); a retried join that finds its ticket is never refused", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -133,14 +135,23 @@ pub async fn join(
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
     let runtime = state.room(&room)?;
-    let key = dedup_key(&state, &room, &headers)?;
-    let limit = state.config.joins_per_ip_per_minute.and_then(|per_minute| {
-        let ip = client_ip(&headers, &extensions, state.config.client_ip_source())?;
-        Some(JoinLimit {
-            client: limit_key(ip),
+    let client = client_ip(&headers, &extensions, state.config.client_ip_source()).map(limit_key);
+    state
+        .bots
+        .record_attempt(&room, client.as_deref(), now_ms());
+    let key = dedup_key(&state, &room, &headers).inspect_err(|_| {
+        bots::count_refusal(&room, "user_assertion", "invalid");
+    })?;
+    bots::check_join(&state, &room, &runtime.settings(), &headers).await?;
+    state.bots.record_join(&room, now_ms());
+    let limit = state
+        .config
+        .joins_per_ip_per_minute
+        .zip(client)
+        .map(|(per_minute, client)| JoinLimit {
+            client,
             per_minute: per_minute.get(),
-        })
-    });
+        });
     let settings = runtime.settings();
     let reply = match opening_phase(&settings, now_ms()) {
         Phase::NotOpen { joins_from_ms } => {
@@ -219,6 +230,7 @@ async fn finish_join(
     let mut outcome = match reply {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { retry_after_ms } => {
+            bots::count_refusal(&room, "rate_limit", "");
             metrics::counter!("vestibule_joins_rate_limited_total", "room" => room).increment(1);
             return Err(ApiError::RateLimited {
                 retry_after_secs: retry_after_ms.div_ceil(1000).max(1),

@@ -471,6 +471,16 @@ pub trait Store: Send + Sync + 'static {
     /// every ticket that joined after the opening stays behind all of them; drawn tickets count
     /// as heard from at `request.now_ms`; the tags are kept for `GET …/draw`.
     async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError>;
+    /// Marks proof-of-work challenge `id` of `room` used, in one atomic step, until at least
+    /// `expires_at_ms` (when the challenge stops verifying anyway): true the first time, false
+    /// when some join (on any replica) already used it (README "Bots at the door").
+    async fn use_challenge(
+        &self,
+        room: &str,
+        id: &str,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, StoreError>;
 
     /// How the store is set up where that can lose queue state (Redis: eviction policy and
     /// persistence); `None` for the embedded store.

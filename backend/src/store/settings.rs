@@ -40,6 +40,15 @@ pub struct Settings {
     /// When the pre-queue opens, Unix ms (≤ `opens_at_ms`); `None` = no pre-queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prequeue_opens_at_ms: Option<u64>,
+    /// Leading zero bits a join's proof of work needs; 0 = none (README "Bots at the door").
+    #[serde(default)]
+    pub pow_difficulty: u8,
+    /// Joins/s (per replica) from which the difficulty rises a bit per doubling; `None` = fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pow_auto_joins_per_sec: Option<u64>,
+    /// Joins need a signed user assertion: one live ticket per user.
+    #[serde(default)]
+    pub require_user_assertion: bool,
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -77,6 +86,12 @@ pub struct SettingsPatch {
     pub opens_at_ms: Option<Option<u64>>,
     /// New pre-queue opening, Unix ms: `Some(None)` clears it.
     pub prequeue_opens_at_ms: Option<Option<u64>>,
+    /// New proof-of-work difficulty, bits.
+    pub pow_difficulty: Option<u8>,
+    /// New auto-rise threshold: `Some(None)` = fixed difficulty.
+    pub pow_auto_joins_per_sec: Option<Option<u64>>,
+    /// Require user assertions or not.
+    pub require_user_assertion: Option<bool>,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -120,6 +135,9 @@ impl Settings {
             },
             opens_at_ms: Some(self.opens_at_ms),
             prequeue_opens_at_ms: Some(self.prequeue_opens_at_ms),
+            pow_difficulty: Some(self.pow_difficulty),
+            pow_auto_joins_per_sec: Some(self.pow_auto_joins_per_sec),
+            require_user_assertion: Some(self.require_user_assertion),
         }
     }
 
@@ -146,6 +164,13 @@ impl Settings {
             prequeue_opens_at_ms: patch
                 .prequeue_opens_at_ms
                 .unwrap_or(self.prequeue_opens_at_ms),
+            pow_difficulty: patch.pow_difficulty.unwrap_or(self.pow_difficulty),
+            pow_auto_joins_per_sec: patch
+                .pow_auto_joins_per_sec
+                .unwrap_or(self.pow_auto_joins_per_sec),
+            require_user_assertion: patch
+                .require_user_assertion
+                .unwrap_or(self.require_user_assertion),
         }
     }
 }

@@ -63,6 +63,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     let exit = StoredValue::new_local(queue.exit());
     let queue = StoredValue::new_local(queue);
     let phase = state.phase;
+    let checking = state.checking;
     let joining = Signal::derive(move || phase.with(|p| *p == Phase::Joining));
     mark_place_on_screen(phase);
     let room_name = params.room.clone();
@@ -78,6 +79,11 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             </header>
             <StatusSection params=params.clone() phase=phase queue=queue exit=exit />
             <Countdown lang=lang phase=phase />
+            <Show when=move || checking.get()>
+                <p id="checking-browser" class="checking" role="status">
+                    {t(lang, Text::CheckingBrowser)}
+                </p>
+            </Show>
             <Stats lang=lang phase=phase connection=state.connection joining=joining />
             <ProgressBar
                 lang=lang

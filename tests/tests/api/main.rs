@@ -5,6 +5,7 @@
 
 mod admission;
 mod bad_input;
+mod bots;
 mod configuration;
 mod embedding;
 mod eta;

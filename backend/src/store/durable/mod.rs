@@ -464,6 +464,20 @@ impl Store for DurableStore {
         })
     }
 
+    /// Not journaled: the embedded store's challenge key lives in this process only, so a
+    /// challenge from before a restart never verifies again.
+    async fn use_challenge(
+        &self,
+        room: &str,
+        id: &str,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.engine
+            .use_challenge(room, id, expires_at_ms, now_ms)
+            .await
+    }
+
     async fn check_token(
         &self,
         room: &str,

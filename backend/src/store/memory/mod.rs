@@ -13,6 +13,7 @@
 
 pub mod admission;
 pub mod draw;
+pub mod challenges;
 pub mod image;
 pub mod presence;
 pub mod room;
@@ -34,6 +35,7 @@ use super::{
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
+    challenges: Mutex<challenges::UsedChallenges>,
 }
 
 impl MemoryStore {
@@ -265,6 +267,16 @@ impl Store for MemoryStore {
     ) -> Result<AdmitOutcome, StoreError> {
         let clock = super::now_ms();
         self.with_room(room, |state| state.admit(request, clock))
+    }
+
+    async fn use_challenge(
+        &self,
+        room: &str,
+        id: &str,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(lock(&self.challenges).use_once(room, id, expires_at_ms, now_ms))
     }
 
     async fn check_token(

@@ -42,8 +42,8 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 23 {
-            return Err(StoreError::Corrupt("admit reply needs 23 fields".into()));
+        if reply.len() != 26 {
+            return Err(StoreError::Corrupt("admit reply needs 26 fields".into()));
         }
         let (reply, sale) = split_sale(&reply)?;
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
@@ -63,14 +63,14 @@ impl RedisStore {
             waiting: *waiting as u64,
             active: *active as u64,
             skipped: *skipped as u64,
-            settings: parse_versioned(&reply[5..14])
-                .and_then(|versioned| with_schedule(versioned, &reply[15..17]))
+            settings: parse_versioned(&reply[5..17])
+                .and_then(|versioned| with_schedule(versioned, &reply[18..20]))
                 .ok()
                 .map(|mut settings| {
                     settings.settings.sale = sale;
                     settings
                 }),
-            popped: as_i64(&reply[14])?.max(0) as u64,
+            popped: as_i64(&reply[17])?.max(0) as u64,
         })
     }
 }

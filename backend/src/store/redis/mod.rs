@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 mod admission;
 mod draw;
+mod bots;
 mod presence;
 mod queue;
 mod reply;
@@ -97,6 +98,24 @@ pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: 
         })
         .arg(config.abandon_after_ms)
         .arg(config.hold_place_ms);
+}
+
+/// The settings fields added after the first eight (issue 16: proof of work, user assertions),
+/// passed after each script's other arguments: pow bits, pow_auto (`""` = fixed), req_user.
+pub(super) fn config_args_added(invocation: &mut redis::ScriptInvocation<'_>, config: &Settings) {
+    invocation
+        .arg(config.pow_difficulty)
+        .arg(
+            config
+                .pow_auto_joins_per_sec
+                .map(|per_sec| per_sec.to_string())
+                .unwrap_or_default(),
+        )
+        .arg(if config.require_user_assertion {
+            "1"
+        } else {
+            "0"
+        });
 }
 
 /// The names of one room's keys.
@@ -442,6 +461,17 @@ impl Store for RedisStore {
         request: &AdmitRequest<'_>,
     ) -> Result<AdmitOutcome, StoreError> {
         self.admit_in_redis(room, request).await
+    }
+
+    async fn use_challenge(
+        &self,
+        room: &str,
+        id: &str,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.use_challenge_in_redis(room, id, expires_at_ms, now_ms)
+            .await
     }
 
     async fn check_token(

@@ -131,7 +131,7 @@ pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
 /// settings.
 pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, StoreError> {
     let [settings @ .., version] = fields else {
-        return Err(StoreError::Corrupt("room settings need 9 fields".into()));
+        return Err(StoreError::Corrupt("room settings need 12 fields".into()));
     };
     Ok(VersionedSettings {
         settings: parse_config(settings)?,
@@ -139,13 +139,16 @@ pub(super) fn parse_versioned(fields: &[Value]) -> Result<VersionedSettings, Sto
     })
 }
 
-/// Settings fields `rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms` as stored
+/// Settings fields `rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
+/// pow_auto, req_user` as stored
 /// (empty = absent; the presence times of a room stored before they existed read as their
 /// defaults) → a config.
 pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
     let text: Vec<String> = fields.iter().map(as_string).collect::<Result<_, _>>()?;
-    let [rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms] = text.as_slice() else {
-        return Err(StoreError::Corrupt("room settings need 8 fields".into()));
+    let [rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow, pow_auto, req_user] =
+        text.as_slice()
+    else {
+        return Err(StoreError::Corrupt("room settings need 11 fields".into()));
     };
     let millis = |text: &str, default: fn() -> u64| {
         if text.is_empty() {
@@ -180,6 +183,23 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
         sale: SaleSettings::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
+        // Absent (a room stored before issue 16) = off.
+        pow_difficulty: if pow.is_empty() {
+            0
+        } else {
+            pow.parse()
+                .map_err(|_| StoreError::Corrupt(format!("pow {pow:?}")))?
+        },
+        pow_auto_joins_per_sec: if pow_auto.is_empty() {
+            None
+        } else {
+            Some(
+                pow_auto
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("pow_auto {pow_auto:?}")))?,
+            )
+        },
+        require_user_assertion: req_user == "1",
     })
 }
 

@@ -6,7 +6,7 @@ use redis::Value;
 use super::reply::{
     as_i64, as_string, as_u64, parse_versioned, split_sale, with_schedule, SALE_FIELDS,
 };
-use super::{config_args, fresh_secret, Keys, RedisStore};
+use super::{config_args, config_args_added, fresh_secret, Keys, RedisStore};
 use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
@@ -23,6 +23,7 @@ impl RedisStore {
         invocation.key(keys.key("secret"));
         config_args(&mut invocation, defaults);
         invocation.arg(&fresh_secret()[..]);
+        config_args_added(&mut invocation, defaults);
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
@@ -58,6 +59,9 @@ impl RedisStore {
                         "share",
                         "abandon_ms",
                         "hold_ms",
+                        "pow",
+                        "pow_auto",
+                        "req_user",
                         "ver",
                         "opens_ms",
                         "preopens_ms",
@@ -69,7 +73,7 @@ impl RedisStore {
             .map_err(StoreError::for_read)?;
         let (fields, sale) = split_sale(&fields)?;
         let [settings @ .., opens, preopens] = fields else {
-            return Err(StoreError::Corrupt("room settings need 11 fields".into()));
+            return Err(StoreError::Corrupt("room settings need 14 fields".into()));
         };
         let mut versioned = with_schedule(
             parse_versioned(settings)?,
@@ -126,6 +130,19 @@ impl RedisStore {
                 patch
                     .hold_place_ms
                     .map_or_else(unchanged, |ms| ms.to_string()),
+            )
+            .arg(
+                patch
+                    .pow_difficulty
+                    .map_or_else(unchanged, |bits| bits.to_string()),
+            )
+            .arg(patch.pow_auto_joins_per_sec.map_or_else(unchanged, |auto| {
+                auto.map(|per_sec| per_sec.to_string()).unwrap_or_default()
+            }))
+            .arg(
+                patch
+                    .require_user_assertion
+                    .map_or_else(unchanged, |on| if on { "1" } else { "0" }.to_owned()),
             );
         for time in [patch.opens_at_ms, patch.prequeue_opens_at_ms] {
             invocation.arg(time.map_or_else(unchanged, |at| {
@@ -189,10 +206,11 @@ impl RedisStore {
             .arg(lease_ms);
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
+        config_args_added(&mut invocation, defaults);
         let reply = self.run_script(&invocation).await?;
         let (reply, sale) = split_sale(&reply)?;
         let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
-            return Err(StoreError::Corrupt("lease reply needs 21 fields".into()));
+            return Err(StoreError::Corrupt("lease reply needs 24 fields".into()));
         };
         self.remember_secret(room, secret, false)?;
         let epoch = as_u64(epoch)?;

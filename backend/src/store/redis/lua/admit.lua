@@ -18,7 +18,7 @@
 -- What the quota leaves unused with nobody waiting is banked for instant joins, so every
 -- admission, tick or join, spends some tick's quota exactly once.
 -- Returns {admitted (-1 = fenced), expired, waiting, active, skipped, rate, paused, ttl_ms, cap,
--- checkout, share, abandon_ms, hold_ms, version, shoppers ever admitted}: the settings are those
+-- checkout, share, abandon_ms, hold_ms, pow, pow_auto, req_user, version, shoppers ever admitted}: the settings are those
 -- in force now, for the next tick's quota.
 -- A room paused in the store admits nobody, whatever the caller's (possibly older) copy says.
 -- Stock (docs/DESIGN.md "Stock and sold out"): never more tokens out than units left (settings
@@ -28,7 +28,7 @@
 -- The reply ends with the settings' opens_ms and preopens_ms ("" = none), then the sale's fields
 -- {stock, sold, soldout, closed, msg_en, msg_ko} (absent = nil).
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', ''}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -77,7 +77,7 @@ end
 
 local active = redis.call('ZCARD', KEYS[2])
 local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
-                    'abandon_ms', 'hold_ms', 'ver')
+                    'abandon_ms', 'hold_ms', 'pow', 'pow_auto', 'req_user', 'ver')
 local granted = #ARGV - 12
 local quota = granted
 local undrawn = redis.call('EXISTS', KEYS[14]) == 1
@@ -183,7 +183,8 @@ if ARGV[12] ~= '' then
 end
 local reply = {admitted, expired, waiting, active + admitted, skipped,
                s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
-               s[8] or '', s[9] or '0', tonumber(redis.call('GET', KEYS[6]) or '0'),
+               s[8] or '', s[9] or '', s[10] or '', s[11] or '', s[12] or '0',
+               tonumber(redis.call('GET', KEYS[6]) or '0'),
                redis.call('HGET', KEYS[5], 'opens_ms') or '',
                redis.call('HGET', KEYS[5], 'preopens_ms') or ''}
 for _, v in ipairs(sale) do

@@ -7,8 +7,9 @@
 -- persistence), so the room keeps working.
 -- ARGV[11] the caller's cached room secret ("" = none): written back the same way when the secret
 -- is gone, so the room keeps the secret its replicas derive ticket ids with.
+-- ARGV[12..14] default pow, pow_auto, req_user (written with the defaults above).
 -- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share,
--- abandon_ms, hold_ms, settings version, secret in force ("" = none), active users, pace ("" =
+-- abandon_ms, hold_ms, pow, pow_auto, req_user, settings version, secret in force ("" = none), active users, pace ("" =
 -- none), opens_ms, preopens_ms ("" = none), stock, sold, soldout, closed, msg_en, msg_ko (the
 -- sale's fields: absent = nil)}.
 local current = redis.call('GET', KEYS[1])
@@ -22,15 +23,16 @@ elseif not current then
 end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('HSET', KEYS[3], 'rate', ARGV[3], 'paused', ARGV[4], 'ttl_ms', ARGV[5], 'cap', ARGV[6],
-             'checkout', ARGV[7], 'share', ARGV[8], 'abandon_ms', ARGV[9], 'hold_ms', ARGV[10])
+             'checkout', ARGV[7], 'share', ARGV[8], 'abandon_ms', ARGV[9], 'hold_ms', ARGV[10],
+             'pow', ARGV[12], 'pow_auto', ARGV[13], 'req_user', ARGV[14])
 end
 if ARGV[11] ~= '' then
   redis.call('SET', KEYS[4], ARGV[11], 'NX')
 end
 local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
-                     'abandon_ms', 'hold_ms', 'ver')
+                     'abandon_ms', 'hold_ms', 'pow', 'pow_auto', 'req_user', 'ver')
 local reply = {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '',
-               s[7] or '', s[8] or '', s[9] or '0',
+               s[7] or '', s[8] or '', s[9] or '', s[10] or '', s[11] or '', s[12] or '0',
                redis.call('GET', KEYS[4]) or '',
                redis.call('ZCARD', KEYS[5]),
                redis.call('GET', KEYS[6]) or '',

@@ -1,19 +1,20 @@
 -- Change a room's settings in one step, optionally only at an expected version (If-Match).
 -- KEYS[1] settings (HASH)   ARGV[1] expected version ("" = any)
--- ARGV[2..9] new rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms: "-" = unchanged
--- ("" for cap = no cap, for checkout = the demo checkout)
--- ARGV[10..11] new opens_ms, preopens_ms (scheduled opening, Unix ms; "" = none, "-" = unchanged)
--- ARGV[12..16] the sale (docs/DESIGN.md "Stock and sold out"): stock ("" = unlimited), soldout
+-- ARGV[2..12] new rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow, pow_auto,
+-- req_user: "-" = unchanged ("" for cap = no cap, for checkout = the demo checkout, for pow_auto =
+-- a fixed difficulty)
+-- ARGV[13..14] new opens_ms, preopens_ms (scheduled opening, Unix ms; "" = none, "-" = unchanged)
+-- ARGV[15..19] the sale (docs/DESIGN.md "Stock and sold out"): stock ("" = unlimited), soldout
 -- (1|0), closed (1|0), msg_en, msg_ko ("" = the page's own): "-" = unchanged. The sold-out mark
 -- is never cleared, and a stock of 0 sets it; `sold` is only changed by orders (token.lua).
--- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, version,
--- opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko}: the settings in force
+-- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
+-- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko}: the settings in force
 -- afterwards.
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
 if ARGV[1] == '' or tonumber(ARGV[1]) == version then
   local names = {'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share', 'abandon_ms', 'hold_ms',
-                 'opens_ms', 'preopens_ms'}
+                 'pow', 'pow_auto', 'req_user', 'opens_ms', 'preopens_ms'}
   for i, name in ipairs(names) do
     if ARGV[i + 1] ~= '-' then
       redis.call('HSET', KEYS[1], name, ARGV[i + 1])
@@ -21,7 +22,7 @@ if ARGV[1] == '' or tonumber(ARGV[1]) == version then
   end
   local sale = {'stock', 'soldout', 'closed', 'msg_en', 'msg_ko'}
   for i, name in ipairs(sale) do
-    local value = ARGV[i + 11]
+    local value = ARGV[i + 14]
     if value ~= '-' and not (name == 'soldout' and value == '0') then
       redis.call('HSET', KEYS[1], name, value)
     end
@@ -33,9 +34,9 @@ if ARGV[1] == '' or tonumber(ARGV[1]) == version then
   applied = 1
 end
 local s = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
-                     'abandon_ms', 'hold_ms')
+                     'abandon_ms', 'hold_ms', 'pow', 'pow_auto', 'req_user')
 local reply = {applied, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '',
-               s[7] or '', s[8] or '', version,
+               s[7] or '', s[8] or '', s[9] or '', s[10] or '', s[11] or '', version,
                redis.call('HGET', KEYS[1], 'opens_ms') or '',
                redis.call('HGET', KEYS[1], 'preopens_ms') or ''}
 for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko')) do
