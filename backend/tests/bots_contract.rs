@@ -26,6 +26,9 @@ fn defaults() -> Settings {
         pow_difficulty: 0,
         pow_auto_joins_per_sec: None,
         require_user_assertion: false,
+        sale: Default::default(),
+        opens_at_ms: None,
+        prequeue_opens_at_ms: None,
     }
 }
 

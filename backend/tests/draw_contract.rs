@@ -37,6 +37,9 @@ fn defaults() -> Settings {
         hold_place_ms: 0,
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
+        pow_difficulty: 0,
+        pow_auto_joins_per_sec: None,
+        require_user_assertion: false,
         sale: Default::default(),
     }
 }

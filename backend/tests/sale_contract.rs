@@ -33,6 +33,9 @@ fn defaults() -> Settings {
         sale: SaleSettings::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
+        pow_difficulty: 0,
+        pow_auto_joins_per_sec: None,
+        require_user_assertion: false,
     }
 }
 

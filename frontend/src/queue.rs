@@ -27,8 +27,8 @@ use crate::{
     handoff::Exit,
     i18n::{t, Lang, Text},
     page_params::{checkout_href, PageParams, Transport},
-    sale_text::{sale_text, SaleText},
     proof,
+    sale_text::{sale_text, SaleText},
     sse::EventStream,
     storage::RoomMemory,
 };

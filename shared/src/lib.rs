@@ -17,8 +17,8 @@
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
 //! - [`bots`]: the proof-of-work puzzle of a join and the operator's top clients (issue 16).
 
-pub mod draw;
 pub mod bots;
+pub mod draw;
 pub mod embed;
 pub mod entry;
 pub mod error_code;

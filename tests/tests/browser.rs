@@ -13,10 +13,10 @@
 //! reload; axe-core finds no violation in any state (waiting, retrying, offline, checkout,
 //! receipt); the first answer moves nothing on screen; page files go out brotli/gzip-compressed.
 
-#[path = "browser/opening.rs"]
-mod opening;
 #[path = "browser/bots.rs"]
 mod bots;
+#[path = "browser/opening.rs"]
+mod opening;
 #[path = "browser/presence.rs"]
 mod presence;
 #[path = "browser/sale.rs"]

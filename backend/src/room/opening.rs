@@ -231,6 +231,9 @@ mod tests {
             hold_place_ms: 0,
             opens_at_ms: opens,
             prequeue_opens_at_ms: pre,
+            pow_difficulty: 0,
+            pow_auto_joins_per_sec: None,
+            require_user_assertion: false,
             sale: Default::default(),
         }
     }

@@ -70,6 +70,9 @@ mod tests {
             sale,
             opens_at_ms: None,
             prequeue_opens_at_ms: None,
+            pow_difficulty: 0,
+            pow_auto_joins_per_sec: None,
+            require_user_assertion: false,
         }
     }
 

@@ -12,8 +12,8 @@
 //! - [`draw`]: the pre-queue, the draw seed and the draw of a scheduled opening.
 
 pub mod admission;
-pub mod draw;
 pub mod challenges;
+pub mod draw;
 pub mod image;
 pub mod presence;
 pub mod room;

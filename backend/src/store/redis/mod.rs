@@ -18,8 +18,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 mod admission;
-mod draw;
 mod bots;
+mod draw;
 mod presence;
 mod queue;
 mod reply;
