@@ -336,11 +336,23 @@ pub struct RoomSettings {
     #[serde(default)]
     pub closed: bool,
     /// The sold-out message shown to shoppers, English; null = the page's own text.
-    #[cfg_attr(feature = "openapi", schema(max_length = 500))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 500,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
     #[serde(default)]
     pub sold_out_message_en: Option<String>,
     /// The sold-out message shown to shoppers, Korean; null = the page's own text.
-    #[cfg_attr(feature = "openapi", schema(max_length = 500))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 500,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
     #[serde(default)]
     pub sold_out_message_ko: Option<String>,
 }
@@ -443,7 +455,10 @@ pub struct RoomSettingsPatch {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "nullable"
     )]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 500))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, max_length = 500, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub sold_out_message_en: Option<Option<String>>,
     /// New Korean sold-out message (as `soldOutMessageEn`).
     #[serde(
@@ -451,7 +466,10 @@ pub struct RoomSettingsPatch {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "nullable"
     )]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, max_length = 500))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, max_length = 500, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
     pub sold_out_message_ko: Option<Option<String>>,
     /// New opening (RFC 3339, e.g. `"2026-11-27T09:00:00Z"`); `null` = none.
     #[serde(

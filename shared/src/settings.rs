@@ -288,10 +288,27 @@ pub fn check_stock(stock: Option<u64>) -> Result<(), SettingOutOfRange> {
     }
 }
 
+/// [`is_valid_sold_out_message`]'s rule as an ECMA-262 regular expression (the OpenAPI `pattern`
+/// of `soldOutMessageEn`/`Ko`; the length is `maxLength`): no control character, at least one
+/// that is not white space.
+pub const SOLD_OUT_MESSAGE_PATTERN: &str =
+    r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
+
+/// White space as a regular expression's `\s` knows it, so the server and
+/// [`SOLD_OUT_MESSAGE_PATTERN`] agree (ECMA-262 also counts U+FEFF, Python's `re` does not: the
+/// server accepts it, the stricter reading).
+fn is_pattern_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
+    )
+}
+
 /// Whether a sold-out message is 1–[`SOLD_OUT_MESSAGE_MAX_CHARS`] characters with no control
-/// characters (line breaks included: the page shows one paragraph).
+/// characters (line breaks included: the page shows one paragraph) and not only white space.
 pub fn is_valid_sold_out_message(text: &str) -> bool {
-    !text.trim().is_empty()
+    text.chars().any(|c| !is_pattern_space(c))
         && text.chars().count() <= SOLD_OUT_MESSAGE_MAX_CHARS
         && !text.chars().any(char::is_control)
 }

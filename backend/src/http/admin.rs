@@ -391,11 +391,18 @@ mod tests {
                 (Some(0.0), Some(STOCK_MAX as f64)),
                 "{schema}: {properties}"
             );
-            assert_eq!(
-                properties["soldOutMessageKo"]["maxLength"].as_u64(),
-                Some(SOLD_OUT_MESSAGE_MAX_CHARS as u64),
-                "{schema}: {properties}"
-            );
+            for field in ["soldOutMessageEn", "soldOutMessageKo"] {
+                assert_eq!(
+                    properties[field]["maxLength"].as_u64(),
+                    Some(SOLD_OUT_MESSAGE_MAX_CHARS as u64),
+                    "{schema}: {properties}"
+                );
+                assert_eq!(
+                    properties[field]["pattern"].as_str(),
+                    Some(SOLD_OUT_MESSAGE_PATTERN),
+                    "{schema}: {properties}"
+                );
+            }
             assert_eq!(
                 bounds("proofOfWorkDifficulty"),
                 secs(0, u64::from(PROOF_OF_WORK_DIFFICULTY_MAX)),

@@ -178,7 +178,11 @@ impl SseHub {
         let mut watchers = self.lock();
         let mut more_due = false;
         let exact: std::collections::HashSet<&str> = due.iter().map(String::as_str).collect();
-        // A pause, resume or rate change moves every ETA (not the positions): republish them all.
+        // A pause, resume or rate change moves every ETA (not the positions), selling out ends
+        // every wait: republish them all. Units sold change no status: an order republishes
+        // nothing.
+        let mut settings = settings;
+        (settings.sale.stock, settings.sale.sold) = (None, 0);
         let settings_changed = watchers.settings_seen.as_ref() != Some(&settings);
         watchers.settings_seen = Some(settings);
         match &answer.delta {

@@ -1,6 +1,7 @@
 //! Sold out in the browser (docs/DESIGN.md "Stock and sold out"): an open waiting page learns
 //! that the room sold out within one poll (English, polling) or one SSE refresh (Korean, SSE), and
-//! shows the room's own message in its language; a page that joins a sold-out room says so.
+//! shows the room's own message in its language (axe-core finds no violation); a page that joins
+//! a sold-out room says so.
 //! Screenshots: `target/screenshots/sold-out-{en,ko}.png` (the README shows copies in `docs/`).
 
 use std::time::{Duration, Instant};
@@ -100,6 +101,8 @@ async fn sold_out_reaches_open_pages_within_one_cycle_in_both_languages() {
         .find(fantoccini::Locator::Css("#leave-line"))
         .await
         .is_err());
+    super::assert_accessible(&english, "sold out").await;
+    super::assert_accessible(&korean, "sold out (ko)").await;
     save_screenshot(&english, "sold-out-en.png").await;
     save_screenshot(&korean, "sold-out-ko.png").await;
 
