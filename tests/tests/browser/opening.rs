@@ -80,7 +80,7 @@ async fn countdown_then_drawn_place_then_admitted_in_both_languages() {
     let mut places = Vec::new();
     for (browser, _, _) in &pages {
         wait_for(
-            &browser,
+            browser,
             "#status",
             Some("data-status"),
             Duration::from_secs(25),
