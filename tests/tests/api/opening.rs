@@ -211,6 +211,25 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
         "the published order is the queue's order"
     );
 
+    // Paging past the end lists nothing; a bad offset or limit is a clear 400.
+    let (code, past) = app
+        .get_json("/api/v1/rooms/main/draw?offset=18446744073709551615")
+        .await;
+    assert_eq!(
+        (code, past["tags"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{past}"
+    );
+    for bad in ["limit=0", "limit=10001", "offset=-1", "offset=x"] {
+        let (code, body) = app
+            .get_json(&format!("/api/v1/rooms/main/draw?{bad}"))
+            .await;
+        assert_eq!(
+            (code, body["error"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_field")),
+            "{bad}"
+        );
+    }
     let url = app.url("/api/v1/rooms/main/draw");
     let (code, out) = verify_draw(&[&url, "--tag", &by_place[41]]);
     assert_eq!(code, 0, "{out}");
