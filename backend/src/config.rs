@@ -21,7 +21,14 @@ pub const DEFAULT_PROTECTED_PREFIX: &str = "/api/v1/rooms/{room}/orders";
 
 /// Vestibule: a virtual waiting room for flash sales.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "vestibule", version, about, long_about = None)]
+#[command(
+    name = "vestibule",
+    version,
+    about,
+    long_about = None,
+    after_help = "Also: vestibule verify-draw URL|FILE [--tag TAG] recomputes a room's published \
+                  draw (see vestibule verify-draw --help)."
+)]
 pub struct Config {
     /// Address to listen on (use port 0 for any free port; the bound address is printed).
     #[arg(long, env = "VESTIBULE_BIND", default_value = "127.0.0.1:8080")]

@@ -129,7 +129,9 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     );
     let commitment = seed_commitment(&seed_bytes(&first).unwrap());
 
-    // One shopper waited before the pre-queue existed: ahead of everyone.
+    // One shopper waited before the pre-queue existed: ahead of everyone, not drawn (what
+    // Cloudflare's pre-queue leaves to the operator: cloudflare/cloudflare-docs#8773 notes that
+    // users already active are not pre-queued).
     let early = store
         .join(ROOM, None, &random_id())
         .await

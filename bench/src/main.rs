@@ -27,8 +27,8 @@ enum Commands {
         /// The vestibule binary (default: next to this one).
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
-        /// Comma-separated stages (default all): baselines, sale, sale-halved, capacity, embedded,
-        /// position, sse, gate, ghosts, drop.
+        /// Comma-separated stages (default all but drop): baselines, sale, sale-halved, capacity,
+        /// embedded, position, sse, gate, ghosts, drop (the scheduled drop, only when named).
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).
@@ -104,8 +104,13 @@ fn main() -> anyhow::Result<()> {
             if !sse_steps.is_empty() {
                 profile.sse_steps = sse_steps;
             }
+            // The scheduled drop runs only when asked (it takes its joins' minute per size).
             let stages = if stages.is_empty() {
-                STAGES.iter().map(|s| (*s).to_owned()).collect()
+                STAGES
+                    .iter()
+                    .filter(|s| **s != "drop")
+                    .map(|s| (*s).to_owned())
+                    .collect()
             } else {
                 if let Some(unknown) = stages.iter().find(|s| !STAGES.contains(&s.as_str())) {
                     anyhow::bail!("unknown stage {unknown:?}: one of {STAGES:?}");

@@ -152,7 +152,9 @@ pub async fn leader_step(
     now_ms: u64,
 ) -> Result<StepDone, StoreError> {
     let settings = room.settings();
-    if !has_draw(&settings) || room.drawn() {
+    // A seed known here with its times cleared since still gets its draw: the pre-queue's
+    // tickets must not wait for ever (the store admits nobody while they are undrawn).
+    if !(has_draw(&settings) || room.seeded()) || room.drawn() {
         return Ok(StepDone::Nothing);
     }
     let phase = opening_phase(&settings, now_ms);

@@ -37,7 +37,15 @@ async fn patch(app: &TestApp, body: Value) -> (StatusCode, Value) {
 }
 
 async fn join_many(app: &TestApp, n: usize, prefix: &str) -> Vec<TicketStatus> {
-    join_all((0..n).map(|i| {
+    join_range(app, 0..n, prefix).await
+}
+
+async fn join_range(
+    app: &TestApp,
+    range: std::ops::Range<usize>,
+    prefix: &str,
+) -> Vec<TicketStatus> {
+    join_all(range.map(|i| {
         let key = format!("{prefix}-{i}");
         async move {
             let (code, ticket) = app.join("main", Some(&key)).await;
@@ -90,6 +98,10 @@ async fn drawn_positions(app: &TestApp, tickets: &[TicketStatus]) -> Vec<(u64, S
     panic!("the pre-queue was not drawn within 10 s of the opening");
 }
 
+/// Also a field report turned into a check: mterwill/office-hours-help-queue#216 ("students who
+/// script clicking … land on the top of the queue when it first opens"). Here the 30 shoppers
+/// whose scripts join first (one after another, before the other 270) get no head start: their
+/// drawn places are spread over the line, not 1..30.
 async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;
     // Bad times are refused with a clear 400 and change nothing.
@@ -139,7 +151,11 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
     );
     let commitment = draw["seedSha256"].as_str().unwrap().to_owned();
 
-    let tickets = join_many(&app, 300, "pre").await;
+    let mut tickets = Vec::new();
+    for i in 0..30 {
+        tickets.extend(join_range(&app, i..i + 1, "pre").await);
+    }
+    tickets.extend(join_range(&app, 30..300, "pre").await);
     for ticket in &tickets {
         assert_eq!(ticket.status, TicketState::PreQueue, "{ticket:?}");
         assert_eq!(ticket.position, None);
@@ -195,6 +211,25 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
         "the published order is the queue's order"
     );
 
+    // Paging past the end lists nothing; a bad offset or limit is a clear 400.
+    let (code, past) = app
+        .get_json("/api/v1/rooms/main/draw?offset=18446744073709551615")
+        .await;
+    assert_eq!(
+        (code, past["tags"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{past}"
+    );
+    for bad in ["limit=0", "limit=10001", "offset=-1", "offset=x"] {
+        let (code, body) = app
+            .get_json(&format!("/api/v1/rooms/main/draw?{bad}"))
+            .await;
+        assert_eq!(
+            (code, body["error"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_field")),
+            "{bad}"
+        );
+    }
     let url = app.url("/api/v1/rooms/main/draw");
     let (code, out) = verify_draw(&[&url, "--tag", &by_place[41]]);
     assert_eq!(code, 0, "{out}");

@@ -64,7 +64,11 @@ impl RedisStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let (start, stop) = (offset as isize, (offset + limit - 1) as isize);
+        // Past the end of any list (and past LRANGE's signed range): nothing.
+        let Ok(start) = isize::try_from(offset) else {
+            return Ok(Vec::new());
+        };
+        let stop = isize::try_from(offset.saturating_add(limit - 1)).unwrap_or(isize::MAX);
         let mut connection = self.connection.clone();
         self.bounded(
             redis::cmd("LRANGE")

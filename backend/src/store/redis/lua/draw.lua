@@ -22,32 +22,57 @@ local n = tonumber(ARGV[5])
 if redis.call('SCARD', KEYS[4]) ~= n then
   return {'CHANGED'}
 end
+-- Batched reads and writes (ZMSCORE and SMISMEMBER need Redis >= 6.2): a few calls per 1,000.
+local BATCH = 1000
 local seqs = {}
 local given = {}
-for i = 1, n do
-  local id = ARGV[5 + i]
-  local seq = redis.call('ZSCORE', KEYS[3], id)
-  if given[id] or not seq or redis.call('SISMEMBER', KEYS[4], id) == 0 then
-    return {'CHANGED'}
+for from = 1, n, BATCH do
+  local to = math.min(n, from + BATCH - 1)
+  local ids = {}
+  for i = from, to do
+    local id = ARGV[5 + i]
+    if given[id] then
+      return {'CHANGED'}
+    end
+    given[id] = true
+    ids[#ids + 1] = id
   end
-  given[id] = true
-  seqs[i] = tonumber(seq)
+  local scores = redis.call('ZMSCORE', KEYS[3], unpack(ids))
+  local members = redis.call('SMISMEMBER', KEYS[4], unpack(ids))
+  for j = 1, #ids do
+    if not scores[j] or members[j] == 0 then
+      return {'CHANGED'}
+    end
+    seqs[from + j - 1] = tonumber(scores[j])
+  end
 end
 table.sort(seqs)
 local prefix = ARGV[3]
 local now_s = math.floor(tonumber(ARGV[4]) / 1000)
-local BATCH = 1000
 for from = 1, n, BATCH do
   local to = math.min(n, from + BATCH - 1)
   local zadd = {'XX'}
   local tags = {}
+  -- Last-heard slots, one BITFIELD per seen: chunk touched by this batch.
+  local fields = {}
   for i = from, to do
-    zadd[#zadd + 1] = seqs[i]
+    local seq = seqs[i]
+    zadd[#zadd + 1] = seq
     zadd[#zadd + 1] = ARGV[5 + i]
     tags[#tags + 1] = ARGV[5 + n + i]
-    local seq = seqs[i]
-    redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32',
-               '#' .. (seq % 65536), now_s)
+    local chunk = prefix .. 'seen:' .. math.floor(seq / 65536)
+    local ops = fields[chunk]
+    if not ops then
+      ops = {}
+      fields[chunk] = ops
+    end
+    ops[#ops + 1] = 'SET'
+    ops[#ops + 1] = 'u32'
+    ops[#ops + 1] = '#' .. (seq % 65536)
+    ops[#ops + 1] = now_s
+  end
+  for chunk, ops in pairs(fields) do
+    redis.call('BITFIELD', chunk, unpack(ops))
   end
   redis.call('ZADD', KEYS[3], unpack(zadd))
   redis.call('RPUSH', KEYS[6], unpack(tags))
