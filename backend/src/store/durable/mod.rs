@@ -24,12 +24,11 @@ pub mod options;
 pub mod snapshot;
 pub mod writer;
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use fs4::fs_std::FileExt as _;
 use tokio::runtime::RuntimeFlavor;
 
 use self::change::{Change, InstantJoin};
@@ -71,23 +70,7 @@ impl DurableStore {
             dir: dir.to_owned(),
             reason,
         };
-        options::create_private_dir(dir)
-            .map_err(|error| unusable(format!("creating it: {error}")))?;
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("lock"))
-            .map_err(|error| unusable(format!("opening its lock file: {error}")))?;
-        match lock_file.try_lock_exclusive() {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(OpenError::Locked {
-                    dir: dir.to_owned(),
-                })
-            }
-            Err(error) => return Err(unusable(format!("locking it: {error}"))),
-        }
+        let lock_file = options::lock_dir(dir)?;
         let engine = MemoryStore::new();
         let (mut last_seq, mut snapshot_bytes) = (0, 0);
         if let Some((snapshot, bytes)) = Snapshot::load(&snapshot_path(dir)).map_err(unusable)? {

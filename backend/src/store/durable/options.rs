@@ -55,3 +55,30 @@ pub(super) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(dir)
 }
+
+/// Creates (if needed) and locks the data dir `dir` for this process; the lock holds while the
+/// returned file stays open.
+///
+/// # Errors
+/// [`OpenError::Locked`] when another process holds it; [`OpenError::Unusable`] when it cannot
+/// be created, opened or locked.
+pub fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, OpenError> {
+    let unusable = |reason: String| OpenError::Unusable {
+        dir: dir.to_owned(),
+        reason,
+    };
+    create_private_dir(dir).map_err(|error| unusable(format!("creating it: {error}")))?;
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("lock"))
+        .map_err(|error| unusable(format!("opening its lock file: {error}")))?;
+    match fs4::fs_std::FileExt::try_lock_exclusive(&lock_file) {
+        Ok(true) => Ok(lock_file),
+        Ok(false) => Err(OpenError::Locked {
+            dir: dir.to_owned(),
+        }),
+        Err(error) => Err(unusable(format!("locking it: {error}"))),
+    }
+}

@@ -78,46 +78,6 @@ struct CachedSecret {
 /// also check at every lease call; the leader makes none while it leads).
 const SECRET_RECHECK: Duration = Duration::from_secs(5);
 
-/// A room's settings as script arguments: rate, paused (`1`/`0`), TTL in ms, cap (`""` = none).
-pub(super) fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: &Settings) {
-    invocation
-        .arg(config.admission_rate_per_sec)
-        .arg(if config.paused { "1" } else { "0" })
-        .arg(config.token_ttl_ms)
-        .arg(
-            config
-                .max_active_users
-                .map(|cap| cap.to_string())
-                .unwrap_or_default(),
-        )
-        .arg(config.checkout_url.as_deref().unwrap_or_default())
-        .arg(if config.share_token_with_embedder {
-            "1"
-        } else {
-            "0"
-        })
-        .arg(config.abandon_after_ms)
-        .arg(config.hold_place_ms);
-}
-
-/// The settings fields added after the first eight (issue 16: proof of work, user assertions),
-/// passed after each script's other arguments: pow bits, pow_auto (`""` = fixed), req_user.
-pub(super) fn config_args_added(invocation: &mut redis::ScriptInvocation<'_>, config: &Settings) {
-    invocation
-        .arg(config.pow_difficulty)
-        .arg(
-            config
-                .pow_auto_joins_per_sec
-                .map(|per_sec| per_sec.to_string())
-                .unwrap_or_default(),
-        )
-        .arg(if config.require_user_assertion {
-            "1"
-        } else {
-            "0"
-        });
-}
-
 /// The names of one room's keys.
 pub(super) struct Keys {
     pub(super) prefix: String,

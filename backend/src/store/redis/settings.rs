@@ -6,7 +6,7 @@ use redis::Value;
 use super::reply::{
     as_i64, as_string, as_u64, parse_versioned, split_sale, with_schedule, SALE_FIELDS,
 };
-use super::{config_args, config_args_added, fresh_secret, Keys, RedisStore};
+use super::{fresh_secret, Keys, RedisStore};
 use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
@@ -240,4 +240,44 @@ impl RedisStore {
             .await
             .map(drop)
     }
+}
+
+/// A room's settings as script arguments: rate, paused (`1`/`0`), TTL in ms, cap (`""` = none).
+fn config_args(invocation: &mut redis::ScriptInvocation<'_>, config: &Settings) {
+    invocation
+        .arg(config.admission_rate_per_sec)
+        .arg(if config.paused { "1" } else { "0" })
+        .arg(config.token_ttl_ms)
+        .arg(
+            config
+                .max_active_users
+                .map(|cap| cap.to_string())
+                .unwrap_or_default(),
+        )
+        .arg(config.checkout_url.as_deref().unwrap_or_default())
+        .arg(if config.share_token_with_embedder {
+            "1"
+        } else {
+            "0"
+        })
+        .arg(config.abandon_after_ms)
+        .arg(config.hold_place_ms);
+}
+
+/// The settings fields added after the first eight (issue 16: proof of work, user assertions),
+/// passed after each script's other arguments: pow bits, pow_auto (`""` = fixed), req_user.
+fn config_args_added(invocation: &mut redis::ScriptInvocation<'_>, config: &Settings) {
+    invocation
+        .arg(config.pow_difficulty)
+        .arg(
+            config
+                .pow_auto_joins_per_sec
+                .map(|per_sec| per_sec.to_string())
+                .unwrap_or_default(),
+        )
+        .arg(if config.require_user_assertion {
+            "1"
+        } else {
+            "0"
+        });
 }
