@@ -70,7 +70,16 @@ pub async fn run(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let redis = RedisProcess::start()?;
-    let server = start_vestibule(vestibule, &redis.url(), ROOM, 20_000.0, 100, &[])?;
+    // A 5 s store bound: the draw of 100,000 is one script that may take longer than the 1 s
+    // default (the leader would then not see its outcome and no duration would be measured).
+    let server = start_vestibule(
+        vestibule,
+        &redis.url(),
+        ROOM,
+        20_000.0,
+        100,
+        &["--store-timeout-ms", "5000"],
+    )?;
     let client = HttpClient::new(&server.base(), 256);
     let admin_header = format!("Bearer {ADMIN_TOKEN}");
     let admin = [("authorization", admin_header.as_str())];
