@@ -233,9 +233,9 @@ fn opening_time(
                 "{field} must be an RFC 3339 date-time such as 2026-11-27T09:00:00Z, not {text:?}"
             ))
         })?;
-    let ms = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| {
-        ApiError::InvalidField(format!("{field} must be after 1970-01-01T00:00:00Z"))
-    })?;
+    // A time before 1970 is as past as 1970 itself: it opens at once (every RFC 3339 date-time
+    // the document allows is taken).
+    let ms = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
     Ok(Some(Some(ms)))
 }
 
@@ -243,14 +243,15 @@ fn opening_time(
 /// opening, and opens at or before it (docs/DESIGN.md "Scheduled opening and the draw").
 ///
 /// # Errors
-/// 400 `invalid_field`.
+/// 409 `conflict`: the schedule the patch would leave (with the stored times) is inconsistent.
+/// Each time alone is valid, so this is a conflict of values, not a malformed field.
 fn check_opening(current: &crate::store::Settings, patch: &SettingsPatch) -> Result<(), ApiError> {
     let after = current.patched(patch);
     match (after.prequeue_opens_at_ms, after.opens_at_ms) {
-        (Some(_), None) => Err(ApiError::InvalidField(
+        (Some(_), None) => Err(ApiError::Conflict(
             "prequeueOpensAt needs an opensAt (the draw is made at the opening)".into(),
         )),
-        (Some(pre), Some(opens)) if pre > opens => Err(ApiError::InvalidField(format!(
+        (Some(pre), Some(opens)) if pre > opens => Err(ApiError::Conflict(format!(
             "prequeueOpensAt ({}) must not be after opensAt ({})",
             rfc3339_from_ms(pre),
             rfc3339_from_ms(opens)
@@ -274,11 +275,11 @@ fn check_opening(current: &crate::store::Settings, patch: &SettingsPatch) -> Res
     responses(
         (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
             headers(("ETag" = String, description = "The settings' new version"))),
-        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, a `prequeueOpensAt` after `opensAt` or without one, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
-        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`)", body = ErrorBody),
+        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one (`conflict`)", body = ErrorBody),
         (status = 412, description = "If-Match names an old version: nothing changed (`precondition_failed`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,

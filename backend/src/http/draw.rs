@@ -20,6 +20,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(room_draw))
 }
 
+/// The largest `offset` (the OpenAPI document's int64 maximum).
+const OFFSET_MAX: u64 = i64::MAX as u64;
+
 /// `offset` and `limit` from a query string (defaults 0 and [`DRAW_PAGE_MAX`]).
 fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
     let (mut offset, mut limit) = (0, DRAW_PAGE_MAX);
@@ -34,6 +37,13 @@ fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
             "limit" => limit = number()?,
             _ => {}
         }
+    }
+    // The document's bound (an int64): a larger offset lists nothing anyway, but a client that
+    // sends one has a bug worth telling.
+    if offset > OFFSET_MAX {
+        return Err(ApiError::InvalidField(format!(
+            "offset must be 0–{OFFSET_MAX}"
+        )));
     }
     if !(1..=DRAW_PAGE_MAX).contains(&limit) {
         return Err(ApiError::InvalidField(format!(
@@ -54,7 +64,7 @@ fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
     operation_id = "room_draw",
     params(
         ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
-        ("offset" = Option<u64>, Query, minimum = 0, description = "Index of the first tag to list (place = offset + index + 1); default 0"),
+        ("offset" = Option<u64>, Query, minimum = 0, maximum = 9223372036854775807_u64, description = "Index of the first tag to list (place = offset + index + 1); default 0"),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 10000, description = "Most tags to list; default 10000"),
     ),
     responses(
