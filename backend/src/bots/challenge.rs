@@ -64,6 +64,11 @@ impl ChallengeKey {
         min_difficulty: u8,
     ) -> Result<Verified, Refusal> {
         let (challenge, nonce) = header.rsplit_once(':').ok_or(Refusal::Malformed)?;
+        // Decimal digits only, as the document's pattern says (`u64::from_str` would also take
+        // a leading `+`; a black-box probe sent `+185`).
+        if nonce.is_empty() || !nonce.bytes().all(|byte| byte.is_ascii_digit()) {
+            return Err(Refusal::Malformed);
+        }
         let nonce: u64 = nonce.parse().map_err(|_| Refusal::Malformed)?;
         if challenge.len() > CHALLENGE_MAX_CHARS {
             return Err(Refusal::Malformed);
@@ -230,6 +235,8 @@ mod tests {
             "a.b:1",
             &format!("{challenge}:-1"),
             &format!("{challenge}:x"),
+            // `u64::from_str` takes a leading `+`; the document's pattern does not.
+            &format!("{challenge}:+{nonce}"),
         ] {
             assert_eq!(
                 key.verify("main", garbage, 2_000, 0),

@@ -190,12 +190,19 @@ fn room_not_open(settings: &crate::store::Settings, joins_from_ms: u64) -> Respo
         prequeue_opens_at: settings.prequeue_opens_at_ms.map(rfc3339_from_ms),
     };
     let wait_secs = joins_from_ms.saturating_sub(now_ms()).div_ceil(1000).max(1);
-    (
+    let mut response = (
         StatusCode::CONFLICT,
         [(header::RETRY_AFTER, wait_secs.to_string())],
         Json(body),
     )
-        .into_response()
+        .into_response();
+    // Counted by its code like every other refusal (a probe saw it counted as `none`).
+    response
+        .extensions_mut()
+        .insert(crate::http::observe::AnswerCode(
+            vestibule_shared::error_code::ROOM_NOT_OPEN,
+        ));
+    response
 }
 
 /// A join in an open room (possibly admitted at once).

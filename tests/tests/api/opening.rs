@@ -161,6 +161,12 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
     );
     let (_, draw) = app.get_json("/api/v1/rooms/main/draw").await;
     assert_eq!(draw["state"], "NONE", "{draw}");
+    // Counted by its code (a probe found it counted as `none`).
+    assert_eq!(
+        app.metric("vestibule_http_responses_total{status=\"409\",code=\"room_not_open\"}")
+            .await,
+        1.0
+    );
 
     tokio::time::sleep(Duration::from_millis(1_700)).await;
     let (_, draw) = app.get_json("/api/v1/rooms/main/draw").await;
