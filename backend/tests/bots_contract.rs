@@ -3,13 +3,11 @@
 //! settings are kept, changed and read by every path (admin read, lease, admission tick), and a
 //! challenge is used once (across replicas on Redis: one `SET NX PX`).
 
-use std::sync::Arc;
-
-use vestibule::store::durable::{DurableOptions, DurableStore};
-use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
 use vestibule::store::{now_ms, AdmitRequest, Settings, SettingsPatch, SettingsUpdate, Store};
 use vestibule_tests::RedisServer;
+
+mod support;
 
 const ROOM: &str = "main";
 
@@ -32,29 +30,9 @@ fn defaults() -> Settings {
     }
 }
 
-type UnderTest = (
-    Arc<dyn Store>,
-    Option<RedisServer>,
-    Option<tempfile::TempDir>,
-);
-
-async fn stores() -> Vec<UnderTest> {
-    let redis = RedisServer::start();
-    let redis_store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
-        .await
-        .expect("private redis-server answers");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let durable = DurableStore::open(dir.path(), DurableOptions::default()).expect("data dir");
-    let all: Vec<UnderTest> = vec![
-        (Arc::new(MemoryStore::new()), None, None),
-        (Arc::new(durable), None, Some(dir)),
-        (Arc::new(redis_store), Some(redis), None),
-    ];
-    for (store, _, _) in &all {
-        store.init_room(ROOM, &defaults()).await.unwrap();
-        store.init_room("other", &defaults()).await.unwrap();
-    }
-    all
+/// Each store with its rooms initialised to [`defaults`].
+async fn stores() -> Vec<support::UnderTest> {
+    support::stores(&[ROOM, "other"], &defaults()).await
 }
 
 #[tokio::test]

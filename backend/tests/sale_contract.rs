@@ -4,17 +4,14 @@
 //! token with no unit left is refused without being used up, a sold-out or closed room makes no
 //! new tickets, a sold-out room admits nobody, and the sold-out mark is never cleared.
 
-use std::sync::Arc;
-
 use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore};
-use vestibule::store::memory::MemoryStore;
-use vestibule::store::redis::RedisStore;
 use vestibule::store::{
     now_ms, AdmitRequest, JoinRefusal, JoinReply, OrderClaim, SalePatch, SaleSettings, Settings,
     SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
 };
-use vestibule_tests::RedisServer;
+
+mod support;
 
 const ROOM: &str = "main";
 const KEEP_MS: u64 = 3_600_000;
@@ -39,28 +36,9 @@ fn defaults() -> Settings {
     }
 }
 
-type UnderTest = (
-    Arc<dyn Store>,
-    Option<RedisServer>,
-    Option<tempfile::TempDir>,
-);
-
-async fn stores() -> Vec<UnderTest> {
-    let redis = RedisServer::start();
-    let redis_store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
-        .await
-        .expect("private redis-server answers");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let durable = DurableStore::open(dir.path(), DurableOptions::default()).expect("data dir");
-    let all: Vec<UnderTest> = vec![
-        (Arc::new(MemoryStore::new()), None, None),
-        (Arc::new(durable), None, Some(dir)),
-        (Arc::new(redis_store), Some(redis), None),
-    ];
-    for (store, _, _) in &all {
-        store.init_room(ROOM, &defaults()).await.unwrap();
-    }
-    all
+/// Each store with its rooms initialised to [`defaults`].
+async fn stores() -> Vec<support::UnderTest> {
+    support::stores(&[ROOM], &defaults()).await
 }
 
 async fn patch_sale(store: &dyn Store, sale: SalePatch) -> Settings {

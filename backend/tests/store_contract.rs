@@ -2,12 +2,9 @@
 //! and `RedisStore` (a private `redis-server`), so all keep docs/DESIGN.md's queue semantics.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use proptest::prelude::*;
 use vestibule::ids::{entry_token, random_id};
-use vestibule::store::durable::{DurableOptions, DurableStore};
-use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
 use vestibule::store::{
     now_ms, AdmitRequest, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, Settings, SettingsPatch,
@@ -15,6 +12,8 @@ use vestibule::store::{
 };
 use vestibule_shared::TicketState;
 use vestibule_tests::RedisServer;
+
+mod support;
 
 const ROOM: &str = "main";
 const KEEP_MS: u64 = 3_600_000;
@@ -39,30 +38,9 @@ fn defaults() -> Settings {
     }
 }
 
-/// A store under test, with what must live as long as it: its Redis server or its data dir.
-type UnderTest = (
-    Arc<dyn Store>,
-    Option<RedisServer>,
-    Option<tempfile::TempDir>,
-);
-
-/// Each store with `main` initialised.
-async fn stores() -> Vec<UnderTest> {
-    let redis = RedisServer::start();
-    let redis_store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
-        .await
-        .expect("private redis-server answers");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let durable = DurableStore::open(dir.path(), DurableOptions::default()).expect("data dir");
-    let all: Vec<UnderTest> = vec![
-        (Arc::new(MemoryStore::new()), None, None),
-        (Arc::new(durable), None, Some(dir)),
-        (Arc::new(redis_store), Some(redis), None),
-    ];
-    for (store, _, _) in &all {
-        store.init_room(ROOM, &defaults()).await.unwrap();
-    }
-    all
+/// Each store with its rooms initialised to [`defaults`].
+async fn stores() -> Vec<support::UnderTest> {
+    support::stores(&[ROOM], &defaults()).await
 }
 
 /// Many tickets read in one store call, in order.
