@@ -95,6 +95,7 @@ fn joined(reply: JoinReply) -> vestibule::store::JoinOutcome {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { .. } => panic!("no limit was set"),
         JoinReply::Refused(why) => panic!("the room neither sold out nor closed: {why:?}"),
+        JoinReply::SettingsChanged => panic!("no settings version was named"),
     }
 }
 
@@ -142,7 +143,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         let key = format!("k:{i}");
         let outcome = joined(
             store
-                .join_prequeue(ROOM, Some(&key), &random_id(), None)
+                .join_prequeue(ROOM, Some(&key), &random_id(), None, None)
                 .await
                 .unwrap(),
         );
@@ -153,7 +154,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // Idempotent: the same key finds its PRE_QUEUE ticket, without a position.
     let retry = joined(
         store
-            .join_prequeue(ROOM, Some("k:7"), &random_id(), None)
+            .join_prequeue(ROOM, Some("k:7"), &random_id(), None, None)
             .await
             .unwrap(),
     );
@@ -345,7 +346,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // still waiting and the late arrival.
     let after = joined(
         store
-            .join_prequeue(ROOM, None, &random_id(), None)
+            .join_prequeue(ROOM, None, &random_id(), None, None)
             .await
             .unwrap(),
     );
@@ -396,7 +397,7 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         let a = a.clone();
         async move {
             joined(
-                a.join_prequeue(ROOM, None, &random_id(), None)
+                a.join_prequeue(ROOM, None, &random_id(), None, None)
                     .await
                     .unwrap(),
             )

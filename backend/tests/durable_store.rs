@@ -113,6 +113,7 @@ fn joined(reply: JoinReply) -> (String, Option<u64>, bool) {
         JoinReply::Joined(outcome) => (outcome.ticket.id, outcome.ticket.position, outcome.created),
         JoinReply::RateLimited { .. } => panic!("join refused by the limit"),
         JoinReply::Refused(refusal) => panic!("join refused: {refusal:?}"),
+        JoinReply::SettingsChanged => panic!("no settings version was named"),
     }
 }
 
@@ -444,6 +445,7 @@ async fn instant_join(store: &dyn Store) -> (String, TicketState, Option<String>
         now_ms: now_ms(),
         token_ttl_ms: 60_000,
         keep_ms: KEEP_MS,
+        settings_version: None,
     };
     let reply = store
         .join_admitting(ROOM, None, &random_id(), None, &instant)

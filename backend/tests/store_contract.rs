@@ -623,6 +623,55 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
     }
 }
 
+/// A join decided on an old settings version changes nothing and says so (another replica
+/// changed the settings since this one read them); on the current version it joins.
+#[tokio::test]
+async fn a_join_decided_on_old_settings_changes_nothing() {
+    for (store, _redis, _dir) in stores().await {
+        let kind = store.kind();
+        let start = store.room_settings(ROOM).await.unwrap();
+        let patch = SettingsPatch {
+            paused: Some(true),
+            ..SettingsPatch::default()
+        };
+        let SettingsUpdate::Applied(now) = store.update_room(ROOM, &patch, None).await.unwrap()
+        else {
+            panic!("{kind}: an unconditional change was refused");
+        };
+        let instant = |version| vestibule::store::InstantAdmission {
+            token: entry_token(ROOM),
+            now_ms: now_ms(),
+            token_ttl_ms: 60_000,
+            keep_ms: KEEP_MS,
+            settings_version: Some(version),
+        };
+        let stale = store
+            .join_admitting(ROOM, Some("k"), &random_id(), None, &instant(start.version))
+            .await
+            .unwrap();
+        assert_eq!(stale, JoinReply::SettingsChanged, "{kind}");
+        let stale = store
+            .join_prequeue(ROOM, Some("k"), &random_id(), None, Some(start.version))
+            .await
+            .unwrap();
+        assert_eq!(stale, JoinReply::SettingsChanged, "{kind}");
+        assert_eq!(
+            store.counts(ROOM, now_ms()).await.unwrap().waiting,
+            0,
+            "{kind}"
+        );
+        let current = store
+            .join_admitting(ROOM, Some("k"), &random_id(), None, &instant(now.version))
+            .await
+            .unwrap();
+        let JoinReply::Joined(outcome) = current else {
+            panic!("{kind}: a current join was refused: {current:?}");
+        };
+        assert!(outcome.created, "{kind}");
+        assert_eq!(outcome.ticket.position, Some(1), "{kind}");
+    }
+}
+
 /// Issue 18's room settings go through every store: set, kept by a change of another field,
 /// cleared back to none (`Some(None)`), and seen by the scheduler's tick (the admit step
 /// returns the settings in force).

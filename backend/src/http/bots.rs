@@ -45,6 +45,10 @@ pub fn count_refusal(room: &str, reason: &'static str, kind: &'static str) {
 /// (its signature is checked with the dedup key), and with proof of work on, the
 /// `X-Proof-Of-Work` solution verifies and is used here for the first time (one store write).
 ///
+/// A join decided again on newer settings (another replica changed them) checks again with
+/// the same `challenge_used`: a solution this join already used is verified against the new
+/// difficulty but not used a second time (it would read as a replay).
+///
 /// # Errors
 /// 403 `user_assertion_required`; the `proof_of_work_*` refusals ([`Refusal`]); 503/504 when
 /// the store cannot mark the challenge used.
@@ -53,6 +57,7 @@ pub async fn check_join(
     room: &str,
     settings: &Settings,
     headers: &HeaderMap,
+    challenge_used: &mut bool,
 ) -> Result<(), ApiError> {
     if settings.require_user_assertion && !headers.contains_key(USER_ASSERTION_HEADER) {
         count_refusal(room, "user_assertion", "missing");
@@ -83,6 +88,9 @@ pub async fn check_join(
         .key()
         .verify(room, header, now, settings.pow_difficulty)
         .map_err(refuse)?;
+    if *challenge_used {
+        return Ok(());
+    }
     if !state
         .store
         .use_challenge(room, &verified.id, verified.expires_at_ms, now)
@@ -90,6 +98,7 @@ pub async fn check_join(
     {
         return Err(refuse(Refusal::Reused));
     }
+    *challenge_used = true;
     Ok(())
 }
 

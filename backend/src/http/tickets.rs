@@ -142,8 +142,6 @@ pub async fn join(
     let key = dedup_key(&state, &room, &headers).inspect_err(|_| {
         bots::count_refusal(&room, "user_assertion", "invalid");
     })?;
-    bots::check_join(&state, &room, &runtime.settings(), &headers).await?;
-    state.bots.record_join(&room, now_ms());
     let limit = state
         .config
         .joins_per_ip_per_minute
@@ -152,31 +150,61 @@ pub async fn join(
             client,
             per_minute: per_minute.get(),
         });
-    let settings = runtime.settings();
-    let reply = match opening_phase(&settings, now_ms()) {
-        Phase::NotOpen { joins_from_ms } => {
-            return Ok(room_not_open(&settings, joins_from_ms));
+    // The join is decided on this replica's copy of the settings (refreshed every tick) and the
+    // store refuses it when they have changed since (another replica's admin change): then it
+    // is decided again on the store's settings, so a room that has just turned on proof of
+    // work, a user assertion or a pre-queue never takes a join that skipped them.
+    let mut settings = runtime.versioned_settings();
+    let mut challenge_used = false;
+    for attempt in 1..=JOIN_DECISIONS {
+        bots::check_join(
+            &state,
+            &room,
+            &settings.settings,
+            &headers,
+            &mut challenge_used,
+        )
+        .await?;
+        if attempt == 1 {
+            state.bots.record_join(&room, now_ms());
         }
-        Phase::PreQueue { .. } => {
-            // The seed is committed before the first pre-queue ticket exists (room::opening).
-            if !runtime.seeded() {
-                opening::ensure_seed(&*state.store, &runtime).await?;
+        // The last decision is on settings read from the store a moment ago: it checks nothing.
+        let version = (attempt < JOIN_DECISIONS).then_some(settings.version);
+        let phase = opening_phase(&settings.settings, now_ms());
+        let reply = match phase {
+            Phase::NotOpen { joins_from_ms } => {
+                return Ok(room_not_open(&settings.settings, joins_from_ms));
             }
-            let id = random_id();
-            let reply = state
-                .store
-                .join_prequeue(&room, key.as_deref(), &id, limit.as_ref())
-                .await?;
-            Some(reply)
+            Phase::PreQueue { .. } => {
+                // The seed is committed before the first pre-queue ticket exists (room::opening).
+                if !runtime.seeded() {
+                    opening::ensure_seed(&*state.store, &runtime).await?;
+                }
+                let id = random_id();
+                state
+                    .store
+                    .join_prequeue(&room, key.as_deref(), &id, limit.as_ref(), version)
+                    .await?
+            }
+            Phase::Open => {
+                let decided = (&settings.settings, version);
+                join_open(&state, &room, key.as_deref(), limit.as_ref(), decided).await?
+            }
+        };
+        if reply != JoinReply::SettingsChanged {
+            return finish_join(&state, &runtime, room, reply).await;
         }
-        Phase::Open => None,
-    };
-    let reply = match reply {
-        Some(reply) => reply,
-        None => join_open(&state, &room, key.as_deref(), limit.as_ref()).await?,
-    };
-    finish_join(&state, &runtime, room, reply).await
+        settings = state.store.room_settings(&room).await?;
+        runtime.set_settings(settings.clone());
+    }
+    Err(ApiError::from(crate::store::StoreError::Corrupt(
+        "a join's last decision was refused as stale".into(),
+    )))
 }
+
+/// How many times a join is decided before it is made without a settings check: the first on
+/// this replica's copy, the others on settings read from the store just before.
+const JOIN_DECISIONS: u32 = 3;
 
 /// 409 `room_not_open` with both times and `Retry-After` until `joins_from_ms`.
 fn room_not_open(settings: &crate::store::Settings, joins_from_ms: u64) -> Response {
@@ -211,15 +239,16 @@ async fn join_open(
     room: &str,
     key: Option<&str>,
     limit: Option<&JoinLimit>,
+    (settings, settings_version): (&crate::store::Settings, Option<u64>),
 ) -> Result<JoinReply, ApiError> {
-    let runtime = state.room(room)?;
     // With nobody waiting the join may admit at once (docs/DESIGN.md "No wait when there is no
     // line"): it carries a fresh entry token for that case.
     let instant = InstantAdmission {
         token: entry_token(room),
         now_ms: now_ms(),
-        token_ttl_ms: runtime.settings().token_ttl_ms,
+        token_ttl_ms: settings.token_ttl_ms,
         keep_ms: state.keep_ms(),
+        settings_version,
     };
     Ok(state
         .store
@@ -244,6 +273,11 @@ async fn finish_join(
             });
         }
         JoinReply::Refused(refusal) => return Err(ApiError::refused_join(refusal)),
+        JoinReply::SettingsChanged => {
+            return Err(ApiError::from(crate::store::StoreError::Corrupt(
+                "a stale join reached its answer".into(),
+            )))
+        }
     };
     if outcome.ticket.state == TicketState::Waiting && outcome.ticket.position.is_none() {
         // The key names a ticket skipped for silence, within its hold: this join is its holder

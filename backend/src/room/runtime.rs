@@ -88,6 +88,14 @@ impl RoomRuntime {
             .clone()
     }
 
+    /// The settings last read from the store, with their version.
+    pub fn versioned_settings(&self) -> VersionedSettings {
+        self.settings
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     /// Active users as of the last scheduler tick.
     pub fn active_users(&self) -> u64 {
         self.active_users.load(Ordering::Relaxed)

@@ -96,6 +96,10 @@ pub enum JoinReply {
     /// The room is sold out or closed and the join would make a new ticket: nothing changed (a
     /// join that finds its live ticket is answered with it instead).
     Refused(JoinRefusal),
+    /// The join was decided on settings older than the store's (the caller passed the version it
+    /// read and another replica has changed them since): nothing changed. The caller reads the
+    /// settings again and decides anew (proof of work, user assertion, opening phase).
+    SettingsChanged,
 }
 
 /// An order's claim on an entry token: recorded with the token when it is consumed, so that a
@@ -332,6 +336,9 @@ pub trait Store: Send + Sync + 'static {
                 "a join without a limit was rate limited".into(),
             )),
             JoinReply::Refused(refusal) => Err(StoreError::Refused(refusal)),
+            JoinReply::SettingsChanged => Err(StoreError::Corrupt(
+                "a join that named no settings version found them changed".into(),
+            )),
         }
     }
 
@@ -437,13 +444,15 @@ pub trait Store: Send + Sync + 'static {
     /// A join in the pre-queue window (docs/DESIGN.md "Scheduled opening and the draw"): as
     /// [`Store::join_with_limit`] (same idempotency and limit; it takes an arrival seq like any
     /// join), but the new ticket is `PRE_QUEUE` until the draw. Once the draw is made it is an
-    /// ordinary join (FIFO behind the drawn tickets).
+    /// ordinary join (FIFO behind the drawn tickets). With `settings_version`, a store whose room
+    /// settings have another version answers [`JoinReply::SettingsChanged`] and changes nothing.
     async fn join_prequeue(
         &self,
         room: &str,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError>;
 
     /// The room's draw seed: `fresh_seed` (64 hex digits) is written only if the room has none

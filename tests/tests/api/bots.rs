@@ -397,3 +397,76 @@ async fn after_a_users_token_expires_the_user_may_queue_again(backend: Backend) 
     assert_eq!(status, StatusCode::CREATED, "{after}");
     assert_ne!(after["ticketId"], first.ticket_id.as_str());
 }
+
+/// Probe finding (issue 16): replica B decided joins on its copy of the settings for up to a
+/// tick after an admin change through replica A, so a join sent at once through B skipped a
+/// proof of work, a user assertion or the pre-queue just turned on. Now the store refuses a join
+/// decided on an old settings version and B decides it again on the store's settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_through_another_replica_right_after_a_change_obeys_the_change() {
+    let redis = RedisServer::start();
+    let flags = ["--user-assertion-secret", SECRET];
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &flags).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &flags).await;
+    a.patch_room("main", json!({"paused": true})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, body) = join(&b, "main", None, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // Proof of work turned on through A: B asks for it at once.
+    a.patch_room("main", json!({"proofOfWorkDifficulty": 8}))
+        .await;
+    let (status, body) = join(&b, "main", None, None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("proof_of_work_required")),
+        "{body}"
+    );
+    // A join B decides twice (its copy, then the store's settings) uses its solution once: the
+    // refusal spends it, like any refused join that carried one.
+    let proof = solved(&a, "main").await;
+    a.patch_room("main", json!({"requireUserAssertion": true}))
+        .await;
+    let (status, body) = join(&b, "main", Some(&proof), None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("user_assertion_required")),
+        "{body}"
+    );
+    let ada = assertion("main", "ada");
+    let (status, body) = join(&b, "main", Some(&proof), Some(&ada)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("proof_of_work_reused")),
+        "{body}"
+    );
+    let fresh = solved(&b, "main").await;
+    let (status, body) = join(&b, "main", Some(&fresh), Some(&ada)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = join(&a, "main", Some(&fresh), Some(&assertion("main", "bob"))).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("proof_of_work_reused")),
+        "{body}"
+    );
+
+    // A pre-queue opened through A: B's next join waits for the draw instead of queueing FIFO.
+    a.patch_room(
+        "main",
+        json!({"proofOfWorkDifficulty": 0, "requireUserAssertion": false}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let opens_at = crate::opening::in_ms(3_600_000);
+    let prequeue_opens_at = crate::opening::in_ms(-60_000);
+    a.patch_room(
+        "main",
+        json!({"opensAt": opens_at, "prequeueOpensAt": prequeue_opens_at}),
+    )
+    .await;
+    let (status, body) = join(&b, "main", None, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["status"], "PRE_QUEUE", "{body}");
+    // The first join, ada's and the pre-queue ticket: no refused join left a place.
+    assert_eq!(waiting(&a, "main").await, 3);
+}

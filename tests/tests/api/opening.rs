@@ -17,7 +17,7 @@ use vestibule_tests::{both_stores, metric_value, vestibule_binary, Backend, Redi
 both_stores!(a_scheduled_opening_refuses_then_prequeues_then_draws_once);
 
 /// RFC 3339 of now + `ms`.
-fn in_ms(ms: i64) -> String {
+pub(crate) fn in_ms(ms: i64) -> String {
     let at = time::OffsetDateTime::now_utc() + time::Duration::milliseconds(ms);
     at.format(&time::format_description::well_known::Rfc3339)
         .unwrap()

@@ -173,6 +173,7 @@ impl Change {
                         now_ms: *now_ms,
                         token_ttl_ms: instant.token_ttl_ms,
                         keep_ms: instant.keep_ms,
+                        settings_version: None,
                     });
                 }
             }),
@@ -225,7 +226,7 @@ impl Change {
                 limit,
                 now_ms,
             } => engine.with_room(room, |state| {
-                state.join_prequeue(key.as_deref(), id, limit.as_ref(), *now_ms);
+                state.join_prequeue(key.as_deref(), id, limit.as_ref(), *now_ms, None);
             }),
             Self::DrawSeed { room, seed } => engine.with_room(room, |state| {
                 state.draw_seed(seed);

@@ -14,11 +14,12 @@ impl DurableStore {
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError> {
         self.change(|engine| {
             let now = now_ms();
             let reply = engine.with_room(room, |state| {
-                state.join_prequeue(dedup_key, new_id, limit, now)
+                state.join_prequeue(dedup_key, new_id, limit, now, settings_version)
             })?;
             let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
             let change = created.then(|| Change::JoinPrequeue {

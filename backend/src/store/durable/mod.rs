@@ -280,8 +280,9 @@ impl Store for DurableStore {
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_prequeue_kept(room, dedup_key, new_id, limit)
+        self.join_prequeue_kept(room, dedup_key, new_id, limit, settings_version)
     }
 
     async fn draw_seed(&self, room: &str, seed: &str) -> Result<DrawRecord, StoreError> {

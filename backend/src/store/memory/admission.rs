@@ -120,6 +120,12 @@ impl Room {
         limit: Option<&JoinLimit>,
         instant: &InstantAdmission,
     ) -> (JoinReply, bool) {
+        if instant
+            .settings_version
+            .is_some_and(|version| version != self.version)
+        {
+            return (JoinReply::SettingsChanged, false);
+        }
         let cap_allows = self
             .config
             .max_active_users

@@ -30,7 +30,11 @@ impl Room {
         new_id: &str,
         limit: Option<&JoinLimit>,
         now_ms: u64,
+        settings_version: Option<u64>,
     ) -> JoinReply {
+        if settings_version.is_some_and(|version| version != self.version) {
+            return JoinReply::SettingsChanged;
+        }
         let drawn = self.draw.as_ref().is_some_and(|d| d.drawn_at_ms.is_some());
         let mut reply = self.join(dedup_key, new_id, limit, now_ms);
         if let JoinReply::Joined(outcome) = &mut reply {

@@ -156,10 +156,11 @@ impl Store for MemoryStore {
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError> {
         let now = super::now_ms();
         self.with_room(room, |state| {
-            state.join_prequeue(dedup_key, new_id, limit, now)
+            state.join_prequeue(dedup_key, new_id, limit, now, settings_version)
         })
     }
 

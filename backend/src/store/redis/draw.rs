@@ -15,8 +15,13 @@ impl RedisStore {
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, true)
+        let mode = super::queue::JoinMode {
+            prequeue: true,
+            settings_version,
+        };
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, mode)
             .await
     }
 

@@ -311,7 +311,8 @@ impl Store for RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, false)
+        let mode = queue::JoinMode::default();
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, mode)
             .await
     }
 
@@ -323,7 +324,11 @@ impl Store for RedisStore {
         limit: Option<&JoinLimit>,
         instant: &InstantAdmission,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), false)
+        let mode = queue::JoinMode {
+            prequeue: false,
+            settings_version: instant.settings_version,
+        };
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), mode)
             .await
     }
 
@@ -333,8 +338,9 @@ impl Store for RedisStore {
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
+        settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_prequeue_in_redis(room, dedup_key, new_id, limit)
+        self.join_prequeue_in_redis(room, dedup_key, new_id, limit, settings_version)
             .await
     }
 

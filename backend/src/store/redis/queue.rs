@@ -11,6 +11,15 @@ use crate::store::{
     QueueDelta, RoomCounts, SseRefresh, StoreError, TicketRecord,
 };
 
+/// How `join.lua` is asked to join.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct JoinMode {
+    /// A join in the pre-queue window (`ARGV[13]`).
+    pub prequeue: bool,
+    /// The settings version the join was decided on (`ARGV[14]`; `None` checks nothing).
+    pub settings_version: Option<u64>,
+}
+
 impl RedisStore {
     pub(super) async fn join_with_limit_in_redis(
         &self,
@@ -19,7 +28,7 @@ impl RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
         instant: Option<&InstantAdmission>,
-        prequeue: bool,
+        mode: JoinMode,
     ) -> Result<JoinReply, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
@@ -62,7 +71,12 @@ impl RedisStore {
         invocation
             .key(keys.key("prequeue"))
             .key(keys.key("draw"))
-            .arg(if prequeue { "1" } else { "0" });
+            .arg(if mode.prequeue { "1" } else { "0" })
+            .arg(
+                mode.settings_version
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
+            );
         let reply = self.run_script(&invocation).await?;
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
@@ -93,6 +107,9 @@ impl RedisStore {
         }
         if created == -4 {
             return Ok(JoinReply::Refused(JoinRefusal::Closed));
+        }
+        if created == -5 {
+            return Ok(JoinReply::SettingsChanged);
         }
         let id = as_string(id)?;
         let ticket = if position > 0 {

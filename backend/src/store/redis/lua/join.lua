@@ -14,6 +14,9 @@
 -- in the pre-queue window: the new ticket takes its arrival seq as usual and is also added to
 -- the pre-queue (unless the draw was made already: then it is an ordinary join); never admitted
 -- at once. A ticket found in the pre-queue answers position -3.
+-- ARGV[14] the settings version (`ver` in KEYS[4]) the caller decided the join on ("" = any): when
+-- the settings have another version (an operator changed them through another replica since
+-- this one read them) nothing changes and the reply is {"", -5, 0}; the caller reads them again.
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
 -- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
@@ -25,6 +28,9 @@
 -- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
 -- and the key costs no dedup entry. Only a re-join after that ticket LEFT or EXPIRED needs another
 -- id: it gets the fresh random one, remembered in the dedup hash.
+if ARGV[14] ~= '' and (redis.call('HGET', KEYS[4], 'ver') or '0') ~= ARGV[14] then
+  return {'', -5, 0}
+end
 local prefix = ARGV[3]
 local key = ARGV[2]
 local id = ARGV[1]
