@@ -72,8 +72,8 @@ pub struct Config {
     )]
     pub admission_rate: f64,
 
-    /// Scheduler tick in milliseconds (10–10000); fixed delay between the end of one tick and the
-    /// start of the next.
+    /// Scheduler tick in milliseconds (10–10000): ticks run on a fixed grid of this period (a
+    /// tick that overruns skips the grid points it missed).
     #[arg(long, env = "VESTIBULE_TICK_MS", default_value_t = 100)]
     pub tick_ms: u64,
 

@@ -259,7 +259,7 @@ pub async fn run(
         ),
         "no tick above its quota",
         Verdict::from(largest_tick > 0 && largest_tick <= nominal_quota),
-        "quota = rate × elapsed + carry; a late tick's shortfall is carried (up to a second's worth) and paid back at most one extra per tick: the cap is ⌈rate × tick⌉ + 1, so catch-up ticks admit one more than the nominal quota",
+        "quota = rate × elapsed + carry, capped at ⌈rate × tick⌉; ticks on a fixed grid, so a late tick's share is paid by the next, early one (carry at most a quarter tick); longer stalls are not caught up",
     );
 
     // FIFO: arrival (join answered before the other was sent) vs admission order.

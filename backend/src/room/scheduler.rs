@@ -1,8 +1,9 @@
 //! The admission scheduler: one loop per room per process, one leader per room across replicas.
 //!
-//! Each tick (fixed delay: the next starts `--tick-ms` after this one ends) the loop takes or
-//! renews the room's lease, which also refreshes the room's settings in this process. The leader
-//! then computes its quota — rate × elapsed + fractional carry, capped at ⌈rate × tick⌉ + 1 — and
+//! Each tick (on a fixed grid of `--tick-ms`; a tick that overruns makes the loop skip the grid
+//! points it missed, never run them back to back) the loop takes or renews the room's lease, which
+//! also refreshes the room's settings in this process. The leader then computes its quota — rate ×
+//! elapsed + fractional carry, capped at ⌈rate × tick⌉ — and
 //! asks the store to admit that many in one fenced atomic step (docs/DESIGN.md "Admission",
 //! leadership).
 
@@ -27,20 +28,22 @@ pub struct Quota {
 impl Quota {
     /// How many to admit this tick at `rate_per_sec` after `elapsed`, for a nominal `tick`.
     ///
-    /// Never more than ⌈rate × tick⌉ + 1 at once (no burst above one tick's quota); what a late
-    /// tick could not admit is carried, up to one second's worth, so the average rate holds.
+    /// Never more than ⌈rate × tick⌉ at once (one tick's quota: issue 15's admission windows).
+    /// Ticks run on a grid, so a tick a few milliseconds late is followed by one as much early:
+    /// what the late one could not admit is carried (at most a quarter tick's worth, or one
+    /// shopper) and paid by the early one, and every second admits the rate. A longer stall (a
+    /// slow store, a paused process) is not caught up: catching up would admit above the rate
+    /// for seconds after.
     pub fn take(&mut self, rate_per_sec: f64, elapsed: Duration, tick: Duration) -> u64 {
         if rate_per_sec <= 0.0 {
             self.carry = 0.0;
             return 0;
         }
         let per_tick = rate_per_sec * tick.as_secs_f64();
-        let ceiling = per_tick.ceil() + 1.0;
+        let ceiling = per_tick.ceil().max(1.0);
         let budget = self.carry + rate_per_sec * elapsed.as_secs_f64();
         let granted = budget.floor().min(ceiling);
-        // What a late tick could not admit is owed for up to a second, and paid back at most one
-        // extra shopper per tick, so the rate holds over seconds without a burst.
-        self.carry = (budget - granted).min(rate_per_sec.max(1.0));
+        self.carry = (budget - granted).min((per_tick / 4.0).max(1.0));
         granted as u64
     }
 
@@ -76,6 +79,11 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     let mut shutdown = state.shutdown.clone();
     let mut outage_logged = false;
     metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+    // Ticks on a grid (not a fixed delay after each tick's work): the elapsed time between two
+    // ticks then averages exactly `tick`, and a late tick's debt is paid by the next, early one.
+    let mut ticker = tokio::time::interval(tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    ticker.tick().await;
 
     loop {
         let started = Instant::now();
@@ -221,7 +229,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             Err(_) => {}
         }
         tokio::select! {
-            _ = tokio::time::sleep(tick) => {}
+            _ = ticker.tick() => {}
             _ = shutdown.changed() => break,
         }
     }
@@ -292,19 +300,31 @@ mod tests {
     }
 
     #[test]
-    fn a_late_tick_is_capped_and_what_it_owed_is_paid_back_within_the_cap() {
+    fn a_stalled_tick_admits_one_tick_and_the_rate_resumes_without_catching_up() {
         let mut quota = Quota::default();
         // A tick that ran 500 ms late may not admit 5 ticks' worth at once.
         let late = quota.take(100.0, Duration::from_millis(600), TICK);
-        assert_eq!(late, 11);
-        // The 49 owed are paid back one extra per tick: the cap holds and nothing is lost.
-        let mut total = late;
+        assert_eq!(late, 10);
+        // Nor later: every tick after it admits exactly the rate's share.
         for _ in 0..60 {
-            let granted = quota.take(100.0, TICK, TICK);
-            assert!(granted <= 11, "{granted}");
-            total += granted;
+            assert_eq!(quota.take(100.0, TICK, TICK), 10);
         }
-        assert_eq!(total, 100 * 66 / 10, "6.6 s at 100/s");
+    }
+
+    #[test]
+    fn grid_jitter_is_paid_by_the_next_tick_so_every_second_admits_the_rate() {
+        let mut quota = Quota::default();
+        // On a grid a tick 7 ms late is followed by one 7 ms early.
+        let elapsed = [107, 93].map(Duration::from_millis);
+        let per_tick: Vec<u64> = (0..40)
+            .map(|i| quota.take(100.0, elapsed[i % 2], TICK))
+            .collect();
+        assert!(per_tick.iter().all(|n| *n <= 10), "{per_tick:?}");
+        for second in per_tick.chunks(10) {
+            let admitted: u64 = second.iter().sum();
+            assert!((99..=100).contains(&admitted), "{per_tick:?}");
+        }
+        assert!(per_tick.iter().sum::<u64>() >= 399, "{per_tick:?}");
     }
 
     #[test]
