@@ -108,6 +108,16 @@ impl Bots {
         )
     }
 
+    /// The least difficulty a join's solution must have now: the difficulty in force less one bit
+    /// (the meter may have moved while an honest client solved, and replicas' meters differ a
+    /// little), never below the room's own. A farm that fetched cheap challenges before it
+    /// started joining finds them refused once its joins raise the difficulty (probe finding).
+    pub fn least_difficulty(&self, room: &str, settings: &Settings, now_ms: u64) -> u8 {
+        self.difficulty(room, settings, now_ms)
+            .saturating_sub(1)
+            .max(settings.pow_difficulty)
+    }
+
     /// This replica's `limit` clients with most join attempts in `room` in the last minute.
     pub fn top_clients(&self, room: &str, limit: usize, now_ms: u64) -> Vec<(String, u64)> {
         self.rooms

@@ -86,7 +86,12 @@ pub async fn check_join(
     let verified = state
         .bots
         .key()
-        .verify(room, header, now, settings.pow_difficulty)
+        .verify(
+            room,
+            header,
+            now,
+            state.bots.least_difficulty(room, settings, now),
+        )
         .map_err(refuse)?;
     if *challenge_used {
         return Ok(());

@@ -139,8 +139,11 @@ pub async fn join(
     state
         .bots
         .record_attempt(&room, client.as_deref(), now_ms());
-    let key = dedup_key(&state, &room, &headers).inspect_err(|_| {
-        bots::count_refusal(&room, "user_assertion", "invalid");
+    let key = dedup_key(&state, &room, &headers).inspect_err(|error| {
+        // Only a bad assertion is the operator's abuse signal; a malformed Idempotency-Key is not.
+        if matches!(error, ApiError::UserAssertion(_)) {
+            bots::count_refusal(&room, "user_assertion", "invalid");
+        }
     })?;
     let limit = state
         .config
@@ -165,9 +168,6 @@ pub async fn join(
             &mut challenge_used,
         )
         .await?;
-        if attempt == 1 {
-            state.bots.record_join(&room, now_ms());
-        }
         // The last decision is on settings read from the store a moment ago: it checks nothing.
         let version = (attempt < JOIN_DECISIONS).then_some(settings.version);
         let phase = opening_phase(&settings.settings, now_ms());
@@ -264,7 +264,11 @@ async fn finish_join(
     reply: JoinReply,
 ) -> Result<Response, ApiError> {
     let mut outcome = match reply {
-        JoinReply::Joined(outcome) => outcome,
+        // The join-rate meter of the difficulty's rise counts the joins the store accepted.
+        JoinReply::Joined(outcome) => {
+            state.bots.record_join(&room, now_ms());
+            outcome
+        }
         JoinReply::RateLimited { retry_after_ms } => {
             bots::count_refusal(&room, "rate_limit", "");
             metrics::counter!("vestibule_joins_rate_limited_total", "room" => room).increment(1);

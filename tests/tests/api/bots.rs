@@ -19,6 +19,8 @@ both_stores!(
     the_difficulty_rises_with_the_join_rate_when_asked,
     a_request_loop_without_work_gets_no_places,
     after_a_users_token_expires_the_user_may_queue_again,
+    challenges_fetched_before_a_burst_do_not_escape_the_rise,
+    refused_joins_neither_raise_the_difficulty_nor_count_as_forged_assertions,
 );
 
 const SECRET: &str = "storefront-secret-0123456789";
@@ -469,4 +471,88 @@ async fn a_join_through_another_replica_right_after_a_change_obeys_the_change() 
     assert_eq!(body["status"], "PRE_QUEUE", "{body}");
     // The first join, ada's and the pre-queue ticket: no refused join left a place.
     assert_eq!(waiting(&a, "main").await, 3);
+}
+
+/// Probe finding: a farm fetched 60 challenges while nobody joined (difficulty 4), then joined
+/// with all of them; the rise of the difficulty never reached them. A solution must now have the
+/// difficulty in force at the join, less one bit.
+async fn challenges_fetched_before_a_burst_do_not_escape_the_rise(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    app.patch_room(
+        "main",
+        json!({"paused": true, "proofOfWorkDifficulty": 4, "proofOfWorkAutoJoinsPerSec": 1}),
+    )
+    .await;
+    let mut stock = Vec::new();
+    for _ in 0..50 {
+        stock.push(solved(&app, "main").await);
+    }
+    let (mut created, mut expired) = (0, 0);
+    for proof in &stock {
+        let (status, body) = join(&app, "main", Some(proof), None).await;
+        match (status, body["error"].as_str()) {
+            (StatusCode::CREATED, _) => created += 1,
+            (StatusCode::FORBIDDEN, Some("proof_of_work_expired")) => expired += 1,
+            other => panic!("unexpected answer {other:?}: {body}"),
+        }
+    }
+    // 1 join/s on the 10 s meter is +1 bit (still passes with the bit of grace); from about
+    // 20 joins on, +2 bits refuse the stockpiled 4-bit solutions.
+    assert!(
+        (10..=30).contains(&created),
+        "{created} created, {expired} refused"
+    );
+    assert_eq!(created + expired, 50);
+    // A fresh challenge at the difficulty in force still joins.
+    let proof = solved(&app, "main").await;
+    assert_eq!(
+        join(&app, "main", Some(&proof), None).await.0,
+        StatusCode::CREATED
+    );
+}
+
+/// Probe findings: joins a closed room refuses raised the difficulty (the meter counted them
+/// before the store decided), a malformed `Idempotency-Key` was counted as a forged user
+/// assertion, and a nonce of more than 20 digits (leading zeros) was taken.
+async fn refused_joins_neither_raise_the_difficulty_nor_count_as_forged_assertions(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend, &[]).await;
+    app.patch_room(
+        "main",
+        json!({"closed": true, "proofOfWorkDifficulty": 2, "proofOfWorkAutoJoinsPerSec": 1}),
+    )
+    .await;
+    for _ in 0..40 {
+        let proof = solved(&app, "main").await;
+        let (status, body) = join(&app, "main", Some(&proof), None).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::CONFLICT, Some("room_closed"))
+        );
+    }
+    assert_eq!(challenge(&app, "main").await.difficulty, 2);
+
+    for key in ["a b", &"k".repeat(200)] {
+        let response = app
+            .join_request("main")
+            .header("Idempotency-Key", key)
+            .send()
+            .await
+            .expect("join");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+    let forged = app
+        .metric("vestibule_joins_refused_total{room=\"main\",reason=\"user_assertion\",kind=\"invalid\"}")
+        .await;
+    assert_eq!(forged, 0.0);
+
+    let challenge = challenge(&app, "main").await;
+    let nonce = solve(&challenge.challenge, challenge.difficulty);
+    let padded = format!("{}:{nonce:0>21}", challenge.challenge);
+    let (status, body) = join(&app, "main", Some(&padded), None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("proof_of_work_malformed"))
+    );
 }
