@@ -25,7 +25,7 @@ use crate::http::error::{ApiError, Json, Path};
 use crate::room::status::rfc3339_from_ms;
 use crate::state::AppState;
 use crate::store::{
-    now_ms, SalePatch, SaleSettings, SettingsPatch, SettingsUpdate, VersionedSettings,
+    now_ms, LabelsPatch, SalePatch, SaleSettings, SettingsPatch, SettingsUpdate, VersionedSettings,
 };
 
 /// Routes of this module.
@@ -91,6 +91,10 @@ async fn answer(
         closed: in_force.sale.closed,
         sold_out_message_en: in_force.sale.message_en,
         sold_out_message_ko: in_force.sale.message_ko,
+        display_name_en: in_force.labels.display_name_en,
+        display_name_ko: in_force.labels.display_name_ko,
+        message_en: in_force.labels.message_en,
+        message_ko: in_force.labels.message_ko,
     };
     let mut response = Json(body).into_response();
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", settings.version)) {
@@ -173,6 +177,12 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             | SettingOutOfRange::SoldOutMessageEn
             | SettingOutOfRange::SoldOutMessageKo
             | SettingOutOfRange::ProofOfWorkAuto => "",
+            SettingOutOfRange::MessageEn | SettingOutOfRange::MessageKo => {
+                " (null clears the message)"
+            }
+            SettingOutOfRange::DisplayNameEn | SettingOutOfRange::DisplayNameKo => {
+                " (null = the slug)"
+            }
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -197,6 +207,12 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         pow_difficulty: patch.proof_of_work_difficulty,
         pow_auto_joins_per_sec: patch.proof_of_work_auto_joins_per_sec,
         require_user_assertion: patch.require_user_assertion,
+        labels: LabelsPatch {
+            display_name_en: patch.display_name_en.clone(),
+            display_name_ko: patch.display_name_ko.clone(),
+            message_en: patch.message_en.clone(),
+            message_ko: patch.message_ko.clone(),
+        },
     })
 }
 
