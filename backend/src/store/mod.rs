@@ -15,6 +15,7 @@
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
+pub mod catalog;
 pub mod draw;
 pub mod durable;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod sale;
 mod settings;
 
 use async_trait::async_trait;
+pub use catalog::{AuditRecord, Catalog, RoomDeletion, WaiterPage, WaiterRecord};
 pub use draw::{DrawOutcome, DrawRecord, DrawRequest};
 pub use error::StoreError;
 pub use instant::InstantAdmission;
@@ -277,7 +279,7 @@ pub struct SseRefresh {
 ///
 /// Every method is atomic with respect to the others for the room it names.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Catalog + Send + Sync + 'static {
     /// `"redis"`, `"memory"` (embedded, nothing kept) or `"durable"` (embedded, kept in
     /// `--data-dir`), for logs and `/readyz`.
     fn kind(&self) -> &'static str;

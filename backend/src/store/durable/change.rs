@@ -132,6 +132,13 @@ pub enum Change {
         /// The settings after the change.
         config: Settings,
     },
+    /// A room deleted by an operator (issue 14), with every ticket in it.
+    DeleteRoom {
+        /// Room slug.
+        room: String,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+    },
 }
 
 /// The admission an instant join made, as the journal keeps it (replayed as it happened,
@@ -241,6 +248,10 @@ impl Change {
             Self::UpdateRoom { room, config } => engine.with_room(room, |state| {
                 state.update(&config.as_patch(), None);
             }),
+            Self::DeleteRoom { room, now_ms } => {
+                engine.remove_room(room, true, *now_ms);
+                Ok(())
+            }
         }
     }
 }

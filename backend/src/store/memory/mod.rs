@@ -12,6 +12,7 @@
 //! - [`draw`]: the pre-queue, the draw seed and the draw of a scheduled opening.
 
 pub mod admission;
+pub mod catalog;
 pub mod challenges;
 pub mod draw;
 pub mod image;
@@ -36,6 +37,10 @@ use super::{
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
     challenges: Mutex<challenges::UsedChallenges>,
+    /// Each room's audit log, newest last (`catalog.rs`; in memory only, bounded).
+    audit: Mutex<HashMap<String, std::collections::VecDeque<crate::store::AuditRecord>>>,
+    /// The audit entries' running number (their ids).
+    audit_seq: std::sync::atomic::AtomicU64,
 }
 
 impl MemoryStore {
@@ -47,7 +52,7 @@ impl MemoryStore {
     /// Runs `apply` on the room named `room`, under its lock.
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] when the room was never initialised.
+    /// [`StoreError::NoSuchRoom`] when the room was never initialised (or was deleted).
     pub fn with_room<R>(
         &self,
         room: &str,
@@ -56,7 +61,7 @@ impl MemoryStore {
         let state = lock(&self.rooms)
             .get(room)
             .cloned()
-            .ok_or_else(|| StoreError::Corrupt(format!("room {room} was never initialised")))?;
+            .ok_or_else(|| StoreError::NoSuchRoom(room.to_owned()))?;
         let mut state = lock(&state);
         Ok(apply(&mut state))
     }

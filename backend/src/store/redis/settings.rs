@@ -32,6 +32,8 @@ impl RedisStore {
             return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
         self.remember_secret(room, secret, true)?;
+        // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
+        self.register_room(room).await?;
         let mut versioned = with_schedule(
             parse_versioned(settings)?,
             &[opens.clone(), preopens.clone()],

@@ -162,13 +162,14 @@ elseif #head > 0 then
   end
   redis.call('SET', KEYS[9], seq)
 end
--- Chunks wholly behind the head hold nobody's time any more.
+-- Chunks wholly behind the head (`seen:` and `born:`) hold nobody's time any more.
 local low = tonumber(redis.call('GET', KEYS[10]) or tostring(head_chunk))
 if head_chunk < low then
   low = head_chunk
 end
 while low < head_chunk do
   redis.call('DEL', prefix .. 'seen:' .. low)
+  redis.call('DEL', prefix .. 'born:' .. low)
   low = low + 1
 end
 redis.call('SET', KEYS[10], low)

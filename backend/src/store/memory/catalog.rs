@@ -1,0 +1,119 @@
+//! The embedded engine's half of [`Catalog`]: rooms are the map's entries; the audit log is a
+//! bounded deque per room in this process's memory.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+
+use super::{lock, MemoryStore};
+use crate::store::catalog::AUDIT_KEPT;
+use crate::store::{
+    AuditRecord, Catalog, RoomDeletion, Settings, StoreError, VersionedSettings, WaiterPage,
+    WaiterRecord,
+};
+
+impl MemoryStore {
+    /// Removes `room` unless tickets wait or are active at `now_ms` and `force` is off.
+    pub fn remove_room(&self, room: &str, force: bool, now_ms: u64) -> RoomDeletion {
+        let mut rooms = lock(&self.rooms);
+        let Some(state) = rooms.get(room).cloned() else {
+            return RoomDeletion::NotFound;
+        };
+        let counts = lock(&state).counts(now_ms);
+        if !force && (counts.waiting > 0 || counts.active > 0) {
+            return RoomDeletion::NotEmpty {
+                waiting: counts.waiting,
+                active: counts.active,
+            };
+        }
+        rooms.remove(room);
+        RoomDeletion::Deleted {
+            ended: counts.waiting + counts.active,
+        }
+    }
+
+    /// A page of `room`'s waiting line (see [`Catalog::waiters`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NoSuchRoom`].
+    pub fn waiter_page(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
+        self.with_room(room, |state| WaiterPage {
+            total: state.queue.len() as u64,
+            waiters: state
+                .queue
+                .iter()
+                .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+                .take(usize::try_from(limit).unwrap_or(usize::MAX))
+                .zip(offset + 1..)
+                .map(|((seq, id), position)| WaiterRecord {
+                    position,
+                    ticket_id: id.to_string(),
+                    joined_ms: state.joined.get(&seq).copied(),
+                    seen_ms: state.presence.seen_at(id),
+                })
+                .collect(),
+        })
+    }
+}
+
+#[async_trait]
+impl Catalog for MemoryStore {
+    async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.room_names())
+    }
+
+    async fn create_room(
+        &self,
+        room: &str,
+        settings: &Settings,
+    ) -> Result<Option<VersionedSettings>, StoreError> {
+        let (in_force, created) = self.create_room(room, settings);
+        Ok(created.then_some(in_force))
+    }
+
+    async fn delete_room(
+        &self,
+        room: &str,
+        force: bool,
+        now_ms: u64,
+    ) -> Result<RoomDeletion, StoreError> {
+        Ok(self.remove_room(room, force, now_ms))
+    }
+
+    async fn append_audit(
+        &self,
+        room: &str,
+        entries: &[AuditRecord],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut audit = lock(&self.audit);
+        let log = audit.entry(room.to_owned()).or_insert_with(VecDeque::new);
+        let mut ids = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let n = self.audit_seq.fetch_add(1, Ordering::Relaxed);
+            let id = format!("{}-{n}", entry.at_ms);
+            ids.push(id.clone());
+            log.push_back(AuditRecord { id, ..entry.clone() });
+            if log.len() > AUDIT_KEPT {
+                log.pop_front();
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        Ok(lock(&self.audit)
+            .get(room)
+            .map(|log| log.iter().rev().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn waiters(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<WaiterPage, StoreError> {
+        self.waiter_page(room, offset, limit)
+    }
+}
