@@ -58,7 +58,8 @@ impl Quota {
     }
 }
 
-/// Runs a room's scheduler on `store` until shutdown; gives up the lease on the way out.
+/// Runs a room's scheduler on `store` until shutdown (or the room is deleted); gives up the
+/// lease on the way out.
 ///
 /// A follower calls the lease script each tick (which also refreshes this process's copy of the
 /// room's settings). The leader calls only the admission script, which renews the lease, checks
@@ -223,6 +224,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = shutdown.changed() => break,
+            () = room.retired() => break,
         }
     }
     if leader.is_some() {
