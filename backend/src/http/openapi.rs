@@ -68,6 +68,34 @@ impl Modify for AdminSecurity {
     }
 }
 
+/// `CreateRoom` as one object: `room` and every field of `RoomSettingsPatch`, no others. (utoipa
+/// writes the flattened patch as `allOf`, where the patch's `additionalProperties: false` would
+/// forbid `room` itself.)
+fn create_room_is_one_object(json: &mut Value) {
+    let schemas = &mut json["components"]["schemas"];
+    let mut properties = schemas["RoomSettingsPatch"]["properties"].clone();
+    let Some(fields) = properties.as_object_mut() else {
+        return;
+    };
+    fields.insert(
+        "room".into(),
+        json!({
+            "type": "string",
+            "pattern": "^[a-z0-9-]{1,64}$",
+            "description": "The new room's slug.",
+            "example": "drop-7",
+        }),
+    );
+    let description = schemas["CreateRoom"]["description"].clone();
+    schemas["CreateRoom"] = json!({
+        "type": "object",
+        "description": description,
+        "required": ["room"],
+        "properties": properties,
+        "additionalProperties": false,
+    });
+}
+
 /// The finished document as JSON: the router's document plus what `utoipa` cannot say from
 /// the declarations — the enum of error codes, the links from a join to its ticket (written as
 /// JSON because utoipa 5 serializes a link's `operationId` as `operation_id`), and the shape of
@@ -84,6 +112,7 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
         "examples": ["ticket_not_found"],
     });
     headers_are_plain_strings(&mut json);
+    create_room_is_one_object(&mut json);
     let join = &mut json["paths"]["/api/v1/rooms/{room}/tickets"]["post"]["responses"];
     for status in ["200", "201"] {
         if join[status].is_object() {

@@ -93,18 +93,27 @@ impl Rooms {
         receiver
     }
 
-    /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`):
-    /// starts the rooms missing here (reading their settings), stops the ones gone.
-    async fn sync(&self, state: &AppState, listed: &[String], read_at: Instant) {
+    /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`) and
+    /// `deleted` (the rooms deleted through the admin API): starts the rooms missing here
+    /// (reading their settings), stops the deleted ones, and lists again a running room the
+    /// store lost without a deletion (Redis restarted without persistence), with the settings
+    /// this process last read.
+    async fn sync(&self, state: &AppState, listed: &[String], deleted: &[String], read_at: Instant) {
         let listed_set: HashSet<&str> = listed.iter().map(String::as_str).collect();
-        let gone: Vec<String> = read(&self.running)
-            .keys()
-            .filter(|name| !listed_set.contains(name.as_str()))
+        let missing: Vec<Arc<RoomRuntime>> = read(&self.running)
+            .values()
+            .filter(|room| !listed_set.contains(room.name.as_str()))
             .cloned()
             .collect();
-        for name in gone {
-            tracing::info!(room = %name, "room deleted (through another replica): stopped here");
-            self.remove(&name);
+        for room in missing {
+            if deleted.contains(&room.name) {
+                tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
+                self.remove(&room.name);
+            } else if let Err(error) = state.store.init_room(&room.name, &room.settings()).await {
+                tracing::warn!(room = %room.name, %error, "a room the store lost could not be listed again");
+            } else {
+                tracing::warn!(room = %room.name, "the store had lost this room: listed again");
+            }
         }
         for name in listed {
             // A list read before this process deleted the room is stale for it.
@@ -143,10 +152,16 @@ pub async fn sync_loop(state: AppState) {
             _ = shutdown.wait_for(|stopping| *stopping) => return,
         }
         let read_at = Instant::now();
-        match state.store.list_rooms().await {
-            Ok(listed) => {
+        // The list first, then the deleted: a deletion writes its mark before it leaves the
+        // list, so a room missing from this list for a deletion is in the later read.
+        let listed = async {
+            let listed = state.store.list_rooms().await?;
+            Ok::<_, crate::store::StoreError>((listed, state.store.deleted_rooms().await?))
+        };
+        match listed.await {
+            Ok((listed, deleted)) => {
                 outage_logged = false;
-                state.rooms.sync(&state, &listed, read_at).await;
+                state.rooms.sync(&state, &listed, &deleted, read_at).await;
             }
             Err(error) if !outage_logged => {
                 tracing::warn!(%error, "the list of rooms cannot be read; rooms stay as they are");

@@ -228,7 +228,15 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
         }
     }
     if leader.is_some() {
-        if let Err(error) = store.release_lease(&room.name, &holder).await {
+        // A deleted room has no lease left to give up (the embedded store says so).
+        if let Err(error) = store
+            .release_lease(&room.name, &holder)
+            .await
+            .or_else(|error| match error {
+                crate::store::StoreError::NoSuchRoom(_) => Ok(()),
+                other => Err(other),
+            })
+        {
             tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
         }
     }

@@ -2,8 +2,8 @@
 //! log of admin changes, and the list of who is waiting. A supertrait of [`super::Store`], kept
 //! apart so the main trait stays about one room's queue.
 //!
-//! Redis: the set `vestibule:rooms` names the rooms (a key of its own, outside every room's hash
-//! tag), the stream `vestibule:{r}:audit` keeps the audit log (`XADD MAXLEN ~ 10000`), and
+//! Redis: the set `vestibule:rooms` names the rooms and the hash `vestibule:rooms:deleted` the
+//! deleted ones (slug → Unix ms; keys of their own, outside every room's hash tag), the stream `vestibule:{r}:audit` keeps the audit log (`XADD MAXLEN ~ 10000`), and
 //! `vestibule:{r}:born:<n>` each waiting shopper's join time (u32 Unix seconds per arrival seq,
 //! as `seen:`). The embedded stores keep the audit log in memory (bounded the same way).
 
@@ -96,6 +96,11 @@ pub trait Catalog: Send + Sync {
         force: bool,
         now_ms: u64,
     ) -> Result<RoomDeletion, StoreError>;
+
+    /// Rooms deleted through the admin API (and not created again): a replica stops these when
+    /// they leave the list. A running room missing from the list but not deleted here was lost
+    /// by the store (Redis restarted without persistence) and is listed again.
+    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError>;
 
     /// Appends entries to `room`'s audit log (bounded to [`AUDIT_KEPT`]); returns their ids.
     async fn append_audit(

@@ -15,6 +15,7 @@ mod opening;
 mod outage;
 mod polls;
 mod presence;
+mod rooms;
 mod sale;
 mod sale_race;
 mod sse;

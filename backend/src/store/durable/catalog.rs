@@ -49,6 +49,10 @@ impl Catalog for DurableStore {
         })
     }
 
+    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
+        self.engine.deleted_rooms().await
+    }
+
     async fn append_audit(
         &self,
         room: &str,

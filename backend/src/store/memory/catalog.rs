@@ -28,6 +28,7 @@ impl MemoryStore {
             };
         }
         rooms.remove(room);
+        lock(&self.deleted).insert(room.to_owned());
         RoomDeletion::Deleted {
             ended: counts.waiting + counts.active,
         }
@@ -70,6 +71,10 @@ impl Catalog for MemoryStore {
     ) -> Result<Option<VersionedSettings>, StoreError> {
         let (in_force, created) = self.create_room(room, settings);
         Ok(created.then_some(in_force))
+    }
+
+    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
+        Ok(lock(&self.deleted).iter().cloned().collect())
     }
 
     async fn delete_room(

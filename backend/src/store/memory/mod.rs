@@ -39,6 +39,8 @@ pub struct MemoryStore {
     challenges: Mutex<challenges::UsedChallenges>,
     /// Each room's audit log, newest last (`catalog.rs`; in memory only, bounded).
     audit: Mutex<HashMap<String, std::collections::VecDeque<crate::store::AuditRecord>>>,
+    /// Rooms deleted (and not created again) since this process started.
+    deleted: Mutex<std::collections::HashSet<String>>,
     /// The audit entries' running number (their ids).
     audit_seq: std::sync::atomic::AtomicU64,
 }
@@ -76,6 +78,9 @@ impl MemoryStore {
             Arc::new(Mutex::new(Room::new(defaults.clone())))
         });
         let config = lock(state).versioned();
+        if created {
+            lock(&self.deleted).remove(room);
+        }
         (config, created)
     }
 

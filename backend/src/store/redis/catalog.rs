@@ -1,5 +1,6 @@
-//! Redis's half of [`Catalog`]: the set `vestibule:rooms` names the rooms (a key of its own:
-//! no script touches it together with a room's keys), each room's audit log is the stream
+//! Redis's half of [`Catalog`]: the set `vestibule:rooms` names the rooms and the hash
+//! `vestibule:rooms:deleted` the deleted ones (keys of their own: no script touches them together
+//! with a room's keys), each room's audit log is the stream
 //! `vestibule:{r}:audit` (`XADD MAXLEN ~ 10000`), and `waiters.lua` reads a page of the line.
 
 use async_trait::async_trait;
@@ -15,6 +16,8 @@ use crate::store::{
 
 /// The set of room slugs.
 pub const ROOMS_KEY: &str = "vestibule:rooms";
+/// The hash of deleted rooms: slug → when, Unix ms (removed when the slug is created again).
+pub const DELETED_KEY: &str = "vestibule:rooms:deleted";
 
 /// Keys a room's purge leaves: its audit log outlives it.
 const KEPT_ON_DELETE: &str = "audit";
@@ -90,6 +93,15 @@ impl Catalog for RedisStore {
         if !self.register_room(room).await? {
             return Ok(None);
         }
+        let mut connection = self.connection.clone();
+        let _: i64 = self
+            .bounded(
+                redis::cmd("HDEL")
+                    .arg(DELETED_KEY)
+                    .arg(room)
+                    .query_async(&mut connection),
+            )
+            .await?;
         self.purge_room(room).await?;
         self.init_room_in_redis(room, settings).await?;
         match self
@@ -127,6 +139,17 @@ impl Catalog for RedisStore {
                 active: counts.active,
             });
         }
+        // The mark first: a replica that finds the room gone from the list then finds the mark
+        // (`room::registry`), and never takes it for a room Redis lost.
+        let _: i64 = self
+            .bounded(
+                redis::cmd("HSET")
+                    .arg(DELETED_KEY)
+                    .arg(room)
+                    .arg(now_ms)
+                    .query_async(&mut connection),
+            )
+            .await?;
         let removed: i64 = self
             .bounded(
                 redis::cmd("SREM")
@@ -142,6 +165,13 @@ impl Catalog for RedisStore {
         Ok(RoomDeletion::Deleted {
             ended: counts.waiting + counts.active,
         })
+    }
+
+    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        self.bounded(redis::cmd("HKEYS").arg(DELETED_KEY).query_async(&mut connection))
+            .await
+            .map_err(StoreError::for_read)
     }
 
     async fn append_audit(
