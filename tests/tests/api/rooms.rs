@@ -395,6 +395,7 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
         "B never took joins for the room A created"
     );
     let seen_by_b = created.elapsed();
+    eprintln!("a room created through A took joins through B after {seen_by_b:?}");
     assert!(seen_by_b < Duration::from_secs(1), "{seen_by_b:?}");
     let (admitted, _) = b.admitted("drop-7").await;
     assert_eq!(admitted.status, TicketState::TokenIssued);
@@ -423,6 +424,7 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
         "the message set through B never reached A"
     );
     let reached_a = changed.elapsed();
+    eprintln!("a message set through B reached a poll through A after {reached_a:?}");
     assert!(reached_a < Duration::from_secs(1), "{reached_a:?}");
     // Both audit entries name the replica that made them.
     let entries = audit(&a, "drop-7", 10).await;
