@@ -46,11 +46,9 @@ pub struct AuditEntry {
     pub at: String,
     /// The admin API field changed, e.g. `admissionRatePerSec`; `room` for a create or delete.
     pub field: String,
-    /// The value before (null = none, or the room did not exist).
-    #[schema(value_type = Object)]
+    /// The value before, any JSON (null = none, or the room did not exist).
     pub old: serde_json::Value,
-    /// The value after (null = none, or the room was deleted).
-    #[schema(value_type = Object)]
+    /// The value after, any JSON (null = none, or the room was deleted).
     pub new: serde_json::Value,
     /// The replica that made the change (`$HOSTNAME` and a random suffix).
     pub replica: String,

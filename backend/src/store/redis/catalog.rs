@@ -237,10 +237,10 @@ impl Catalog for RedisStore {
     ) -> Result<WaiterPage, StoreError> {
         let keys = Keys::new(room);
         let mut invocation = self.scripts.waiters.key(keys.key("queue"));
-        invocation
-            .arg(&keys.prefix)
-            .arg(offset.min(i64::MAX as u64 / 2))
-            .arg(limit.max(1));
+        // Ranks as Redis reads them (i64): an offset past the end lists nobody.
+        let first = offset.min(i64::MAX as u64 - 1);
+        let last = first.saturating_add(limit.max(1) - 1).min(i64::MAX as u64);
+        invocation.arg(&keys.prefix).arg(first).arg(last);
         let reply = self.run_script(&invocation).await.map_err(StoreError::for_read)?;
         let Some((total, rows)) = reply.split_first() else {
             return Err(StoreError::Corrupt("waiters reply is empty".into()));

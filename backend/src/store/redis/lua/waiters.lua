@@ -1,11 +1,10 @@
 -- A page of a room's waiting line for the admin API (issue 14), read in one step.
 -- KEYS[1] queue (ZSET id -> arrival seq)
--- ARGV[1] the room's key prefix (`vestibule:{r}:`)   ARGV[2] 0-based offset   ARGV[3] limit (≥ 1)
+-- ARGV[1] the room's key prefix (`vestibule:{r}:`)   ARGV[2..3] the first and last 0-based rank
 -- Returns {total, id, born, seen, id, born, seen, …}: each ticket's join time and last heard time
 -- from `born:`/`seen:` (u32 Unix seconds; 0 = unknown), in queue order.
 local total = redis.call('ZCARD', KEYS[1])
-local from = tonumber(ARGV[2])
-local page = redis.call('ZRANGE', KEYS[1], from, from + tonumber(ARGV[3]) - 1, 'WITHSCORES')
+local page = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3], 'WITHSCORES')
 local reply = {total}
 for i = 1, #page, 2 do
   local seq = tonumber(page[i + 1])
