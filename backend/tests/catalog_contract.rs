@@ -72,7 +72,11 @@ async fn rooms_are_created_listed_and_deleted() {
             None,
             "{kind}: a seeded room exists"
         );
-        assert_eq!(store.list_rooms().await.unwrap(), ["drop-7", "main"], "{kind}");
+        assert_eq!(
+            store.list_rooms().await.unwrap(),
+            ["drop-7", "main"],
+            "{kind}"
+        );
         // Not while someone waits; forced, every ticket goes with the room.
         store.join("drop-7", None, &random_id()).await.unwrap();
         let now = now_ms();
@@ -102,7 +106,11 @@ async fn rooms_are_created_listed_and_deleted() {
             .await
             .unwrap()
             .expect("created again");
-        assert_eq!(store.counts("drop-7", now_ms()).await.unwrap().waiting, 0, "{kind}");
+        assert_eq!(
+            store.counts("drop-7", now_ms()).await.unwrap().waiting,
+            0,
+            "{kind}"
+        );
         assert_eq!(
             store.room_settings("drop-7").await.unwrap().settings,
             defaults(),
@@ -134,7 +142,10 @@ async fn labels_are_patched_and_cleared_like_other_settings() {
         else {
             panic!("{kind}: not applied");
         };
-        assert_eq!(after.settings.labels.message_en.as_deref(), Some("back at 9"));
+        assert_eq!(
+            after.settings.labels.message_en.as_deref(),
+            Some("back at 9")
+        );
         let clear = SettingsPatch {
             labels: LabelsPatch {
                 message_en: Some(None),
@@ -169,13 +180,19 @@ async fn the_audit_log_is_newest_first_and_limited() {
             .append_audit("main", &[entry("paused", 1), entry("tokenTtlSecs", 2)])
             .await
             .unwrap();
-        let second = store.append_audit("main", &[entry("closed", 3)]).await.unwrap();
+        let second = store
+            .append_audit("main", &[entry("closed", 3)])
+            .await
+            .unwrap();
         assert_eq!((first.len(), second.len()), (2, 1), "{kind}");
         let log = store.audit("main", 100).await.unwrap();
         let fields: Vec<&str> = log.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["closed", "tokenTtlSecs", "paused"], "{kind}");
         assert_eq!(log[0].id, second[0], "{kind}");
-        assert_eq!((log[0].new.clone(), log[0].replica.as_str()), (3.into(), "replica-a"));
+        assert_eq!(
+            (log[0].new.clone(), log[0].replica.as_str()),
+            (3.into(), "replica-a")
+        );
         assert_eq!(store.audit("main", 2).await.unwrap().len(), 2, "{kind}");
         assert!(store.audit("other", 5).await.unwrap().is_empty(), "{kind}");
     }
@@ -192,7 +209,10 @@ async fn the_waiters_list_pages_the_line_with_its_times() {
             store.join("main", None, &id).await.unwrap();
             ids.push(id);
         }
-        store.leave("main", &ids[1], now_ms(), 60_000).await.unwrap();
+        store
+            .leave("main", &ids[1], now_ms(), 60_000)
+            .await
+            .unwrap();
         let page = store.waiters("main", 1, 2).await.unwrap();
         assert_eq!(page.total, 3, "{kind}");
         let listed: Vec<(u64, &str)> = page
@@ -200,14 +220,29 @@ async fn the_waiters_list_pages_the_line_with_its_times() {
             .iter()
             .map(|w| (w.position, w.ticket_id.as_str()))
             .collect();
-        assert_eq!(listed, [(2, ids[2].as_str()), (3, ids[3].as_str())], "{kind}");
+        assert_eq!(
+            listed,
+            [(2, ids[2].as_str()), (3, ids[3].as_str())],
+            "{kind}"
+        );
         for waiter in &page.waiters {
             // Redis keeps whole seconds.
             let joined = waiter.joined_ms.expect("a join time");
-            assert!(joined + 1000 >= before && joined <= now_ms(), "{kind}: {waiter:?}");
+            assert!(
+                joined + 1000 >= before && joined <= now_ms(),
+                "{kind}: {waiter:?}"
+            );
             assert!(waiter.seen_ms.is_some(), "{kind}: {waiter:?}");
         }
-        assert!(store.waiters("main", 3, 10).await.unwrap().waiters.is_empty(), "{kind}");
+        assert!(
+            store
+                .waiters("main", 3, 10)
+                .await
+                .unwrap()
+                .waiters
+                .is_empty(),
+            "{kind}"
+        );
     }
 }
 

@@ -85,7 +85,10 @@ impl ApiError {
     pub fn is_room_not_found(&self) -> bool {
         matches!(
             self.code(),
-            Some(vestibule_shared::error_code::ROOM_NOT_FOUND | vestibule_shared::error_code::ROOM_DELETED)
+            Some(
+                vestibule_shared::error_code::ROOM_NOT_FOUND
+                    | vestibule_shared::error_code::ROOM_DELETED
+            )
         )
     }
 

@@ -385,10 +385,26 @@ impl RoomSettingsPatch {
                 .is_none_or(|text| is_valid_text(text, max))
         };
         for (text, max, error) in [
-            (&self.display_name_en, DISPLAY_NAME_MAX_CHARS, SettingOutOfRange::DisplayNameEn),
-            (&self.display_name_ko, DISPLAY_NAME_MAX_CHARS, SettingOutOfRange::DisplayNameKo),
-            (&self.message_en, WAITER_MESSAGE_MAX_CHARS, SettingOutOfRange::MessageEn),
-            (&self.message_ko, WAITER_MESSAGE_MAX_CHARS, SettingOutOfRange::MessageKo),
+            (
+                &self.display_name_en,
+                DISPLAY_NAME_MAX_CHARS,
+                SettingOutOfRange::DisplayNameEn,
+            ),
+            (
+                &self.display_name_ko,
+                DISPLAY_NAME_MAX_CHARS,
+                SettingOutOfRange::DisplayNameKo,
+            ),
+            (
+                &self.message_en,
+                WAITER_MESSAGE_MAX_CHARS,
+                SettingOutOfRange::MessageEn,
+            ),
+            (
+                &self.message_ko,
+                WAITER_MESSAGE_MAX_CHARS,
+                SettingOutOfRange::MessageKo,
+            ),
         ] {
             if !text_ok(text, max) {
                 return Err(error);

@@ -54,7 +54,10 @@ impl Bots {
 
     /// `room`'s watch, made if it has none (callers name running rooms only).
     fn watch(&self, room: &str) -> std::sync::Arc<Mutex<RoomWatch>> {
-        lock(&self.rooms).entry(room.to_owned()).or_default().clone()
+        lock(&self.rooms)
+            .entry(room.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// `room`'s watch if it has one.

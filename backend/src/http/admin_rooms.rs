@@ -139,7 +139,9 @@ pub async fn create_room(
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
     let serde_json::Value::Object(mut fields) = body else {
-        return Err(ApiError::BadRequest("the room must be a JSON object".into()));
+        return Err(ApiError::BadRequest(
+            "the room must be a JSON object".into(),
+        ));
     };
     let room = match fields.remove("room") {
         Some(serde_json::Value::String(room)) => room,

@@ -98,7 +98,13 @@ impl Rooms {
     /// (reading their settings), stops the deleted ones, and lists again a running room the
     /// store lost without a deletion (Redis restarted without persistence), with the settings
     /// this process last read.
-    async fn sync(&self, state: &AppState, listed: &[String], deleted: &[String], read_at: Instant) {
+    async fn sync(
+        &self,
+        state: &AppState,
+        listed: &[String],
+        deleted: &[String],
+        read_at: Instant,
+    ) {
         let listed_set: HashSet<&str> = listed.iter().map(String::as_str).collect();
         let missing: Vec<Arc<RoomRuntime>> = read(&self.running)
             .values()
@@ -177,5 +183,6 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 }
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

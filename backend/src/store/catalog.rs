@@ -113,10 +113,5 @@ pub trait Catalog: Send + Sync {
     async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
 
     /// Waiting shoppers from 0-based `offset` in queue order, at most `limit`, and the total.
-    async fn waiters(
-        &self,
-        room: &str,
-        offset: u64,
-        limit: u64,
-    ) -> Result<WaiterPage, StoreError>;
+    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError>;
 }

@@ -34,3 +34,38 @@ pub fn WaiterMessage(lang: Lang, phase: RwSignal<Phase>) -> impl IntoView {
         </p>
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(en: Option<&str>, ko: Option<&str>) -> Phase {
+        let mut status: vestibule_shared::TicketStatus =
+            serde_json::from_value(serde_json::json!({
+                "ticketId": "t", "room": "main", "status": "WAITING", "position": 3,
+                "etaSeconds": 30, "nextPollAfterMs": 1000, "entryToken": null,
+                "tokenExpiresAt": null, "checkoutUrl": null, "roomState": "OPEN"
+            }))
+            .expect("a TicketStatus");
+        status.message_en = en.map(str::to_owned);
+        status.message_ko = ko.map(str::to_owned);
+        Phase::Ticket(status)
+    }
+
+    #[test]
+    fn the_page_language_comes_first_and_the_other_stands_in() {
+        let both = phase(Some("Sold out: 42"), Some("42 품절"));
+        assert_eq!(
+            message_text(Lang::En, &both).as_deref(),
+            Some("Sold out: 42")
+        );
+        assert_eq!(message_text(Lang::Ko, &both).as_deref(), Some("42 품절"));
+        let english = phase(Some("Sold out: 42"), None);
+        assert_eq!(
+            message_text(Lang::Ko, &english).as_deref(),
+            Some("Sold out: 42")
+        );
+        assert_eq!(message_text(Lang::En, &phase(None, None)), None);
+        assert_eq!(message_text(Lang::En, &Phase::Joining), None);
+    }
+}

@@ -34,11 +34,21 @@ async fn admin(
     }
     let response = request.send().await.expect("admin request");
     let (status, headers) = (response.status(), response.headers().clone());
-    (status, headers, response.json().await.unwrap_or(Value::Null))
+    (
+        status,
+        headers,
+        response.json().await.unwrap_or(Value::Null),
+    )
 }
 
 async fn create(app: &TestApp, body: Value) -> (StatusCode, reqwest::header::HeaderMap, Value) {
-    admin(app, reqwest::Method::POST, &paths::admin_rooms(), Some(body)).await
+    admin(
+        app,
+        reqwest::Method::POST,
+        &paths::admin_rooms(),
+        Some(body),
+    )
+    .await
 }
 
 /// A ticket's poll answer: status and body.
@@ -65,7 +75,11 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
     assert_eq!(headers["location"], "/api/v1/admin/rooms/drop-7");
     assert!(headers.contains_key("etag") && headers.contains_key("x-audit-ids"));
     assert_eq!(
-        (&body["room"], &body["admissionRatePerSec"], &body["tokenTtlSecs"]),
+        (
+            &body["room"],
+            &body["admissionRatePerSec"],
+            &body["tokenTtlSecs"]
+        ),
         (&json!("drop-7"), &json!(50.0), &json!(120)),
         "{body}"
     );
@@ -80,9 +94,17 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
         .filter_map(|room| room["room"].as_str())
         .collect();
     assert_eq!(slugs, ["drop-7", "main"]);
-    let (status, _, read) =
-        admin(&app, reqwest::Method::GET, &paths::admin_room("drop-7"), None).await;
-    assert_eq!((status, &read["displayNameEn"]), (StatusCode::OK, &json!("Drop 7")));
+    let (status, _, read) = admin(
+        &app,
+        reqwest::Method::GET,
+        &paths::admin_room("drop-7"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &read["displayNameEn"]),
+        (StatusCode::OK, &json!("Drop 7"))
+    );
     // It admits at once.
     let (admitted, _) = app.admitted("drop-7").await;
     assert_eq!(admitted.room, "drop-7");
@@ -95,8 +117,13 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
     )
     .await;
     let (_, waiting) = app.join("drop-7", None).await;
-    let (status, _, body) =
-        admin(&app, reqwest::Method::DELETE, &paths::admin_room("drop-7"), None).await;
+    let (status, _, body) = admin(
+        &app,
+        reqwest::Method::DELETE,
+        &paths::admin_room("drop-7"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"], "room_not_empty", "{body}");
     let force = format!("{}?force=true", paths::admin_room("drop-7"));
@@ -108,11 +135,21 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
         assert_eq!(status, StatusCode::GONE, "{body}");
         assert_eq!(body["error"], "room_deleted", "{body}");
     }
-    let (status, _, body) =
-        admin(&app, reqwest::Method::GET, &paths::admin_room("drop-7"), None).await;
+    let (status, _, body) = admin(
+        &app,
+        reqwest::Method::GET,
+        &paths::admin_room("drop-7"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::GONE, "{body}");
-    let (status, _, body) =
-        admin(&app, reqwest::Method::DELETE, &paths::admin_room("drop-7"), None).await;
+    let (status, _, body) = admin(
+        &app,
+        reqwest::Method::DELETE,
+        &paths::admin_room("drop-7"),
+        None,
+    )
+    .await;
     assert_eq!(
         (status, &body["error"]),
         (StatusCode::NOT_FOUND, &json!("room_not_found"))
@@ -127,16 +164,48 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
 async fn bad_room_input_gets_the_documented_4xx(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;
     for (body, expected, code) in [
-        (json!({"room": "Drop_7"}), StatusCode::BAD_REQUEST, "invalid_field"),
-        (json!({"room": ""}), StatusCode::BAD_REQUEST, "invalid_field"),
-        (json!({"room": "a".repeat(65)}), StatusCode::BAD_REQUEST, "invalid_field"),
+        (
+            json!({"room": "Drop_7"}),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            json!({"room": ""}),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            json!({"room": "a".repeat(65)}),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
         (json!({"room": 7}), StatusCode::BAD_REQUEST, "bad_request"),
-        (json!({"admissionRatePerSec": 5}), StatusCode::BAD_REQUEST, "bad_request"),
+        (
+            json!({"admissionRatePerSec": 5}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
         (json!(["main"]), StatusCode::BAD_REQUEST, "bad_request"),
-        (json!({"room": "x", "admissionRatePerSec": -1}), StatusCode::BAD_REQUEST, "invalid_field"),
-        (json!({"room": "x", "rate": 5}), StatusCode::BAD_REQUEST, "bad_request"),
-        (json!({"room": "x", "messageEn": "m".repeat(281)}), StatusCode::BAD_REQUEST, "invalid_field"),
-        (json!({"room": "x", "displayNameEn": " "}), StatusCode::BAD_REQUEST, "invalid_field"),
+        (
+            json!({"room": "x", "admissionRatePerSec": -1}),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            json!({"room": "x", "rate": 5}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            json!({"room": "x", "messageEn": "m".repeat(281)}),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            json!({"room": "x", "displayNameEn": " "}),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
         (json!({"room": "main"}), StatusCode::CONFLICT, "room_exists"),
         (
             json!({"room": "x", "prequeueOpensAt": "2030-01-01T00:00:00Z"}),
@@ -145,7 +214,11 @@ async fn bad_room_input_gets_the_documented_4xx(backend: Backend) {
         ),
     ] {
         let (status, _, answer) = create(&app, body.clone()).await;
-        assert_eq!((status, answer["error"].as_str()), (expected, Some(code)), "{body} → {answer}");
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (expected, Some(code)),
+            "{body} → {answer}"
+        );
     }
     // Nothing was created by a refused create.
     let (_, _, list) = admin(&app, reqwest::Method::GET, &paths::admin_rooms(), None).await;
@@ -227,26 +300,50 @@ async fn every_admin_change_is_in_the_audit_log(backend: Backend) {
     let newest: Vec<(&str, &Value, &Value)> = entries
         .iter()
         .take(2)
-        .map(|e| (e["field"].as_str().unwrap_or_default(), &e["old"], &e["new"]))
+        .map(|e| {
+            (
+                e["field"].as_str().unwrap_or_default(),
+                &e["old"],
+                &e["new"],
+            )
+        })
         .collect();
-    assert!(newest.contains(&("admissionRatePerSec", &json!(40.0), &json!(80.0))), "{entries:?}");
-    assert!(newest.contains(&("closed", &json!(false), &json!(true))), "{entries:?}");
+    assert!(
+        newest.contains(&("admissionRatePerSec", &json!(40.0), &json!(80.0))),
+        "{entries:?}"
+    );
+    assert!(
+        newest.contains(&("closed", &json!(false), &json!(true))),
+        "{entries:?}"
+    );
     for entry in entries.iter().take(2) {
         assert!(ids.contains(&entry["id"].as_str().unwrap_or_default().to_owned()));
-        assert!(entry["replica"].as_str().is_some_and(|r| !r.is_empty()), "{entry}");
-        assert!(entry["at"].as_str().is_some_and(|at| at.ends_with('Z')), "{entry}");
+        assert!(
+            entry["replica"].as_str().is_some_and(|r| !r.is_empty()),
+            "{entry}"
+        );
+        assert!(
+            entry["at"].as_str().is_some_and(|at| at.ends_with('Z')),
+            "{entry}"
+        );
         assert!(entry["atMs"].as_u64().is_some(), "{entry}");
     }
     // The create is the oldest entries: the room, then each field set.
     let oldest = entries.last().expect("entries");
     assert_eq!(oldest["field"], "room", "{entries:?}");
-    assert_eq!((&oldest["old"], &oldest["new"]), (&Value::Null, &json!("drop-7")));
+    assert_eq!(
+        (&oldest["old"], &oldest["new"]),
+        (&Value::Null, &json!("drop-7"))
+    );
     assert_eq!(audit(&app, "drop-7", 1).await.len(), 1);
     // A delete is recorded, and the log outlives the room.
     let force = format!("{}?force=true", paths::admin_room("drop-7"));
     admin(&app, reqwest::Method::DELETE, &force, None).await;
     let after = audit(&app, "drop-7", 1).await;
-    assert_eq!((&after[0]["field"], &after[0]["new"]), (&json!("room"), &Value::Null));
+    assert_eq!(
+        (&after[0]["field"], &after[0]["new"]),
+        (&json!("room"), &Value::Null)
+    );
 }
 
 /// Reads an SSE response until a status satisfies `done` (or 5 s pass); that status.
@@ -280,7 +377,10 @@ async fn the_message_to_waiters_reaches_polls_and_streams(backend: Backend) {
     let app = TestApp::spawn(backend, &["--sse-refresh-ms", "100"]).await;
     app.patch_room("main", json!({"paused": true})).await;
     let (_, ticket) = app.join("main", None).await;
-    assert_eq!((ticket.message_en.as_deref(), ticket.message_ko.as_deref()), (None, None));
+    assert_eq!(
+        (ticket.message_en.as_deref(), ticket.message_ko.as_deref()),
+        (None, None)
+    );
     let stream = app
         .client
         .get(app.url(&paths::events("main", &ticket.ticket_id)))
@@ -297,17 +397,29 @@ async fn the_message_to_waiters_reaches_polls_and_streams(backend: Backend) {
     let streamed = stream_until(stream, |s| s.message_en.is_some())
         .await
         .expect("the message in a stream event within 5 s");
-    assert_eq!(streamed.message_ko.as_deref(), Some("42–44 사이즈는 품절입니다"));
-    assert!(set.elapsed() < Duration::from_secs(2), "{:?}", set.elapsed());
+    assert_eq!(
+        streamed.message_ko.as_deref(),
+        Some("42–44 사이즈는 품절입니다")
+    );
+    assert!(
+        set.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        set.elapsed()
+    );
     let polled = app.poll("main", &ticket.ticket_id).await;
-    assert_eq!(polled.message_en.as_deref(), Some("Sizes 42–44 are sold out"));
+    assert_eq!(
+        polled.message_en.as_deref(),
+        Some("Sizes 42–44 are sold out")
+    );
     let (_, info) = app.get_json(&paths::room("main")).await;
     assert_eq!(info["messageKo"], "42–44 사이즈는 품절입니다", "{info}");
     // Cleared: gone from the next answer; admitted shoppers never get it.
-    app.patch_room("main", json!({"messageEn": null, "messageKo": null})).await;
+    app.patch_room("main", json!({"messageEn": null, "messageKo": null}))
+        .await;
     let polled = app.poll("main", &ticket.ticket_id).await;
     assert_eq!((polled.message_en, polled.message_ko), (None, None));
-    app.patch_room("main", json!({"messageEn": "hello", "paused": false})).await;
+    app.patch_room("main", json!({"messageEn": "hello", "paused": false}))
+        .await;
     let admitted = app
         .poll_until("main", &ticket.ticket_id, Duration::from_secs(5), |t| {
             t.status == TicketState::TokenIssued
@@ -338,15 +450,32 @@ async fn the_waiters_list_pages_in_queue_order_without_ticket_ids(backend: Backe
     let all = page("").await;
     assert_eq!(all["total"], 5, "{all}");
     let text = all.to_string();
-    assert!(ids.iter().all(|id| !text.contains(id.as_str())), "a ticket id leaked: {text}");
+    assert!(
+        ids.iter().all(|id| !text.contains(id.as_str())),
+        "a ticket id leaked: {text}"
+    );
     let waiters = all["waiters"].as_array().expect("waiters");
-    let positions: Vec<u64> = waiters.iter().filter_map(|w| w["position"].as_u64()).collect();
+    let positions: Vec<u64> = waiters
+        .iter()
+        .filter_map(|w| w["position"].as_u64())
+        .collect();
     assert_eq!(positions, [1, 2, 3, 4, 5]);
     for waiter in waiters {
         let tag = waiter["ticketTag"].as_str().expect("tag");
-        assert!(tag.len() == 12 && tag.bytes().all(|b| b.is_ascii_hexdigit()), "{waiter}");
-        assert!(waiter["ageSecs"].as_u64().is_some_and(|age| age < 60), "{waiter}");
-        assert!(waiter["lastSeenSecsAgo"].as_u64().is_some_and(|ago| ago < 60), "{waiter}");
+        assert!(
+            tag.len() == 12 && tag.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{waiter}"
+        );
+        assert!(
+            waiter["ageSecs"].as_u64().is_some_and(|age| age < 60),
+            "{waiter}"
+        );
+        assert!(
+            waiter["lastSeenSecsAgo"]
+                .as_u64()
+                .is_some_and(|ago| ago < 60),
+            "{waiter}"
+        );
     }
     let second = page("?offset=1&limit=2").await;
     assert_eq!(second["total"], 5);
@@ -356,7 +485,10 @@ async fn the_waiters_list_pages_in_queue_order_without_ticket_ids(backend: Backe
     // One leaves: everyone behind moves up.
     app.leave("main", &ids[0]).await;
     let after = page("?limit=1").await;
-    assert_eq!((&after["total"], &after["waiters"][0]["position"]), (&json!(4), &json!(1)));
+    assert_eq!(
+        (&after["total"], &after["waiters"][0]["position"]),
+        (&json!(4), &json!(1))
+    );
     assert_eq!(after["waiters"][0]["ticketTag"], waiters[1]["ticketTag"]);
     let past = page("?offset=10").await;
     assert_eq!(past["waiters"], json!([]), "{past}");
@@ -420,7 +552,12 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
     )
     .await;
     assert!(
-        within(async || a.poll("drop-7", &waiting.ticket_id).await.message_en.is_some()).await,
+        within(async || a
+            .poll("drop-7", &waiting.ticket_id)
+            .await
+            .message_en
+            .is_some())
+        .await,
         "the message set through B never reached A"
     );
     let reached_a = changed.elapsed();
@@ -445,9 +582,16 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
     );
     // Its line and tickets are gone from Redis (a follower's last lease call may write the
     // settings back until it stops the room: a create clears them).
-    for pattern in ["vestibule:{drop-7}:ticket:*", "vestibule:{drop-7}:queue", "vestibule:{drop-7}:active"] {
+    for pattern in [
+        "vestibule:{drop-7}:ticket:*",
+        "vestibule:{drop-7}:queue",
+        "vestibule:{drop-7}:active",
+    ] {
         let keys = redis.cli(&["--scan", "--pattern", pattern]);
         assert_eq!(keys.trim(), "", "left behind: {keys}");
     }
-    assert_eq!(redis.cli(&["HEXISTS", "vestibule:rooms:deleted", "drop-7"]), "1");
+    assert_eq!(
+        redis.cli(&["HEXISTS", "vestibule:rooms:deleted", "drop-7"]),
+        "1"
+    );
 }

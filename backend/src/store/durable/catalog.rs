@@ -39,12 +39,11 @@ impl Catalog for DurableStore {
     ) -> Result<RoomDeletion, StoreError> {
         self.change(|engine| {
             let outcome = engine.remove_room(room, force, now_ms);
-            let change = matches!(outcome, RoomDeletion::Deleted { .. }).then(|| {
-                Change::DeleteRoom {
+            let change =
+                matches!(outcome, RoomDeletion::Deleted { .. }).then(|| Change::DeleteRoom {
                     room: room.to_owned(),
                     now_ms,
-                }
-            });
+                });
             Ok((outcome, change))
         })
     }
@@ -65,12 +64,7 @@ impl Catalog for DurableStore {
         self.engine.audit(room, limit).await
     }
 
-    async fn waiters(
-        &self,
-        room: &str,
-        offset: u64,
-        limit: u64,
-    ) -> Result<WaiterPage, StoreError> {
+    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
         self.engine.waiters(room, offset, limit).await
     }
 }

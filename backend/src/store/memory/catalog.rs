@@ -1,7 +1,6 @@
 //! The embedded engine's half of [`Catalog`]: rooms are the map's entries; the audit log is a
 //! bounded deque per room in this process's memory.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
@@ -38,7 +37,12 @@ impl MemoryStore {
     ///
     /// # Errors
     /// [`StoreError::NoSuchRoom`].
-    pub fn waiter_page(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
+    pub fn waiter_page(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<WaiterPage, StoreError> {
         self.with_room(room, |state| WaiterPage {
             total: state.queue.len() as u64,
             waiters: state
@@ -92,13 +96,16 @@ impl Catalog for MemoryStore {
         entries: &[AuditRecord],
     ) -> Result<Vec<String>, StoreError> {
         let mut audit = lock(&self.audit);
-        let log = audit.entry(room.to_owned()).or_insert_with(VecDeque::new);
+        let log = audit.entry(room.to_owned()).or_default();
         let mut ids = Vec::with_capacity(entries.len());
         for entry in entries {
             let n = self.audit_seq.fetch_add(1, Ordering::Relaxed);
             let id = format!("{}-{n}", entry.at_ms);
             ids.push(id.clone());
-            log.push_back(AuditRecord { id, ..entry.clone() });
+            log.push_back(AuditRecord {
+                id,
+                ..entry.clone()
+            });
             if log.len() > AUDIT_KEPT {
                 log.pop_front();
             }
@@ -113,12 +120,7 @@ impl Catalog for MemoryStore {
             .unwrap_or_default())
     }
 
-    async fn waiters(
-        &self,
-        room: &str,
-        offset: u64,
-        limit: u64,
-    ) -> Result<WaiterPage, StoreError> {
+    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
         self.waiter_page(room, offset, limit)
     }
 }

@@ -59,7 +59,11 @@ impl RedisStore {
             let doomed: Vec<&String> = found.iter().filter(|key| **key != kept).collect();
             if !doomed.is_empty() {
                 let _: i64 = self
-                    .bounded(redis::cmd("UNLINK").arg(&doomed).query_async(&mut connection))
+                    .bounded(
+                        redis::cmd("UNLINK")
+                            .arg(&doomed)
+                            .query_async(&mut connection),
+                    )
                     .await?;
             }
             if next == 0 {
@@ -75,7 +79,11 @@ impl Catalog for RedisStore {
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
         let mut connection = self.connection.clone();
         let mut rooms: Vec<String> = self
-            .bounded(redis::cmd("SMEMBERS").arg(ROOMS_KEY).query_async(&mut connection))
+            .bounded(
+                redis::cmd("SMEMBERS")
+                    .arg(ROOMS_KEY)
+                    .query_async(&mut connection),
+            )
             .await
             .map_err(StoreError::for_read)?;
         rooms.sort_unstable();
@@ -169,9 +177,13 @@ impl Catalog for RedisStore {
 
     async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
         let mut connection = self.connection.clone();
-        self.bounded(redis::cmd("HKEYS").arg(DELETED_KEY).query_async(&mut connection))
-            .await
-            .map_err(StoreError::for_read)
+        self.bounded(
+            redis::cmd("HKEYS")
+                .arg(DELETED_KEY)
+                .query_async(&mut connection),
+        )
+        .await
+        .map_err(StoreError::for_read)
     }
 
     async fn append_audit(
@@ -219,7 +231,9 @@ impl Catalog for RedisStore {
             })?;
             let fields = as_array(fields)?;
             let Some(json) = fields.get(1) else {
-                return Err(StoreError::Corrupt("an audit entry without its JSON".into()));
+                return Err(StoreError::Corrupt(
+                    "an audit entry without its JSON".into(),
+                ));
             };
             let mut entry: AuditRecord = serde_json::from_str(&as_string(json)?)
                 .map_err(|error| StoreError::Corrupt(format!("audit entry: {error}")))?;
@@ -229,19 +243,17 @@ impl Catalog for RedisStore {
         Ok(entries)
     }
 
-    async fn waiters(
-        &self,
-        room: &str,
-        offset: u64,
-        limit: u64,
-    ) -> Result<WaiterPage, StoreError> {
+    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
         let keys = Keys::new(room);
         let mut invocation = self.scripts.waiters.key(keys.key("queue"));
         // Ranks as Redis reads them (i64): an offset past the end lists nobody.
         let first = offset.min(i64::MAX as u64 - 1);
         let last = first.saturating_add(limit.max(1) - 1).min(i64::MAX as u64);
         invocation.arg(&keys.prefix).arg(first).arg(last);
-        let reply = self.run_script(&invocation).await.map_err(StoreError::for_read)?;
+        let reply = self
+            .run_script(&invocation)
+            .await
+            .map_err(StoreError::for_read)?;
         let Some((total, rows)) = reply.split_first() else {
             return Err(StoreError::Corrupt("waiters reply is empty".into()));
         };

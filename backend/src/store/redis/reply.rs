@@ -3,7 +3,9 @@
 use redis::Value;
 use vestibule_shared::TicketState;
 
-use crate::store::{RoomLabels, SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings};
+use crate::store::{
+    RoomLabels, SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings,
+};
 
 /// The sale's fields of the settings hash, then the room's labels (issue 14), in the order every
 /// script appends them to its reply (after everything else): `stock, sold, soldout, closed,
