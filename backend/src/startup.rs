@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::http;
 use crate::ids::random_id;
 use crate::room::hub_loop::{self, HubContext};
-use crate::room::scheduler;
+use crate::room::{registry, scheduler};
 use crate::room::{RoomRuntime, Rooms};
 use crate::state::AppState;
 use crate::store::durable::{DurableOptions, DurableStore};
@@ -192,26 +192,11 @@ impl Application {
         let schedulers = spawn_scheduler_thread(state.clone())?;
         let mut tasks = JoinSet::new();
         // Each room's SSE hub, for the rooms running now and every room added later.
-        let mut hubs = state.rooms.starts();
         let context = HubContext::from(&state);
-        let mut shutdown_hubs = state.shutdown.clone();
-        tasks.spawn(async move {
-            let mut running = JoinSet::new();
-            loop {
-                tokio::select! {
-                    room = hubs.recv() => match room {
-                        Some(room) => {
-                            running.spawn(hub_loop::run(context.clone(), room));
-                        }
-                        None => break,
-                    },
-                    Some(_) = running.join_next(), if !running.is_empty() => {}
-                    _ = shutdown_hubs.wait_for(|stopping| *stopping) => break,
-                }
-            }
-            while running.join_next().await.is_some() {}
-        });
-        tasks.spawn(crate::room::registry::sync_loop(state.clone()));
+        tasks.spawn(registry::run_each_room(state.clone(), move |room| {
+            hub_loop::run(context.clone(), room)
+        }));
+        tasks.spawn(registry::sync_loop(state.clone()));
         if state.store.kind() == "redis" {
             tasks.spawn(watch_store_safety(state.clone()));
         }
@@ -275,23 +260,12 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
             };
             runtime.block_on(async move {
                 let store = scheduler_store(&state).await;
-                let mut tasks = JoinSet::new();
                 // The rooms running now and every room added later (issue 14).
-                let mut rooms = state.rooms.starts();
-                let mut shutdown = state.shutdown.clone();
-                loop {
-                    tokio::select! {
-                        room = rooms.recv() => match room {
-                            Some(room) => {
-                                tasks.spawn(scheduler::run(state.clone(), store.clone(), room));
-                            }
-                            None => break,
-                        },
-                        Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                        _ = shutdown.wait_for(|stopping| *stopping) => break,
-                    }
-                }
-                while tasks.join_next().await.is_some() {}
+                let each = state.clone();
+                registry::run_each_room(state, move |room| {
+                    scheduler::run(each.clone(), store.clone(), room)
+                })
+                .await;
             });
         })
         .context("starting the scheduler thread")

@@ -146,6 +146,30 @@ impl Rooms {
     }
 }
 
+/// Runs `task` for each room running now and for every room added later, on the current runtime,
+/// until shutdown; then waits for the tasks (each ends on shutdown or when its room is removed).
+pub async fn run_each_room<F>(state: AppState, task: impl Fn(Arc<RoomRuntime>) -> F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut rooms = state.rooms.starts();
+    let mut shutdown = state.shutdown.clone();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            room = rooms.recv() => match room {
+                Some(room) => {
+                    running.spawn(task(room));
+                }
+                None => break,
+            },
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => break,
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
 /// Every tick, reads the store's list of rooms and brings this process's registry in line with
 /// it. Ends on shutdown.
 pub async fn sync_loop(state: AppState) {

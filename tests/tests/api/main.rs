@@ -16,6 +16,7 @@ mod outage;
 mod polls;
 mod presence;
 mod rooms;
+mod rooms_replicas;
 mod sale;
 mod sale_race;
 mod sse;
