@@ -47,7 +47,11 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
             _ = tokio::time::sleep(period) => {}
             _ = room.hub.woken() => {}
             _ = shutdown.changed() => return,
-            () = room.retired() => return,
+            () = room.retired() => {
+                // A deleted room's streams are ended: none left.
+                metrics::gauge!("vestibule_sse_streams", "room" => room.name.clone()).set(0.0);
+                return;
+            }
         }
         // A second round at once when the first found tickets that reached the head.
         for _ in 0..2 {

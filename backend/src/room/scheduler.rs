@@ -227,6 +227,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             () = room.retired() => break,
         }
     }
+    // A stopped scheduler leads nothing (a deleted room's gauge must not stay at 1).
+    metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
     if leader.is_some() {
         // A deleted room has no lease left to give up (the embedded store says so).
         if let Err(error) = store
