@@ -133,6 +133,7 @@ async fn labels_are_patched_and_cleared_like_other_settings() {
         let patch = SettingsPatch {
             labels: LabelsPatch {
                 message_en: Some(Some("back at 9".into())),
+                message_ko: Some(Some("-".into())),
                 display_name_ko: Some(Some("메인".into())),
                 ..LabelsPatch::default()
             },

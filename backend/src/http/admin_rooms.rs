@@ -208,14 +208,16 @@ pub async fn list_rooms(
     authorize(&state, &headers)?;
     let mut rooms = Vec::new();
     for room in state.store.list_rooms().await? {
-        // Deleted between the list and this read: left out.
-        let settings = match state.store.room_settings(&room).await {
-            Ok(settings) => settings,
-            Err(crate::store::StoreError::NoSuchRoom(_)) => continue,
-            Err(error) => return Err(error.into()),
+        let read = async {
+            let settings = state.store.room_settings(&room).await?;
+            Ok((settings, state.store.counts(&room, now_ms()).await?))
         };
-        let counts = state.store.counts(&room, now_ms()).await?;
-        rooms.push(view(&room, settings.settings, counts));
+        match read.await {
+            Ok((settings, counts)) => rooms.push(view(&room, settings.settings, counts)),
+            // Deleted between the list and this read: left out.
+            Err(crate::store::StoreError::NoSuchRoom(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
     }
     Ok(Json(RoomList { rooms }))
 }

@@ -171,12 +171,11 @@ impl RedisStore {
                     .as_ref()
                     .map_or_else(unchanged, |text| text.clone().unwrap_or_default()),
             );
+        // "-" = unchanged, else "=" and the value: a label may be "-" itself.
         for label in patch.labels.fields() {
-            invocation.arg(
-                label
-                    .as_ref()
-                    .map_or_else(unchanged, |text| text.clone().unwrap_or_default()),
-            );
+            invocation.arg(label.as_ref().map_or_else(unchanged, |text| {
+                format!("={}", text.as_deref().unwrap_or_default())
+            }));
         }
         let reply = self.run_script(&invocation).await?;
         let (reply, sale, labels) = split_sale(&reply)?;
