@@ -317,6 +317,10 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
     let runtime = state.room(&room)?;
+    let named: Vec<String> = body
+        .as_object()
+        .map(|fields| fields.keys().cloned().collect())
+        .unwrap_or_default();
     let patch = parse_patch(&state, body)?;
     let expected = if_match(&headers)?;
     // Read first: the checks below need it, and the audit log records old → new.
@@ -334,7 +338,7 @@ pub async fn update(
     };
     runtime.set_settings(settings.clone());
     tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
-    let changes = super::audit::changes(&room, &current.settings, &settings.settings);
+    let changes = super::audit::changes_named(&room, &current.settings, &settings.settings, &named);
     let ids = super::audit::record(&state, &room, changes).await;
     let mut response = answer(&state, &room, settings).await?;
     super::audit::ids_header(&mut response, &ids);

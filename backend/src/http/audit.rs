@@ -87,6 +87,21 @@ pub fn entry(field: &str, old: serde_json::Value, new: serde_json::Value) -> Aud
     }
 }
 
+/// One entry per admin field named in `fields` (a PATCH body's keys) whose value differs between
+/// `before` and `after`, plus `soldOut` whenever it changed (a `stock` of 0 sets it). Fields a
+/// PATCH did not name are left out: an order that took a unit meanwhile is no admin change.
+pub fn changes_named(
+    room: &str,
+    before: &Settings,
+    after: &Settings,
+    fields: &[String],
+) -> Vec<AuditRecord> {
+    changes(room, before, after)
+        .into_iter()
+        .filter(|entry| entry.field == "soldOut" || fields.contains(&entry.field))
+        .collect()
+}
+
 /// One entry per admin field that differs between `before` and `after`, in the view's field
 /// order.
 pub fn changes(room: &str, before: &Settings, after: &Settings) -> Vec<AuditRecord> {
