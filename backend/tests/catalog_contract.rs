@@ -247,22 +247,55 @@ async fn the_waiters_list_pages_the_line_with_its_times() {
     }
 }
 
-/// A created and a deleted room come back from the data dir as they were.
+fn audit_entry(field: &str) -> AuditRecord {
+    AuditRecord {
+        id: String::new(),
+        at_ms: now_ms(),
+        field: field.into(),
+        old: serde_json::Value::Null,
+        new: true.into(),
+        replica: "replica-a".into(),
+    }
+}
+
+/// Created and deleted rooms and the audit log come back from the data dir as they were, from
+/// the journal and from a snapshot; ids go on after the ones kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_durable_store_keeps_created_and_deleted_rooms() {
+async fn the_durable_store_keeps_rooms_and_their_audit_log() {
     let dir = tempfile::tempdir().expect("temp dir");
-    {
+    let first = {
         let store = DurableStore::open(dir.path(), DurableOptions::default()).expect("open");
         store.init_room("main", &defaults()).await.unwrap();
         store.create_room("drop-7", &labelled()).await.unwrap();
         store.create_room("drop-8", &defaults()).await.unwrap();
         store.join("drop-8", None, &random_id()).await.unwrap();
         store.delete_room("drop-8", true, now_ms()).await.unwrap();
+        store
+            .append_audit("drop-8", &[audit_entry("paused"), audit_entry("room")])
+            .await
+            .unwrap()
+    };
+    for compact in [false, true] {
+        let store = DurableStore::open(dir.path(), DurableOptions::default()).expect("reopen");
+        assert_eq!(store.list_rooms().await.unwrap(), ["drop-7", "main"]);
+        assert_eq!(
+            store.room_settings("drop-7").await.unwrap().settings,
+            labelled()
+        );
+        let log = store.audit("drop-8", 10).await.unwrap();
+        let ids: Vec<&str> = log.iter().rev().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, first, "after a restart (snapshot: {compact})");
+        if compact {
+            let next = store
+                .append_audit("main", &[audit_entry("closed")])
+                .await
+                .unwrap();
+            assert!(
+                !first.contains(&next[0]),
+                "{next:?} repeats an id of {first:?}"
+            );
+        } else {
+            store.compact().unwrap();
+        }
     }
-    let store = DurableStore::open(dir.path(), DurableOptions::default()).expect("reopen");
-    assert_eq!(store.list_rooms().await.unwrap(), ["drop-7", "main"]);
-    assert_eq!(
-        store.room_settings("drop-7").await.unwrap().settings,
-        labelled()
-    );
 }

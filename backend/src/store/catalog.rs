@@ -5,7 +5,8 @@
 //! Redis: the set `vestibule:rooms` names the rooms and the hash `vestibule:rooms:deleted` the
 //! deleted ones (slug → Unix ms; keys of their own, outside every room's hash tag), the stream `vestibule:{r}:audit` keeps the audit log (`XADD MAXLEN ~ 10000`), and
 //! `vestibule:{r}:born:<n>` each waiting shopper's join time (u32 Unix seconds per arrival seq,
-//! as `seen:`). The embedded stores keep the audit log in memory (bounded the same way).
+//! as `seen:`). The embedded stores keep the audit log in memory (bounded the same way); the
+//! durable store journals it and keeps it in its snapshots.
 
 use async_trait::async_trait;
 

@@ -1,6 +1,6 @@
-//! The durable store's half of [`Catalog`]: creating and deleting a room are journaled
-//! (`initRoom`, `deleteRoom`); the audit log and the waiters list are the engine's (the audit log
-//! is not kept across restarts).
+//! The durable store's half of [`Catalog`]: creating and deleting a room and the audit log are
+//! journaled (`initRoom`, `deleteRoom`, `audit`; the snapshot keeps the audit logs too); the
+//! waiters list is the engine's.
 
 use async_trait::async_trait;
 
@@ -57,7 +57,22 @@ impl Catalog for DurableStore {
         room: &str,
         entries: &[AuditRecord],
     ) -> Result<Vec<String>, StoreError> {
-        self.engine.append_audit(room, entries).await
+        self.change(|engine| {
+            let ids = engine.push_audit(room, entries, false);
+            let kept = entries
+                .iter()
+                .zip(&ids)
+                .map(|(entry, id)| AuditRecord {
+                    id: id.clone(),
+                    ..entry.clone()
+                })
+                .collect();
+            let change = Change::Audit {
+                room: room.to_owned(),
+                entries: kept,
+            };
+            Ok((ids, Some(change)))
+        })
     }
 
     async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {

@@ -132,6 +132,13 @@ pub enum Change {
         /// The settings after the change.
         config: Settings,
     },
+    /// Audit entries of admin changes (issue 14), with the ids they were given.
+    Audit {
+        /// Room slug.
+        room: String,
+        /// The entries, oldest first.
+        entries: Vec<crate::store::AuditRecord>,
+    },
     /// A room deleted by an operator (issue 14), with every ticket in it.
     DeleteRoom {
         /// Room slug.
@@ -248,6 +255,10 @@ impl Change {
             Self::UpdateRoom { room, config } => engine.with_room(room, |state| {
                 state.update(&config.as_patch(), None);
             }),
+            Self::Audit { room, entries } => {
+                engine.push_audit(room, entries, true);
+                Ok(())
+            }
             Self::DeleteRoom { room, now_ms } => {
                 engine.remove_room(room, true, *now_ms);
                 Ok(())

@@ -33,6 +33,48 @@ impl MemoryStore {
         }
     }
 
+    /// Appends `entries` to `room`'s audit log (bounded to [`AUDIT_KEPT`]); their ids. New
+    /// entries get `<atMs>-<n>` ids; with `keep_ids` (a journal replay, a snapshot) the entries'
+    /// own ids are kept and later ids follow them.
+    pub fn push_audit(&self, room: &str, entries: &[AuditRecord], keep_ids: bool) -> Vec<String> {
+        let mut audit = lock(&self.audit);
+        let log = audit.entry(room.to_owned()).or_default();
+        let mut ids = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let id = if keep_ids {
+                let n = entry
+                    .id
+                    .rsplit('-')
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok());
+                if let Some(n) = n {
+                    self.audit_seq.fetch_max(n + 1, Ordering::Relaxed);
+                }
+                entry.id.clone()
+            } else {
+                let n = self.audit_seq.fetch_add(1, Ordering::Relaxed);
+                format!("{}-{n}", entry.at_ms)
+            };
+            ids.push(id.clone());
+            log.push_back(AuditRecord {
+                id,
+                ..entry.clone()
+            });
+            if log.len() > AUDIT_KEPT {
+                log.pop_front();
+            }
+        }
+        ids
+    }
+
+    /// Every room's audit log, oldest entry first (for a snapshot).
+    pub fn audit_logs(&self) -> std::collections::BTreeMap<String, Vec<AuditRecord>> {
+        lock(&self.audit)
+            .iter()
+            .map(|(room, log)| (room.clone(), log.iter().cloned().collect()))
+            .collect()
+    }
+
     /// A page of `room`'s waiting line (see [`Catalog::waiters`]).
     ///
     /// # Errors
@@ -95,22 +137,7 @@ impl Catalog for MemoryStore {
         room: &str,
         entries: &[AuditRecord],
     ) -> Result<Vec<String>, StoreError> {
-        let mut audit = lock(&self.audit);
-        let log = audit.entry(room.to_owned()).or_default();
-        let mut ids = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let n = self.audit_seq.fetch_add(1, Ordering::Relaxed);
-            let id = format!("{}-{n}", entry.at_ms);
-            ids.push(id.clone());
-            log.push_back(AuditRecord {
-                id,
-                ..entry.clone()
-            });
-            if log.len() > AUDIT_KEPT {
-                log.pop_front();
-            }
-        }
-        Ok(ids)
+        Ok(self.push_audit(room, entries, false))
     }
 
     async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
