@@ -323,10 +323,20 @@ pub async fn update(
         .unwrap_or_default();
     let patch = parse_patch(&state, body)?;
     let expected = if_match(&headers)?;
-    // Read first: the checks below need it, and the audit log records old → new.
-    let current = state.store.room_settings(&room).await?;
-    check_not_reopening(&current.settings.sale, &patch.sale)?;
-    check_opening(&current.settings, &patch)?;
+    let needs_current = patch.sale != SalePatch::default()
+        || patch.opens_at_ms.is_some()
+        || patch.prequeue_opens_at_ms.is_some();
+    // The audit log's old values: the store's when the checks read it, else this replica's copy
+    // (refreshed every tick). A plain change goes to the store in one call, so that one stalled
+    // is answered 504 (sent, maybe applied), never 503 from a read before it.
+    let before = if needs_current {
+        let current = state.store.room_settings(&room).await?;
+        check_not_reopening(&current.settings.sale, &patch.sale)?;
+        check_opening(&current.settings, &patch)?;
+        current.settings
+    } else {
+        runtime.settings()
+    };
     let settings = match state.store.update_room(&room, &patch, expected).await? {
         SettingsUpdate::Applied(settings) => settings,
         SettingsUpdate::VersionMismatch(current) => {
@@ -338,7 +348,7 @@ pub async fn update(
     };
     runtime.set_settings(settings.clone());
     tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
-    let changes = super::audit::changes_named(&room, &current.settings, &settings.settings, &named);
+    let changes = super::audit::changes_named(&room, &before, &settings.settings, &named);
     let ids = super::audit::record(&state, &room, changes).await;
     let mut response = answer(&state, &room, settings).await?;
     super::audit::ids_header(&mut response, &ids);
