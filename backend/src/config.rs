@@ -422,6 +422,7 @@ impl Config {
             abandon_after_ms: crate::store::default_abandon_after_ms(),
             hold_place_ms: crate::store::default_hold_place_ms(),
             sale: Default::default(),
+            labels: Default::default(),
             pow_difficulty: 0,
             pow_auto_joins_per_sec: None,
             require_user_assertion: false,

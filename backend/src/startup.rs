@@ -1,6 +1,5 @@
 //! Building and running the application: store, rooms, schedulers, SSE hubs and the server.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +15,8 @@ use crate::config::Config;
 use crate::http;
 use crate::ids::random_id;
 use crate::room::hub_loop::{self, HubContext};
-use crate::room::scheduler;
-use crate::room::RoomRuntime;
+use crate::room::{registry, scheduler};
+use crate::room::{RoomRuntime, Rooms};
 use crate::state::AppState;
 use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
@@ -104,16 +103,21 @@ impl Application {
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
         warn_if_page_missing(&config.static_dir);
         let defaults = config.default_settings();
-        let mut rooms = HashMap::new();
+        // `--rooms` seeds the rooms that do not exist yet; every room in the store runs
+        // (issue 14: rooms created at run time are data, like the settings).
         for room in &config.rooms {
-            let in_force = store
+            store
                 .init_room(room, &defaults)
                 .await
                 .with_context(|| format!("initialising room {room}"))?;
-            rooms.insert(
-                room.clone(),
-                Arc::new(RoomRuntime::new(room.clone(), in_force, tokens.clone())),
-            );
+        }
+        let mut rooms = Vec::new();
+        for room in store.list_rooms().await.context("listing the rooms")? {
+            let in_force = store
+                .room_settings(&room)
+                .await
+                .with_context(|| format!("reading the settings of room {room}"))?;
+            rooms.push(Arc::new(RoomRuntime::new(room, in_force, tokens.clone())));
         }
         let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
         {
@@ -131,12 +135,12 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.bind))?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let bots = Arc::new(Bots::new(challenge_key, &config.rooms));
+        let bots = Arc::new(Bots::new(challenge_key));
         let state = AppState {
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
             config: Arc::new(config),
-            rooms: Arc::new(rooms),
+            rooms: Arc::new(Rooms::new(rooms)),
             admin_token,
             tokens,
             metrics,
@@ -187,9 +191,12 @@ impl Application {
         } = self;
         let schedulers = spawn_scheduler_thread(state.clone())?;
         let mut tasks = JoinSet::new();
-        for room in state.rooms.values() {
-            tasks.spawn(hub_loop::run(HubContext::from(&state), room.clone()));
-        }
+        // Each room's SSE hub, for the rooms running now and every room added later.
+        let context = HubContext::from(&state);
+        tasks.spawn(registry::run_each_room(state.clone(), move |room| {
+            hub_loop::run(context.clone(), room)
+        }));
+        tasks.spawn(registry::sync_loop(state.clone()));
         if state.store.kind() == "redis" {
             tasks.spawn(watch_store_safety(state.clone()));
         }
@@ -253,11 +260,12 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
             };
             runtime.block_on(async move {
                 let store = scheduler_store(&state).await;
-                let mut tasks = JoinSet::new();
-                for room in state.rooms.values() {
-                    tasks.spawn(scheduler::run(state.clone(), store.clone(), room.clone()));
-                }
-                while tasks.join_next().await.is_some() {}
+                // The rooms running now and every room added later (issue 14).
+                let each = state.clone();
+                registry::run_each_room(state, move |room| {
+                    scheduler::run(each.clone(), store.clone(), room)
+                })
+                .await;
             });
         })
         .context("starting the scheduler thread")

@@ -1,6 +1,5 @@
 //! Shared application state: cheap handles cloned into every request.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -9,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::http::error::ApiError;
-use crate::room::RoomRuntime;
+use crate::room::{RoomRuntime, Rooms};
 use crate::store::{Settings, Store};
 
 /// State handed to every handler.
@@ -19,8 +18,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// The validated configuration.
     pub config: Arc<Config>,
-    /// The configured rooms by slug.
-    pub rooms: Arc<HashMap<String, Arc<RoomRuntime>>>,
+    /// The rooms running here (kept in line with the store's list every tick).
+    pub rooms: Arc<Rooms>,
     /// The admin bearer token; `None` when the admin API is off. `Debug` prints `[REDACTED]`.
     pub admin_token: Option<Arc<SecretString>>,
     /// Renders `/metrics`.
@@ -36,14 +35,19 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The runtime of a configured room.
+    /// The runtime of a running room.
     ///
     /// # Errors
+    /// [`ApiError::RoomDeleted`] (410) for a room deleted while this process ran,
     /// [`ApiError::RoomNotFound`] for any other name.
     pub fn room(&self, room: &str) -> Result<Arc<RoomRuntime>, ApiError> {
-        self.rooms.get(room).cloned().ok_or_else(|| {
+        self.rooms.get(room).ok_or_else(|| {
             let shown: String = room.chars().take(64).collect();
-            ApiError::RoomNotFound(shown)
+            if self.rooms.was_deleted(room) {
+                ApiError::RoomDeleted(shown)
+            } else {
+                ApiError::RoomNotFound(shown)
+            }
         })
     }
 
@@ -56,4 +60,18 @@ impl AppState {
     pub fn keep_ms(&self) -> u64 {
         self.config.terminal_ticket_ttl_secs * 1000
     }
+}
+
+/// This process's name in the audit log (issue 14): `$HOSTNAME` (a container's or pod's name)
+/// and 6 random characters, fixed for the process's life.
+pub fn replica_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|host| !host.trim().is_empty())
+            .unwrap_or_else(|| "replica".into());
+        let suffix: String = crate::ids::random_id().chars().take(6).collect();
+        format!("{}-{suffix}", host.trim())
+    })
 }

@@ -25,6 +25,7 @@ fn defaults() -> Settings {
         pow_auto_joins_per_sec: None,
         require_user_assertion: false,
         sale: Default::default(),
+        labels: Default::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
     }

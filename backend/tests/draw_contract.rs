@@ -41,6 +41,7 @@ fn defaults() -> Settings {
         pow_auto_joins_per_sec: None,
         require_user_assertion: false,
         sale: Default::default(),
+        labels: Default::default(),
     }
 }
 

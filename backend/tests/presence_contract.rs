@@ -28,6 +28,7 @@ fn defaults() -> Settings {
         abandon_after_ms: ABANDON_MS,
         hold_place_ms: HOLD_MS,
         sale: Default::default(),
+        labels: Default::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
         pow_difficulty: 0,

@@ -5,7 +5,6 @@
 //! headers, layers). Tests of the real binary (sockets, Redis, restarts, the page) live in the
 //! black-box suite `tests/tests/`; store semantics in `backend/tests/store_contract.rs`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use axum::body::Body;
@@ -65,21 +64,21 @@ impl StateBuilder {
             &config.tokens.token_issuer,
             &config.tokens.token_audience,
         ));
-        let mut rooms = HashMap::new();
+        let mut rooms = Vec::new();
         for room in &config.rooms {
             let in_force = store
                 .init_room(room, &config.default_settings())
                 .await
                 .expect("room initialised");
-            rooms.insert(
+            rooms.push(Arc::new(RoomRuntime::new(
                 room.clone(),
-                Arc::new(RoomRuntime::new(room.clone(), in_force, tokens.clone())),
-            );
+                in_force,
+                tokens.clone(),
+            )));
         }
         let (_, shutdown) = tokio::sync::watch::channel(false);
         let bots = Arc::new(vestibule::bots::Bots::new(
             vestibule::bots::Bots::key_in_memory(),
-            &config.rooms,
         ));
         AppState {
             store,
@@ -91,7 +90,7 @@ impl StateBuilder {
                 .filter(|_| !config.disable_admin)
                 .map(Arc::new),
             config: Arc::new(config),
-            rooms: Arc::new(rooms),
+            rooms: Arc::new(vestibule::room::Rooms::new(rooms)),
             metrics: vestibule::telemetry::metrics_handle(),
             shutdown,
             tokens,

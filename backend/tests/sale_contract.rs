@@ -33,6 +33,7 @@ fn defaults() -> Settings {
         pow_difficulty: 0,
         pow_auto_joins_per_sec: None,
         require_user_assertion: false,
+        labels: Default::default(),
     }
 }
 

@@ -30,6 +30,7 @@ fn defaults() -> Settings {
         abandon_after_ms: vestibule::store::default_abandon_after_ms(),
         hold_place_ms: vestibule::store::default_hold_place_ms(),
         sale: Default::default(),
+        labels: Default::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
         pow_difficulty: 0,

@@ -55,6 +55,8 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         sold_out_message: None,
         opens_at: None,
         ticket_tag: None,
+        message_en: None,
+        message_ko: None,
     };
     let first = Event::default()
         .event("status")

@@ -80,9 +80,16 @@ impl ApiError {
         }
     }
 
-    /// Whether the room named in the request does not exist (404 `room_not_found`).
+    /// Whether the room named in the request does not exist (404 `room_not_found`), or was
+    /// deleted by an operator, which ended every ticket in it (410 `room_deleted`).
     pub fn is_room_not_found(&self) -> bool {
-        self.code() == Some(vestibule_shared::error_code::ROOM_NOT_FOUND)
+        matches!(
+            self.code(),
+            Some(
+                vestibule_shared::error_code::ROOM_NOT_FOUND
+                    | vestibule_shared::error_code::ROOM_DELETED
+            )
+        )
     }
 
     /// The room state of a join refused for good: 409 `sold_out` → `SOLD_OUT`, 409 `room_closed`

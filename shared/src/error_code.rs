@@ -59,6 +59,12 @@ pub const TOKEN_CONSUMED: &str = "entry_token_consumed";
 pub const SOLD_OUT: &str = "sold_out";
 /// 409: the room is closed to new joins (shoppers already in line keep their places).
 pub const ROOM_CLOSED: &str = "room_closed";
+/// 409: `POST /api/v1/admin/rooms` names a room that exists.
+pub const ROOM_EXISTS: &str = "room_exists";
+/// 409: `DELETE /api/v1/admin/rooms/{room}` without `?force=true` while tickets wait or are active.
+pub const ROOM_NOT_EMPTY: &str = "room_not_empty";
+/// 410: the room was deleted by an operator while this server ran: every ticket in it has ended.
+pub const ROOM_DELETED: &str = "room_deleted";
 /// 409: an `Idempotency-Key` already used for a different request (another body).
 pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
 /// 412: `If-Match` names a version of the room settings that is no longer current.
@@ -120,4 +126,7 @@ pub const ALL: &[&str] = &[
     UPSTREAM_TIMEOUT,
     SOLD_OUT,
     ROOM_CLOSED,
+    ROOM_EXISTS,
+    ROOM_NOT_EMPTY,
+    ROOM_DELETED,
 ];

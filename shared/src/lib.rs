@@ -202,6 +202,14 @@ pub struct TicketStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{12}$"))]
     pub ticket_tag: Option<String>,
+    /// The room's message to waiters, English (issue 14): show it above the position; absent =
+    /// none. A change reaches every page within one poll or SSE refresh.
+    /// Example: `"Sizes 42–44 are sold out"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_en: Option<String>,
+    /// The room's message to waiters, Korean; absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_ko: Option<String>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).
@@ -238,6 +246,18 @@ pub struct RoomInfo {
     /// What the page tells shoppers when the room is sold out.
     #[serde(default)]
     pub sold_out_message: SoldOutMessage,
+    /// The room's message to waiters, English; absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_en: Option<String>,
+    /// The room's message to waiters, Korean; absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_ko: Option<String>,
+    /// The room's name for people, English; absent = the slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name_en: Option<String>,
+    /// The room's name for people, Korean; absent = the slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name_ko: Option<String>,
 }
 
 /// A room's sold-out message in each language the page speaks; null = the page's own text.

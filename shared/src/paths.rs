@@ -53,6 +53,21 @@ pub fn admin_room(room: &str) -> String {
     format!("{API_V1}/admin/rooms/{room}")
 }
 
+/// The rooms (bearer token): `GET` lists, `POST` creates (issue 14).
+pub fn admin_rooms() -> String {
+    format!("{API_V1}/admin/rooms")
+}
+
+/// A room's audit log of admin changes (bearer token).
+pub fn admin_room_audit(room: &str) -> String {
+    format!("{API_V1}/admin/rooms/{room}/audit")
+}
+
+/// Who is waiting in a room, paged (bearer token).
+pub fn admin_room_waiters(room: &str) -> String {
+    format!("{API_V1}/admin/rooms/{room}/waiters")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

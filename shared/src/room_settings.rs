@@ -114,6 +114,48 @@ pub struct RoomSettings {
     )]
     #[serde(default)]
     pub sold_out_message_ko: Option<String>,
+    /// The room's name for people, English; null = the slug. Example: `"Drop 7"`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 100,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
+    #[serde(default)]
+    pub display_name_en: Option<String>,
+    /// The room's name for people, Korean; null = the slug.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 100,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
+    #[serde(default)]
+    pub display_name_ko: Option<String>,
+    /// The message to waiters, English, shown above the position on every waiting page (each
+    /// ticket answer and `GET /api/v1/rooms/{room}` carry it); null = none. Example:
+    /// `"Sizes 42–44 are sold out"`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 280,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
+    #[serde(default)]
+    pub message_en: Option<String>,
+    /// The message to waiters, Korean; null = none.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 280,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )
+    )]
+    #[serde(default)]
+    pub message_ko: Option<String>,
 }
 
 /// A partial update of [`RoomSettings`]; absent fields stay as they are. Bounds:
@@ -265,4 +307,49 @@ pub struct RoomSettingsPatch {
     /// Require a signed `X-User-Assertion` on joins (true) or not (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_user_assertion: Option<bool>,
+    /// New English display name, 1–100 characters without control characters; `null` = none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, max_length = 100, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
+    pub display_name_en: Option<Option<String>>,
+    /// New Korean display name (as `displayNameEn`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, max_length = 100, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
+    pub display_name_ko: Option<Option<String>>,
+    /// New English message to waiters, 1–280 characters without control characters; `null`
+    /// clears it. Reaches every waiting page within one poll or SSE refresh.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, max_length = 280, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
+    pub message_en: Option<Option<String>>,
+    /// New Korean message to waiters (as `messageEn`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, max_length = 280, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
+    )]
+    pub message_ko: Option<Option<String>>,
 }

@@ -42,6 +42,10 @@ pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
 pub const STOCK_MAX: u64 = 1_000_000_000;
 /// Longest sold-out message, characters (each language).
 pub const SOLD_OUT_MESSAGE_MAX_CHARS: usize = 500;
+/// Longest display name of a room, characters (each language; issue 14).
+pub const DISPLAY_NAME_MAX_CHARS: usize = 100;
+/// Longest message to waiters, characters (each language; issue 14).
+pub const WAITER_MESSAGE_MAX_CHARS: usize = 280;
 /// Highest proof-of-work difficulty, leading zero bits (2^26 hashes: about a minute on a phone;
 /// README "Bots at the door").
 pub const PROOF_OF_WORK_DIFFICULTY_MAX: u8 = 26;
@@ -91,6 +95,14 @@ pub enum SettingOutOfRange {
     ProofOfWorkDifficulty,
     /// The auto-rise threshold is not 1–1000000 joins/s.
     ProofOfWorkAuto,
+    /// The English display name is empty, too long or has control characters.
+    DisplayNameEn,
+    /// The Korean display name is empty, too long or has control characters.
+    DisplayNameKo,
+    /// The English message to waiters is empty, too long or has control characters.
+    MessageEn,
+    /// The Korean message to waiters is empty, too long or has control characters.
+    MessageKo,
 }
 
 impl SettingOutOfRange {
@@ -108,6 +120,10 @@ impl SettingOutOfRange {
             Self::SoldOutMessageKo => "soldOutMessageKo",
             Self::ProofOfWorkDifficulty => "proofOfWorkDifficulty",
             Self::ProofOfWorkAuto => "proofOfWorkAutoJoinsPerSec",
+            Self::DisplayNameEn => "displayNameEn",
+            Self::DisplayNameKo => "displayNameKo",
+            Self::MessageEn => "messageEn",
+            Self::MessageKo => "messageKo",
         }
     }
 }
@@ -137,6 +153,14 @@ impl fmt::Display for SettingOutOfRange {
                 "1–{SOLD_OUT_MESSAGE_MAX_CHARS} characters without control characters, or null"
             ),
             Self::ProofOfWorkDifficulty => write!(f, "0–{PROOF_OF_WORK_DIFFICULTY_MAX} bits"),
+            Self::DisplayNameEn | Self::DisplayNameKo => write!(
+                f,
+                "1–{DISPLAY_NAME_MAX_CHARS} characters without control characters, or null"
+            ),
+            Self::MessageEn | Self::MessageKo => write!(
+                f,
+                "1–{WAITER_MESSAGE_MAX_CHARS} characters without control characters, or null"
+            ),
             Self::ProofOfWorkAuto => write!(
                 f,
                 "{}–{} joins/s, or null",
@@ -308,8 +332,15 @@ fn is_pattern_space(c: char) -> bool {
 /// Whether a sold-out message is 1–[`SOLD_OUT_MESSAGE_MAX_CHARS`] characters with no control
 /// characters (line breaks included: the page shows one paragraph) and not only white space.
 pub fn is_valid_sold_out_message(text: &str) -> bool {
+    is_valid_text(text, SOLD_OUT_MESSAGE_MAX_CHARS)
+}
+
+/// Whether `text` is 1–`max_chars` characters with no control characters and not only white
+/// space ([`SOLD_OUT_MESSAGE_PATTERN`]'s rule): sold-out messages, display names, messages to
+/// waiters.
+pub fn is_valid_text(text: &str, max_chars: usize) -> bool {
     text.chars().any(|c| !is_pattern_space(c))
-        && text.chars().count() <= SOLD_OUT_MESSAGE_MAX_CHARS
+        && text.chars().count() <= max_chars
         && !text.chars().any(char::is_control)
 }
 
@@ -347,6 +378,37 @@ impl RoomSettingsPatch {
         }
         if !message_ok(&self.sold_out_message_ko) {
             return Err(SettingOutOfRange::SoldOutMessageKo);
+        }
+        let text_ok = |text: &Option<Option<String>>, max: usize| {
+            text.as_ref()
+                .and_then(Option::as_deref)
+                .is_none_or(|text| is_valid_text(text, max))
+        };
+        for (text, max, error) in [
+            (
+                &self.display_name_en,
+                DISPLAY_NAME_MAX_CHARS,
+                SettingOutOfRange::DisplayNameEn,
+            ),
+            (
+                &self.display_name_ko,
+                DISPLAY_NAME_MAX_CHARS,
+                SettingOutOfRange::DisplayNameKo,
+            ),
+            (
+                &self.message_en,
+                WAITER_MESSAGE_MAX_CHARS,
+                SettingOutOfRange::MessageEn,
+            ),
+            (
+                &self.message_ko,
+                WAITER_MESSAGE_MAX_CHARS,
+                SettingOutOfRange::MessageKo,
+            ),
+        ] {
+            if !text_ok(text, max) {
+                return Err(error);
+            }
         }
         if let Some(bits) = self.proof_of_work_difficulty {
             check_proof_of_work_difficulty(bits)?;

@@ -1,6 +1,6 @@
 //! The embedded store's data dir, black-box: the real binary killed with SIGKILL mid-sale and
 //! started again on the same `--data-dir` keeps every answered change; a second process on the
-//! same dir is refused.
+//! same dir is refused; rooms created and deleted at run time, and their audit log, survive too.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -180,5 +180,81 @@ async fn a_second_process_on_the_same_data_dir_refuses_to_start() {
     assert!(
         stderr.contains("in use by another Vestibule process"),
         "{stderr}"
+    );
+}
+
+/// Rooms created and deleted at run time (issue 14) and their audit log survive a crash: the
+/// created room runs again with its settings and its line, the deleted one stays deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rooms_created_and_deleted_at_run_time_survive_a_crash() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("data");
+    let app = start(&dir).await;
+    let admin = |method: reqwest::Method, path: String| {
+        app.client
+            .request(method, app.url(&path))
+            .bearer_auth(ADMIN_TOKEN)
+    };
+    for room in ["drop-7", "drop-8"] {
+        let created = admin(reqwest::Method::POST, paths::admin_rooms())
+            .json(&json!({"room": room, "paused": true, "messageEn": "back at 9"}))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(created.status(), StatusCode::CREATED);
+    }
+    let (_, waiting) = app.join("drop-7", Some("k")).await;
+    let deleted = admin(
+        reqwest::Method::DELETE,
+        format!("{}?force=true", paths::admin_room("drop-8")),
+    )
+    .send()
+    .await
+    .expect("delete");
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    crash(app).await;
+
+    let app = start(&dir).await;
+    let listed: serde_json::Value = app
+        .client
+        .get(app.url(&paths::admin_rooms()))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("JSON");
+    let slugs: Vec<&str> = listed["rooms"]
+        .as_array()
+        .expect("rooms")
+        .iter()
+        .filter_map(|room| room["room"].as_str())
+        .collect();
+    assert_eq!(slugs, ["drop-7", "main"]);
+    let again = app.poll("drop-7", &waiting.ticket_id).await;
+    assert_eq!(
+        (again.position, again.message_en.as_deref()),
+        (Some(1), Some("back at 9"))
+    );
+    let (status, audit) = {
+        let response = app
+            .client
+            .get(app.url(&paths::admin_room_audit("drop-8")))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("audit");
+        (
+            response.status(),
+            response.json::<serde_json::Value>().await.unwrap(),
+        )
+    };
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    assert_eq!(audit["entries"][0]["field"], "room", "{audit}");
+    assert_eq!(
+        audit["entries"][0]["new"],
+        serde_json::Value::Null,
+        "{audit}"
     );
 }

@@ -39,19 +39,35 @@ struct RoomWatch {
 #[derive(Debug)]
 pub struct Bots {
     key: ChallengeKey,
-    rooms: HashMap<String, Mutex<RoomWatch>>,
+    /// Per room, made at its first join (rooms are created at run time, issue 14).
+    rooms: Mutex<HashMap<String, std::sync::Arc<Mutex<RoomWatch>>>>,
 }
 
 impl Bots {
-    /// Defences for `rooms` with `key`.
-    pub fn new(key: ChallengeKey, rooms: &[String]) -> Self {
+    /// Defences with `key` (each room's watch is made when it is first needed).
+    pub fn new(key: ChallengeKey) -> Self {
         Self {
             key,
-            rooms: rooms
-                .iter()
-                .map(|room| (room.clone(), Mutex::default()))
-                .collect(),
+            rooms: Mutex::default(),
         }
+    }
+
+    /// `room`'s watch, made if it has none (callers name running rooms only).
+    fn watch(&self, room: &str) -> std::sync::Arc<Mutex<RoomWatch>> {
+        lock(&self.rooms)
+            .entry(room.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// `room`'s watch if it has one.
+    fn watch_of(&self, room: &str) -> Option<std::sync::Arc<Mutex<RoomWatch>>> {
+        lock(&self.rooms).get(room).cloned()
+    }
+
+    /// Forgets a deleted room's watch.
+    pub fn forget_room(&self, room: &str) {
+        lock(&self.rooms).remove(room);
     }
 
     /// The challenge key shared through Redis (generated and written with `SET NX` by the first
@@ -82,24 +98,21 @@ impl Bots {
 
     /// Counts a join attempt in `room` by `client` (any outcome), for the top clients.
     pub fn record_attempt(&self, room: &str, client: Option<&str>, now_ms: u64) {
-        if let (Some(watch), Some(client)) = (self.rooms.get(room), client) {
-            lock(watch).clients.record(client, now_ms);
+        if let Some(client) = client {
+            lock(&self.watch(room)).clients.record(client, now_ms);
         }
     }
 
     /// Counts a join that passed the room's checks, for the join rate.
     pub fn record_join(&self, room: &str, now_ms: u64) {
-        if let Some(watch) = self.rooms.get(room) {
-            lock(watch).joins.record(now_ms);
-        }
+        lock(&self.watch(room)).joins.record(now_ms);
     }
 
     /// The difficulty a challenge of `room` asks for now ([`difficulty::in_force`]).
     pub fn difficulty(&self, room: &str, settings: &Settings, now_ms: u64) -> u8 {
         let rate = self
-            .rooms
-            .get(room)
-            .map_or(0.0, |watch| lock(watch).joins.per_sec(now_ms));
+            .watch_of(room)
+            .map_or(0.0, |watch| lock(&watch).joins.per_sec(now_ms));
         difficulty::in_force(
             settings.pow_difficulty,
             settings.pow_auto_joins_per_sec,
@@ -120,9 +133,8 @@ impl Bots {
 
     /// This replica's `limit` clients with most join attempts in `room` in the last minute.
     pub fn top_clients(&self, room: &str, limit: usize, now_ms: u64) -> Vec<(String, u64)> {
-        self.rooms
-            .get(room)
-            .map(|watch| lock(watch).clients.top(limit, now_ms))
+        self.watch_of(room)
+            .map(|watch| lock(&watch).clients.top(limit, now_ms))
             .unwrap_or_default()
     }
 }

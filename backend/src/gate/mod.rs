@@ -183,7 +183,7 @@ impl Gate {
         navigation: bool,
     ) -> Result<Option<EntryClaims>, Response> {
         let config = &self.state.config;
-        if !self.state.rooms.contains_key(room) {
+        if !self.state.rooms.contains(room) {
             let message = format!(
                 "no room named {:?}",
                 room.chars().take(64).collect::<String>()

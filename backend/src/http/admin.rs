@@ -25,7 +25,8 @@ use crate::http::error::{ApiError, Json, Path};
 use crate::room::status::rfc3339_from_ms;
 use crate::state::AppState;
 use crate::store::{
-    now_ms, SalePatch, SaleSettings, SettingsPatch, SettingsUpdate, VersionedSettings,
+    now_ms, LabelsPatch, RoomCounts, SalePatch, SaleSettings, Settings, SettingsPatch,
+    SettingsUpdate, VersionedSettings,
 };
 
 /// Routes of this module.
@@ -60,15 +61,9 @@ pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
     }
 }
 
-/// The settings answer: body with the live counts, and the version as `ETag`.
-async fn answer(
-    state: &AppState,
-    room: &str,
-    settings: VersionedSettings,
-) -> Result<Response, ApiError> {
-    let counts = state.store.counts(room, now_ms()).await?;
-    let in_force = settings.settings;
-    let body = RoomSettings {
+/// The admin API's view of a room's settings with its live counts.
+pub(crate) fn view(room: &str, in_force: Settings, counts: RoomCounts) -> RoomSettings {
+    RoomSettings {
         room: room.to_owned(),
         admission_rate_per_sec: in_force.admission_rate_per_sec,
         paused: in_force.paused,
@@ -91,7 +86,21 @@ async fn answer(
         closed: in_force.sale.closed,
         sold_out_message_en: in_force.sale.message_en,
         sold_out_message_ko: in_force.sale.message_ko,
-    };
+        display_name_en: in_force.labels.display_name_en,
+        display_name_ko: in_force.labels.display_name_ko,
+        message_en: in_force.labels.message_en,
+        message_ko: in_force.labels.message_ko,
+    }
+}
+
+/// The settings answer: body with the live counts, and the version as `ETag`.
+pub(crate) async fn answer(
+    state: &AppState,
+    room: &str,
+    settings: VersionedSettings,
+) -> Result<Response, ApiError> {
+    let counts = state.store.counts(room, now_ms()).await?;
+    let body = view(room, settings.settings, counts);
     let mut response = Json(body).into_response();
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", settings.version)) {
         response.headers_mut().insert(header::ETAG, etag);
@@ -173,6 +182,12 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             | SettingOutOfRange::SoldOutMessageEn
             | SettingOutOfRange::SoldOutMessageKo
             | SettingOutOfRange::ProofOfWorkAuto => "",
+            SettingOutOfRange::MessageEn | SettingOutOfRange::MessageKo => {
+                " (null clears the message)"
+            }
+            SettingOutOfRange::DisplayNameEn | SettingOutOfRange::DisplayNameKo => {
+                " (null = the slug)"
+            }
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
@@ -197,6 +212,12 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         pow_difficulty: patch.proof_of_work_difficulty,
         pow_auto_joins_per_sec: patch.proof_of_work_auto_joins_per_sec,
         require_user_assertion: patch.require_user_assertion,
+        labels: LabelsPatch {
+            display_name_en: patch.display_name_en.clone(),
+            display_name_ko: patch.display_name_ko.clone(),
+            message_en: patch.message_en.clone(),
+            message_ko: patch.message_ko.clone(),
+        },
     })
 }
 
@@ -245,7 +266,7 @@ fn opening_time(
 /// # Errors
 /// 409 `conflict`: the schedule the patch would leave (with the stored times) is inconsistent.
 /// Each time alone is valid, so this is a conflict of values, not a malformed field.
-fn check_opening(current: &crate::store::Settings, patch: &SettingsPatch) -> Result<(), ApiError> {
+pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result<(), ApiError> {
     let after = current.patched(patch);
     match (after.prequeue_opens_at_ms, after.opens_at_ms) {
         (Some(_), None) => Err(ApiError::Conflict(
@@ -274,7 +295,10 @@ fn check_opening(current: &crate::store::Settings, patch: &SettingsPatch) -> Res
     security(("admin_token" = [])),
     responses(
         (status = 200, body = RoomSettings, description = "Applied; the settings now in force",
-            headers(("ETag" = String, description = "The settings' new version"))),
+            headers(
+                ("ETag" = String, description = "The settings' new version"),
+                ("X-Audit-Ids" = String, description = "Comma-separated ids of the audit entries this change made, one per changed field (absent when nothing changed; `GET …/audit` lists them)"),
+            )),
         (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
@@ -293,6 +317,54 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
     let runtime = state.room(&room)?;
+    let named: Vec<String> = body
+        .as_object()
+        .map(|fields| fields.keys().cloned().collect())
+        .unwrap_or_default();
+    let patch = parse_patch(&state, body)?;
+    let expected = if_match(&headers)?;
+    let needs_current = patch.sale != SalePatch::default()
+        || patch.opens_at_ms.is_some()
+        || patch.prequeue_opens_at_ms.is_some();
+    // The audit log's old values: the store's when the checks read it, else this replica's copy
+    // (refreshed every tick). A plain change goes to the store in one call, so that one stalled
+    // is answered 504 (sent, maybe applied), never 503 from a read before it.
+    let before = if needs_current {
+        let current = state.store.room_settings(&room).await?;
+        check_not_reopening(&current.settings.sale, &patch.sale)?;
+        check_opening(&current.settings, &patch)?;
+        current.settings
+    } else {
+        runtime.settings()
+    };
+    let settings = match state.store.update_room(&room, &patch, expected).await? {
+        SettingsUpdate::Applied(settings) => settings,
+        SettingsUpdate::VersionMismatch(current) => {
+            return Err(ApiError::PreconditionFailed {
+                expected: expected.unwrap_or_default(),
+                current: current.version,
+            })
+        }
+    };
+    runtime.set_settings(settings.clone());
+    tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
+    let changes = super::audit::changes_named(&room, &before, &settings.settings, &named);
+    let ids = super::audit::record(&state, &room, changes).await;
+    let mut response = answer(&state, &room, settings).await?;
+    super::audit::ids_header(&mut response, &ids);
+    Ok(response)
+}
+
+/// A settings patch from a JSON body (an object of [`RoomSettingsPatch`] fields), checked and in
+/// store units.
+///
+/// # Errors
+/// 400 `bad_request` (not an object, unknown field, wrong type) or `invalid_field` (out of
+/// bounds, `requireUserAssertion` without `--user-assertion-secret`).
+pub(crate) fn parse_patch(
+    state: &AppState,
+    body: serde_json::Value,
+) -> Result<SettingsPatch, ApiError> {
     // serde would also read a struct from a JSON array; only an object names its fields.
     if !body.is_object() {
         return Err(ApiError::BadRequest(
@@ -308,28 +380,7 @@ pub async fn update(
                 .into(),
         ));
     }
-    let patch = checked(&patch, &state.config.cors_origins)?;
-    let expected = if_match(&headers)?;
-    let needs_current = patch.sale != SalePatch::default()
-        || patch.opens_at_ms.is_some()
-        || patch.prequeue_opens_at_ms.is_some();
-    if needs_current {
-        let current = state.store.room_settings(&room).await?;
-        check_not_reopening(&current.settings.sale, &patch.sale)?;
-        check_opening(&current.settings, &patch)?;
-    }
-    let settings = match state.store.update_room(&room, &patch, expected).await? {
-        SettingsUpdate::Applied(settings) => settings,
-        SettingsUpdate::VersionMismatch(current) => {
-            return Err(ApiError::PreconditionFailed {
-                expected: expected.unwrap_or_default(),
-                current: current.version,
-            })
-        }
-    };
-    runtime.set_settings(settings.clone());
-    tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
-    answer(&state, &room, settings).await
+    checked(&patch, &state.config.cors_origins)
 }
 
 #[cfg(test)]

@@ -58,6 +58,22 @@ pub enum ApiError {
     /// 404 `room_not_found`.
     #[error("no room named {0:?}")]
     RoomNotFound(String),
+    /// 409 `room_exists`: a create names a room that exists.
+    #[error("a room named {0:?} exists")]
+    RoomExists(String),
+    /// 409 `room_not_empty`: a delete without `?force=true` while tickets wait or are active.
+    #[error("room {room:?} has {waiting} waiting and {active} active; delete with ?force=true to end their tickets")]
+    RoomNotEmpty {
+        /// Room slug.
+        room: String,
+        /// Shoppers waiting.
+        waiting: u64,
+        /// Active users.
+        active: u64,
+    },
+    /// 410 `room_deleted`: an operator deleted the room while this server ran.
+    #[error("room {0:?} was deleted by an operator: every ticket in it has ended")]
+    RoomDeleted(String),
     /// 404 `ticket_not_found`.
     #[error("no such ticket in room {0}")]
     TicketNotFound(String),
@@ -148,7 +164,10 @@ impl ApiError {
             | Self::EntryConsumed(_)
             | Self::IdempotencyKeyReused(_)
             | Self::SoldOut(_)
-            | Self::RoomClosed(_) => StatusCode::CONFLICT,
+            | Self::RoomClosed(_)
+            | Self::RoomExists(_)
+            | Self::RoomNotEmpty { .. } => StatusCode::CONFLICT,
+            Self::RoomDeleted(_) => StatusCode::GONE,
             Self::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -175,6 +194,9 @@ impl ApiError {
             Self::Conflict(_) => error_code::CONFLICT,
             Self::SoldOut(_) => error_code::SOLD_OUT,
             Self::RoomClosed(_) => error_code::ROOM_CLOSED,
+            Self::RoomExists(_) => error_code::ROOM_EXISTS,
+            Self::RoomNotEmpty { .. } => error_code::ROOM_NOT_EMPTY,
+            Self::RoomDeleted(_) => error_code::ROOM_DELETED,
             Self::EntryConsumed(_) => error_code::TOKEN_CONSUMED,
             Self::IdempotencyKeyReused(_) => error_code::IDEMPOTENCY_KEY_REUSED,
             Self::PreconditionFailed { .. } => error_code::PRECONDITION_FAILED,
@@ -196,6 +218,7 @@ impl From<StoreError> for ApiError {
             StoreError::OutcomeUnknown(_) => Self::StoreTimeout { source },
             StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
             StoreError::Refused(refusal) => Self::refused_join(refusal),
+            StoreError::NoSuchRoom(room) => Self::RoomNotFound(room),
         }
     }
 }

@@ -73,8 +73,13 @@ pub async fn events(
         ))
     };
     let mut shutdown = state.shutdown.clone();
+    // A deleted room's streams end too; a reconnect is answered 410 `room_deleted`.
+    let deleted = runtime.clone();
     let stopped = async move {
-        let _ = shutdown.wait_for(|stopping| *stopping).await;
+        tokio::select! {
+            _ = shutdown.wait_for(|stopping| *stopping) => {}
+            () = deleted.retired() => {}
+        }
     };
     let statuses = stream::once(async move { first })
         .chain(stream::iter(updates).flatten())

@@ -53,13 +53,13 @@ struct RoomFigures {
 /// A room whose counts the store cannot give is left out (and logged): the scrape still
 /// answers, and the gap shows on the dashboard instead of a stale value.
 pub async fn room_gauges(state: &AppState) -> String {
-    let mut names: Vec<&String> = state.rooms.keys().collect();
-    names.sort();
-    let mut figures = Vec::with_capacity(names.len());
-    for name in names {
+    let rooms = state.rooms.list();
+    let mut figures = Vec::with_capacity(rooms.len());
+    for room in rooms {
+        let name = &room.name;
         match state.store.counts(name, now_ms()).await {
             Ok(counts) => {
-                let pace = state.rooms[name].pace();
+                let pace = room.pace();
                 figures.push(RoomFigures {
                     room: name.clone(),
                     waiting: counts.waiting,

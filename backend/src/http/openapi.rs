@@ -68,6 +68,61 @@ impl Modify for AdminSecurity {
     }
 }
 
+/// Every operation on a room (a path with `{room}`) may meet a room an operator deleted while
+/// the server ran: 410 `room_deleted` (issue 14). Said once here rather than on each route.
+fn deleted_rooms_are_gone(json: &mut Value) {
+    let Some(paths) = json["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, operations) in paths.iter_mut() {
+        if !path.contains("{room}") {
+            continue;
+        }
+        let Some(operations) = operations.as_object_mut() else {
+            continue;
+        };
+        for operation in operations.values_mut() {
+            let responses = &mut operation["responses"];
+            if responses.is_object() && responses.get("410").is_none() {
+                responses["410"] = json!({
+                    "description": "The room was deleted by an operator while this server ran: \
+                        every ticket in it has ended (`room_deleted`)",
+                    "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                });
+            }
+        }
+    }
+}
+
+/// `CreateRoom` as one object: `room` and every field of `RoomSettingsPatch`, no others. (utoipa
+/// writes the flattened patch as `allOf`, where the patch's `additionalProperties: false` would
+/// forbid `room` itself.)
+fn create_room_is_one_object(json: &mut Value) {
+    let schemas = &mut json["components"]["schemas"];
+    let mut properties = schemas["RoomSettingsPatch"]["properties"].clone();
+    let Some(fields) = properties.as_object_mut() else {
+        return;
+    };
+    fields.insert(
+        "room".into(),
+        json!({
+            "type": "string",
+            "pattern": "^[a-z0-9-]{1,64}$",
+            "description": "The new room's slug.",
+            "example": "drop-7",
+        }),
+    );
+    let description = schemas["CreateRoom"]["description"].clone();
+    schemas["CreateRoom"] = json!({
+        "type": "object",
+        "description": description,
+        "required": ["room"],
+        "properties": properties,
+        "additionalProperties": false,
+    });
+}
+
 /// The finished document as JSON: the router's document plus what `utoipa` cannot say from
 /// the declarations — the enum of error codes, the links from a join to its ticket (written as
 /// JSON because utoipa 5 serializes a link's `operationId` as `operation_id`), and the shape of
@@ -84,6 +139,8 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
         "examples": ["ticket_not_found"],
     });
     headers_are_plain_strings(&mut json);
+    create_room_is_one_object(&mut json);
+    deleted_rooms_are_gone(&mut json);
     let join = &mut json["paths"]["/api/v1/rooms/{room}/tickets"]["post"]["responses"];
     for status in ["200", "201"] {
         if join[status].is_object() {
@@ -209,16 +266,18 @@ pub fn router(
     let mut json = finished(document);
     // `checkoutUrl`'s rule depends on this server's storefront origins (issue 18).
     let pattern = vestibule_shared::settings::checkout_url_pattern(cors_origins);
-    for schema in ["RoomSettings", "RoomSettingsPatch"] {
+    for schema in ["RoomSettings", "RoomSettingsPatch", "CreateRoom"] {
         let property = &mut json["components"]["schemas"][schema]["properties"]["checkoutUrl"];
         if property.is_object() {
             property["pattern"] = json!(pattern);
         }
     }
-    let property = &mut json["components"]["schemas"]["RoomSettingsPatch"]["properties"]
-        ["requireUserAssertion"];
-    if !assertions && property.is_object() {
-        property["enum"] = json!([false]);
+    for schema in ["RoomSettingsPatch", "CreateRoom"] {
+        let property =
+            &mut json["components"]["schemas"][schema]["properties"]["requireUserAssertion"];
+        if !assertions && property.is_object() {
+            property["enum"] = json!([false]);
+        }
     }
     let json: Arc<str> = json.to_string().into();
     Router::new().route(

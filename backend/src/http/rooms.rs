@@ -57,6 +57,10 @@ pub async fn room_info(
         stock_left: settings.sale.stock,
         sold: settings.sale.sold,
         sold_out_message: sold_out_message(&settings),
+        message_en: settings.labels.message_en.clone(),
+        message_ko: settings.labels.message_ko.clone(),
+        display_name_en: settings.labels.display_name_en.clone(),
+        display_name_ko: settings.labels.display_name_ko.clone(),
     }))
 }
 

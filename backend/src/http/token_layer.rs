@@ -171,7 +171,7 @@ pub async fn require_entry_token(
         return next.run(request).await;
     }
     let room = match room {
-        Some(room) if state.rooms.contains_key(room) => room.to_owned(),
+        Some(room) if state.rooms.contains(room) => room.to_owned(),
         Some(room) => {
             return ApiError::RoomNotFound(room.chars().take(64).collect()).into_response()
         }

@@ -36,7 +36,7 @@ impl From<&AppState> for HubContext {
     }
 }
 
-/// Runs one room's refresh loop until shutdown.
+/// Runs one room's refresh loop until shutdown (or the room is deleted).
 pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
     let period = Duration::from_millis(context.config.sse_refresh_ms);
     let mut shutdown = context.shutdown.clone();
@@ -47,6 +47,11 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
             _ = tokio::time::sleep(period) => {}
             _ = room.hub.woken() => {}
             _ = shutdown.changed() => return,
+            () = room.retired() => {
+                // A deleted room's streams are ended: none left.
+                metrics::gauge!("vestibule_sse_streams", "room" => room.name.clone()).set(0.0);
+                return;
+            }
         }
         // A second round at once when the first found tickets that reached the head.
         for _ in 0..2 {

@@ -10,6 +10,7 @@
 //! - [`presence`]: the abandon time in force, heartbeat and stream-presence periods.
 //! - [`pace`]: the leader's measurement of the admission rate and the finish rate it achieves.
 //! - [`opening`]: a scheduled opening's phase and its provably fair draw.
+//! - [`registry`]: [`registry::Rooms`], the rooms running here, kept in line with the store's list.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
 pub mod eta;
@@ -18,10 +19,12 @@ pub mod opening;
 pub mod outage;
 pub mod pace;
 pub mod presence;
+pub mod registry;
 pub mod runtime;
 pub mod scheduler;
 pub mod sse_hub;
 pub mod state;
 pub mod status;
 
+pub use registry::Rooms;
 pub use runtime::RoomRuntime;

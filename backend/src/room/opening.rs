@@ -237,6 +237,7 @@ mod tests {
             pow_auto_joins_per_sec: None,
             require_user_assertion: false,
             sale: Default::default(),
+            labels: Default::default(),
         }
     }
 

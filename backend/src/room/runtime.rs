@@ -26,6 +26,8 @@ pub struct RoomRuntime {
     seeded: AtomicBool,
     /// The room's draw is known to be made (it never changes after).
     drawn: AtomicBool,
+    /// Flips to `true` when the room is deleted here: its scheduler, hub and streams end.
+    retired: tokio::sync::watch::Sender<bool>,
 }
 
 impl RoomRuntime {
@@ -40,7 +42,19 @@ impl RoomRuntime {
             pace: RwLock::new(Pace::default()),
             seeded: AtomicBool::new(false),
             drawn: AtomicBool::new(false),
+            retired: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Stops the room's tasks here (it was deleted).
+    pub fn retire(&self) {
+        self.retired.send_replace(true);
+    }
+
+    /// Resolves once the room is retired ([`RoomRuntime::retire`]).
+    pub async fn retired(&self) {
+        let mut retired = self.retired.subscribe();
+        let _ = retired.wait_for(|gone| *gone).await;
     }
 
     /// Whether this process knows the room's draw seed exists.

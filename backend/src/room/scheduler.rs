@@ -61,7 +61,8 @@ impl Quota {
     }
 }
 
-/// Runs a room's scheduler on `store` until shutdown; gives up the lease on the way out.
+/// Runs a room's scheduler on `store` until shutdown (or the room is deleted); gives up the
+/// lease on the way out.
 ///
 /// A follower calls the lease script each tick (which also refreshes this process's copy of the
 /// room's settings). The leader calls only the admission script, which renews the lease, checks
@@ -231,10 +232,21 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shutdown.changed() => break,
+            () = room.retired() => break,
         }
     }
+    // A stopped scheduler leads nothing (a deleted room's gauge must not stay at 1).
+    metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
     if leader.is_some() {
-        if let Err(error) = store.release_lease(&room.name, &holder).await {
+        // A deleted room has no lease left to give up (the embedded store says so).
+        if let Err(error) = store
+            .release_lease(&room.name, &holder)
+            .await
+            .or_else(|error| match error {
+                crate::store::StoreError::NoSuchRoom(_) => Ok(()),
+                other => Err(other),
+            })
+        {
             tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
         }
     }

@@ -287,6 +287,8 @@ mod tests {
             sold_out_message: None,
             opens_at: None,
             ticket_tag: None,
+            message_en: None,
+            message_ko: None,
         }
     }
 

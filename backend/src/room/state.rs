@@ -73,6 +73,7 @@ mod tests {
             pow_difficulty: 0,
             pow_auto_joins_per_sec: None,
             require_user_assertion: false,
+            labels: Default::default(),
         }
     }
 

@@ -58,6 +58,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         .and_then(|estimate| estimate.high_secs)
         .map(eta::eta_display_secs);
     let issued = record.state == TicketState::TokenIssued;
+    let waiting = matches!(record.state, TicketState::Waiting | TicketState::PreQueue);
     TicketStatus {
         ticket_id: record.id.clone(),
         room: room.name.clone(),
@@ -106,6 +107,13 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .filter(|at| record.state == TicketState::PreQueue || *at > now_ms())
             .map(rfc3339_from_ms),
         ticket_tag: opening::has_draw(&settings).then(|| crate::ids::log_tag(&record.id)),
+        // The message to waiters (issue 14) goes to tickets still in line.
+        message_en: waiting
+            .then(|| settings.labels.message_en.clone())
+            .flatten(),
+        message_ko: waiting
+            .then(|| settings.labels.message_ko.clone())
+            .flatten(),
         heartbeat_after_ms: matches!(record.state, TicketState::Waiting | TicketState::PreQueue)
             .then(|| {
                 presence::heartbeat_after_ms(presence::effective_abandon_ms(

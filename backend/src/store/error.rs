@@ -24,6 +24,10 @@ pub enum StoreError {
     /// [`Store::join`](crate::store::Store::join); nothing changed). Answered 409.
     #[error("join refused: {0:?}")]
     Refused(crate::store::JoinRefusal),
+    /// The embedded store has no such room (deleted while the call was on its way; issue 14).
+    /// Answered 404 `room_not_found`.
+    #[error("no room named {0:?}")]
+    NoSuchRoom(String),
 }
 
 impl StoreError {

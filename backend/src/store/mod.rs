@@ -15,11 +15,13 @@
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
 //! atomic step fenced by the leader epoch, and tokens consumed exactly once.
 
+pub mod catalog;
 pub mod draw;
 pub mod durable;
 pub mod error;
 pub mod instant;
 pub mod join_limit;
+pub mod labels;
 pub mod memory;
 pub mod order_index;
 pub mod pace;
@@ -29,10 +31,12 @@ pub mod sale;
 mod settings;
 
 use async_trait::async_trait;
+pub use catalog::{AuditRecord, Catalog, RoomDeletion, WaiterPage, WaiterRecord};
 pub use draw::{DrawOutcome, DrawRecord, DrawRequest};
 pub use error::StoreError;
 pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
+pub use labels::{LabelsPatch, RoomLabels};
 pub use pace::Pace;
 pub use safety::StoreSafety;
 pub use sale::{JoinRefusal, SalePatch, SaleSettings};
@@ -279,7 +283,7 @@ pub struct SseRefresh {
 ///
 /// Every method is atomic with respect to the others for the room it names.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Catalog + Send + Sync + 'static {
     /// `"redis"`, `"memory"` (embedded, nothing kept) or `"durable"` (embedded, kept in
     /// `--data-dir`), for logs and `/readyz`.
     fn kind(&self) -> &'static str;

@@ -2,6 +2,7 @@
 //! versions. The admin API's view is `vestibule_shared::RoomSettings`; bounds in
 //! `vestibule_shared::settings`.
 
+use super::labels::{LabelsPatch, RoomLabels};
 use super::sale::{SalePatch, SaleSettings};
 
 /// A room's settings — the operator's live knobs — as the store keeps them (shared by every
@@ -49,6 +50,9 @@ pub struct Settings {
     /// Joins need a signed user assertion: one live ticket per user.
     #[serde(default)]
     pub require_user_assertion: bool,
+    /// Display names and the message to waiters (issue 14).
+    #[serde(default)]
+    pub labels: RoomLabels,
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -92,6 +96,8 @@ pub struct SettingsPatch {
     pub pow_auto_joins_per_sec: Option<Option<u64>>,
     /// Require user assertions or not.
     pub require_user_assertion: Option<bool>,
+    /// Display names and the message to waiters.
+    pub labels: LabelsPatch,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -138,6 +144,7 @@ impl Settings {
             pow_difficulty: Some(self.pow_difficulty),
             pow_auto_joins_per_sec: Some(self.pow_auto_joins_per_sec),
             require_user_assertion: Some(self.require_user_assertion),
+            labels: self.labels.as_patch(),
         }
     }
 
@@ -171,6 +178,7 @@ impl Settings {
             require_user_assertion: patch
                 .require_user_assertion
                 .unwrap_or(self.require_user_assertion),
+            labels: self.labels.patched(&patch.labels),
         }
     }
 }

@@ -6,11 +6,13 @@
 //! - [`stats`]: place, people ahead and ETA;
 //! - [`progress`]: the progress bar from the first place seen;
 //! - [`connection_line`]: the state of the link to the server and "Retry now";
+//! - [`message`]: the room's message to waiters, above the place;
 //! - [`announcer`]: the polite live region.
 
 mod announcer;
 mod connection_line;
 mod countdown;
+mod message;
 mod progress;
 mod stats;
 mod status;
@@ -29,6 +31,7 @@ use crate::{
 use announcer::Announcer;
 use connection_line::ConnectionLine;
 use countdown::Countdown;
+use message::WaiterMessage;
 use progress::ProgressBar;
 use stats::Stats;
 use status::StatusSection;
@@ -84,6 +87,7 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
                     {t(lang, Text::CheckingBrowser)}
                 </p>
             </Show>
+            <WaiterMessage lang=lang phase=phase />
             <Stats lang=lang phase=phase connection=state.connection joining=joining />
             <ProgressBar
                 lang=lang

@@ -15,6 +15,8 @@ mod opening;
 mod outage;
 mod polls;
 mod presence;
+mod rooms;
+mod rooms_replicas;
 mod sale;
 mod sale_race;
 mod sse;

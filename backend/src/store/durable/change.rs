@@ -132,6 +132,20 @@ pub enum Change {
         /// The settings after the change.
         config: Settings,
     },
+    /// Audit entries of admin changes (issue 14), with the ids they were given.
+    Audit {
+        /// Room slug.
+        room: String,
+        /// The entries, oldest first.
+        entries: Vec<crate::store::AuditRecord>,
+    },
+    /// A room deleted by an operator (issue 14), with every ticket in it.
+    DeleteRoom {
+        /// Room slug.
+        room: String,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+    },
 }
 
 /// The admission an instant join made, as the journal keeps it (replayed as it happened,
@@ -242,6 +256,14 @@ impl Change {
             Self::UpdateRoom { room, config } => engine.with_room(room, |state| {
                 state.update(&config.as_patch(), None);
             }),
+            Self::Audit { room, entries } => {
+                engine.push_audit(room, entries, true);
+                Ok(())
+            }
+            Self::DeleteRoom { room, now_ms } => {
+                engine.remove_room(room, true, *now_ms);
+                Ok(())
+            }
         }
     }
 }

@@ -17,6 +17,7 @@
 //! - [`snapshot`]: the atomic snapshot file. - [`writer`]: journal + snapshots, in the background.
 //! - [`options`]: how the store writes, and why a data dir could not be opened.
 
+mod catalog;
 pub mod change;
 mod draw;
 pub mod journal;

@@ -28,11 +28,18 @@ pub struct Snapshot {
     pub last_seq: u64,
     /// Room slug → image.
     pub rooms: BTreeMap<String, RoomImage>,
+    /// Room slug → its audit log, oldest entry first (issue 14; kept after a room is deleted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub audit: BTreeMap<String, Vec<crate::store::AuditRecord>>,
 }
 
 impl Snapshot {
-    /// The snapshot of `rooms` (copies taken at journal record `last_seq`).
-    pub fn of(rooms: Vec<(String, Room)>, last_seq: u64) -> Self {
+    /// The snapshot of `rooms` and the `audit` logs (copies taken at journal record `last_seq`).
+    pub fn of(
+        rooms: Vec<(String, Room)>,
+        audit: BTreeMap<String, Vec<crate::store::AuditRecord>>,
+        last_seq: u64,
+    ) -> Self {
         let rooms = rooms
             .into_iter()
             .map(|(name, room)| (name, room.image()))
@@ -41,6 +48,7 @@ impl Snapshot {
             format: FORMAT,
             last_seq,
             rooms,
+            audit,
         }
     }
 
@@ -53,6 +61,9 @@ impl Snapshot {
             let room =
                 Room::from_image(image).map_err(|reason| format!("room {name}: {reason}"))?;
             engine.insert_room(&name, room);
+        }
+        for (room, entries) in &self.audit {
+            engine.push_audit(room, entries, true);
         }
         Ok(())
     }

@@ -69,7 +69,11 @@ impl Writer {
         // A background snapshot started earlier must not land after this newer one.
         self.finish_background();
         let _file = lock(&self.snapshot_file);
-        let snapshot = Snapshot::of(engine.clone_rooms(), self.journal.last_seq());
+        let snapshot = Snapshot::of(
+            engine.clone_rooms(),
+            engine.audit_logs(),
+            self.journal.last_seq(),
+        );
         let bytes = snapshot.write(&self.snapshot_path)?;
         self.snapshot_bytes.store(bytes, Ordering::Relaxed);
         self.journal.reset()?;
@@ -108,6 +112,7 @@ impl Writer {
         let last_seq = self.journal.last_seq();
         self.journal.rotate(&self.old_journal_path)?;
         let rooms = engine.clone_rooms();
+        let audit = engine.audit_logs();
         let file = self.snapshot_file.clone();
         let (bytes, in_flight) = (self.snapshot_bytes.clone(), self.in_flight.clone());
         let (snapshot_path, old_journal) =
@@ -117,7 +122,7 @@ impl Writer {
             .name("snapshot".into())
             .spawn(move || {
                 let _file = lock(&file);
-                let written = Snapshot::of(rooms, last_seq).write(&snapshot_path);
+                let written = Snapshot::of(rooms, audit, last_seq).write(&snapshot_path);
                 match written.and_then(|size| {
                     bytes.store(size, Ordering::Relaxed);
                     remove_if_there(&old_journal)

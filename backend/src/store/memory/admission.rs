@@ -150,6 +150,14 @@ impl Room {
         }
     }
 
+    /// Drops the join times of arrival seqs behind the queue's head.
+    pub(super) fn forget_joined_behind_head(&mut self) {
+        match self.queue.iter().next() {
+            Some((head, _)) => self.joined = self.joined.split_off(&head),
+            None => self.joined.clear(),
+        }
+    }
+
     /// Admits the one shopper waiting (just joined) with `instant.token`: what an instant join
     /// does after its join, and what the journal replays.
     pub fn admit_joined(&mut self, instant: &InstantAdmission) {
@@ -220,6 +228,7 @@ impl Room {
             admitted += 1;
         }
         self.popped += admitted;
+        self.forget_joined_behind_head();
         (admitted, expired)
     }
 }

@@ -51,6 +51,9 @@ pub struct RoomImage {
     /// The room's draw seed and result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<super::draw::MemoryDraw>,
+    /// When waiting arrival seqs joined: (seq, Unix ms) (the admin API's waiters list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joined: Vec<(u64, u64)>,
 }
 
 /// A ticket that left the queue.
@@ -116,6 +119,7 @@ impl Room {
             kept: self.presence.kept.iter().map(|id| id.to_string()).collect(),
             prequeue: self.prequeue.iter().map(|id| id.to_string()).collect(),
             draw: self.draw.clone(),
+            joined: self.joined.iter().map(|(seq, at)| (*seq, *at)).collect(),
         }
     }
 
@@ -126,6 +130,7 @@ impl Room {
     /// `seq`): such an image was not written by this code.
     pub fn from_image(image: RoomImage) -> Result<Self, String> {
         let mut room = Room::new(image.config);
+        room.joined = image.joined.into_iter().collect();
         room.version = image.version;
         room.seq = image.seq;
         let mut last = 0;

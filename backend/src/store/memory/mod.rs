@@ -12,6 +12,7 @@
 //! - [`draw`]: the pre-queue, the draw seed and the draw of a scheduled opening.
 
 pub mod admission;
+pub mod catalog;
 pub mod challenges;
 pub mod draw;
 pub mod image;
@@ -36,6 +37,12 @@ use super::{
 pub struct MemoryStore {
     rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
     challenges: Mutex<challenges::UsedChallenges>,
+    /// Each room's audit log, newest last (`catalog.rs`; in memory only, bounded).
+    audit: Mutex<HashMap<String, std::collections::VecDeque<crate::store::AuditRecord>>>,
+    /// Rooms deleted (and not created again) since this process started.
+    deleted: Mutex<std::collections::HashSet<String>>,
+    /// The audit entries' running number (their ids).
+    audit_seq: std::sync::atomic::AtomicU64,
 }
 
 impl MemoryStore {
@@ -47,7 +54,7 @@ impl MemoryStore {
     /// Runs `apply` on the room named `room`, under its lock.
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] when the room was never initialised.
+    /// [`StoreError::NoSuchRoom`] when the room was never initialised (or was deleted).
     pub fn with_room<R>(
         &self,
         room: &str,
@@ -56,7 +63,7 @@ impl MemoryStore {
         let state = lock(&self.rooms)
             .get(room)
             .cloned()
-            .ok_or_else(|| StoreError::Corrupt(format!("room {room} was never initialised")))?;
+            .ok_or_else(|| StoreError::NoSuchRoom(room.to_owned()))?;
         let mut state = lock(&state);
         Ok(apply(&mut state))
     }
@@ -71,6 +78,9 @@ impl MemoryStore {
             Arc::new(Mutex::new(Room::new(defaults.clone())))
         });
         let config = lock(state).versioned();
+        if created {
+            lock(&self.deleted).remove(room);
+        }
         (config, created)
     }
 

@@ -50,6 +50,11 @@ impl Presence {
         self.seen_order.insert((now_ms, id.clone()));
     }
 
+    /// When a waiting ticket was last heard from, Unix ms.
+    pub(super) fn seen_at(&self, id: &str) -> Option<u64> {
+        self.seen.get(id).copied()
+    }
+
     /// Forgets a ticket that stopped waiting (admitted, left, skipped).
     pub(super) fn forget(&mut self, id: &Arc<str>) {
         if let Some(old) = self.seen.remove(id) {

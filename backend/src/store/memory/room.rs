@@ -7,7 +7,7 @@
 //! the scheduler lease reads a clock, and leases are never replayed. The lease and admission
 //! are in `admission.rs`.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use vestibule_shared::TicketState;
@@ -91,6 +91,9 @@ pub struct Room {
     pub(super) prequeue: HashSet<Arc<str>>,
     /// The room's draw seed and result, once the pre-queue opened (`draw.rs`).
     pub(super) draw: Option<super::draw::MemoryDraw>,
+    /// When each waiting arrival seq joined, Unix ms (the admin API's waiters list); entries
+    /// behind the head are dropped as it advances.
+    pub(super) joined: BTreeMap<u64, u64>,
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
@@ -121,6 +124,7 @@ impl Room {
             instant_bank: 0,
             prequeue: HashSet::new(),
             draw: None,
+            joined: BTreeMap::new(),
         }
     }
 
@@ -326,6 +330,7 @@ impl Room {
         let id: Arc<str> = Arc::from(new_id);
         self.queue.push(seq, id.clone());
         self.seq_of.insert(id.clone(), seq);
+        self.joined.insert(seq, now_ms);
         self.presence.touch(&id, now_ms);
         if let Some(key) = dedup_key {
             self.dedup.insert(key.to_owned(), id.clone());

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 mod admission;
 mod bots;
+pub mod catalog;
 mod draw;
 mod presence;
 mod queue;
@@ -54,6 +55,7 @@ struct Scripts {
     update_room: Script,
     release_lease: Script,
     draw: Script,
+    waiters: Script,
 }
 
 /// The Redis-backed store.
@@ -142,6 +144,7 @@ impl RedisStore {
                 update_room: Script::new(include_str!("lua/update_room.lua")),
                 release_lease: Script::new(include_str!("lua/release_lease.lua")),
                 draw: Script::new(include_str!("lua/draw.lua")),
+                waiters: Script::new(include_str!("lua/waiters.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
         })

@@ -3,16 +3,24 @@
 use redis::Value;
 use vestibule_shared::TicketState;
 
-use crate::store::{SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings};
+use crate::store::{
+    RoomLabels, SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings,
+};
 
-/// The sale's fields of the settings hash, in the order every script appends them to its reply
-/// (after everything else): `stock, sold, soldout, closed, msg_en, msg_ko`.
-pub(super) const SALE_FIELDS: [&str; 6] =
-    ["stock", "sold", "soldout", "closed", "msg_en", "msg_ko"];
+/// The sale's fields of the settings hash, then the room's labels (issue 14), in the order every
+/// script appends them to its reply (after everything else): `stock, sold, soldout, closed,
+/// msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko`.
+pub(super) const SALE_FIELDS: [&str; 10] = [
+    "stock", "sold", "soldout", "closed", "msg_en", "msg_ko", "name_en", "name_ko", "wait_en",
+    "wait_ko",
+];
 
-/// A reply that ends with the sale's fields → the rest of the reply, and the sale (absent or empty
-/// fields = unlimited stock, nothing sold, open, the page's own message).
-pub(super) fn split_sale(reply: &[Value]) -> Result<(&[Value], SaleSettings), StoreError> {
+/// A reply that ends with the sale's fields and the labels → the rest of the reply, the sale
+/// (absent or empty fields = unlimited stock, nothing sold, open, the page's own message) and
+/// the labels (absent or empty = none).
+pub(super) fn split_sale(
+    reply: &[Value],
+) -> Result<(&[Value], SaleSettings, RoomLabels), StoreError> {
     let Some(split) = reply.len().checked_sub(SALE_FIELDS.len()) else {
         return Err(StoreError::Corrupt(
             "a reply without the sale's fields".into(),
@@ -20,8 +28,10 @@ pub(super) fn split_sale(reply: &[Value]) -> Result<(&[Value], SaleSettings), St
     };
     let (rest, sale) = reply.split_at(split);
     let text: Vec<String> = sale.iter().map(as_string).collect::<Result<_, _>>()?;
-    let [stock, sold, sold_out, closed, message_en, message_ko] = text.as_slice() else {
-        unreachable!("six fields");
+    let [stock, sold, sold_out, closed, message_en, message_ko, name_en, name_ko, wait_en, wait_ko] =
+        text.as_slice()
+    else {
+        unreachable!("ten fields");
     };
     let number = |text: &str| -> Result<Option<u64>, StoreError> {
         if text.is_empty() {
@@ -42,6 +52,12 @@ pub(super) fn split_sale(reply: &[Value]) -> Result<(&[Value], SaleSettings), St
             closed: closed == "1",
             message_en: message(message_en),
             message_ko: message(message_ko),
+        },
+        RoomLabels {
+            display_name_en: message(name_en),
+            display_name_ko: message(name_ko),
+            message_en: message(wait_en),
+            message_ko: message(wait_ko),
         },
     ))
 }
@@ -200,6 +216,7 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
             )
         },
         require_user_assertion: req_user == "1",
+        labels: crate::store::RoomLabels::default(),
     })
 }
 

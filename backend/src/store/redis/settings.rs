@@ -27,16 +27,19 @@ impl RedisStore {
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
-        let (fields, sale) = split_sale(&fields)?;
+        let (fields, sale, labels) = split_sale(&fields)?;
         let [settings @ .., secret, opens, preopens] = fields else {
             return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
         self.remember_secret(room, secret, true)?;
+        // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
+        self.register_room(room).await?;
         let mut versioned = with_schedule(
             parse_versioned(settings)?,
             &[opens.clone(), preopens.clone()],
         )?;
         versioned.settings.sale = sale;
+        versioned.settings.labels = labels;
         Ok(versioned)
     }
 
@@ -71,7 +74,7 @@ impl RedisStore {
             )
             .await
             .map_err(StoreError::for_read)?;
-        let (fields, sale) = split_sale(&fields)?;
+        let (fields, sale, labels) = split_sale(&fields)?;
         let [settings @ .., opens, preopens] = fields else {
             return Err(StoreError::Corrupt("room settings need 14 fields".into()));
         };
@@ -80,6 +83,7 @@ impl RedisStore {
             &[opens.clone(), preopens.clone()],
         )?;
         versioned.settings.sale = sale;
+        versioned.settings.labels = labels;
         Ok(versioned)
     }
 
@@ -167,8 +171,14 @@ impl RedisStore {
                     .as_ref()
                     .map_or_else(unchanged, |text| text.clone().unwrap_or_default()),
             );
+        // "-" = unchanged, else "=" and the value: a label may be "-" itself.
+        for label in patch.labels.fields() {
+            invocation.arg(label.as_ref().map_or_else(unchanged, |text| {
+                format!("={}", text.as_deref().unwrap_or_default())
+            }));
+        }
         let reply = self.run_script(&invocation).await?;
-        let (reply, sale) = split_sale(&reply)?;
+        let (reply, sale, labels) = split_sale(&reply)?;
         let [applied, settings @ .., opens, preopens] = reply else {
             return Err(StoreError::Corrupt("update_room reply is short".into()));
         };
@@ -177,6 +187,7 @@ impl RedisStore {
             &[opens.clone(), preopens.clone()],
         )?;
         in_force.settings.sale = sale;
+        in_force.settings.labels = labels;
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
         } else {
@@ -208,7 +219,7 @@ impl RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         config_args_added(&mut invocation, defaults);
         let reply = self.run_script(&invocation).await?;
-        let (reply, sale) = split_sale(&reply)?;
+        let (reply, sale, labels) = split_sale(&reply)?;
         let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
             return Err(StoreError::Corrupt("lease reply needs 24 fields".into()));
         };
@@ -219,6 +230,7 @@ impl RedisStore {
             &[opens.clone(), preopens.clone()],
         )?;
         settings.settings.sale = sale;
+        settings.settings.labels = labels;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
             settings,

@@ -26,9 +26,10 @@
 -- KEYS[14] prequeue (SET): while it holds tickets not yet drawn (docs/DESIGN.md "Scheduled opening
 -- and the draw"), nobody is admitted or skipped.
 -- The reply ends with the settings' opens_ms and preopens_ms ("" = none), then the sale's fields
--- {stock, sold, soldout, closed, msg_en, msg_ko} (absent = nil).
+-- {stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko} (absent = nil).
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', ''}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', '',
+          '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -88,7 +89,8 @@ local cap = tonumber(ARGV[6])
 if cap >= 0 then
   quota = math.min(quota, math.max(0, cap - active))
 end
-local sale = redis.call('HMGET', KEYS[5], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko')
+local sale = redis.call('HMGET', KEYS[5], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')
 local sold_out = sale[3] == '1'
 local left = tonumber(sale[1] or '')
 if sold_out then
@@ -160,13 +162,14 @@ elseif #head > 0 then
   end
   redis.call('SET', KEYS[9], seq)
 end
--- Chunks wholly behind the head hold nobody's time any more.
+-- Chunks wholly behind the head (`seen:` and `born:`) hold nobody's time any more.
 local low = tonumber(redis.call('GET', KEYS[10]) or tostring(head_chunk))
 if head_chunk < low then
   low = head_chunk
 end
 while low < head_chunk do
   redis.call('DEL', prefix .. 'seen:' .. low)
+  redis.call('DEL', prefix .. 'born:' .. low)
   low = low + 1
 end
 redis.call('SET', KEYS[10], low)

@@ -22,7 +22,8 @@
 -- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
 -- `soldout` / `closed` = 1; nothing changed), or
 -- {id, 1, 0, token expiry ms} when the new ticket was admitted at once.
--- A new ticket counts as heard from now (`seen:<seq / 65536>`: u32 Unix seconds per arrival seq).
+-- A new ticket counts as heard from now (`seen:<seq / 65536>`: u32 Unix seconds per arrival seq);
+-- its join time goes to `born:<seq / 65536>` the same way.
 -- A skipped ticket within its hold (HELD, `exp` = end of the hold) is live: {id, 0, -1}.
 --
 -- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
@@ -87,6 +88,9 @@ local seq = redis.call('INCR', KEYS[2])
 -- was checked absent above).
 redis.call('ZADD', KEYS[1], 'NX', seq, id)
 redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32', '#' .. (seq % 65536),
+           math.floor(tonumber(ARGV[6]) / 1000))
+-- When it joined (the admin API's waiters list; issue 14), laid out as `seen:`.
+redis.call('BITFIELD', prefix .. 'born:' .. math.floor(seq / 65536), 'SET', 'u32', '#' .. (seq % 65536),
            math.floor(tonumber(ARGV[6]) / 1000))
 if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
   redis.call('SADD', KEYS[8], id)

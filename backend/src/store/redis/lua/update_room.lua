@@ -7,8 +7,10 @@
 -- ARGV[15..19] the sale (docs/DESIGN.md "Stock and sold out"): stock ("" = unlimited), soldout
 -- (1|0), closed (1|0), msg_en, msg_ko ("" = the page's own): "-" = unchanged. The sold-out mark
 -- is never cleared, and a stock of 0 sets it; `sold` is only changed by orders (token.lua).
+-- ARGV[20..23] the labels (issue 14): name_en, name_ko, wait_en, wait_ko: "-" = unchanged, else
+-- "=" and the new value ("=" alone = none), so that a text "-" is a value like any other.
 -- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
--- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko}: the settings in force
+-- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko}: the settings in force
 -- afterwards.
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
@@ -27,6 +29,12 @@ if ARGV[1] == '' or tonumber(ARGV[1]) == version then
       redis.call('HSET', KEYS[1], name, value)
     end
   end
+  local labels = {'name_en', 'name_ko', 'wait_en', 'wait_ko'}
+  for i, name in ipairs(labels) do
+    if ARGV[i + 19] ~= '-' then
+      redis.call('HSET', KEYS[1], name, string.sub(ARGV[i + 19], 2))
+    end
+  end
   if redis.call('HGET', KEYS[1], 'stock') == '0' then
     redis.call('HSET', KEYS[1], 'soldout', '1')
   end
@@ -39,7 +47,8 @@ local reply = {applied, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or 
                s[7] or '', s[8] or '', s[9] or '', s[10] or '', s[11] or '', version,
                redis.call('HGET', KEYS[1], 'opens_ms') or '',
                redis.call('HGET', KEYS[1], 'preopens_ms') or ''}
-for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko')) do
+for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')) do
   table.insert(reply, v)
 end
 return reply

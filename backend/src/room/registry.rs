@@ -1,0 +1,212 @@
+//! The rooms this process runs (issue 14: rooms are data in the store, created and deleted at run
+//! time): [`Rooms`], the registry of room runtimes every handler, scheduler and hub looks rooms up
+//! in, and [`sync_loop`], which brings it in line with the store's list every tick on every
+//! replica (a room created through another replica gets its runtime, scheduler and SSE hub here
+//! within one tick; a deleted one is stopped).
+//!
+//! Starting a room's tasks is left to whoever listens ([`Rooms::starts`]): the scheduler thread
+//! and the main runtime each start their half (scheduler, SSE hub) of every room added.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+
+use crate::room::RoomRuntime;
+use crate::state::AppState;
+use crate::store::memory::lock;
+
+/// The registry of running rooms by slug.
+#[derive(Default)]
+pub struct Rooms {
+    running: RwLock<HashMap<String, Arc<RoomRuntime>>>,
+    /// Rooms deleted while this process ran, and when (their tickets answer 410 `room_deleted`).
+    deleted: RwLock<HashMap<String, Instant>>,
+    /// Who starts the tasks of a room added (see [`Rooms::starts`]).
+    starters: Mutex<Vec<mpsc::UnboundedSender<Arc<RoomRuntime>>>>,
+}
+
+impl Rooms {
+    /// A registry of `rooms`.
+    pub fn new(rooms: impl IntoIterator<Item = Arc<RoomRuntime>>) -> Self {
+        let registry = Self::default();
+        {
+            let mut running = write(&registry.running);
+            for room in rooms {
+                running.insert(room.name.clone(), room);
+            }
+        }
+        registry
+    }
+
+    /// The runtime of a running room.
+    pub fn get(&self, room: &str) -> Option<Arc<RoomRuntime>> {
+        read(&self.running).get(room).cloned()
+    }
+
+    /// Whether `room` runs here.
+    pub fn contains(&self, room: &str) -> bool {
+        read(&self.running).contains_key(room)
+    }
+
+    /// Every running room, sorted by slug.
+    pub fn list(&self) -> Vec<Arc<RoomRuntime>> {
+        let mut rooms: Vec<Arc<RoomRuntime>> = read(&self.running).values().cloned().collect();
+        rooms.sort_by(|a, b| a.name.cmp(&b.name));
+        rooms
+    }
+
+    /// Whether `room` was deleted while this process ran (and not created again).
+    pub fn was_deleted(&self, room: &str) -> bool {
+        read(&self.deleted).contains_key(room)
+    }
+
+    /// Adds `runtime` and has its tasks started; a room already running is kept (and returned).
+    pub fn add(&self, runtime: Arc<RoomRuntime>) -> Arc<RoomRuntime> {
+        let mut running = write(&self.running);
+        if let Some(existing) = running.get(&runtime.name) {
+            return existing.clone();
+        }
+        running.insert(runtime.name.clone(), runtime.clone());
+        write(&self.deleted).remove(&runtime.name);
+        lock(&self.starters).retain(|starter| starter.send(runtime.clone()).is_ok());
+        runtime
+    }
+
+    /// Stops `room` (its scheduler gives up its lease, its hub and streams end) and forgets it.
+    pub fn remove(&self, room: &str) -> Option<Arc<RoomRuntime>> {
+        let removed = write(&self.running).remove(room)?;
+        write(&self.deleted).insert(room.to_owned(), Instant::now());
+        removed.retire();
+        Some(removed)
+    }
+
+    /// A channel of rooms to start: every running room at once, then each room added.
+    pub fn starts(&self) -> mpsc::UnboundedReceiver<Arc<RoomRuntime>> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let running = read(&self.running);
+        for room in running.values() {
+            let _ = sender.send(room.clone());
+        }
+        lock(&self.starters).push(sender);
+        receiver
+    }
+
+    /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`) and
+    /// `deleted` (the rooms deleted through the admin API): starts the rooms missing here
+    /// (reading their settings), stops the deleted ones, and lists again a running room the
+    /// store lost without a deletion (Redis restarted without persistence), with the settings
+    /// this process last read.
+    async fn sync(
+        &self,
+        state: &AppState,
+        listed: &[String],
+        deleted: &[String],
+        read_at: Instant,
+    ) {
+        let listed_set: HashSet<&str> = listed.iter().map(String::as_str).collect();
+        let missing: Vec<Arc<RoomRuntime>> = read(&self.running)
+            .values()
+            .filter(|room| !listed_set.contains(room.name.as_str()))
+            .cloned()
+            .collect();
+        for room in missing {
+            if deleted.contains(&room.name) {
+                tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
+                self.remove(&room.name);
+            } else if let Err(error) = state.store.init_room(&room.name, &room.settings()).await {
+                tracing::warn!(room = %room.name, %error, "a room the store lost could not be listed again");
+            } else {
+                tracing::warn!(room = %room.name, "the store had lost this room: listed again");
+            }
+        }
+        for name in listed {
+            // A list read before this process deleted the room is stale for it.
+            let deleted_since = read(&self.deleted)
+                .get(name)
+                .is_some_and(|at| *at >= read_at);
+            if self.contains(name) || deleted_since {
+                continue;
+            }
+            match state.store.room_settings(name).await {
+                Ok(settings) => {
+                    tracing::info!(room = %name, "room created (through another replica): started here");
+                    self.add(Arc::new(RoomRuntime::new(
+                        name.clone(),
+                        settings,
+                        state.tokens.clone(),
+                    )));
+                }
+                Err(error) => {
+                    tracing::warn!(room = %name, %error, "a new room's settings could not be read; retrying next tick");
+                }
+            }
+        }
+    }
+}
+
+/// Runs `task` for each room running now and for every room added later, on the current runtime,
+/// until shutdown; then waits for the tasks (each ends on shutdown or when its room is removed).
+pub async fn run_each_room<F>(state: AppState, task: impl Fn(Arc<RoomRuntime>) -> F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut rooms = state.rooms.starts();
+    let mut shutdown = state.shutdown.clone();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            room = rooms.recv() => match room {
+                Some(room) => {
+                    running.spawn(task(room));
+                }
+                None => break,
+            },
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => break,
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// Every tick, reads the store's list of rooms and brings this process's registry in line with
+/// it. Ends on shutdown.
+pub async fn sync_loop(state: AppState) {
+    let tick = state.config.tick();
+    let mut shutdown = state.shutdown.clone();
+    let mut outage_logged = false;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(tick) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+        let read_at = Instant::now();
+        // The list first, then the deleted: a deletion writes its mark before it leaves the
+        // list, so a room missing from this list for a deletion is in the later read.
+        let listed = async {
+            let listed = state.store.list_rooms().await?;
+            Ok::<_, crate::store::StoreError>((listed, state.store.deleted_rooms().await?))
+        };
+        match listed.await {
+            Ok((listed, deleted)) => {
+                outage_logged = false;
+                state.rooms.sync(&state, &listed, &deleted, read_at).await;
+            }
+            Err(error) if !outage_logged => {
+                tracing::warn!(%error, "the list of rooms cannot be read; rooms stay as they are");
+                outage_logged = true;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,153 @@
+//! The embedded engine's half of [`Catalog`]: rooms are the map's entries; the audit log is a
+//! bounded deque per room in this process's memory.
+
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+
+use super::{lock, MemoryStore};
+use crate::store::catalog::AUDIT_KEPT;
+use crate::store::{
+    AuditRecord, Catalog, RoomDeletion, Settings, StoreError, VersionedSettings, WaiterPage,
+    WaiterRecord,
+};
+
+impl MemoryStore {
+    /// Removes `room` unless tickets wait or are active at `now_ms` and `force` is off.
+    pub fn remove_room(&self, room: &str, force: bool, now_ms: u64) -> RoomDeletion {
+        let mut rooms = lock(&self.rooms);
+        let Some(state) = rooms.get(room).cloned() else {
+            return RoomDeletion::NotFound;
+        };
+        let counts = lock(&state).counts(now_ms);
+        if !force && (counts.waiting > 0 || counts.active > 0) {
+            return RoomDeletion::NotEmpty {
+                waiting: counts.waiting,
+                active: counts.active,
+            };
+        }
+        rooms.remove(room);
+        lock(&self.deleted).insert(room.to_owned());
+        RoomDeletion::Deleted {
+            ended: counts.waiting + counts.active,
+        }
+    }
+
+    /// Appends `entries` to `room`'s audit log (bounded to [`AUDIT_KEPT`]); their ids. New
+    /// entries get `<atMs>-<n>` ids; with `keep_ids` (a journal replay, a snapshot) the entries'
+    /// own ids are kept and later ids follow them.
+    pub fn push_audit(&self, room: &str, entries: &[AuditRecord], keep_ids: bool) -> Vec<String> {
+        let mut audit = lock(&self.audit);
+        let log = audit.entry(room.to_owned()).or_default();
+        let mut ids = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let id = if keep_ids {
+                let n = entry
+                    .id
+                    .rsplit('-')
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok());
+                if let Some(n) = n {
+                    self.audit_seq.fetch_max(n + 1, Ordering::Relaxed);
+                }
+                entry.id.clone()
+            } else {
+                let n = self.audit_seq.fetch_add(1, Ordering::Relaxed);
+                format!("{}-{n}", entry.at_ms)
+            };
+            ids.push(id.clone());
+            log.push_back(AuditRecord {
+                id,
+                ..entry.clone()
+            });
+            if log.len() > AUDIT_KEPT {
+                log.pop_front();
+            }
+        }
+        ids
+    }
+
+    /// Every room's audit log, oldest entry first (for a snapshot).
+    pub fn audit_logs(&self) -> std::collections::BTreeMap<String, Vec<AuditRecord>> {
+        lock(&self.audit)
+            .iter()
+            .map(|(room, log)| (room.clone(), log.iter().cloned().collect()))
+            .collect()
+    }
+
+    /// A page of `room`'s waiting line (see [`Catalog::waiters`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NoSuchRoom`].
+    pub fn waiter_page(
+        &self,
+        room: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<WaiterPage, StoreError> {
+        self.with_room(room, |state| WaiterPage {
+            total: state.queue.len() as u64,
+            waiters: state
+                .queue
+                .iter()
+                .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+                .take(usize::try_from(limit).unwrap_or(usize::MAX))
+                .zip(offset + 1..)
+                .map(|((seq, id), position)| WaiterRecord {
+                    position,
+                    ticket_id: id.to_string(),
+                    joined_ms: state.joined.get(&seq).copied(),
+                    seen_ms: state.presence.seen_at(id),
+                })
+                .collect(),
+        })
+    }
+}
+
+#[async_trait]
+impl Catalog for MemoryStore {
+    async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.room_names())
+    }
+
+    async fn create_room(
+        &self,
+        room: &str,
+        settings: &Settings,
+    ) -> Result<Option<VersionedSettings>, StoreError> {
+        let (in_force, created) = self.create_room(room, settings);
+        Ok(created.then_some(in_force))
+    }
+
+    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
+        Ok(lock(&self.deleted).iter().cloned().collect())
+    }
+
+    async fn delete_room(
+        &self,
+        room: &str,
+        force: bool,
+        now_ms: u64,
+    ) -> Result<RoomDeletion, StoreError> {
+        Ok(self.remove_room(room, force, now_ms))
+    }
+
+    async fn append_audit(
+        &self,
+        room: &str,
+        entries: &[AuditRecord],
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self.push_audit(room, entries, false))
+    }
+
+    async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        Ok(lock(&self.audit)
+            .get(room)
+            .map(|log| log.iter().rev().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
+        self.waiter_page(room, offset, limit)
+    }
+}

@@ -1,0 +1,278 @@
+//! Redis's half of [`Catalog`]: the set `vestibule:rooms` names the rooms and the hash
+//! `vestibule:rooms:deleted` the deleted ones (keys of their own: no script touches them together
+//! with a room's keys), each room's audit log is the stream
+//! `vestibule:{r}:audit` (`XADD MAXLEN ~ 10000`), and `waiters.lua` reads a page of the line.
+
+use async_trait::async_trait;
+use redis::Value;
+
+use super::reply::{as_array, as_string, as_u64};
+use super::{Keys, RedisStore};
+use crate::store::catalog::AUDIT_KEPT;
+use crate::store::{
+    AuditRecord, Catalog, RoomDeletion, Settings, SettingsUpdate, StoreError, VersionedSettings,
+    WaiterPage, WaiterRecord,
+};
+
+/// The set of room slugs.
+pub const ROOMS_KEY: &str = "vestibule:rooms";
+/// The hash of deleted rooms: slug → when, Unix ms (removed when the slug is created again).
+pub const DELETED_KEY: &str = "vestibule:rooms:deleted";
+
+/// Keys a room's purge leaves: its audit log outlives it.
+const KEPT_ON_DELETE: &str = "audit";
+
+impl RedisStore {
+    /// Adds `room` to the set of rooms; true when it was not there.
+    pub(super) async fn register_room(&self, room: &str) -> Result<bool, StoreError> {
+        let mut connection = self.connection.clone();
+        let added: i64 = self
+            .bounded(
+                redis::cmd("SADD")
+                    .arg(ROOMS_KEY)
+                    .arg(room)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        Ok(added == 1)
+    }
+
+    /// Deletes every key of `room` but its audit log (`SCAN` + `UNLINK`, a batch at a time).
+    async fn purge_room(&self, room: &str) -> Result<(), StoreError> {
+        let keys = Keys::new(room);
+        let kept = keys.key(KEPT_ON_DELETE);
+        let pattern = format!("{}*", keys.prefix);
+        let mut connection = self.connection.clone();
+        let mut cursor = 0u64;
+        loop {
+            let (next, found): (u64, Vec<String>) = self
+                .bounded(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut connection),
+                )
+                .await?;
+            let doomed: Vec<&String> = found.iter().filter(|key| **key != kept).collect();
+            if !doomed.is_empty() {
+                let _: i64 = self
+                    .bounded(
+                        redis::cmd("UNLINK")
+                            .arg(&doomed)
+                            .query_async(&mut connection),
+                    )
+                    .await?;
+            }
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+}
+
+#[async_trait]
+impl Catalog for RedisStore {
+    async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut rooms: Vec<String> = self
+            .bounded(
+                redis::cmd("SMEMBERS")
+                    .arg(ROOMS_KEY)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        rooms.sort_unstable();
+        Ok(rooms)
+    }
+
+    async fn create_room(
+        &self,
+        room: &str,
+        settings: &Settings,
+    ) -> Result<Option<VersionedSettings>, StoreError> {
+        // The set decides who creates: one SADD wins. Keys a deleted room's replicas may have
+        // written back since (a follower's lease rewrites settings) are cleared before the
+        // settings are written.
+        if !self.register_room(room).await? {
+            return Ok(None);
+        }
+        let mut connection = self.connection.clone();
+        let _: i64 = self
+            .bounded(
+                redis::cmd("HDEL")
+                    .arg(DELETED_KEY)
+                    .arg(room)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        self.purge_room(room).await?;
+        self.init_room_in_redis(room, settings).await?;
+        match self
+            .update_room_in_redis(room, &settings.as_patch(), None)
+            .await?
+        {
+            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
+                Ok(Some(in_force))
+            }
+        }
+    }
+
+    async fn delete_room(
+        &self,
+        room: &str,
+        force: bool,
+        now_ms: u64,
+    ) -> Result<RoomDeletion, StoreError> {
+        let mut connection = self.connection.clone();
+        let member: i64 = self
+            .bounded(
+                redis::cmd("SISMEMBER")
+                    .arg(ROOMS_KEY)
+                    .arg(room)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        if member == 0 {
+            return Ok(RoomDeletion::NotFound);
+        }
+        let counts = self.counts_in_redis(room, now_ms).await?;
+        if !force && (counts.waiting > 0 || counts.active > 0) {
+            return Ok(RoomDeletion::NotEmpty {
+                waiting: counts.waiting,
+                active: counts.active,
+            });
+        }
+        // The mark first: a replica that finds the room gone from the list then finds the mark
+        // (`room::registry`), and never takes it for a room Redis lost.
+        let _: i64 = self
+            .bounded(
+                redis::cmd("HSET")
+                    .arg(DELETED_KEY)
+                    .arg(room)
+                    .arg(now_ms)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        let removed: i64 = self
+            .bounded(
+                redis::cmd("SREM")
+                    .arg(ROOMS_KEY)
+                    .arg(room)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        if removed == 0 {
+            return Ok(RoomDeletion::NotFound);
+        }
+        self.purge_room(room).await?;
+        Ok(RoomDeletion::Deleted {
+            ended: counts.waiting + counts.active,
+        })
+    }
+
+    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        self.bounded(
+            redis::cmd("HKEYS")
+                .arg(DELETED_KEY)
+                .query_async(&mut connection),
+        )
+        .await
+        .map_err(StoreError::for_read)
+    }
+
+    async fn append_audit(
+        &self,
+        room: &str,
+        entries: &[AuditRecord],
+    ) -> Result<Vec<String>, StoreError> {
+        let key = Keys::new(room).key("audit");
+        let mut pipe = redis::pipe();
+        for entry in entries {
+            let json = serde_json::to_string(entry)
+                .map_err(|error| StoreError::Corrupt(format!("audit entry: {error}")))?;
+            pipe.cmd("XADD")
+                .arg(&key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(AUDIT_KEPT)
+                .arg("*")
+                .arg("entry")
+                .arg(json);
+        }
+        let mut connection = self.connection.clone();
+        self.bounded(pipe.query_async(&mut connection)).await
+    }
+
+    async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let key = Keys::new(room).key("audit");
+        let mut connection = self.connection.clone();
+        let reply: Value = self
+            .bounded(
+                redis::cmd("XREVRANGE")
+                    .arg(&key)
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(limit)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        let mut entries = Vec::new();
+        for item in as_array(reply)? {
+            let [id, fields] = as_array(item)?.try_into().map_err(|_| {
+                StoreError::Corrupt("an audit stream entry is not [id, fields]".into())
+            })?;
+            let fields = as_array(fields)?;
+            let Some(json) = fields.get(1) else {
+                return Err(StoreError::Corrupt(
+                    "an audit entry without its JSON".into(),
+                ));
+            };
+            let mut entry: AuditRecord = serde_json::from_str(&as_string(json)?)
+                .map_err(|error| StoreError::Corrupt(format!("audit entry: {error}")))?;
+            entry.id = as_string(&id)?;
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
+    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
+        let keys = Keys::new(room);
+        let mut invocation = self.scripts.waiters.key(keys.key("queue"));
+        // Ranks as Redis reads them (i64): an offset past the end lists nobody.
+        let first = offset.min(i64::MAX as u64 - 1);
+        let last = first.saturating_add(limit.max(1) - 1).min(i64::MAX as u64);
+        invocation.arg(&keys.prefix).arg(first).arg(last);
+        let reply = self
+            .run_script(&invocation)
+            .await
+            .map_err(StoreError::for_read)?;
+        let Some((total, rows)) = reply.split_first() else {
+            return Err(StoreError::Corrupt("waiters reply is empty".into()));
+        };
+        let seconds = |value: &Value| -> Result<Option<u64>, StoreError> {
+            let secs = as_u64(value)?;
+            Ok((secs > 0).then_some(secs * 1000))
+        };
+        let mut waiters = Vec::with_capacity(rows.len() / 3);
+        for (row, position) in rows.chunks_exact(3).zip(offset + 1..) {
+            waiters.push(WaiterRecord {
+                position,
+                ticket_id: as_string(&row[0])?,
+                joined_ms: seconds(&row[1])?,
+                seen_ms: seconds(&row[2])?,
+            });
+        }
+        Ok(WaiterPage {
+            total: as_u64(total)?,
+            waiters,
+        })
+    }
+}

@@ -1,0 +1,141 @@
+//! Rooms at run time across replicas (issue 14): two replicas on one Redis share rooms created,
+//! changed and deleted through either within a tick, and a room Redis lost (restarted without
+//! persistence) is listed again by the replica running it.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::json;
+use vestibule_shared::{paths, TicketState};
+use vestibule_tests::{RedisServer, TestApp};
+
+use crate::rooms::{admin, audit, create, try_poll};
+
+/// Waits up to 3 s for `check` to hold; whether it did.
+async fn within(mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_run_time() {
+    let redis = RedisServer::start();
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (status, _, body) = create(&a, json!({"room": "drop-7", "admissionRatePerSec": 20})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let created = Instant::now();
+    // Through B within a tick or so (100 ms): a shopper joins there and is admitted by whichever
+    // replica leads the new room.
+    assert!(
+        within(async || {
+            let response = b.join_request("drop-7").send().await.expect("join");
+            response.status().is_success()
+        })
+        .await,
+        "B never took joins for the room A created"
+    );
+    let seen_by_b = created.elapsed();
+    eprintln!("a room created through A took joins through B after {seen_by_b:?}");
+    assert!(seen_by_b < Duration::from_secs(1), "{seen_by_b:?}");
+    let (admitted, _) = b.admitted("drop-7").await;
+    assert_eq!(admitted.status, TicketState::TokenIssued);
+    // Listed by both.
+    let (_, _, list) = admin(&b, reqwest::Method::GET, &paths::admin_rooms(), None).await;
+    assert_eq!(list["rooms"][0]["room"], "drop-7", "{list}");
+    // A change through B reaches A's waiting shoppers within a tick.
+    admin(
+        &b,
+        reqwest::Method::PATCH,
+        &paths::admin_room("drop-7"),
+        Some(json!({"paused": true})),
+    )
+    .await;
+    let (_, waiting) = a.join("drop-7", None).await;
+    let changed = Instant::now();
+    admin(
+        &b,
+        reqwest::Method::PATCH,
+        &paths::admin_room("drop-7"),
+        Some(json!({"messageEn": "back soon"})),
+    )
+    .await;
+    assert!(
+        within(async || a
+            .poll("drop-7", &waiting.ticket_id)
+            .await
+            .message_en
+            .is_some())
+        .await,
+        "the message set through B never reached A"
+    );
+    let reached_a = changed.elapsed();
+    eprintln!("a message set through B reached a poll through A after {reached_a:?}");
+    assert!(reached_a < Duration::from_secs(1), "{reached_a:?}");
+    // Both audit entries name the replica that made them.
+    let entries = audit(&a, "drop-7", 10).await;
+    assert_eq!(entries[0]["field"], "messageEn", "{entries:?}");
+    let create_replica = entries.last().expect("the create")["replica"].clone();
+    assert_ne!(entries[0]["replica"], create_replica, "{entries:?}");
+    // Deleted through A: B's shoppers get the end state within a tick.
+    let force = format!("{}?force=true", paths::admin_room("drop-7"));
+    let (status, _, _) = admin(&a, reqwest::Method::DELETE, &force, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert!(
+        within(async || {
+            let (status, _) = try_poll(&b, "drop-7", &waiting.ticket_id).await;
+            status == StatusCode::GONE
+        })
+        .await,
+        "B still answers for the deleted room"
+    );
+    // Its line and tickets are gone from Redis (a follower's last lease call may write the
+    // settings back until it stops the room: a create clears them).
+    for pattern in [
+        "vestibule:{drop-7}:ticket:*",
+        "vestibule:{drop-7}:queue",
+        "vestibule:{drop-7}:active",
+    ] {
+        let keys = redis.cli(&["--scan", "--pattern", pattern]);
+        assert_eq!(keys.trim(), "", "left behind: {keys}");
+    }
+    assert_eq!(
+        redis.cli(&["HEXISTS", "vestibule:rooms:deleted", "drop-7"]),
+        "1"
+    );
+}
+
+/// Redis restarted without persistence loses the list of rooms too: a replica running a room
+/// lists it again (and its scheduler writes its settings back), so the room keeps taking joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
+    let mut redis = RedisServer::start();
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (status, _, _) = create(&app, json!({"room": "drop-7"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    redis.restart();
+    assert!(
+        within(async || {
+            let listed = redis.cli(&["SMEMBERS", "vestibule:rooms"]);
+            listed.contains("drop-7") && listed.contains("main")
+        })
+        .await,
+        "the rooms were not listed again"
+    );
+    assert!(
+        within(async || {
+            let response = app.join_request("drop-7").send().await.expect("join");
+            response.status().is_success()
+        })
+        .await,
+        "the room stopped taking joins"
+    );
+}
