@@ -29,7 +29,7 @@ pub mod sale;
 mod settings;
 
 use async_trait::async_trait;
-pub use draw::{DrawOutcome, DrawRecord, DrawRequest};
+pub use draw::{DrawOutcome, DrawRecord, DrawRequest, DRAW_PLACES_PER_STEP};
 pub use error::StoreError;
 pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
@@ -465,11 +465,15 @@ pub trait Store: Send + Sync + 'static {
     /// The ids of every `PRE_QUEUE` ticket (any order).
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError>;
 
-    /// The draw, in one atomic step and exactly once: fenced like [`Store::admit`]; refused if
-    /// made already or if the pre-queue is not exactly `request.ids`. The pre-queue tickets'
-    /// arrival seqs are handed out again in place order (place k gets the k-th smallest), so
-    /// every ticket that joined after the opening stays behind all of them; drawn tickets count
-    /// as heard from at `request.now_ms`; the tags are kept for `GET …/draw`.
+    /// One step of the draw, exactly once over all steps: fenced like [`Store::admit`]; refused
+    /// if made already. Places the next pre-queue tickets in drawn order (HMAC-SHA256(seed, tag),
+    /// ties by tag), at most `request.places_per_step` (Redis; the embedded stores place all at
+    /// once): `Placed` = call again, `Drawn` = done. Until the last step every pre-queue ticket
+    /// reads `PRE_QUEUE` and nobody is admitted; a leader that dies between steps leaves the
+    /// next one to go on. The pre-queue tickets' arrival seqs are handed out again in place
+    /// order (place k gets the k-th smallest), so every ticket that joined after the opening
+    /// stays behind all of them; drawn tickets count as heard from; the tags are kept for
+    /// `GET …/draw`.
     async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError>;
     /// Marks proof-of-work challenge `id` of `room` used, in one atomic step, until at least
     /// `expires_at_ms` (when the challenge stops verifying anyway): true the first time, false

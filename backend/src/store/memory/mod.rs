@@ -186,7 +186,7 @@ impl Store for MemoryStore {
 
     async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
         let clock = super::now_ms();
-        self.with_room(room, |state| state.draw(request, clock))
+        self.with_room(room, |state| state.draw(request, clock).0)
     }
 
     async fn join_admitting(

@@ -64,6 +64,9 @@ pub struct RedisStore {
     /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
     /// last read from Redis; written back there if Redis lost it. Never logged.
     secrets: RwLock<HashMap<String, CachedSecret>>,
+    /// Each room's draw seed as read from Redis (it never changes once written): pre-queue joins
+    /// compute their place in the drawn order with it (`draw.rs`). Never logged.
+    seeds: RwLock<HashMap<String, Arc<[u8]>>>,
 }
 
 /// A room secret, and when a join last checked it against Redis (the upkeep round trip of
@@ -144,6 +147,7 @@ impl RedisStore {
                 draw: Script::new(include_str!("lua/draw.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
+            seeds: RwLock::new(HashMap::new()),
         })
     }
 
@@ -311,7 +315,7 @@ impl Store for RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, false)
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, None)
             .await
     }
 
@@ -323,7 +327,7 @@ impl Store for RedisStore {
         limit: Option<&JoinLimit>,
         instant: &InstantAdmission,
     ) -> Result<JoinReply, StoreError> {
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), false)
+        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), None)
             .await
     }
 

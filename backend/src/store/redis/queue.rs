@@ -6,6 +6,7 @@ use redis::Value;
 use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
 use super::{Keys, RedisStore, DEDUP_TTL_SECS};
 use crate::ids::derived_id;
+use crate::room::opening::draw_key;
 use crate::store::{
     InstantAdmission, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, LeaveOutcome, QueueCursor,
     QueueDelta, RoomCounts, SseRefresh, StoreError, TicketRecord,
@@ -19,7 +20,7 @@ impl RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
         instant: Option<&InstantAdmission>,
-        prequeue: bool,
+        prequeue_seed: Option<&[u8]>,
     ) -> Result<JoinReply, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
@@ -59,10 +60,27 @@ impl RedisStore {
                 .arg(instant.keep_ms),
             None => invocation.arg("").arg(0).arg(0),
         };
+        // A pre-queue join carries its place in the drawn order (join.lua, draw.lua): one for the
+        // fresh id and one for the key's derived id, whichever the script gives the ticket.
+        let (order_new, order_derived) = match prequeue_seed {
+            Some(seed) => (
+                draw_key(seed, new_id),
+                if derived.is_empty() {
+                    String::new()
+                } else {
+                    draw_key(seed, &derived)
+                },
+            ),
+            None => (String::new(), String::new()),
+        };
         invocation
             .key(keys.key("prequeue"))
             .key(keys.key("draw"))
-            .arg(if prequeue { "1" } else { "0" });
+            .arg(if prequeue_seed.is_some() { "1" } else { "0" })
+            .key(keys.key("prequeue_order"))
+            .key(keys.key("prequeue_mac"))
+            .arg(order_new)
+            .arg(order_derived);
         let reply = self.run_script(&invocation).await?;
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
@@ -248,6 +266,8 @@ impl RedisStore {
             .key(keys.key("left"))
             .key(keys.key("left_count"))
             .key(keys.key("prequeue"))
+            .key(keys.key("prequeue_order"))
+            .key(keys.key("prequeue_mac"))
             .arg(id)
             .arg(now_ms)
             .arg(keep_ms)

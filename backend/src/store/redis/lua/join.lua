@@ -13,7 +13,12 @@
 -- ticket ids not drawn yet)   KEYS[9] draw (HASH: seed, drawn_ms, count)   ARGV[13] "1" = a join
 -- in the pre-queue window: the new ticket takes its arrival seq as usual and is also added to
 -- the pre-queue (unless the draw was made already: then it is an ordinary join); never admitted
--- at once. A ticket found in the pre-queue answers position -3.
+-- at once. A ticket found in the pre-queue answers position -3. The drawn order is kept from the
+-- join on (draw.lua): KEYS[10] prequeue_order (ZSET, scores 0, member `mac .. tag .. id`)
+-- KEYS[11] prequeue_mac (HASH id -> that member)   ARGV[14] `mac .. tag` of ARGV[1]'s id
+-- ARGV[15] `mac .. tag` of ARGV[5]'s id (mac: 64 hex digits of HMAC-SHA256(seed, tag), tag: 12
+-- hex digits; computed by the caller, who knows the seed). Once the draw has started (`started_ms`)
+-- a join in that window is an ordinary one.
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
 -- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
@@ -29,6 +34,7 @@ local prefix = ARGV[3]
 local key = ARGV[2]
 local id = ARGV[1]
 local remember = false
+local order = ARGV[14]
 if key ~= '' then
   local mapped = redis.call('HGET', KEYS[3], key)
   local candidate = mapped or ARGV[5]
@@ -50,6 +56,7 @@ if key ~= '' then
   if not mapped and not state then
     -- The key's first join (or its ticket has been forgotten): the derived id, no dedup entry.
     id = ARGV[5]
+    order = ARGV[15]
   else
     remember = true
   end
@@ -82,8 +89,12 @@ local seq = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], 'NX', seq, id)
 redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32', '#' .. (seq % 65536),
            math.floor(tonumber(ARGV[6]) / 1000))
-if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
+if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'started_ms') == 0
+    and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
   redis.call('SADD', KEYS[8], id)
+  local member = order .. id
+  redis.call('ZADD', KEYS[10], 0, member)
+  redis.call('HSET', KEYS[11], id, member)
   if remember then
     redis.call('HSET', KEYS[3], key, id)
     redis.call('EXPIRE', KEYS[3], ARGV[4])
