@@ -207,6 +207,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     let stale = DrawRequest {
         holder: "leader",
         epoch: epoch + 1,
+        lease_ms: 60_000,
         now_ms: now_ms(),
         places_per_step: 3_000,
     };
@@ -415,6 +416,8 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
     let step = |holder: &'static str, epoch: u64| DrawRequest {
         holder,
         epoch,
+        // Each step renews the lease: a's stays short, so that it lapses when a dies.
+        lease_ms: if holder == "a" { 300 } else { 60_000 },
         now_ms: now_ms(),
         places_per_step: 200,
     };

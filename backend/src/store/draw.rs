@@ -21,6 +21,9 @@ pub struct DrawRequest<'a> {
     pub holder: &'a str,
     /// Its fencing epoch; a stale one is refused.
     pub epoch: u64,
+    /// The lease is renewed for this long by every step (Redis), as by an admission tick: a long
+    /// draw does not lose its leader.
+    pub lease_ms: u64,
     /// Now, Unix ms (the draw's time; drawn tickets count as heard from then).
     pub now_ms: u64,
     /// At most this many places per step (Redis: one script each, so Redis is never blocked for

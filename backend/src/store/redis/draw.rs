@@ -143,7 +143,8 @@ impl RedisStore {
             .arg(request.epoch)
             .arg(&keys.prefix)
             .arg(request.now_ms)
-            .arg(request.places_per_step.max(1));
+            .arg(request.places_per_step.max(1))
+            .arg(request.lease_ms.max(1));
         let reply = self.run_script(&invocation).await?;
         let outcome = reply.first().map(as_string).transpose()?.unwrap_or_default();
         let count = || reply.get(1).map_or(Ok(0), as_u64);

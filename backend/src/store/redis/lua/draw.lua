@@ -17,11 +17,13 @@
 -- KEYS[5] draw (HASH: seed, started_ms, placed, last_seq, then drawn_ms, count)
 -- KEYS[6] draw_tags (LIST)   KEYS[7] prequeue_order (ZSET)   KEYS[8] prequeue_mac (HASH id -> member)
 -- ARGV[1] holder   ARGV[2] epoch   ARGV[3] key prefix   ARGV[4] now ms   ARGV[5] places per step
+-- ARGV[6] lease ms: every step renews the leader's lease, as admit.lua does
 -- Returns {DRAWN, count} (the last step, or made already: {ALREADY, count}), {PLACED, placed so
 -- far} (call again), {FENCED} or {NO_SEED}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return {'FENCED'}
 end
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
 local record = redis.call('HMGET', KEYS[5], 'seed', 'drawn_ms', 'count', 'placed', 'last_seq')
 if not record[1] then
   return {'NO_SEED'}
