@@ -462,6 +462,17 @@ pub trait Store: Send + Sync + 'static {
         limit: u64,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// The live ticket a join with `dedup_key` would find again (`PRE_QUEUE`, `WAITING` — a held
+    /// one too —, `TOKEN_ISSUED` or `COMPLETED`), read without joining: a keyed retry while
+    /// the room takes no joins (`room_not_open`) still gets its ticket. `None` = a join would make
+    /// a new one.
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        dedup_key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError>;
+
     /// The ids of every `PRE_QUEUE` ticket (any order).
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError>;
 

@@ -180,6 +180,15 @@ impl Store for MemoryStore {
         self.with_room(room, |state| state.draw_tags(offset, limit))
     }
 
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.with_room(room, |state| state.live_for_dedup(key, now_ms))
+    }
+
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
         self.with_room(room, |state| state.prequeue_ids())
     }

@@ -354,6 +354,15 @@ impl Store for RedisStore {
         self.draw_tags_in_redis(room, from, n).await
     }
 
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.keyed_ticket_in_redis(room, key, now_ms).await
+    }
+
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
         self.prequeue_ids_in_redis(room).await
     }

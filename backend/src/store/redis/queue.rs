@@ -133,6 +133,35 @@ impl RedisStore {
         }))
     }
 
+    /// `join.lua`'s look-up of a key's ticket, without joining: the dedup entry, else the key's
+    /// derived id; only a live ticket counts (see `Store::keyed_ticket`).
+    pub(super) async fn keyed_ticket_in_redis(
+        &self,
+        room: &str,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mapped: Option<String> = self
+            .bounded(
+                redis::cmd("HGET")
+                    .arg(Keys::new(room).key("dedup"))
+                    .arg(key)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        let id = match mapped {
+            Some(id) => id,
+            None => derived_id(&self.room_secret(room).await?, key),
+        };
+        let record = self.ticket_in_redis(room, &id, now_ms).await?;
+        Ok(record.filter(|ticket| {
+            use vestibule_shared::TicketState::{Completed, PreQueue, TokenIssued, Waiting};
+            matches!(ticket.state, PreQueue | Waiting | TokenIssued | Completed)
+        }))
+    }
+
     pub(super) async fn ticket_in_redis(
         &self,
         room: &str,
