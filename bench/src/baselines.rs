@@ -55,6 +55,7 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         sold_out_message: None,
         opens_at: None,
         ticket_tag: None,
+        beyond_stock: false,
     };
     let first = Event::default()
         .event("status")

@@ -226,6 +226,7 @@ mod tests {
             sold_out_message: None,
             opens_at: None,
             ticket_tag: None,
+            beyond_stock: false,
         })
     }
 

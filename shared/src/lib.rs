@@ -202,6 +202,11 @@ pub struct TicketStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{12}$"))]
     pub ticket_tag: Option<String>,
+    /// `true` while `WAITING` behind more shoppers than the room has units left (`stock`): the
+    /// shopper is unlikely to get one (units come back only from tokens that expire unused).
+    /// Absent otherwise (and in rooms without a stock).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beyond_stock: bool,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).

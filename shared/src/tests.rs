@@ -22,6 +22,7 @@ fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
         sold_out_message: None,
         opens_at: None,
         ticket_tag: None,
+        beyond_stock: false,
     };
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["status"], "TOKEN_ISSUED");

@@ -287,6 +287,7 @@ mod tests {
             sold_out_message: None,
             opens_at: None,
             ticket_tag: None,
+            beyond_stock: false,
         }
     }
 
