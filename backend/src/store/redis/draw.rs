@@ -139,6 +139,7 @@ impl RedisStore {
             .key(keys.key("draw_tags"))
             .key(keys.key("prequeue_order"))
             .key(keys.key("prequeue_mac"))
+            .key(keys.key("prequeue_seqs"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(&keys.prefix)

@@ -79,6 +79,7 @@ impl RedisStore {
             .arg(if prequeue_seed.is_some() { "1" } else { "0" })
             .key(keys.key("prequeue_order"))
             .key(keys.key("prequeue_mac"))
+            .key(keys.key("prequeue_seqs"))
             .arg(order_new)
             .arg(order_derived);
         let reply = self.run_script(&invocation).await?;

@@ -17,8 +17,9 @@
 -- join on (draw.lua): KEYS[10] prequeue_order (ZSET, scores 0, member `mac .. tag .. id`)
 -- KEYS[11] prequeue_mac (HASH id -> that member)   ARGV[14] `mac .. tag` of ARGV[1]'s id
 -- ARGV[15] `mac .. tag` of ARGV[5]'s id (mac: 64 hex digits of HMAC-SHA256(seed, tag), tag: 12
--- hex digits; computed by the caller, who knows the seed). Once the draw has started (`started_ms`)
--- a join in that window is an ordinary one.
+-- hex digits; computed by the caller, who knows the seed)   KEYS[12] prequeue_seqs (LIST: the
+-- seqs of pre-queue joins in arrival order, handed out again by draw.lua). Once the draw has
+-- started (`started_ms`) a join in that window is an ordinary one.
 -- Returns {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
 -- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
@@ -95,6 +96,7 @@ if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'started_ms') == 0
   local member = order .. id
   redis.call('ZADD', KEYS[10], 0, member)
   redis.call('HSET', KEYS[11], id, member)
+  redis.call('RPUSH', KEYS[12], seq)
   if remember then
     redis.call('HSET', KEYS[3], key, id)
     redis.call('EXPIRE', KEYS[3], ARGV[4])
