@@ -449,4 +449,26 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         .map(|r| r.position.unwrap())
         .collect();
     assert_eq!(positions, (1..=500).collect::<Vec<_>>());
+    // Every drawn ticket counts as heard from at the draw: its last-heard slot (u32 seconds at its
+    // new seq, what admit.lua reads) is now, not 0 and not another ticket's.
+    let raw = RedisStore::connect(&redis.url(), timeout).await.unwrap();
+    let mut connection = raw.connection();
+    let now_s = now_ms() / 1000;
+    for id in &order {
+        let seq: u64 = redis::cmd("ZSCORE")
+            .arg(format!("vestibule:{{{ROOM}}}:queue"))
+            .arg(id)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let heard: Vec<u64> = redis::cmd("BITFIELD")
+            .arg(format!("vestibule:{{{ROOM}}}:seen:{}", seq / 65536))
+            .arg("GET")
+            .arg("u32")
+            .arg(format!("#{}", seq % 65536))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(now_s - heard[0] <= 5, "seq {seq} heard at {}", heard[0]);
+    }
 }

@@ -53,35 +53,38 @@ if k > 0 then
 end
 local prefix = ARGV[3]
 local now_s = math.floor(tonumber(ARGV[4]) / 1000)
-local function seen_ops(fields, seq, value)
-  local chunk = prefix .. 'seen:' .. math.floor(seq / 65536)
-  local ops = fields[chunk]
-  if not ops then
-    ops = {}
-    fields[chunk] = ops
+-- Last-heard slots (u32 big-endian at byte (seq mod 65536) * 4 of `seen:<seq / 65536>`, as
+-- BITFIELD writes them): one SETRANGE per run of consecutive seqs in one chunk (a pre-queue's
+-- seqs are mostly consecutive), not one BITFIELD operation per seq.
+local function set_seen(seq_list, value)
+  local bytes = string.char(math.floor(value / 16777216) % 256, math.floor(value / 65536) % 256,
+                            math.floor(value / 256) % 256, value % 256)
+  local i = 1
+  while i <= #seq_list do
+    local first = tonumber(seq_list[i])
+    local run = 1
+    while i + run <= #seq_list and tonumber(seq_list[i + run]) == first + run
+        and (first + run) % 65536 ~= 0 do
+      run = run + 1
+    end
+    redis.call('SETRANGE', prefix .. 'seen:' .. math.floor(first / 65536), (first % 65536) * 4,
+               string.rep(bytes, run))
+    i = i + run
   end
-  ops[#ops + 1] = 'SET'
-  ops[#ops + 1] = 'u32'
-  ops[#ops + 1] = '#' .. (seq % 65536)
-  ops[#ops + 1] = value
 end
--- Place j of this step takes seqs[j]; each counts as heard from now.
+-- Place j of this step takes seqs[j] (ascending); each counts as heard from now.
 for from = 1, k, BATCH do
-  local zadd, tags, fields = {'XX'}, {}, {}
+  local zadd, tags = {'XX'}, {}
   for j = from, math.min(k, from + BATCH - 1) do
     local member = popped[2 * j - 1]
-    local seq = tonumber(seqs[j])
-    zadd[#zadd + 1] = seq
+    zadd[#zadd + 1] = seqs[j]
     zadd[#zadd + 1] = string.sub(member, 77)
     tags[#tags + 1] = string.sub(member, 65, 76)
-    seen_ops(fields, seq, now_s)
-  end
-  for chunk, ops in pairs(fields) do
-    redis.call('BITFIELD', chunk, unpack(ops))
   end
   redis.call('ZADD', KEYS[3], unpack(zadd))
   redis.call('RPUSH', KEYS[6], unpack(tags))
 end
+set_seen(seqs, now_s)
 placed = placed + k
 if k > 0 then
   redis.call('HSET', KEYS[5], 'placed', placed)
@@ -89,16 +92,7 @@ end
 if redis.call('ZCARD', KEYS[7]) > 0 then
   return {'PLACED', placed}
 end
-local rest = redis.call('LRANGE', KEYS[9], 0, -1)
-for from = 1, #rest, BATCH do
-  local fields = {}
-  for j = from, math.min(#rest, from + BATCH - 1) do
-    seen_ops(fields, tonumber(rest[j]), 0)
-  end
-  for chunk, ops in pairs(fields) do
-    redis.call('BITFIELD', chunk, unpack(ops))
-  end
-end
+set_seen(redis.call('LRANGE', KEYS[9], 0, -1), 0)
 redis.call('DEL', KEYS[4], KEYS[8], KEYS[9])
 redis.call('HSET', KEYS[5], 'drawn_ms', ARGV[4], 'count', placed)
 return {'DRAWN', placed}
