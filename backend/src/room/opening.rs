@@ -143,6 +143,8 @@ pub enum StepDone {
         count: u64,
         /// The draw's duration, ms.
         millis: u64,
+        /// Its longest step (the longest Redis was busy with it at once), ms.
+        longest_step_ms: u64,
     },
     /// The draw was refused (another replica made it, the pre-queue changed, the lease was
     /// lost); the next tick looks again.
@@ -186,7 +188,9 @@ pub async fn leader_step(
     // store timeout; shoppers see nothing until the last). A step that fails leaves the rest to
     // the next tick, of this leader or the next one.
     let started = std::time::Instant::now();
+    let mut longest_step_ms = 0;
     loop {
+        let step_started = std::time::Instant::now();
         let request = DrawRequest {
             holder,
             epoch,
@@ -194,12 +198,15 @@ pub async fn leader_step(
             now_ms: crate::store::now_ms().max(now_ms),
             places_per_step: DRAW_PLACES_PER_STEP,
         };
-        match store.draw(&room.name, &request).await? {
+        let outcome = store.draw(&room.name, &request).await?;
+        longest_step_ms = longest_step_ms.max(step_started.elapsed().as_millis() as u64);
+        match outcome {
             DrawOutcome::Drawn { count } => {
                 room.set_drawn();
                 return Ok(StepDone::Drew {
                     count,
                     millis: started.elapsed().as_millis() as u64,
+                    longest_step_ms,
                 });
             }
             DrawOutcome::Placed { .. } => {}

@@ -245,9 +245,20 @@ async fn opening_step(
 ) {
     let labels = [("room", room.name.clone())];
     match opening::leader_step(store, room, holder, epoch, lease_ms, now).await {
-        Ok(StepDone::Drew { count, millis }) => {
-            tracing::info!(room = %room.name, count, millis, "the draw of the pre-queue is made");
+        Ok(StepDone::Drew {
+            count,
+            millis,
+            longest_step_ms,
+        }) => {
+            tracing::info!(
+                room = %room.name,
+                count,
+                millis,
+                longest_step_ms,
+                "the draw of the pre-queue is made"
+            );
             metrics::gauge!("vestibule_draw_duration_ms", &labels).set(millis as f64);
+            metrics::gauge!("vestibule_draw_longest_step_ms", &labels).set(longest_step_ms as f64);
             metrics::gauge!("vestibule_draw_tickets", &labels).set(count as f64);
             room.hub.wake();
         }
