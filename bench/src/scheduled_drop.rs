@@ -229,10 +229,7 @@ return redis.call('ZCARD', KEYS[1])";
     let script = redis::Script::new(SCRIPT);
     script.prepare_invoke().load(&mut connection)?;
     let started = Instant::now();
-    let _: u64 = script
-        .key("bench:ceiling")
-        .arg(n)
-        .invoke(&mut connection)?;
+    let _: u64 = script.key("bench:ceiling").arg(n).invoke(&mut connection)?;
     let millis = started.elapsed().as_secs_f64() * 1000.0;
     redis::cmd("DEL")
         .arg("bench:ceiling")

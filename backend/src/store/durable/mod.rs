@@ -296,7 +296,12 @@ impl Store for DurableStore {
         self.engine.draw_tags(room, from, n).await
     }
 
-    async fn keyed_ticket(&self, room: &str, key: &str, now: u64) -> Result<Option<TicketRecord>, StoreError> {
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        key: &str,
+        now: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
         self.engine.keyed_ticket(room, key, now).await
     }
 

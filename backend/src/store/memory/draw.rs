@@ -25,6 +25,9 @@ pub struct MemoryDraw {
     pub tags: Vec<String>,
 }
 
+/// The ids of a draw in place order, and their tags.
+pub type DrawnOrder = (Vec<String>, Vec<String>);
+
 impl Room {
     /// A pre-queue join at `now_ms` (see `Store::join_prequeue`).
     pub fn join_prequeue(
@@ -96,7 +99,7 @@ impl Room {
         &mut self,
         request: &DrawRequest<'_>,
         clock_ms: u64,
-    ) -> (DrawOutcome, Option<(Vec<String>, Vec<String>)>) {
+    ) -> (DrawOutcome, Option<DrawnOrder>) {
         let holds_lease = self
             .lease
             .as_ref()

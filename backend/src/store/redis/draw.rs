@@ -147,7 +147,11 @@ impl RedisStore {
             .arg(request.places_per_step.max(1))
             .arg(request.lease_ms.max(1));
         let reply = self.run_script(&invocation).await?;
-        let outcome = reply.first().map(as_string).transpose()?.unwrap_or_default();
+        let outcome = reply
+            .first()
+            .map(as_string)
+            .transpose()?
+            .unwrap_or_default();
         let count = || reply.get(1).map_or(Ok(0), as_u64);
         Ok(match outcome.as_str() {
             "DRAWN" => DrawOutcome::Drawn { count: count()? },
