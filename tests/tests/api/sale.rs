@@ -93,6 +93,7 @@ async fn a_sold_out_room_refuses_new_joins_and_its_line_reads_sold_out(backend: 
     let app = paused_app(backend, &[]).await;
     let (_, waiting) = app.join("main", Some("early-bird")).await;
     assert_eq!(waiting.status, TicketState::Waiting);
+    assert_eq!(app.metric("vestibule_waiting{room=\"main\"}").await, 1.0);
     let set = app
         .patch_room(
             "main",
@@ -118,6 +119,20 @@ async fn a_sold_out_room_refuses_new_joins_and_its_line_reads_sold_out(backend: 
         message.ko.as_deref(),
         Some("100켤레가 모두 판매되었습니다.")
     );
+    if matches!(backend, Backend::Redis) {
+        // Redis takes the sold-out line out of its queue (a bounded number a tick); the
+        // tickets keep reading SOLD_OUT until their terminal TTL.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while app.metric("vestibule_waiting{room=\"main\"}").await > 0.0 {
+            assert!(std::time::Instant::now() < deadline, "the sold-out line stays queued");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let polled = app.poll("main", &waiting.ticket_id).await;
+        assert_eq!(
+            (polled.status, polled.position),
+            (TicketState::SoldOut, None)
+        );
+    }
     // A retried join of the waiting shopper finds their ticket, SOLD_OUT (not a 409).
     let (status, again) = try_join(&app, "early-bird").await;
     assert_eq!(status, StatusCode::OK, "{again}");

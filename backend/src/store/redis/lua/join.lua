@@ -50,7 +50,8 @@ if key ~= '' then
   local state = ticket[1]
   -- A ticket that left, or whose token expired unused, is no reason to refuse a fresh place.
   local live_until = tonumber(ticket[2] or '0')
-  if state == 'COMPLETED'
+  -- SOLD_OUT: taken out of a sold-out room's line by admit.lua; its key still finds it.
+  if state == 'COMPLETED' or state == 'SOLD_OUT'
       or ((state == 'TOKEN_ISSUED' or state == 'HELD') and live_until > tonumber(ARGV[6])) then
     return {candidate, 0, -1}
   end
