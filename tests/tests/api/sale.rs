@@ -124,7 +124,10 @@ async fn a_sold_out_room_refuses_new_joins_and_its_line_reads_sold_out(backend: 
         // tickets keep reading SOLD_OUT until their terminal TTL.
         let deadline = std::time::Instant::now() + Duration::from_secs(3);
         while app.metric("vestibule_waiting{room=\"main\"}").await > 0.0 {
-            assert!(std::time::Instant::now() < deadline, "the sold-out line stays queued");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sold-out line stays queued"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let polled = app.poll("main", &waiting.ticket_id).await;

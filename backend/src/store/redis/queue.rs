@@ -158,8 +158,13 @@ impl RedisStore {
         };
         let record = self.ticket_in_redis(room, &id, now_ms).await?;
         Ok(record.filter(|ticket| {
-            use vestibule_shared::TicketState::{Completed, PreQueue, SoldOut, TokenIssued, Waiting};
-            matches!(ticket.state, PreQueue | Waiting | TokenIssued | Completed | SoldOut)
+            use vestibule_shared::TicketState::{
+                Completed, PreQueue, SoldOut, TokenIssued, Waiting,
+            };
+            matches!(
+                ticket.state,
+                PreQueue | Waiting | TokenIssued | Completed | SoldOut
+            )
         }))
     }
 
