@@ -146,8 +146,8 @@ pub enum StepDone {
         /// Its longest step (the longest Redis was busy with it at once), ms.
         longest_step_ms: u64,
     },
-    /// The draw was refused (another replica made it, the pre-queue changed, the lease was
-    /// lost); the next tick looks again.
+    /// The draw was refused (another replica made it, the lease was lost, no seed); the next
+    /// tick looks again (a new leader goes on from the last step made).
     Retry(DrawOutcome),
 }
 
