@@ -57,6 +57,7 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         ticket_tag: None,
         message_en: None,
         message_ko: None,
+        beyond_stock: false,
     };
     let first = Event::default()
         .event("status")

@@ -228,6 +228,7 @@ mod tests {
             ticket_tag: None,
             message_en: None,
             message_ko: None,
+            beyond_stock: false,
         })
     }
 

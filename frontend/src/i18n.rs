@@ -55,6 +55,7 @@ pub enum Text {
     InLine,
     InLineDetail,
     PlaceKept,
+    BeyondStock,
     Paused,
     PausedDetail,
     YourTurn,
@@ -149,6 +150,10 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         PlaceKept => (
             "Your place was kept while you were away.",
             "자리를 비운 동안에도 순서를 지켜 두었습니다.",
+        ),
+        BeyondStock => (
+            "There are fewer items left than people ahead of you: you may not get one.",
+            "남은 수량이 앞선 대기 인원보다 적어 구매하지 못할 수도 있습니다.",
         ),
         InLineDetail => (
             "Keep this page open. When it's your turn, we'll take you to checkout automatically.",

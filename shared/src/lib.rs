@@ -210,6 +210,11 @@ pub struct TicketStatus {
     /// The room's message to waiters, Korean; absent = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_ko: Option<String>,
+    /// `true` while `WAITING` behind more shoppers than the room has units left (`stock`): the
+    /// shopper is unlikely to get one (units come back only from tokens that expire unused).
+    /// Absent otherwise (and in rooms without a stock).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beyond_stock: bool,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).

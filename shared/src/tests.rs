@@ -24,6 +24,7 @@ fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
         ticket_tag: None,
         message_en: None,
         message_ko: None,
+        beyond_stock: false,
     };
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["status"], "TOKEN_ISSUED");

@@ -20,7 +20,9 @@ use crate::ids::{entry_token, is_well_formed_id, log_tag, random_id};
 use crate::room::opening::{self, opening_phase, Phase};
 use crate::room::status::{rfc3339_from_ms, ticket_status};
 use crate::state::AppState;
-use crate::store::{now_ms, InstantAdmission, JoinLimit, JoinReply, LeaveOutcome, TicketRecord};
+use crate::store::{
+    now_ms, InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, TicketRecord,
+};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -121,7 +123,7 @@ pub fn checked_ticket_id(ticket_id: &str) -> Result<(), ApiError> {
         (status = 400, description = "Malformed `Idempotency-Key` (`bad_request`)", body = ErrorBody),
         (status = 403, description = "Invalid user assertion (`user_assertion_invalid`), none where the room requires one (`user_assertion_required`); proof of work missing (`proof_of_work_required`), malformed or not from this waiting room (`proof_of_work_malformed`), short of the difficulty (`proof_of_work_wrong`), expired (`proof_of_work_expired`) or for another room (`proof_of_work_wrong_room`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
-        (status = 409, description = "No new place. The proof of work's challenge was already used by a join (`proof_of_work_reused`). Sold out (`sold_out`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created", body = vestibule_shared::draw::RoomNotOpen,
+        (status = 409, description = "No new place. The proof of work's challenge was already used by a join (`proof_of_work_reused`). Sold out (`sold_out`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created (a join whose key or user names a live ticket still gets it: 200)", body = vestibule_shared::draw::RoomNotOpen,
             headers(("Retry-After" = u64, description = "With `room_not_open`: seconds until joins start"))),
         (status = 429, description = "Over the per-client join limit (`rate_limited`); a retried join that finds its ticket is never refused", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -173,7 +175,19 @@ pub async fn join(
         let phase = opening_phase(&settings.settings, now_ms());
         let reply = match phase {
             Phase::NotOpen { joins_from_ms } => {
-                return Ok(room_not_open(&settings.settings, joins_from_ms));
+                // A keyed retry (or a user's join) still gets the live ticket it has: the window
+                // refuses new places only.
+                let found = match key.as_deref() {
+                    Some(key) => state.store.keyed_ticket(&room, key, now_ms()).await?,
+                    None => None,
+                };
+                let Some(ticket) = found else {
+                    return Ok(room_not_open(&settings.settings, joins_from_ms));
+                };
+                JoinReply::Joined(JoinOutcome {
+                    ticket,
+                    created: false,
+                })
             }
             Phase::PreQueue { .. } => {
                 // The seed is committed before the first pre-queue ticket exists (room::opening).

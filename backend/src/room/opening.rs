@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::log_tag;
 use crate::room::RoomRuntime;
-use crate::store::{DrawOutcome, DrawRequest, Settings, Store, StoreError};
+use crate::store::{DrawOutcome, DrawRequest, Settings, Store, StoreError, DRAW_PLACES_PER_STEP};
 
 /// Where a room stands with respect to its scheduled opening.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,17 @@ pub fn draw_order<T>(seed: &[u8], items: Vec<T>, tag_of: impl Fn(&T) -> String) 
     keyed.into_iter().map(|(_, _, item)| item).collect()
 }
 
+/// A ticket's key in the drawn order: `hex(draw_mac(seed, tag)) .. tag` (64 + 12 characters),
+/// tag = [`log_tag`] of `ticket_id`. Byte order of these keys is [`draw_order`]'s order (the MAC
+/// has a fixed width, so ties fall to the tag): the Redis store keeps its pre-queue sorted by it
+/// from the joins on, so the draw only walks it.
+pub fn draw_key(seed: &[u8], ticket_id: &str) -> String {
+    let tag = log_tag(ticket_id);
+    let mut key = hex(&draw_mac(seed, &tag));
+    key.push_str(&tag);
+    key
+}
+
 /// Spread of the pre-queue's first polls after the opening, ms: 20,000 clients poll over these
 /// 4.5 s (about 4,400/s), not in one millisecond.
 pub const OPENING_POLL_SPREAD_MS: u64 = 4_500;
@@ -126,21 +137,24 @@ fn hex(bytes: &[u8]) -> String {
 pub enum StepDone {
     /// Nothing to do (no draw, or not yet time, or done before).
     Nothing,
-    /// This tick made the draw of `count` tickets, taking `millis` (read, order, store).
+    /// This tick made (or ended) the draw of `count` tickets, its steps taking `millis`.
     Drew {
         /// Tickets drawn.
         count: u64,
         /// The draw's duration, ms.
         millis: u64,
+        /// Its longest step (the longest Redis was busy with it at once), ms.
+        longest_step_ms: u64,
     },
-    /// The draw was refused (another replica made it, the pre-queue changed, the lease was
-    /// lost); the next tick looks again.
+    /// The draw was refused (another replica made it, the lease was lost, no seed); the next
+    /// tick looks again (a new leader goes on from the last step made).
     Retry(DrawOutcome),
 }
 
 /// The leader's opening work at `now_ms`: from the pre-queue's opening on, make sure the seed
 /// exists (the first caller's CSPRNG seed wins, [`Store::draw_seed`]); from the opening on, make
-/// the draw once ([`Store::draw`], fenced by `epoch`). Cached in `room` once done.
+/// the draw once ([`Store::draw`]'s steps, fenced by `epoch`, each renewing the lease for
+/// `lease_ms`, one after the other until the last). Cached in `room` once done.
 ///
 /// # Errors
 /// The store's, when it cannot be reached; the next tick tries again.
@@ -149,6 +163,7 @@ pub async fn leader_step(
     room: &RoomRuntime,
     holder: &str,
     epoch: u64,
+    lease_ms: u64,
     now_ms: u64,
 ) -> Result<StepDone, StoreError> {
     let settings = room.settings();
@@ -169,35 +184,38 @@ pub async fn leader_step(
         room.set_drawn();
         return Ok(StepDone::Nothing);
     }
-    let Some(seed) = seed_bytes(&record.seed) else {
-        return Err(StoreError::Corrupt(
-            "the draw seed is not 64 hex digits".into(),
-        ));
-    };
+    // Fenced steps until the last one (Redis: each places DRAW_PLACES_PER_STEP, well under the
+    // store timeout; shoppers see nothing until the last). A step that fails leaves the rest to
+    // the next tick, of this leader or the next one.
     let started = std::time::Instant::now();
-    let ids = store.prequeue_ids(&room.name).await?;
-    let ordered = draw_order(&seed, ids, |id| log_tag(id));
-    let tags: Vec<String> = ordered.iter().map(|id| log_tag(id)).collect();
-    let request = DrawRequest {
-        holder,
-        epoch,
-        now_ms,
-        ids: &ordered,
-        tags: &tags,
-    };
-    match store.draw(&room.name, &request).await? {
-        DrawOutcome::Drawn { count } => {
-            room.set_drawn();
-            Ok(StepDone::Drew {
-                count,
-                millis: started.elapsed().as_millis() as u64,
-            })
+    let mut longest_step_ms = 0;
+    loop {
+        let step_started = std::time::Instant::now();
+        let request = DrawRequest {
+            holder,
+            epoch,
+            lease_ms,
+            now_ms: crate::store::now_ms().max(now_ms),
+            places_per_step: DRAW_PLACES_PER_STEP,
+        };
+        let outcome = store.draw(&room.name, &request).await?;
+        longest_step_ms = longest_step_ms.max(step_started.elapsed().as_millis() as u64);
+        match outcome {
+            DrawOutcome::Drawn { count } => {
+                room.set_drawn();
+                return Ok(StepDone::Drew {
+                    count,
+                    millis: started.elapsed().as_millis() as u64,
+                    longest_step_ms,
+                });
+            }
+            DrawOutcome::Placed { .. } => {}
+            DrawOutcome::AlreadyDrawn => {
+                room.set_drawn();
+                return Ok(StepDone::Retry(DrawOutcome::AlreadyDrawn));
+            }
+            other => return Ok(StepDone::Retry(other)),
         }
-        DrawOutcome::AlreadyDrawn => {
-            room.set_drawn();
-            Ok(StepDone::Retry(DrawOutcome::AlreadyDrawn))
-        }
-        other => Ok(StepDone::Retry(other)),
     }
 }
 
@@ -306,5 +324,10 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(seed_bytes("xyz").is_none() && fresh_seed().len() == 64);
+        let ids: Vec<String> = (0..200).map(|i| format!("ticket{i}")).collect();
+        let by_hmac = draw_order(&seed, ids.clone(), |id| log_tag(id));
+        let mut by_key = ids;
+        by_key.sort_by_cached_key(|id| draw_key(&seed, id));
+        assert_eq!(by_key, by_hmac, "the stored keys sort in drawn order");
     }
 }

@@ -122,7 +122,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 leadership.last_tick = started;
                 let settings = room.settings();
                 let now = now_ms();
-                opening_step(&*store, &room, &holder, leadership.epoch, now).await;
+                let lease_ms = state.config.lease_ms;
+                opening_step(&*store, &room, &holder, leadership.epoch, lease_ms, now).await;
                 // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and
                 // the draw"); the store also admits nobody while a pre-queue waits for its draw.
                 let closed = opening_phase(&settings, now) != Phase::Open;
@@ -254,12 +255,30 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
 
 /// The leader's opening work for this tick ([`opening::leader_step`]), logged and measured; a
 /// store error is only logged (the admission below meets it too, and the next tick retries).
-async fn opening_step(store: &dyn Store, room: &RoomRuntime, holder: &str, epoch: u64, now: u64) {
+async fn opening_step(
+    store: &dyn Store,
+    room: &RoomRuntime,
+    holder: &str,
+    epoch: u64,
+    lease_ms: u64,
+    now: u64,
+) {
     let labels = [("room", room.name.clone())];
-    match opening::leader_step(store, room, holder, epoch, now).await {
-        Ok(StepDone::Drew { count, millis }) => {
-            tracing::info!(room = %room.name, count, millis, "the draw of the pre-queue is made");
+    match opening::leader_step(store, room, holder, epoch, lease_ms, now).await {
+        Ok(StepDone::Drew {
+            count,
+            millis,
+            longest_step_ms,
+        }) => {
+            tracing::info!(
+                room = %room.name,
+                count,
+                millis,
+                longest_step_ms,
+                "the draw of the pre-queue is made"
+            );
             metrics::gauge!("vestibule_draw_duration_ms", &labels).set(millis as f64);
+            metrics::gauge!("vestibule_draw_longest_step_ms", &labels).set(longest_step_ms as f64);
             metrics::gauge!("vestibule_draw_tickets", &labels).set(count as f64);
             room.hub.wake();
         }

@@ -114,6 +114,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         message_ko: waiting
             .then(|| settings.labels.message_ko.clone())
             .flatten(),
+        beyond_stock: beyond_stock(record, settings.sale.stock),
         heartbeat_after_ms: matches!(record.state, TicketState::Waiting | TicketState::PreQueue)
             .then(|| {
                 presence::heartbeat_after_ms(presence::effective_abandon_ms(
@@ -122,6 +123,17 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
                 ))
             }),
     }
+}
+
+/// Whether a waiting ticket is behind more shoppers than there are units left: position >
+/// `stock` (units left; `None` = unlimited). Those ahead may leave or let tokens expire, so
+/// this says "unlikely", not "never" (docs/DESIGN.md "Stock and sold out").
+pub fn beyond_stock(record: &TicketRecord, stock: Option<u64>) -> bool {
+    record.state == TicketState::Waiting
+        && record
+            .position
+            .zip(stock)
+            .is_some_and(|(position, left)| position > left)
 }
 
 /// Unix milliseconds as RFC 3339 UTC, e.g. `2026-11-27T09:00:00.250Z`.
@@ -139,6 +151,19 @@ pub fn rfc3339_from_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_waiting_place_past_the_stock_left_is_beyond_it() {
+        let at = |position| TicketRecord::waiting("t", position);
+        assert!(!beyond_stock(&at(5), Some(5)));
+        assert!(beyond_stock(&at(6), Some(5)));
+        assert!(!beyond_stock(&at(6_000), None), "no stock: unlimited");
+        let issued = TicketRecord {
+            state: TicketState::TokenIssued,
+            ..at(9)
+        };
+        assert!(!beyond_stock(&issued, Some(0)));
+    }
 
     #[test]
     fn expiry_times_are_rfc3339_utc() {

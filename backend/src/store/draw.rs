@@ -1,5 +1,6 @@
 //! The store's side of a scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"):
-//! the room's draw seed (created once), the pre-queue, and the one atomic draw at the opening.
+//! the room's draw seed (created once), the pre-queue (kept in drawn order since the joins on
+//! Redis), and the draw at the opening: fenced steps that end all at once for shoppers.
 
 /// A room's draw as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -13,34 +14,43 @@ pub struct DrawRecord {
     pub count: u64,
 }
 
-/// One draw, computed by the caller from [`crate::store::Store::prequeue_ids`] and the seed.
+/// One step of the draw, made by the room's leader at the opening.
 #[derive(Debug, Clone)]
 pub struct DrawRequest<'a> {
     /// The lease holder asking (only the room's leader draws).
     pub holder: &'a str,
     /// Its fencing epoch; a stale one is refused.
     pub epoch: u64,
+    /// The lease is renewed for this long by every step (Redis), as by an admission tick: a long
+    /// draw does not lose its leader.
+    pub lease_ms: u64,
     /// Now, Unix ms (the draw's time; drawn tickets count as heard from then).
     pub now_ms: u64,
-    /// Every pre-queue ticket id, in drawn place order (place 1 first).
-    pub ids: &'a [String],
-    /// Their tags, in the same order (published by `GET …/draw`).
-    pub tags: &'a [String],
+    /// At most this many places per step (Redis: one script each, so Redis is never blocked for
+    /// long and each step stays well under the store timeout; the embedded stores draw every
+    /// place in one step under their lock).
+    pub places_per_step: u64,
 }
 
-/// What a draw call did.
+/// Places per draw step on Redis: about 50 ms of one script.
+pub const DRAW_PLACES_PER_STEP: u64 = 10_000;
+
+/// What a draw step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DrawOutcome {
-    /// The pre-queue tickets now wait at their drawn places.
+    /// The draw is made: every pre-queue ticket now waits at its drawn place.
     Drawn {
         /// Tickets drawn.
         count: u64,
     },
+    /// This step placed more tickets, but some are left: call again (the pre-queue's tickets
+    /// are still `PRE_QUEUE` and nobody is admitted until the last step).
+    Placed {
+        /// Places drawn so far.
+        placed: u64,
+    },
     /// The draw had been made already (by this or another replica): nothing changed.
     AlreadyDrawn,
-    /// The pre-queue is not the set of ids given (a ticket joined or left since it was read):
-    /// nothing changed; read it again and retry.
-    Changed,
     /// The caller does not hold the lease at this epoch: nothing changed.
     Fenced,
     /// The room has no seed: nothing changed.

@@ -32,7 +32,7 @@ mod settings;
 
 use async_trait::async_trait;
 pub use catalog::{AuditRecord, Catalog, RoomDeletion, WaiterPage, WaiterRecord};
-pub use draw::{DrawOutcome, DrawRecord, DrawRequest};
+pub use draw::{DrawOutcome, DrawRecord, DrawRequest, DRAW_PLACES_PER_STEP};
 pub use error::StoreError;
 pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
@@ -475,14 +475,29 @@ pub trait Store: Catalog + Send + Sync + 'static {
         limit: u64,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// The live ticket a join with `dedup_key` would find again (`PRE_QUEUE`, `WAITING` — a held
+    /// one too —, `TOKEN_ISSUED` or `COMPLETED`), read without joining: a keyed retry while
+    /// the room takes no joins (`room_not_open`) still gets its ticket. `None` = a join would make
+    /// a new one.
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        dedup_key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError>;
+
     /// The ids of every `PRE_QUEUE` ticket (any order).
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError>;
 
-    /// The draw, in one atomic step and exactly once: fenced like [`Store::admit`]; refused if
-    /// made already or if the pre-queue is not exactly `request.ids`. The pre-queue tickets'
-    /// arrival seqs are handed out again in place order (place k gets the k-th smallest), so
-    /// every ticket that joined after the opening stays behind all of them; drawn tickets count
-    /// as heard from at `request.now_ms`; the tags are kept for `GET …/draw`.
+    /// One step of the draw, exactly once over all steps: fenced like [`Store::admit`]; refused
+    /// if made already. Places the next pre-queue tickets in drawn order (HMAC-SHA256(seed, tag),
+    /// ties by tag), at most `request.places_per_step` (Redis; the embedded stores place all at
+    /// once): `Placed` = call again, `Drawn` = done. Until the last step every pre-queue ticket
+    /// reads `PRE_QUEUE` and nobody is admitted; a leader that dies between steps leaves the
+    /// next one to go on. The pre-queue tickets' arrival seqs are handed out again in place
+    /// order (place k gets the k-th smallest), so every ticket that joined after the opening
+    /// stays behind all of them; drawn tickets count as heard from; the tags are kept for
+    /// `GET …/draw`.
     async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError>;
     /// Marks proof-of-work challenge `id` of `room` used, in one atomic step, until at least
     /// `expires_at_ms` (when the challenge stops verifying anyway): true the first time, false

@@ -45,6 +45,11 @@ fn reason_text(lang: Lang, phase: &Phase) -> Option<&'static str> {
     }
 }
 
+/// Whether the shopper waits behind more people than units left (`beyondStock`).
+fn beyond_stock(phase: &Phase) -> bool {
+    matches!(phase, Phase::Ticket(s) if s.status == TicketState::Waiting && s.beyond_stock)
+}
+
 /// Place, people ahead and ETA (a range), and below them why the wait grew. Shown from the start with placeholders, so the first answer
 /// moves nothing; greyed (`stale`) while the link is lost.
 #[component]
@@ -89,6 +94,9 @@ pub fn Stats(
         </dl>
         <p id="eta-reason" class="eta-reason" hidden=move || phase.with(|p| reason_text(lang, p)).is_none()>
             {move || phase.with(|p| reason_text(lang, p)).unwrap_or_default()}
+        </p>
+        <p id="beyond-stock" class="eta-reason" hidden=move || !phase.with(beyond_stock)>
+            {t(lang, Text::BeyondStock)}
         </p>
     }
 }

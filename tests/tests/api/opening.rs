@@ -14,7 +14,10 @@ use sha2::{Digest, Sha256};
 use vestibule_shared::{TicketState, TicketStatus};
 use vestibule_tests::{both_stores, metric_value, vestibule_binary, Backend, RedisServer, TestApp};
 
-both_stores!(a_scheduled_opening_refuses_then_prequeues_then_draws_once);
+both_stores!(
+    a_scheduled_opening_refuses_then_prequeues_then_draws_once,
+    a_keyed_retry_while_the_room_is_not_open_gets_its_ticket,
+);
 
 /// RFC 3339 of now + `ms`.
 pub(crate) fn in_ms(ms: i64) -> String {
@@ -329,4 +332,30 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         (again["count"].clone(), again["drawnAt"].clone()),
         (draw["count"].clone(), draw["drawnAt"].clone())
     );
+}
+
+/// A keyed retry while the room takes no joins (`room_not_open`) gets the live ticket it has
+/// (200, same id), not 409; a new key still gets 409 and nothing is created.
+async fn a_keyed_retry_while_the_room_is_not_open_gets_its_ticket(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let (code, first) = app.join("main", Some("kept-key")).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (got, body) = patch(&app, json!({"opensAt": in_ms(600_000)})).await;
+    assert_eq!(got, StatusCode::OK, "{body}");
+    let (code, again) = app.join("main", Some("kept-key")).await;
+    assert_eq!(code, StatusCode::OK, "a keyed retry finds its ticket");
+    assert_eq!(again.ticket_id, first.ticket_id);
+    assert_eq!(again.status, TicketState::Waiting);
+    assert_eq!(again.position, Some(1));
+    let refused = app
+        .client
+        .post(app.url("/api/v1/rooms/main/tickets"))
+        .header("Idempotency-Key", "new-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "room_not_open", "{body}");
 }

@@ -18,6 +18,7 @@ both_stores!(
     a_closed_room_refuses_new_joins_and_still_admits_its_line,
     an_order_with_no_unit_left_is_refused_and_keeps_its_token,
     the_room_state_follows_pause_closing_and_sold_out,
+    a_place_behind_the_stock_left_is_flagged_beyond_it,
 );
 
 /// PATCHes the room; returns the status and body (no assertion).
@@ -92,6 +93,7 @@ async fn a_sold_out_room_refuses_new_joins_and_its_line_reads_sold_out(backend: 
     let app = paused_app(backend, &[]).await;
     let (_, waiting) = app.join("main", Some("early-bird")).await;
     assert_eq!(waiting.status, TicketState::Waiting);
+    assert_eq!(app.metric("vestibule_waiting{room=\"main\"}").await, 1.0);
     let set = app
         .patch_room(
             "main",
@@ -117,6 +119,23 @@ async fn a_sold_out_room_refuses_new_joins_and_its_line_reads_sold_out(backend: 
         message.ko.as_deref(),
         Some("100켤레가 모두 판매되었습니다.")
     );
+    if matches!(backend, Backend::Redis) {
+        // Redis takes the sold-out line out of its queue (a bounded number a tick); the
+        // tickets keep reading SOLD_OUT until their terminal TTL.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while app.metric("vestibule_waiting{room=\"main\"}").await > 0.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sold-out line stays queued"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let polled = app.poll("main", &waiting.ticket_id).await;
+        assert_eq!(
+            (polled.status, polled.position),
+            (TicketState::SoldOut, None)
+        );
+    }
     // A retried join of the waiting shopper finds their ticket, SOLD_OUT (not a 409).
     let (status, again) = try_join(&app, "early-bird").await;
     assert_eq!(status, StatusCode::OK, "{again}");
@@ -212,4 +231,24 @@ async fn the_room_state_follows_pause_closing_and_sold_out(backend: Backend) {
         seen.push(info["state"].as_str().unwrap_or_default().to_owned());
         assert_eq!(info["state"], state, "after {seen:?}: {info}");
     }
+}
+
+/// The ETA knows the stock: a shopper behind more people than units left reads `beyondStock`
+/// (the page says they may not get one); the ones within the stock do not; no stock, no flag.
+async fn a_place_behind_the_stock_left_is_flagged_beyond_it(backend: Backend) {
+    let app = paused_app(backend, &[]).await;
+    app.patch_room("main", json!({"stock": 2})).await;
+    let mut flags = Vec::new();
+    for i in 0..3 {
+        let (code, ticket) = app.join("main", Some(&format!("stock-{i}"))).await;
+        assert_eq!(code, StatusCode::CREATED);
+        flags.push((ticket.position, ticket.beyond_stock));
+    }
+    assert_eq!(
+        flags,
+        vec![(Some(1), false), (Some(2), false), (Some(3), true)]
+    );
+    app.patch_room("main", json!({"stock": null})).await;
+    let (_, third) = app.join("main", Some("stock-2")).await;
+    assert!(!third.beyond_stock, "no stock: no flag");
 }

@@ -58,11 +58,11 @@ impl DurableStore {
     ) -> Result<DrawOutcome, StoreError> {
         self.change(|engine| {
             let clock = now_ms();
-            let outcome = engine.with_room(room, |state| state.draw(request, clock))?;
-            let change = matches!(outcome, DrawOutcome::Drawn { .. }).then(|| Change::Draw {
+            let (outcome, drawn) = engine.with_room(room, |state| state.draw(request, clock))?;
+            let change = drawn.map(|(ids, tags)| Change::Draw {
                 room: room.to_owned(),
-                ids: request.ids.to_vec(),
-                tags: request.tags.to_vec(),
+                ids,
+                tags,
                 now_ms: request.now_ms,
             });
             Ok((outcome, change))

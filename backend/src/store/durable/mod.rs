@@ -298,6 +298,15 @@ impl Store for DurableStore {
         self.engine.draw_tags(room, from, n).await
     }
 
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        key: &str,
+        now: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.engine.keyed_ticket(room, key, now).await
+    }
+
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
         self.engine.prequeue_ids(room).await
     }

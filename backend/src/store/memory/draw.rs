@@ -1,6 +1,7 @@
 //! The embedded engine's side of a scheduled opening: the pre-queue join, the draw seed and the
 //! draw itself (docs/DESIGN.md "Scheduled opening and the draw"). Same semantics as Redis's
-//! `join.lua` (pre-queue mode), `draw_seed.lua` and `draw.lua`.
+//! `join.lua` (pre-queue mode), the seed's `HSETNX` and `draw.lua` (whose steps end all at once
+//! for shoppers; here the one step is under the room's lock).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -8,6 +9,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::room::Room;
+use crate::ids::log_tag;
+use crate::room::opening::{draw_order, seed_bytes};
 use crate::store::{DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply};
 
 /// A room's draw as the embedded engine keeps it (also in the snapshot image).
@@ -21,6 +24,9 @@ pub struct MemoryDraw {
     /// The drawn tags in place order.
     pub tags: Vec<String>,
 }
+
+/// The ids of a draw in place order, and their tags.
+pub type DrawnOrder = (Vec<String>, Vec<String>);
 
 impl Room {
     /// A pre-queue join at `now_ms` (see `Store::join_prequeue`).
@@ -90,16 +96,35 @@ impl Room {
         self.prequeue.iter().map(|id| id.to_string()).collect()
     }
 
-    /// The fenced draw (see `Store::draw`), the lease checked at the clock time `clock_ms`.
-    pub fn draw(&mut self, request: &DrawRequest<'_>, clock_ms: u64) -> DrawOutcome {
+    /// The fenced draw (see `Store::draw`), the lease checked at the clock time `clock_ms`: every
+    /// place in one step (the room's lock is held for it), the order computed here from the seed.
+    /// With `Drawn`, the ids and tags in place order (the durable store journals them).
+    pub fn draw(
+        &mut self,
+        request: &DrawRequest<'_>,
+        clock_ms: u64,
+    ) -> (DrawOutcome, Option<DrawnOrder>) {
         let holds_lease = self
             .lease
             .as_ref()
             .is_some_and(|lease| lease.holder == request.holder && lease.until_ms > clock_ms);
         if !holds_lease || self.epoch != request.epoch {
-            return DrawOutcome::Fenced;
+            return (DrawOutcome::Fenced, None);
         }
-        self.draw_unfenced(request.ids, request.tags, request.now_ms)
+        let Some(draw) = self.draw.as_ref() else {
+            return (DrawOutcome::NoSeed, None);
+        };
+        if draw.drawn_at_ms.is_some() {
+            return (DrawOutcome::AlreadyDrawn, None);
+        }
+        let Some(seed) = seed_bytes(&draw.seed) else {
+            return (DrawOutcome::NoSeed, None);
+        };
+        let ids = draw_order(&seed, self.prequeue_ids(), |id| log_tag(id));
+        let tags: Vec<String> = ids.iter().map(|id| log_tag(id)).collect();
+        let outcome = self.draw_unfenced(&ids, &tags, request.now_ms);
+        let drawn = matches!(outcome, DrawOutcome::Drawn { .. });
+        (outcome, drawn.then_some((ids, tags)))
     }
 
     /// The draw without the fence (also the journal's replay).
@@ -116,7 +141,8 @@ impl Room {
             && ids.len() == self.prequeue.len()
             && ids.iter().all(|id| self.prequeue.contains(id.as_str()));
         if !same {
-            return DrawOutcome::Changed;
+            // Only a journal that does not match its engine gets here.
+            return DrawOutcome::NoSeed;
         }
         let mut seqs: Vec<u64> = ids
             .iter()

@@ -191,13 +191,22 @@ impl Store for MemoryStore {
         self.with_room(room, |state| state.draw_tags(offset, limit))
     }
 
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.with_room(room, |state| state.live_for_dedup(key, now_ms))
+    }
+
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
         self.with_room(room, |state| state.prequeue_ids())
     }
 
     async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
         let clock = super::now_ms();
-        self.with_room(room, |state| state.draw(request, clock))
+        self.with_room(room, |state| state.draw(request, clock).0)
     }
 
     async fn join_admitting(

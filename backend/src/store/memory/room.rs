@@ -276,7 +276,7 @@ impl Room {
     }
 
     /// The live ticket (waiting, issued or completed) a dedup key names.
-    fn live_for_dedup(&self, key: &str, now_ms: u64) -> Option<TicketRecord> {
+    pub fn live_for_dedup(&self, key: &str, now_ms: u64) -> Option<TicketRecord> {
         let id = self.dedup.get(key)?;
         self.record(id, now_ms).filter(|ticket| {
             matches!(

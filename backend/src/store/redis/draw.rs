@@ -1,10 +1,14 @@
 //! A scheduled opening in Redis (docs/DESIGN.md "Scheduled opening and the draw"): the
-//! pre-queue join (`join.lua` in pre-queue mode), the draw seed (`HSETNX`: the first replica's
-//! seed wins), the draw (`draw.lua`, one atomic script) and the reads of `GET …/draw`.
+//! pre-queue join (`join.lua` in pre-queue mode, with the ticket's place in the drawn order
+//! computed here from the seed), the draw seed (`HSETNX`: the first replica's seed wins), the
+//! draw (`draw.lua`, fenced steps of [`crate::store::DRAW_PLACES_PER_STEP`] places) and the
+//! reads of `GET …/draw`.
+
+use std::sync::{Arc, PoisonError};
 
 use redis::Value;
 
-use super::reply::{as_string, as_u64, two_strings};
+use super::reply::{as_string, as_u64};
 use super::{Keys, RedisStore};
 use crate::store::{DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, StoreError};
 
@@ -17,12 +21,37 @@ impl RedisStore {
         limit: Option<&JoinLimit>,
         settings_version: Option<u64>,
     ) -> Result<JoinReply, StoreError> {
+        let seed = self.seed_for_joins(room).await?;
         let mode = super::queue::JoinMode {
-            prequeue: true,
+            prequeue_seed: Some(&seed),
             settings_version,
         };
         self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, mode)
             .await
+    }
+
+    /// The room's seed, from this process's copy (a seed never changes) or from Redis, written
+    /// there first if the room has none (the first pre-queue join may be the first to need it).
+    async fn seed_for_joins(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
+        if let Some(seed) = self
+            .seeds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(room)
+        {
+            return Ok(seed.clone());
+        }
+        let record = self
+            .draw_seed_in_redis(room, &crate::room::opening::fresh_seed())
+            .await?;
+        let seed: Arc<[u8]> = crate::room::opening::seed_bytes(&record.seed)
+            .ok_or_else(|| StoreError::Corrupt("the draw seed is not 64 hex digits".into()))?
+            .into();
+        self.seeds
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(room.to_owned(), seed.clone());
+        Ok(seed)
     }
 
     pub(super) async fn draw_seed_in_redis(
@@ -113,25 +142,26 @@ impl RedisStore {
             .key(keys.key("prequeue"))
             .key(keys.key("draw"))
             .key(keys.key("draw_tags"))
+            .key(keys.key("prequeue_order"))
+            .key(keys.key("prequeue_mac"))
+            .key(keys.key("prequeue_seqs"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(&keys.prefix)
             .arg(request.now_ms)
-            .arg(request.ids.len());
-        for id in request.ids {
-            invocation.arg(id);
-        }
-        for tag in request.tags {
-            invocation.arg(tag);
-        }
+            .arg(request.places_per_step.max(1))
+            .arg(request.lease_ms.max(1));
         let reply = self.run_script(&invocation).await?;
-        let (outcome, count) = two_strings(&reply)?;
+        let outcome = reply
+            .first()
+            .map(as_string)
+            .transpose()?
+            .unwrap_or_default();
+        let count = || reply.get(1).map_or(Ok(0), as_u64);
         Ok(match outcome.as_str() {
-            "DRAWN" => DrawOutcome::Drawn {
-                count: count.parse().unwrap_or_default(),
-            },
+            "DRAWN" => DrawOutcome::Drawn { count: count()? },
+            "PLACED" => DrawOutcome::Placed { placed: count()? },
             "ALREADY" => DrawOutcome::AlreadyDrawn,
-            "CHANGED" => DrawOutcome::Changed,
             "FENCED" => DrawOutcome::Fenced,
             "NO_SEED" => DrawOutcome::NoSeed,
             other => {

@@ -66,6 +66,9 @@ pub struct RedisStore {
     /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
     /// last read from Redis; written back there if Redis lost it. Never logged.
     secrets: RwLock<HashMap<String, CachedSecret>>,
+    /// Each room's draw seed as read from Redis (it never changes once written): pre-queue joins
+    /// compute their place in the drawn order with it (`draw.rs`). Never logged.
+    seeds: RwLock<HashMap<String, Arc<[u8]>>>,
 }
 
 /// A room secret, and when a join last checked it against Redis (the upkeep round trip of
@@ -147,6 +150,7 @@ impl RedisStore {
                 waiters: Script::new(include_str!("lua/waiters.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
+            seeds: RwLock::new(HashMap::new()),
         })
     }
 
@@ -328,7 +332,7 @@ impl Store for RedisStore {
         instant: &InstantAdmission,
     ) -> Result<JoinReply, StoreError> {
         let mode = queue::JoinMode {
-            prequeue: false,
+            prequeue_seed: None,
             settings_version: instant.settings_version,
         };
         self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), mode)
@@ -357,6 +361,15 @@ impl Store for RedisStore {
 
     async fn draw_tags(&self, room: &str, from: u64, n: u64) -> Result<Vec<String>, StoreError> {
         self.draw_tags_in_redis(room, from, n).await
+    }
+
+    async fn keyed_ticket(
+        &self,
+        room: &str,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.keyed_ticket_in_redis(room, key, now_ms).await
     }
 
     async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {

@@ -6,6 +6,7 @@ use redis::Value;
 use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
 use super::{Keys, RedisStore, DEDUP_TTL_SECS};
 use crate::ids::derived_id;
+use crate::room::opening::draw_key;
 use crate::store::{
     InstantAdmission, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, LeaveOutcome, QueueCursor,
     QueueDelta, RoomCounts, SseRefresh, StoreError, TicketRecord,
@@ -13,9 +14,10 @@ use crate::store::{
 
 /// How `join.lua` is asked to join.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct JoinMode {
-    /// A join in the pre-queue window (`ARGV[13]`).
-    pub prequeue: bool,
+pub(super) struct JoinMode<'a> {
+    /// The room's draw seed for a join in the pre-queue window (`ARGV[13]`, and the ticket's
+    /// place in the drawn order, `ARGV[15..16]`); `None` for an ordinary join.
+    pub prequeue_seed: Option<&'a [u8]>,
     /// The settings version the join was decided on (`ARGV[14]`; `None` checks nothing).
     pub settings_version: Option<u64>,
 }
@@ -28,7 +30,7 @@ impl RedisStore {
         new_id: &str,
         limit: Option<&JoinLimit>,
         instant: Option<&InstantAdmission>,
-        mode: JoinMode,
+        mode: JoinMode<'_>,
     ) -> Result<JoinReply, StoreError> {
         let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
@@ -68,15 +70,33 @@ impl RedisStore {
                 .arg(instant.keep_ms),
             None => invocation.arg("").arg(0).arg(0),
         };
+        // A pre-queue join carries its place in the drawn order (join.lua, draw.lua): one for the
+        // fresh id and one for the key's derived id, whichever the script gives the ticket.
+        let (order_new, order_derived) = match mode.prequeue_seed {
+            Some(seed) => (
+                draw_key(seed, new_id),
+                if derived.is_empty() {
+                    String::new()
+                } else {
+                    draw_key(seed, &derived)
+                },
+            ),
+            None => (String::new(), String::new()),
+        };
         invocation
             .key(keys.key("prequeue"))
             .key(keys.key("draw"))
-            .arg(if mode.prequeue { "1" } else { "0" })
+            .arg(if mode.prequeue_seed.is_some() { "1" } else { "0" })
             .arg(
                 mode.settings_version
                     .map(|v| v.to_string())
                     .unwrap_or_default(),
-            );
+            )
+            .key(keys.key("prequeue_order"))
+            .key(keys.key("prequeue_mac"))
+            .key(keys.key("prequeue_seqs"))
+            .arg(order_new)
+            .arg(order_derived);
         let reply = self.run_script(&invocation).await?;
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
@@ -129,6 +149,40 @@ impl RedisStore {
         Ok(JoinReply::Joined(JoinOutcome {
             ticket,
             created: created == 1,
+        }))
+    }
+
+    /// `join.lua`'s look-up of a key's ticket, without joining: the dedup entry, else the key's
+    /// derived id; only a live ticket counts (see `Store::keyed_ticket`).
+    pub(super) async fn keyed_ticket_in_redis(
+        &self,
+        room: &str,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mapped: Option<String> = self
+            .bounded(
+                redis::cmd("HGET")
+                    .arg(Keys::new(room).key("dedup"))
+                    .arg(key)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        let id = match mapped {
+            Some(id) => id,
+            None => derived_id(&self.room_secret(room).await?, key),
+        };
+        let record = self.ticket_in_redis(room, &id, now_ms).await?;
+        Ok(record.filter(|ticket| {
+            use vestibule_shared::TicketState::{
+                Completed, PreQueue, SoldOut, TokenIssued, Waiting,
+            };
+            matches!(
+                ticket.state,
+                PreQueue | Waiting | TokenIssued | Completed | SoldOut
+            )
         }))
     }
 
@@ -265,6 +319,8 @@ impl RedisStore {
             .key(keys.key("left"))
             .key(keys.key("left_count"))
             .key(keys.key("prequeue"))
+            .key(keys.key("prequeue_order"))
+            .key(keys.key("prequeue_mac"))
             .arg(id)
             .arg(now_ms)
             .arg(keep_ms)

@@ -135,6 +135,8 @@ pub(super) fn parse_state(text: &str) -> Result<TicketState, StoreError> {
         "COMPLETED" => TicketState::Completed,
         "EXPIRED" => TicketState::Expired,
         "LEFT" => TicketState::Left,
+        // A sold-out room's waiting ticket, once admit.lua took it out of the line.
+        "SOLD_OUT" => TicketState::SoldOut,
         other => {
             return Err(StoreError::Corrupt(format!(
                 "unknown ticket state {other:?}"

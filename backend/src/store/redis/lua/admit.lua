@@ -41,6 +41,7 @@ local abandon_s = math.floor(tonumber(ARGV[9]) / 1000)
 local hold = tonumber(ARGV[10])
 local SWEEP = 2048
 local SKIP_BUDGET = 1000
+local SOLD_OUT_BUDGET = 1000
 
 local overdue = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 local expired = 0
@@ -127,6 +128,24 @@ while admitted < quota do
 end
 if admitted > 0 then
   redis.call('INCRBY', KEYS[6], admitted)
+end
+-- A sold-out room's line is emptied from the head, SOLD_OUT_BUDGET a tick: each ticket's hash
+-- says SOLD_OUT until the terminal TTL (what every status of it already showed), its last-heard
+-- slot is cleared, and its seq goes to `left` like a leaver's, so SSE cursors move.
+if sold_out and not undrawn then
+  local gone = redis.call('ZPOPMIN', KEYS[1], SOLD_OUT_BUDGET)
+  for i = 1, #gone, 2 do
+    local key = prefix .. 'ticket:' .. gone[i]
+    redis.call('HSET', key, 'state', 'SOLD_OUT')
+    redis.call('PEXPIRE', key, ARGV[5])
+    local chunk, slot = seen_slot(tonumber(gone[i + 1]))
+    redis.call('BITFIELD', chunk, 'SET', 'u32', slot, 0)
+    redis.call('RPUSH', KEYS[7], gone[i + 1])
+  end
+  if #gone > 0 then
+    redis.call('LTRIM', KEYS[7], -10000, -1)
+    redis.call('INCRBY', KEYS[8], #gone / 2)
+  end
 end
 
 -- The sweep: SWEEP arrival seqs from the cursor (wrapping to the head), silent ones skipped.

@@ -1,82 +1,98 @@
--- The draw of a scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"), exactly once
--- and all at once: fenced like admit.lua; refused when made already or when the pre-queue is not
--- exactly the ids given (a ticket joined or left since the caller read it: it reads again).
--- The pre-queue tickets' arrival seqs are handed out again in place order (place k gets the k-th
--- smallest), so everyone who joined after the opening stays behind them; each drawn ticket
--- counts as heard from now; the tags are kept in place order for GET …/draw.
--- KEYS[1] leader   KEYS[2] epoch   KEYS[3] queue (ZSET)   KEYS[4] prequeue (SET)
--- KEYS[5] draw (HASH: seed, drawn_ms, count)   KEYS[6] draw_tags (LIST)
--- ARGV[1] holder   ARGV[2] epoch   ARGV[3] key prefix   ARGV[4] now ms   ARGV[5] n
--- ARGV[6 .. 5+n] ticket ids in place order   ARGV[6+n .. 5+2n] their tags
--- Returns {outcome}: DRAWN (with n), ALREADY, CHANGED, FENCED or NO_SEED.
+-- One step of the draw of a scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"):
+-- places the next ARGV[5] pre-queue tickets in drawn order, and ends the draw when none is left.
+-- Fenced like admit.lua; refused when the draw is made already.
+-- The order is kept since the joins: `prequeue_order` is a ZSET, every score 0, of members
+-- `hex(HMAC-SHA256(seed, tag)) .. tag .. id` (64 + 12 characters, then the id; written by
+-- join.lua), so its lexicographic order is the drawn order and ZPOPMIN takes the next places.
+-- Every step keeps the pre-queue's tickets PRE_QUEUE (they stay in `prequeue`, and admit.lua
+-- admits nobody while it exists) until the last step deletes it: all at once for shoppers, while
+-- Redis is never blocked for more than one step. A step that dies changes nothing (one script);
+-- the next leader goes on where the last step ended (`placed`, the lists): no place is drawn
+-- twice or skipped.
+-- Places take the pre-queue's own arrival seqs in order: `prequeue_seqs` lists the seq of every
+-- pre-queue join in arrival order (ascending; a leaver's stays, a join cannot be undone in a list
+-- cheaply), and each step LPOPs as many as it places, so place j ends with the j-th smallest and
+-- arrivals after the opening stay behind every drawn ticket. Between steps a placed ticket may
+-- share its seq with an undrawn one that has not moved yet; nobody sees it (no positions in the
+-- pre-queue, no admission, no skips) and the last step leaves every seq distinct. The seqs left
+-- in the list at the end (as many as leavers) held nobody by then: their last-heard slots are
+-- cleared.
+-- KEYS[1] leader   KEYS[2] epoch   KEYS[3] queue (ZSET)   KEYS[4] prequeue (SET of ids)
+-- KEYS[5] draw (HASH: seed, started_ms, placed, then drawn_ms, count)
+-- KEYS[6] draw_tags (LIST)   KEYS[7] prequeue_order (ZSET)   KEYS[8] prequeue_mac (HASH id -> member)
+-- KEYS[9] prequeue_seqs (LIST)
+-- ARGV[1] holder   ARGV[2] epoch   ARGV[3] key prefix   ARGV[4] now ms   ARGV[5] places per step
+-- ARGV[6] lease ms: every step renews the leader's lease, as admit.lua does
+-- Returns {DRAWN, count} (the last step), {PLACED, placed so far} (call again), {ALREADY},
+-- {FENCED} or {NO_SEED}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return {'FENCED'}
 end
-if redis.call('HEXISTS', KEYS[5], 'seed') == 0 then
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+local record = redis.call('HMGET', KEYS[5], 'seed', 'drawn_ms', 'count', 'placed')
+if not record[1] then
   return {'NO_SEED'}
 end
-if redis.call('HEXISTS', KEYS[5], 'drawn_ms') == 1 then
-  return {'ALREADY'}
+if record[2] then
+  return {'ALREADY', record[3]}
 end
-local n = tonumber(ARGV[5])
-if redis.call('SCARD', KEYS[4]) ~= n then
-  return {'CHANGED'}
+if not record[4] then
+  -- From now on a join is an ordinary one (join.lua reads `started_ms`).
+  redis.call('HSET', KEYS[5], 'started_ms', ARGV[4], 'placed', 0)
 end
--- Batched reads and writes (ZMSCORE and SMISMEMBER need Redis >= 6.2): a few calls per 1,000.
-local BATCH = 1000
+local placed = tonumber(record[4] or '0')
+local BATCH = 1000 -- unpack() takes at most a few thousand values
+local popped = redis.call('ZPOPMIN', KEYS[7], tonumber(ARGV[5]))
+local k = #popped / 2
 local seqs = {}
-local given = {}
-for from = 1, n, BATCH do
-  local to = math.min(n, from + BATCH - 1)
-  local ids = {}
-  for i = from, to do
-    local id = ARGV[5 + i]
-    if given[id] then
-      return {'CHANGED'}
-    end
-    given[id] = true
-    ids[#ids + 1] = id
-  end
-  local scores = redis.call('ZMSCORE', KEYS[3], unpack(ids))
-  local members = redis.call('SMISMEMBER', KEYS[4], unpack(ids))
-  for j = 1, #ids do
-    if not scores[j] or members[j] == 0 then
-      return {'CHANGED'}
-    end
-    seqs[from + j - 1] = tonumber(scores[j])
+if k > 0 then
+  seqs = redis.call('LPOP', KEYS[9], k) or {}
+  if #seqs < k then
+    return redis.error_reply('draw: the pre-queue holds fewer seqs than tickets')
   end
 end
-table.sort(seqs)
 local prefix = ARGV[3]
 local now_s = math.floor(tonumber(ARGV[4]) / 1000)
-for from = 1, n, BATCH do
-  local to = math.min(n, from + BATCH - 1)
-  local zadd = {'XX'}
-  local tags = {}
-  -- Last-heard slots, one BITFIELD per seen: chunk touched by this batch.
-  local fields = {}
-  for i = from, to do
-    local seq = seqs[i]
-    zadd[#zadd + 1] = seq
-    zadd[#zadd + 1] = ARGV[5 + i]
-    tags[#tags + 1] = ARGV[5 + n + i]
-    local chunk = prefix .. 'seen:' .. math.floor(seq / 65536)
-    local ops = fields[chunk]
-    if not ops then
-      ops = {}
-      fields[chunk] = ops
+-- Last-heard slots (u32 big-endian at byte (seq mod 65536) * 4 of `seen:<seq / 65536>`, as
+-- BITFIELD writes them): one SETRANGE per run of consecutive seqs in one chunk (a pre-queue's
+-- seqs are mostly consecutive), not one BITFIELD operation per seq.
+local function set_seen(seq_list, value)
+  local bytes = string.char(math.floor(value / 16777216) % 256, math.floor(value / 65536) % 256,
+                            math.floor(value / 256) % 256, value % 256)
+  local i = 1
+  while i <= #seq_list do
+    local first = tonumber(seq_list[i])
+    local run = 1
+    while i + run <= #seq_list and tonumber(seq_list[i + run]) == first + run
+        and (first + run) % 65536 ~= 0 do
+      run = run + 1
     end
-    ops[#ops + 1] = 'SET'
-    ops[#ops + 1] = 'u32'
-    ops[#ops + 1] = '#' .. (seq % 65536)
-    ops[#ops + 1] = now_s
+    redis.call('SETRANGE', prefix .. 'seen:' .. math.floor(first / 65536), (first % 65536) * 4,
+               string.rep(bytes, run))
+    i = i + run
   end
-  for chunk, ops in pairs(fields) do
-    redis.call('BITFIELD', chunk, unpack(ops))
+end
+-- Place j of this step takes seqs[j] (ascending); each counts as heard from now.
+for from = 1, k, BATCH do
+  local zadd, tags = {'XX'}, {}
+  for j = from, math.min(k, from + BATCH - 1) do
+    local member = popped[2 * j - 1]
+    zadd[#zadd + 1] = seqs[j]
+    zadd[#zadd + 1] = string.sub(member, 77)
+    tags[#tags + 1] = string.sub(member, 65, 76)
   end
   redis.call('ZADD', KEYS[3], unpack(zadd))
   redis.call('RPUSH', KEYS[6], unpack(tags))
 end
-redis.call('DEL', KEYS[4])
-redis.call('HSET', KEYS[5], 'drawn_ms', ARGV[4], 'count', n)
-return {'DRAWN', n}
+set_seen(seqs, now_s)
+placed = placed + k
+if k > 0 then
+  redis.call('HSET', KEYS[5], 'placed', placed)
+end
+if redis.call('ZCARD', KEYS[7]) > 0 then
+  return {'PLACED', placed}
+end
+set_seen(redis.call('LRANGE', KEYS[9], 0, -1), 0)
+redis.call('DEL', KEYS[4], KEYS[8], KEYS[9])
+redis.call('HSET', KEYS[5], 'drawn_ms', ARGV[4], 'count', placed)
+return {'DRAWN', placed}

@@ -13,7 +13,13 @@
 -- ticket ids not drawn yet)   KEYS[9] draw (HASH: seed, drawn_ms, count)   ARGV[13] "1" = a join
 -- in the pre-queue window: the new ticket takes its arrival seq as usual and is also added to
 -- the pre-queue (unless the draw was made already: then it is an ordinary join); never admitted
--- at once. A ticket found in the pre-queue answers position -3.
+-- at once. A ticket found in the pre-queue answers position -3. The drawn order is kept from the
+-- join on (draw.lua): KEYS[10] prequeue_order (ZSET, scores 0, member `mac .. tag .. id`)
+-- KEYS[11] prequeue_mac (HASH id -> that member)   ARGV[15] `mac .. tag` of ARGV[1]'s id
+-- ARGV[16] `mac .. tag` of ARGV[5]'s id (mac: 64 hex digits of HMAC-SHA256(seed, tag), tag: 12
+-- hex digits; computed by the caller, who knows the seed)   KEYS[12] prequeue_seqs (LIST: the
+-- seqs of pre-queue joins in arrival order, handed out again by draw.lua). Once the draw has
+-- started (`started_ms`) a join in that window is an ordinary one.
 -- ARGV[14] the settings version (`ver` in KEYS[4]) the caller decided the join on ("" = any): when
 -- the settings have another version (an operator changed them through another replica since
 -- this one read them) nothing changes and the reply is {"", -5, 0}; the caller reads them again.
@@ -36,6 +42,7 @@ local prefix = ARGV[3]
 local key = ARGV[2]
 local id = ARGV[1]
 local remember = false
+local order = ARGV[15]
 if key ~= '' then
   local mapped = redis.call('HGET', KEYS[3], key)
   local candidate = mapped or ARGV[5]
@@ -50,13 +57,15 @@ if key ~= '' then
   local state = ticket[1]
   -- A ticket that left, or whose token expired unused, is no reason to refuse a fresh place.
   local live_until = tonumber(ticket[2] or '0')
-  if state == 'COMPLETED'
+  -- SOLD_OUT: taken out of a sold-out room's line by admit.lua; its key still finds it.
+  if state == 'COMPLETED' or state == 'SOLD_OUT'
       or ((state == 'TOKEN_ISSUED' or state == 'HELD') and live_until > tonumber(ARGV[6])) then
     return {candidate, 0, -1}
   end
   if not mapped and not state then
     -- The key's first join (or its ticket has been forgotten): the derived id, no dedup entry.
     id = ARGV[5]
+    order = ARGV[16]
   else
     remember = true
   end
@@ -92,8 +101,13 @@ redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32
 -- When it joined (the admin API's waiters list; issue 14), laid out as `seen:`.
 redis.call('BITFIELD', prefix .. 'born:' .. math.floor(seq / 65536), 'SET', 'u32', '#' .. (seq % 65536),
            math.floor(tonumber(ARGV[6]) / 1000))
-if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
+if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'started_ms') == 0
+    and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
   redis.call('SADD', KEYS[8], id)
+  local member = order .. id
+  redis.call('ZADD', KEYS[10], 0, member)
+  redis.call('HSET', KEYS[11], id, member)
+  redis.call('RPUSH', KEYS[12], seq)
   if remember then
     redis.call('HSET', KEYS[3], key, id)
     redis.call('EXPIRE', KEYS[3], ARGV[4])

@@ -1,7 +1,9 @@
 -- Leave a room: a waiting ticket leaves the queue; a ticket holding a token gives it back.
 -- KEYS[1] queue   KEYS[2] active   KEYS[3] left (LIST of arrival seqs)   KEYS[4] left_count
 -- ARGV[1] ticket id   ARGV[2] now ms   ARGV[3] keep ms   ARGV[4] key prefix
--- KEYS[5] prequeue (SET: a pre-queue ticket leaves it too)
+-- KEYS[5] prequeue (SET: a pre-queue ticket leaves it too)   KEYS[6] prequeue_order (ZSET)
+-- KEYS[7] prequeue_mac (HASH id -> its member of prequeue_order): an undrawn ticket leaves the
+-- drawn order too (join.lua, draw.lua)
 -- Returns {outcome, state}: outcome LEFT, ENDED (state says which) or NOT_FOUND.
 -- A waiting leaver's seq is appended to `left` (the last 10,000 are kept) and `left_count`
 -- counted, so SSE hubs can move everyone behind up without re-reading their positions; its
@@ -11,7 +13,13 @@ local key = prefix .. 'ticket:' .. ARGV[1]
 local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if seq then
   redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('SREM', KEYS[5], ARGV[1])
+  if redis.call('SREM', KEYS[5], ARGV[1]) == 1 then
+    local member = redis.call('HGET', KEYS[7], ARGV[1])
+    if member then
+      redis.call('ZREM', KEYS[6], member)
+      redis.call('HDEL', KEYS[7], ARGV[1])
+    end
+  end
   local n = tonumber(seq)
   redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32', '#' .. (n % 65536), 0)
   redis.call('RPUSH', KEYS[3], seq)
