@@ -142,6 +142,7 @@ impl Application {
             metrics,
             shutdown: shutdown_rx,
             bots,
+            admin_feed: Arc::default(),
         };
         Ok(Self {
             listener,

@@ -96,6 +96,7 @@ impl StateBuilder {
             shutdown,
             tokens,
             bots,
+            admin_feed: Arc::default(),
         }
     }
 

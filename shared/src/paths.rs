@@ -53,6 +53,9 @@ pub fn admin_room(room: &str) -> String {
     format!("{API_V1}/admin/rooms/{room}")
 }
 
+/// Every room's figures once a second (bearer token, SSE): `GET /api/v1/admin/events`.
+pub const ADMIN_EVENTS: &str = "/api/v1/admin/events";
+
 #[cfg(test)]
 mod tests {
     use super::*;

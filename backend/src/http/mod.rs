@@ -10,13 +10,15 @@
 //! - [`rooms`]: public room info. [`draw`]: a room's draw (`GET …/draw`).
 //! - [`orders`]: the demo checkout behind the entry-token layer.
 //! - [`entries`]: the storefront's consume and release of entry tokens (origin API key).
-//! - [`admin`]: live room settings (bearer token).
+//! - [`admin`]: live room settings (bearer token). [`admin_events`]: every room's figures once
+//!   a second (SSE, the operator console's feed).
 //! - [`bots`]: proof-of-work challenges, a join's bot checks, top clients (admin).
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`openapi`]: the generated OpenAPI document.
 //! - [`page`]: the built WASM page and its assets.
 
 pub mod admin;
+pub mod admin_events;
 pub mod bots;
 pub mod client_ip;
 pub mod draw;
@@ -129,6 +131,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(entries::router())
         .merge(crate::tokens::jwks::router())
         .merge(admin::router())
+        .merge(admin_events::router())
         .merge(bots::router())
         .merge(health::router())
         .merge(crate::gate::session::router())

@@ -94,6 +94,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     if let Some(epoch) = lease.epoch {
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
+                        room.counters.set_leader_epoch(Some(epoch));
                         // The first tick as leader admits one tick's worth, not the time since the
                         // last leader's tick (unknown here).
                         leader = Some(Leadership {
@@ -148,6 +149,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         metrics::counter!("vestibule_admissions_fenced_total", &labels)
                             .increment(1);
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+                        room.counters.set_leader_epoch(None);
                         leader = None;
                         quota.reset();
                         Ok(())
@@ -188,6 +190,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
                         metrics::counter!("vestibule_admissions_total", &labels)
                             .increment(outcome.admitted);
+                        room.counters
+                            .ticked(outcome.admitted + instant, outcome.expired);
                         metrics::counter!("vestibule_tokens_expired_total", &labels)
                             .increment(outcome.expired);
                         metrics::counter!("vestibule_skipped_silent_total", &labels)
@@ -205,6 +209,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     Err(error) => {
                         // Unknown whether the lease survived: start over as a follower.
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+                        room.counters.set_leader_epoch(None);
                         leader = None;
                         quota.reset();
                         Err(error)
@@ -225,6 +230,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             _ = shutdown.changed() => break,
         }
     }
+    room.counters.set_leader_epoch(None);
     if leader.is_some() {
         if let Err(error) = store.release_lease(&room.name, &holder).await {
             tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
