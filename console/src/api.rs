@@ -33,7 +33,13 @@ pub enum ApiError {
 impl ApiError {
     /// 401 or 403: the token is missing or wrong; the console signs out.
     pub fn is_auth(&self) -> bool {
-        matches!(self, Self::Status { status: 401 | 403, .. })
+        matches!(
+            self,
+            Self::Status {
+                status: 401 | 403,
+                ..
+            }
+        )
     }
 
     /// The error code, e.g. `"room_not_empty"`.
@@ -47,14 +53,23 @@ impl ApiError {
     /// One line for the operator.
     pub fn describe(&self, lang: Lang) -> String {
         match self {
-            Self::Status { status: 404, code, .. } if code.is_empty() || code == "not_found" => {
-                format!("{}: {}", t(lang, Text::Failed), t(lang, Text::NotOnThisServer))
+            Self::Status {
+                status: 404, code, ..
+            } if code.is_empty() || code == "not_found" => {
+                format!(
+                    "{}: {}",
+                    t(lang, Text::Failed),
+                    t(lang, Text::NotOnThisServer)
+                )
             }
             Self::Status {
                 status,
                 code,
                 message,
-            } => format!("{} (HTTP {status} {code}): {message}", t(lang, Text::Failed)),
+            } => format!(
+                "{} (HTTP {status} {code}): {message}",
+                t(lang, Text::Failed)
+            ),
             Self::Network => format!("{}: network", t(lang, Text::Failed)),
         }
     }
@@ -78,10 +93,7 @@ pub fn site_base(pathname: &str) -> String {
         Some(last) => &pathname[..=last],
         None => "/",
     };
-    folder
-        .strip_suffix("console/")
-        .unwrap_or(folder)
-        .to_owned()
+    folder.strip_suffix("console/").unwrap_or(folder).to_owned()
 }
 
 /// `{base}api/v1/{rest}`.
@@ -161,7 +173,13 @@ async fn exchange(
         builder = builder.header("If-Match", etag);
     }
     let sent = match body {
-        Some(body) => builder.json(body).map_err(|_| ApiError::Network)?.send().await,
+        Some(body) => {
+            builder
+                .json(body)
+                .map_err(|_| ApiError::Network)?
+                .send()
+                .await
+        }
         None => builder.send().await,
     };
     let response = sent.map_err(|_| ApiError::Network)?;

@@ -39,8 +39,12 @@ pub fn Calculator(console: Console, room: String, changes: Changes) -> impl Into
     let utilization = RwSignal::new("70".to_owned());
     let p95 = RwSignal::new("240".to_owned());
     let rate = Signal::derive(move || {
-        admission_rate(number(&pool.get()), number(&average.get()), number(&utilization.get()))
-            .map(|rate| (rate * 10.0).round() / 10.0)
+        admission_rate(
+            number(&pool.get()),
+            number(&average.get()),
+            number(&utilization.get()),
+        )
+        .map(|rate| (rate * 10.0).round() / 10.0)
     });
     let ttl = Signal::derive(move || token_ttl_secs(number(&p95.get())));
     let field = move |id: &'static str, label: Text, value: RwSignal<String>| {
@@ -57,7 +61,10 @@ pub fn Calculator(console: Console, room: String, changes: Changes) -> impl Into
         let (Some(rate), Some(ttl)) = (rate.get_untracked(), ttl.get_untracked()) else {
             return;
         };
-        changes.apply(&room, json!({"admissionRatePerSec": rate, "tokenTtlSecs": ttl}));
+        changes.apply(
+            &room,
+            json!({"admissionRatePerSec": rate, "tokenTtlSecs": ttl}),
+        );
     };
     view! {
         <section class="panel" aria-labelledby="calculator-title">

@@ -128,7 +128,13 @@ pub fn LineChart(
                 } else {
                     format!("{ago} {}", t(lang, Text::MinutesAgo))
                 };
-                let anchor = if ago == 15 { "start" } else if ago == 0 { "end" } else { "middle" };
+                let anchor = if ago == 15 {
+                    "start"
+                } else if ago == 0 {
+                    "end"
+                } else {
+                    "middle"
+                };
                 view! {
                     <line class="axis" x1=x x2=x y1=HEIGHT - BOTTOM y2=HEIGHT - BOTTOM + 4.0 />
                     <text class="tick" x=x y=HEIGHT - 8.0 text-anchor=anchor>{label}</text>
@@ -142,7 +148,11 @@ pub fn LineChart(
             .get()
             .into_iter()
             .map(|line| {
-                let class = format!("line {}{}", line.class, if line.dashed { " dashed" } else { "" });
+                let class = format!(
+                    "line {}{}",
+                    line.class,
+                    if line.dashed { " dashed" } else { "" }
+                );
                 view! { <polyline class=class points=path(&line.points, now, max) /> }
             })
             .collect_view()
@@ -153,7 +163,10 @@ pub fn LineChart(
             series
                 .iter()
                 .map(|line| {
-                    let last = line.points.last().map_or("–".to_owned(), |(_, v)| axis_label(*v));
+                    let last = line
+                        .points
+                        .last()
+                        .map_or("–".to_owned(), |(_, v)| axis_label(*v));
                     format!("{}: {last} {}", line.name, t(lang, unit))
                 })
                 .collect::<Vec<_>>()
@@ -165,7 +178,11 @@ pub fn LineChart(
             .get()
             .into_iter()
             .map(|line| {
-                let class = format!("swatch {}{}", line.class, if line.dashed { " dashed" } else { "" });
+                let class = format!(
+                    "swatch {}{}",
+                    line.class,
+                    if line.dashed { " dashed" } else { "" }
+                );
                 view! { <li><span class=class aria-hidden="true"></span>{line.name}</li> }
             })
             .collect_view()
@@ -218,6 +235,13 @@ mod tests {
     fn points_map_into_the_plot() {
         let now = HISTORY_MS * 2;
         let drawn = path(&[(now - HISTORY_MS, 0.0), (now, 10.0)], now, 10.0);
-        assert_eq!(drawn, format!("{LEFT:.1},{:.1} {:.1},{TOP:.1}", HEIGHT - BOTTOM, WIDTH - RIGHT));
+        assert_eq!(
+            drawn,
+            format!(
+                "{LEFT:.1},{:.1} {:.1},{TOP:.1}",
+                HEIGHT - BOTTOM,
+                WIDTH - RIGHT
+            )
+        );
     }
 }

@@ -158,7 +158,11 @@ impl Changes {
                 ok: true,
                 text: t(lang, Text::Applied).into(),
                 audit: audit.unwrap_or_else(|error| {
-                    vec![format!("{}: {}", t(lang, Text::AuditUnavailable), error.describe(lang))]
+                    vec![format!(
+                        "{}: {}",
+                        t(lang, Text::AuditUnavailable),
+                        error.describe(lang)
+                    )]
                 }),
             }));
         });
@@ -168,8 +172,16 @@ impl Changes {
 /// The audit entries a change made: those named by `ids`, else the newest `fields`.
 async fn audit_entries(room: &str, ids: &[String], fields: usize) -> Result<Vec<String>, ApiError> {
     let limit = if ids.is_empty() { fields.max(1) } else { 50 };
-    let answer = api::call("GET", &format!("admin/rooms/{room}/audit?limit={limit}"), None).await?;
-    let entries = answer.body["entries"].as_array().cloned().unwrap_or_default();
+    let answer = api::call(
+        "GET",
+        &format!("admin/rooms/{room}/audit?limit={limit}"),
+        None,
+    )
+    .await?;
+    let entries = answer.body["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     Ok(entries
         .iter()
         .filter(|entry| ids.is_empty() || ids.iter().any(|id| entry["id"].as_str() == Some(id)))
@@ -213,7 +225,12 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
     // The form shows what is in force whenever the settings are read again.
     Effect::new(move |_| {
         let settings = changes.settings.get();
-        let number = |field: &str| settings[field].as_f64().map(|n| n.to_string()).unwrap_or_default();
+        let number = |field: &str| {
+            settings[field]
+                .as_f64()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        };
         let text = |field: &str| settings[field].as_str().unwrap_or_default().to_owned();
         rate.set(number("admissionRatePerSec"));
         cap.set(number("maxActiveUsers"));
@@ -221,14 +238,26 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
         message_en.set(text("messageEn"));
         message_ko.set(text("messageKo"));
     });
-    let paused = move || changes.settings.with(|s| s["paused"].as_bool().unwrap_or(false));
-    let closed = move || changes.settings.with(|s| s["closed"].as_bool().unwrap_or(false));
+    let paused = move || {
+        changes
+            .settings
+            .with(|s| s["paused"].as_bool().unwrap_or(false))
+    };
+    let closed = move || {
+        changes
+            .settings
+            .with(|s| s["closed"].as_bool().unwrap_or(false))
+    };
     let apply_room = room.clone();
     let apply = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
         let text_or_null = |text: String| {
             let text = text.trim().to_owned();
-            if text.is_empty() { Value::Null } else { json!(text) }
+            if text.is_empty() {
+                Value::Null
+            } else {
+                json!(text)
+            }
         };
         let mut form = Vec::new();
         if let Some(Value::Number(rate)) = optional_number(&rate.get_untracked()) {
@@ -254,41 +283,58 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
     };
     let close_room = room.clone();
     let toggle_close = move |_| {
-        let ask = if closed() { Text::ConfirmReopen } else { Text::ConfirmClose };
-        if window().confirm_with_message(t(lang.get_untracked(), ask)).unwrap_or(false) {
+        let ask = if closed() {
+            Text::ConfirmReopen
+        } else {
+            Text::ConfirmClose
+        };
+        if window()
+            .confirm_with_message(t(lang.get_untracked(), ask))
+            .unwrap_or(false)
+        {
             changes.apply(&close_room, json!({"closed": !closed()}));
         }
     };
-    let input = move |id: &'static str, label: Text, value: RwSignal<String>, kind: &'static str| {
-        view! {
-            <div class="field">
-                <label for=id>{move || t(lang.get(), label)}</label>
-                <input id=id type=kind step="any" min="0"
-                    prop:value=move || value.get()
-                    on:input=move |event| value.set(event_target_value(&event)) />
-            </div>
-        }
-    };
+    let input =
+        move |id: &'static str, label: Text, value: RwSignal<String>, kind: &'static str| {
+            view! {
+                <div class="field">
+                    <label for=id>{move || t(lang.get(), label)}</label>
+                    <input id=id type=kind step="any" min="0"
+                        prop:value=move || value.get()
+                        on:input=move |event| value.set(event_target_value(&event)) />
+                </div>
+            }
+        };
     let messages = move || {
-        changes.settings.with(|s| s.get("messageEn").is_some()).then(|| view! {
-            <div class="field wide">
-                <label for="message-en">{move || t(lang.get(), Text::MessageEn)}</label>
-                <input id="message-en" type="text" maxlength="280" lang="en"
-                    prop:value=move || message_en.get()
-                    on:input=move |event| message_en.set(event_target_value(&event)) />
-            </div>
-            <div class="field wide">
-                <label for="message-ko">{move || t(lang.get(), Text::MessageKo)}</label>
-                <input id="message-ko" type="text" maxlength="280" lang="ko"
-                    prop:value=move || message_ko.get()
-                    on:input=move |event| message_ko.set(event_target_value(&event)) />
-                <p class="help">{move || t(lang.get(), Text::MessageHelp)}</p>
-            </div>
-        })
+        changes
+            .settings
+            .with(|s| s.get("messageEn").is_some())
+            .then(|| {
+                view! {
+                    <div class="field wide">
+                        <label for="message-en">{move || t(lang.get(), Text::MessageEn)}</label>
+                        <input id="message-en" type="text" maxlength="280" lang="en"
+                            prop:value=move || message_en.get()
+                            on:input=move |event| message_en.set(event_target_value(&event)) />
+                    </div>
+                    <div class="field wide">
+                        <label for="message-ko">{move || t(lang.get(), Text::MessageKo)}</label>
+                        <input id="message-ko" type="text" maxlength="280" lang="ko"
+                            prop:value=move || message_ko.get()
+                            on:input=move |event| message_ko.set(event_target_value(&event)) />
+                        <p class="help">{move || t(lang.get(), Text::MessageHelp)}</p>
+                    </div>
+                }
+            })
     };
     let outcome = move || {
         changes.outcome.get().map(|outcome| {
-            let class = if outcome.ok { "outcome ok" } else { "outcome bad" };
+            let class = if outcome.ok {
+                "outcome ok"
+            } else {
+                "outcome bad"
+            };
             let audit = (!outcome.audit.is_empty()).then(|| view! {
                 <p>{move || t(lang.get(), Text::AuditMade)}</p>
                 <ul class="audit">
@@ -336,18 +382,31 @@ mod tests {
     #[test]
     fn doubling_is_allowed_more_asks() {
         let current = json!({"admissionRatePerSec": 10.0, "paused": false, "maxActiveUsers": null});
-        assert_eq!(admission_factor(&current, &json!({"admissionRatePerSec": 20.0})), 2.0);
-        assert_eq!(admission_factor(&current, &json!({"admissionRatePerSec": 4.0})), 2.5);
+        assert_eq!(
+            admission_factor(&current, &json!({"admissionRatePerSec": 20.0})),
+            2.0
+        );
+        assert_eq!(
+            admission_factor(&current, &json!({"admissionRatePerSec": 4.0})),
+            2.5
+        );
         assert!(admission_factor(&current, &json!({"paused": true})).is_infinite());
         assert!(admission_factor(&current, &json!({"maxActiveUsers": 100})).is_infinite());
-        assert_eq!(admission_factor(&current, &json!({"tokenTtlSecs": 60})), 1.0);
+        assert_eq!(
+            admission_factor(&current, &json!({"tokenTtlSecs": 60})),
+            1.0
+        );
         let capped = json!({"admissionRatePerSec": 10.0, "paused": false, "maxActiveUsers": 100});
-        assert_eq!(admission_factor(&capped, &json!({"maxActiveUsers": 300})), 3.0);
+        assert_eq!(
+            admission_factor(&capped, &json!({"maxActiveUsers": 300})),
+            3.0
+        );
     }
 
     #[test]
     fn the_patch_holds_only_what_changed() {
-        let current = json!({"admissionRatePerSec": 10.0, "maxActiveUsers": null, "tokenTtlSecs": 300});
+        let current =
+            json!({"admissionRatePerSec": 10.0, "maxActiveUsers": null, "tokenTtlSecs": 300});
         let patch = form_patch(
             &current,
             &[

@@ -20,7 +20,13 @@ impl Lang {
 
     /// The language a tag such as `"ko-KR"` asks for; `None` for any other language.
     pub fn from_tag(tag: &str) -> Option<Self> {
-        match tag.split(['-', '_']).next()?.trim().to_ascii_lowercase().as_str() {
+        match tag
+            .split(['-', '_'])
+            .next()?
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
             "ko" => Some(Self::Ko),
             "en" => Some(Self::En),
             _ => None,

@@ -41,7 +41,12 @@ fn initial_lang() -> Lang {
         })
         .and_then(|tag| Lang::from_tag(&tag));
     from_query
-        .or_else(|| window().navigator().language().and_then(|tag| Lang::from_tag(&tag)))
+        .or_else(|| {
+            window()
+                .navigator()
+                .language()
+                .and_then(|tag| Lang::from_tag(&tag))
+        })
         .unwrap_or(Lang::En)
 }
 

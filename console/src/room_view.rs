@@ -21,9 +21,21 @@ fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
         |leader| format!("{} · epoch {}", leader.replica, leader.epoch),
     );
     vec![
-        ("fig-state", Text::State, state_text(lang, room.state).to_owned()),
-        ("fig-waiting", Text::Waiting, format!("{} {}", room.waiting, t(lang, Text::People))),
-        ("fig-active", Text::Active, format!("{} {}", room.active_users, t(lang, Text::People))),
+        (
+            "fig-state",
+            Text::State,
+            state_text(lang, room.state).to_owned(),
+        ),
+        (
+            "fig-waiting",
+            Text::Waiting,
+            format!("{} {}", room.waiting, t(lang, Text::People)),
+        ),
+        (
+            "fig-active",
+            Text::Active,
+            format!("{} {}", room.active_users, t(lang, Text::People)),
+        ),
         (
             "fig-admitted",
             Text::Admitted,
@@ -36,14 +48,23 @@ fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
         ),
         ("fig-joins", Text::JoinsPerSec, rate(room.joins_per_sec)),
         ("fig-polls", Text::PollsPerSec, rate(room.polls_per_sec)),
-        ("fig-streams", Text::SseStreams, room.sse_streams.to_string()),
+        (
+            "fig-streams",
+            Text::SseStreams,
+            room.sse_streams.to_string(),
+        ),
         ("fig-used", Text::TokensUsed, rate(room.tokens_used_per_sec)),
-        ("fig-expired", Text::TokensExpired, rate(room.tokens_expired_per_sec)),
+        (
+            "fig-expired",
+            Text::TokensExpired,
+            rate(room.tokens_expired_per_sec),
+        ),
         (
             "fig-eta",
             Text::EtaBack,
-            room.eta_back_of_line_secs
-                .map_or("–".into(), |secs| format!("{secs} {}", t(lang, Text::Seconds))),
+            room.eta_back_of_line_secs.map_or("–".into(), |secs| {
+                format!("{secs} {}", t(lang, Text::Seconds))
+            }),
         ),
         ("fig-leader", Text::Leader, leader),
     ]
@@ -52,12 +73,14 @@ fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
 /// The selected room, or a hint to pick one.
 #[component]
 pub fn RoomView(console: Console) -> impl IntoView {
-    move || match console.selected.get() {
+    move || {
+        match console.selected.get() {
         None => view! {
             <section class="panel hint"><p>{move || t(console.lang.get(), Text::PickRoom)}</p></section>
         }
         .into_any(),
         Some(room) => view! { <RoomPanel console=console room=room /> }.into_any(),
+    }
     }
 }
 

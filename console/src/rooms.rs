@@ -35,7 +35,10 @@ pub fn RoomsList(console: Console) -> impl IntoView {
         event.prevent_default();
         let room = slug.get_untracked().trim().to_owned();
         if !is_valid_room_slug(&room) {
-            notice.set(Some((false, t(lang.get_untracked(), Text::SlugHelp).to_owned())));
+            notice.set(Some((
+                false,
+                t(lang.get_untracked(), Text::SlugHelp).to_owned(),
+            )));
             return;
         }
         spawn_local(async move {
@@ -48,8 +51,15 @@ pub fn RoomsList(console: Console) -> impl IntoView {
         });
     };
     let close = move |room: String, closed: bool| {
-        let ask = if closed { Text::ConfirmReopen } else { Text::ConfirmClose };
-        if !window().confirm_with_message(&format!("{room}: {}", t(lang.get_untracked(), ask))).unwrap_or(false) {
+        let ask = if closed {
+            Text::ConfirmReopen
+        } else {
+            Text::ConfirmClose
+        };
+        if !window()
+            .confirm_with_message(&format!("{room}: {}", t(lang.get_untracked(), ask)))
+            .unwrap_or(false)
+        {
             return;
         }
         spawn_local(async move {
@@ -67,13 +77,17 @@ pub fn RoomsList(console: Console) -> impl IntoView {
             let path = format!("admin/rooms/{room}");
             let mut result = api::call("DELETE", &path, None).await;
             if matches!(&result, Err(error) if error.code() == "room_not_empty") {
-                let ask = format!("{room}: {}", t(lang.get_untracked(), Text::ConfirmForceDelete));
+                let ask = format!(
+                    "{room}: {}",
+                    t(lang.get_untracked(), Text::ConfirmForceDelete)
+                );
                 if !window().confirm_with_message(&ask).unwrap_or(false) {
                     return;
                 }
                 result = api::call("DELETE", &format!("{path}?force=true"), None).await;
             }
-            if result.is_ok() && console.selected.get_untracked().as_deref() == Some(room.as_str()) {
+            if result.is_ok() && console.selected.get_untracked().as_deref() == Some(room.as_str())
+            {
                 console.selected.set(None);
             }
             report(result.map(|_: api::Answer| Text::Deleted));
@@ -82,7 +96,10 @@ pub fn RoomsList(console: Console) -> impl IntoView {
     let rows = move || {
         let lang = lang.get();
         let rooms = console.latest.with(|latest| {
-            latest.as_ref().map(|event| event.rooms.clone()).unwrap_or_default()
+            latest
+                .as_ref()
+                .map(|event| event.rooms.clone())
+                .unwrap_or_default()
         });
         if rooms.is_empty() {
             return view! { <tr><td colspan="6">{t(lang, Text::NoRooms)}</td></tr> }.into_any();
@@ -163,4 +180,3 @@ pub fn RoomsList(console: Console) -> impl IntoView {
         </section>
     }
 }
-

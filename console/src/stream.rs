@@ -49,7 +49,10 @@ pub fn take_events(buffer: &mut Vec<u8>) -> Vec<(String, String)> {
 
 /// Where the first block ends: `(its length, the separator's length)`.
 fn find_block_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer.windows(2).position(|pair| pair == b"\n\n").map(|at| (at, 2));
+    let lf = buffer
+        .windows(2)
+        .position(|pair| pair == b"\n\n")
+        .map(|at| (at, 2));
     let crlf = buffer
         .windows(4)
         .position(|quad| quad == b"\r\n\r\n")
@@ -197,7 +200,8 @@ mod tests {
     #[test]
     fn events_are_taken_whole_and_the_rest_waits() {
         let mut buffer =
-            b"event: figures\ndata: {\"a\":1}\n\n: keepalive\n\nevent: figures\ndata: {\"b\"".to_vec();
+            b"event: figures\ndata: {\"a\":1}\n\n: keepalive\n\nevent: figures\ndata: {\"b\""
+                .to_vec();
         let events = take_events(&mut buffer);
         assert_eq!(events, [("figures".to_owned(), "{\"a\":1}".to_owned())]);
         assert_eq!(buffer, b"event: figures\ndata: {\"b\"".to_vec());

@@ -15,6 +15,8 @@
 
 #[path = "browser/bots.rs"]
 mod bots;
+#[path = "browser/console.rs"]
+mod console;
 #[path = "browser/opening.rs"]
 mod opening;
 #[path = "browser/presence.rs"]
