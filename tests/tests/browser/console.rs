@@ -256,3 +256,60 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     shoppers.await.unwrap();
     browser.close().await.unwrap();
 }
+
+/// The console is served at `{base}console/` (HTML `no-cache`, assets immutable and compressed),
+/// `{base}console` redirects there relatively, at the root and under gate mode's mount prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_in_its_folder_at_the_root_and_under_the_mount_prefix() {
+    let dist = dist_dir().to_string_lossy().to_string();
+    let plain = TestApp::spawn(Backend::Memory, &["--static-dir", &dist]).await;
+    // Nothing listens upstream: only Vestibule's own paths are asked for.
+    let gated = TestApp::spawn(
+        Backend::Memory,
+        &["--static-dir", &dist, "--upstream", "http://127.0.0.1:9"],
+    )
+    .await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (app, prefix) in [(&plain, ""), (&gated, "/_vestibule")] {
+        let moved = client
+            .get(app.url(&format!("{prefix}/console")))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            moved.status().is_redirection(),
+            "{prefix}: {}",
+            moved.status()
+        );
+        assert_eq!(moved.headers()["location"], "console/");
+        let page = client
+            .get(app.url(&format!("{prefix}/console/")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200, "{prefix}");
+        assert_eq!(page.headers()["cache-control"], "no-cache");
+        let html = page.text().await.unwrap();
+        let script = html
+            .split(['"', '\''])
+            .find(|part| part.starts_with("./vestibule-console-") && part.ends_with(".js"))
+            .unwrap_or_else(|| panic!("no console script in {html}"))
+            .trim_start_matches("./")
+            .to_owned();
+        let asset = client
+            .get(app.url(&format!("{prefix}/console/{script}")))
+            .header("accept-encoding", "br")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(asset.status(), 200, "{prefix}/console/{script}");
+        assert_eq!(asset.headers()["content-encoding"], "br");
+        assert!(asset.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("immutable"));
+    }
+}
