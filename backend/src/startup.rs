@@ -153,6 +153,12 @@ impl Application {
         })
     }
 
+    /// Turns `true` when the server starts shutting down (for tasks beside it, e.g. the demo's
+    /// shoppers).
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.state.shutdown.clone()
+    }
+
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.listener

@@ -38,6 +38,11 @@ pub fn replica_name() -> &'static str {
     })
 }
 
+/// A rate to two decimals (what a person reads; the JSON stays short).
+fn hundredths(rate: f64) -> f64 {
+    (rate * 100.0).round() / 100.0
+}
+
 /// Reads the figures, remembering each room's totals between reads for the rates.
 #[derive(Default)]
 pub struct FigureReader {
@@ -82,7 +87,8 @@ impl FigureReader {
             .insert(room.name.clone(), (now, totals))
             .unwrap_or((now, totals));
         let secs = now.duration_since(then).as_secs_f64();
-        let [joins, polls, admitted, used, expired] = totals.rates_since(&earlier, secs);
+        let [joins, polls, admitted, used, expired] =
+            totals.rates_since(&earlier, secs).map(hundredths);
         let settings = room.settings();
         let pace = room.pace();
         let leader = room.counters.leader_epoch().map(|epoch| RoomLeader {
@@ -94,7 +100,7 @@ impl FigureReader {
         let admitted_per_sec = if leader.is_some() && secs > 0.0 {
             Some(admitted)
         } else {
-            pace.admitted_per_sec
+            pace.admitted_per_sec.map(hundredths)
         };
         let inputs = EtaInputs {
             rate_per_sec: settings.admission_rate_per_sec,

@@ -1,5 +1,6 @@
 //! The admin event stream (`GET /api/v1/admin/events`): every room's figures once a second,
-//! read with an independent SSE client (`curl -N`), moving as shoppers join and are admitted.
+//! read with an independent SSE client (`curl -N`), moving as shoppers join and are admitted;
+//! and `vestibule demo`, whose synthetic shoppers make them move by themselves.
 
 use std::collections::HashSet;
 use std::process::Stdio;
@@ -9,7 +10,9 @@ use reqwest::StatusCode;
 use serde_json::json;
 use vestibule_shared::admin_events::{AdminEvent, ADMIN_EVENT_NAME};
 use vestibule_shared::{paths, RoomState};
-use vestibule_tests::{both_stores, Backend, TestApp, ADMIN_TOKEN};
+use vestibule_tests::{
+    both_stores, follow_output, vestibule_binary, Backend, ChildGuard, TestApp, ADMIN_TOKEN,
+};
 
 use crate::paused_app;
 
@@ -114,4 +117,60 @@ async fn admin_events_show_joins_and_admissions_and_are_read_once_for_every_view
         .intersection(&at(&figures(&String::from_utf8_lossy(&second.stdout))))
         .count();
     assert!(shared >= events.len() - 1, "{text}");
+}
+
+/// `vestibule demo`: within seconds its room has a line, admissions and checkouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_room_moves_by_itself_within_seconds() {
+    let mut command = std::process::Command::new(vestibule_binary());
+    command
+        .args([
+            "demo",
+            "--bind",
+            "127.0.0.1:0",
+            "--admin-token",
+            ADMIN_TOKEN,
+        ])
+        .env("RUST_LOG", "warn")
+        .env_remove("VESTIBULE_REDIS_URL")
+        .env_remove("VESTIBULE_DATA_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("vestibule demo starts");
+    let (address, output) = follow_output(&mut child, 200);
+    let _guard = ChildGuard::new(child);
+    let address =
+        tokio::task::spawn_blocking(move || address.recv_timeout(Duration::from_secs(15)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|_| panic!("no listening line: {}", output.text()));
+    let stream = tokio::process::Command::new("curl")
+        .args(["-N", "-s", "--max-time", "7"])
+        .args(["-H", &format!("Authorization: Bearer {ADMIN_TOKEN}")])
+        .arg(format!("http://{address}{}", paths::ADMIN_EVENTS))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&stream.stdout);
+    let demo: Vec<_> = figures(&text)
+        .into_iter()
+        .filter_map(|event| event.rooms.into_iter().find(|room| room.room == "demo"))
+        .collect();
+    assert!(demo.len() >= 5, "{text}");
+    assert!(demo.iter().any(|room| room.waiting > 0), "a line: {text}");
+    assert!(
+        demo.iter()
+            .any(|room| room.admitted_per_sec.is_some_and(|rate| rate > 0.0)),
+        "admissions: {text}"
+    );
+    assert!(demo.iter().any(|room| room.joins_per_sec > 0.0), "{text}");
+    assert!(demo.iter().any(|room| room.polls_per_sec > 0.0), "{text}");
+    assert!(
+        demo.iter().any(|room| room.tokens_used_per_sec > 0.0),
+        "checkouts: {text}"
+    );
+    let waiting: HashSet<u64> = demo.iter().map(|room| room.waiting).collect();
+    assert!(waiting.len() > 2, "the line moves: {waiting:?}");
 }
