@@ -89,6 +89,16 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
     let lang = console.lang;
     let changes = Changes::new(console);
     changes.load(&room);
+    // Picking a room takes keyboard focus to it (its heading), not back to the top.
+    request_animation_frame(|| {
+        use wasm_bindgen::JsCast;
+        if let Some(heading) = document()
+            .get_element_by_id("room-title")
+            .and_then(|element| element.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            let _ = heading.focus();
+        }
+    });
     let figures_room = room.clone();
     let figures = move || {
         let lang = lang.get();

@@ -1,7 +1,8 @@
 //! The operator console (`/console/`) in headless Chromium against the real binary: a refused
 //! token shows the sign-in again; signed in, a room of the `--rooms` flag shows shoppers joining
 //! (a test client) with its numbers and charts moving; resuming and a 4× rate change ask for
-//! confirmation; after the change admissions follow the new rate (within 10 % over 5 s).
+//! confirmation; after the change admissions follow the new rate (within 10 % over 5 s); axe-core
+//! finds no violation (sign-in, room view in both languages).
 //! Screenshots: `console-en.png` (1280 px), `console-ko.png`, `console-phone-ko.png`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,6 +109,7 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
         .await
         .expect("console loads");
 
+    crate::assert_accessible(&browser, "console sign-in").await;
     // A wrong token: refused, the sign-in again with the reason.
     fill(&browser, "#admin-token", "not-the-token").await;
     click(&browser, "#sign-in").await;
@@ -132,6 +134,11 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     );
 
     click(&browser, "tr[data-room=main] button.link").await;
+    assert_eq!(
+        vestibule_tests::chromium::focused_id(&browser).await,
+        "room-title",
+        "picking a room takes focus to it"
+    );
     let first = wait_for(
         &browser,
         "#fig-waiting",
@@ -224,6 +231,7 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     .await;
     assert!(chart_points(&browser, 2).await > 3, "the rate chart draws");
     save_screenshot(&browser, "console-en.png").await;
+    crate::assert_accessible(&browser, "console room view").await;
 
     // Korean, at 1280 px and on a phone.
     click(&browser, "#language").await;
@@ -237,6 +245,7 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
         .unwrap();
     assert_eq!(lang, json!("ko"));
     save_screenshot(&browser, "console-ko.png").await;
+    crate::assert_accessible(&browser, "console room view (ko)").await;
     browser.set_window_size(430, 900).await.expect("phone");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let overflow = browser
