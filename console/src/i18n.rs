@@ -81,7 +81,9 @@ pub enum Text {
     NewRoomSlug,
     SlugHelp,
     Create,
+    ConfirmCreate,
     ConfirmClose,
+    NotRunning,
     ConfirmReopen,
     ConfirmDelete,
     ConfirmForceDelete,
@@ -185,6 +187,14 @@ fn pair(text: Text) -> (&'static str, &'static str) {
         ConfirmClose => (
             "Close this room to new joins? Shoppers in line keep their places and are admitted.",
             "이 대기실의 신규 입장을 닫을까요? 대기 중인 사람은 순번을 유지하고 입장합니다.",
+        ),
+        ConfirmCreate => (
+            "Create this room? Shoppers can join it at once.",
+            "이 대기실을 만들까요? 바로 입장할 수 있게 됩니다.",
+        ),
+        NotRunning => (
+            "This room is not running (deleted, or not yet seen by this server).",
+            "이 대기실은 운영 중이 아닙니다 (삭제되었거나 아직 이 서버에 없음).",
         ),
         ConfirmReopen => ("Open this room to new joins again?", "신규 입장을 다시 열까요?"),
         ConfirmDelete => ("Delete this room?", "이 대기실을 삭제할까요?"),

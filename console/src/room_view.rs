@@ -108,6 +108,10 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
                 .and_then(|event| event.rooms.iter().find(|r| r.room == figures_room).cloned())
         });
         match room {
+            // Figures come every second: a room missing from them is not running (any more).
+            None if console.latest.with(Option::is_some) => {
+                view! { <p class="outcome bad">{t(lang, Text::NotRunning)}</p> }.into_any()
+            }
             None => view! { <p>{t(lang, Text::Loading)}</p> }.into_any(),
             Some(room) => view! {
                 <dl class="figures">

@@ -41,6 +41,10 @@ pub fn RoomsList(console: Console) -> impl IntoView {
             )));
             return;
         }
+        let ask = format!("{room}: {}", t(lang.get_untracked(), Text::ConfirmCreate));
+        if !window().confirm_with_message(&ask).unwrap_or(false) {
+            return;
+        }
         spawn_local(async move {
             let result = api::call("POST", "admin/rooms", Some(&json!({"room": room}))).await;
             if result.is_ok() {
