@@ -230,6 +230,9 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     )
     .await;
     assert!(chart_points(&browser, 2).await > 3, "the rate chart draws");
+    // The screenshots show the page from its top (the form fields took focus further down).
+    let top = "window.scrollTo(0, 0); document.activeElement.blur(); return true;";
+    browser.execute(top, vec![]).await.unwrap();
     save_screenshot(&browser, "console-en.png").await;
     crate::assert_accessible(&browser, "console room view").await;
 
@@ -244,6 +247,7 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
         .await
         .unwrap();
     assert_eq!(lang, json!("ko"));
+    browser.execute(top, vec![]).await.unwrap();
     save_screenshot(&browser, "console-ko.png").await;
     crate::assert_accessible(&browser, "console room view (ko)").await;
     browser.set_window_size(430, 900).await.expect("phone");
@@ -259,6 +263,7 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
         overflow.as_i64().unwrap_or(1) <= 0,
         "no sideways scrolling on a phone: {overflow}"
     );
+    browser.execute(top, vec![]).await.unwrap();
     save_screenshot(&browser, "console-phone-ko.png").await;
 
     // Creating a room asks first. On a server without rooms at run time the answer (404) is
