@@ -20,8 +20,9 @@ cargo fmt --all -- --check
 step "lints"
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p vestibule-frontend --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -p vestibule-console --target wasm32-unknown-unknown -- -D warnings
 
-step "page (release WASM)"
+step "page and console (release WASM)"
 bash scripts/build-page.sh
 
 step "binary"
@@ -31,9 +32,11 @@ step "tests"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-# Native crates (unit, contract, black-box, browser) and the page's own unit tests (run on the host).
+# Native crates (unit, contract, black-box, browser) and the page's and the console's own unit
+# tests (run on the host).
 cargo test --no-fail-fast --lib --bins --tests "$@" 2>&1 | tee "$log" || status=$?
 cargo test --no-fail-fast -p vestibule-frontend --bins "$@" 2>&1 | tee -a "$log" || status=$?
+cargo test --no-fail-fast -p vestibule-console --bins "$@" 2>&1 | tee -a "$log" || status=$?
 
 # One closing line for the whole suite.
 read -r passed failed < <(awk '/^test result:/ {

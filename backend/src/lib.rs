@@ -5,6 +5,7 @@
 //! the protected checkout. See ARCHITECTURE.md for the map.
 //!
 //! - [`bots`]: bots at the door: proof-of-work challenges, the difficulty's rise, top clients.
+//! - [`demo`]: `vestibule demo`: a demo room with synthetic shoppers (issue 14).
 //! - [`config`]: CLI flags and `VESTIBULE_*` environment variables, validated.
 //! - [`startup`]: [`Application`]: builds the store, rooms and tasks, then serves.
 //! - [`state`]: the shared [`state::AppState`] (handles, no rules).
@@ -20,6 +21,7 @@
 
 pub mod bots;
 pub mod config;
+pub mod demo;
 pub mod gate;
 pub mod http;
 pub mod ids;

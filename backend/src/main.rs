@@ -1,5 +1,6 @@
 //! The `vestibule` binary: reads config, sets up tracing, runs the application; or, as
-//! `vestibule verify-draw`, recomputes a published draw.
+//! `vestibule verify-draw`, recomputes a published draw; or, as `vestibule demo [flags]`, runs
+//! with a demo room that synthetic shoppers join (`vestibule::demo`).
 
 use clap::Parser as _;
 use vestibule::{Application, Config};
@@ -12,7 +13,12 @@ async fn main() -> std::process::ExitCode {
         return vestibule::verify_draw::run(args).await;
     }
     vestibule::telemetry::init_tracing();
-    let config = Config::parse();
+    let demo = std::env::args().nth(1).as_deref() == Some("demo");
+    let config = if demo {
+        Config::parse_from(vestibule::demo::server_args(std::env::args().skip(2)))
+    } else {
+        Config::parse()
+    };
     if let Err(reason) = config.validate() {
         eprintln!("vestibule: invalid configuration: {reason}");
         return std::process::ExitCode::from(2);
@@ -32,6 +38,18 @@ async fn main() -> std::process::ExitCode {
     );
     if let Some(token) = application.generated_admin_token() {
         println!("admin token (generated, shown once): {token}");
+    }
+    if demo {
+        let address = application.local_addr();
+        println!(
+            "demo: shoppers are joining room {room}: the page at http://{address}/?room={room}, \
+             the console at http://{address}/console/",
+            room = vestibule::demo::DEMO_ROOM
+        );
+        tokio::spawn(vestibule::demo::shoppers(
+            address,
+            application.shutdown_signal(),
+        ));
     }
     match application.run_until_stopped().await {
         Ok(()) => std::process::ExitCode::SUCCESS,

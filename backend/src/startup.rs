@@ -146,6 +146,7 @@ impl Application {
             metrics,
             shutdown: shutdown_rx,
             bots,
+            admin_feed: Arc::default(),
         };
         Ok(Self {
             listener,
@@ -154,6 +155,12 @@ impl Application {
             generated_admin_token,
             shared_key,
         })
+    }
+
+    /// Turns `true` when the server starts shutting down (for tasks beside it, e.g. the demo's
+    /// shoppers).
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.state.shutdown.clone()
     }
 
     /// The bound address (useful with port 0).

@@ -32,6 +32,8 @@ pub struct AppState {
     pub store_safety: Arc<RwLock<Option<crate::store::StoreSafety>>>,
     /// Bot defences: the challenge key, join rates and top clients (README "Bots at the door").
     pub bots: Arc<crate::bots::Bots>,
+    /// The figures of the admin event stream, read once a second for every viewer.
+    pub admin_feed: Arc<crate::http::admin_events::AdminFeed>,
 }
 
 impl AppState {

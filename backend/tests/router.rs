@@ -95,6 +95,7 @@ impl StateBuilder {
             shutdown,
             tokens,
             bots,
+            admin_feed: Arc::default(),
         }
     }
 

@@ -16,7 +16,9 @@
 //! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
 //! - [`bots`]: the proof-of-work puzzle of a join and the operator's top clients (issue 16).
+//! - [`admin_events`]: the admin event stream's figures (the operator console, issue 14).
 
+pub mod admin_events;
 pub mod bots;
 pub mod draw;
 pub mod embed;

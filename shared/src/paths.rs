@@ -68,6 +68,9 @@ pub fn admin_room_waiters(room: &str) -> String {
     format!("{API_V1}/admin/rooms/{room}/waiters")
 }
 
+/// Every room's figures once a second (bearer token, SSE): `GET /api/v1/admin/events`.
+pub const ADMIN_EVENTS: &str = "/api/v1/admin/events";
+
 #[cfg(test)]
 mod tests {
     use super::*;

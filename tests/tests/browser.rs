@@ -17,6 +17,8 @@
 mod bots;
 #[path = "browser/message.rs"]
 mod message;
+#[path = "browser/console.rs"]
+mod console;
 #[path = "browser/opening.rs"]
 mod opening;
 #[path = "browser/presence.rs"]

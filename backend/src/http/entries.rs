@@ -97,6 +97,9 @@ pub async fn consume(
         .await?
     {
         TokenUse::Consumed { .. } => {
+            if let Ok(runtime) = state.room(&room) {
+                runtime.counters.token_used();
+            }
             metrics::counter!("vestibule_tokens_used_total", "room" => room).increment(1);
             Ok(Json(claims))
         }

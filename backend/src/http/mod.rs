@@ -11,7 +11,8 @@
 //! - [`orders`]: the demo checkout behind the entry-token layer.
 //! - [`entries`]: the storefront's consume and release of entry tokens (origin API key).
 //! - [`admin`]: live room settings (bearer token); [`admin_rooms`]: rooms created, listed and
-//!   deleted at run time, and who is waiting; [`audit`]: the audit log of admin changes.
+//!   deleted at run time, and who is waiting; [`audit`]: the audit log of admin changes;
+//!   [`admin_events`]: every room's figures once a second (SSE, the operator console's feed).
 //! - [`bots`]: proof-of-work challenges, a join's bot checks, top clients (admin).
 //! - [`health`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`openapi`]: the generated OpenAPI document.
@@ -20,6 +21,7 @@
 pub mod admin;
 pub mod admin_rooms;
 pub mod audit;
+pub mod admin_events;
 pub mod bots;
 pub mod client_ip;
 pub mod draw;
@@ -134,6 +136,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(admin::router())
         .merge(admin_rooms::router())
         .merge(audit::router())
+        .merge(admin_events::router())
         .merge(bots::router())
         .merge(health::router())
         .merge(crate::gate::session::router())

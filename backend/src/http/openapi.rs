@@ -183,6 +183,7 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
         stream["schema"] =
             json!({"description": "One event of the stream.", "oneOf": [status, keepalive]});
     }
+    super::admin_events::describe_stream(&mut json);
     json
 }
 
@@ -250,6 +251,8 @@ fn ticket_link(operation: &str) -> Value {
         vestibule_shared::draw::DrawState, vestibule_shared::draw::RoomNotOpen,
         vestibule_shared::entry::EntryReleased, vestibule_shared::bots::Challenge,
         vestibule_shared::bots::TopClients, vestibule_shared::bots::ClientJoins,
+        vestibule_shared::admin_events::AdminEvent, vestibule_shared::admin_events::RoomFigures,
+        vestibule_shared::admin_events::RoomLeader,
     )),
     modifiers(&AdminSecurity)
 )]

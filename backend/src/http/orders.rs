@@ -130,6 +130,9 @@ pub async fn place_order(
         Err(error) => return Err(error.into()),
     };
     let Some(first) = replayed else {
+        if let Ok(runtime) = state.room(&room) {
+            runtime.counters.token_used();
+        }
         metrics::counter!("vestibule_tokens_used_total", "room" => room).increment(1);
         return Ok((StatusCode::CREATED, Json(receipt)).into_response());
     };

@@ -1,4 +1,6 @@
-//! The built waiting-room page (trunk's `dist/`): `/`, `/checkout` and static assets.
+//! The built waiting-room page (trunk's `dist/`): `/`, `/checkout` and static assets; and the
+//! operator console (`dist/console/`, a second app) at `/console/` (`/console` redirects there,
+//! so its relative asset and API URLs resolve under any mount prefix).
 //!
 //! Files go out precompressed when the browser accepts it: `scripts/build-page.sh` writes a
 //! brotli (`.br`) and a gzip (`.gz`) copy next to each, and the file services pick the best one
@@ -25,6 +27,8 @@ pub fn router(static_dir: &std::path::Path) -> Router<AppState> {
         return Router::new()
             .route("/", axum::routing::get(not_built))
             .route("/checkout", axum::routing::get(not_built))
+            .route("/console", axum::routing::get(not_built))
+            .route("/console/", axum::routing::get(not_built))
             .fallback(crate::http::error::unknown_endpoint);
     }
     let vary = HeaderValue::from_static("accept-encoding");
@@ -56,8 +60,36 @@ pub fn router(static_dir: &std::path::Path) -> Router<AppState> {
                 .fallback(html.clone()),
         );
     let index_html = std::fs::read_to_string(&index).unwrap_or_default();
+    let console_index = static_dir.join("console").join("index.html");
+    let console: Router<AppState> = if console_index.is_file() {
+        let console_html = ServiceBuilder::new()
+            .layer(SetResponseHeaderLayer::overriding(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache"),
+            ))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::VARY,
+                HeaderValue::from_static("accept-encoding"),
+            ))
+            .service(
+                ServeFile::new(&console_index)
+                    .precompressed_br()
+                    .precompressed_gzip(),
+            );
+        Router::new()
+            .route_service("/console/", console_html.clone())
+            .route_service("/console/index.html", console_html)
+    } else {
+        Router::new().route("/console/", axum::routing::get(not_built))
+    };
     Router::new()
         .merge(super::widget::router(&index_html))
+        .merge(console)
+        // Relative: `/_vestibule/console` → `/_vestibule/console/` under a mount prefix too.
+        .route(
+            "/console",
+            axum::routing::get(|| async { axum::response::Redirect::to("console/") }),
+        )
         .route_service("/", html.clone())
         .route_service("/index.html", html.clone())
         .route_service("/checkout", html)
@@ -68,7 +100,7 @@ async fn not_built() -> Response {
     (
         StatusCode::OK,
         [(header::CACHE_CONTROL, "no-store")],
-        Html("<!doctype html><title>Vestibule</title><p>The page is not built. Run <code>scripts/run.sh</code> (or <code>scripts/build-page.sh</code>) and restart; the JSON API is at <code>/api/v1/</code>.</p>"),
+        Html("<!doctype html><title>Vestibule</title><p>The page (or the operator console) is not built. Run <code>scripts/run.sh</code> (or <code>scripts/build-page.sh</code>) and restart; the JSON API is at <code>/api/v1/</code>.</p>"),
     )
         .into_response()
 }

@@ -312,6 +312,7 @@ async fn finish_join(
     let created = if outcome.created { "new" } else { "existing" };
     metrics::counter!("vestibule_joins_total", "room" => room.clone(), "outcome" => created)
         .increment(1);
+    runtime.counters.joined();
     let body = ticket_status(&state.config, runtime, &outcome.ticket);
     let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);
     let mut response = (status_code, Json(body)).into_response();
@@ -343,6 +344,9 @@ pub async fn poll(
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<Json<TicketStatus>, ApiError> {
     let status = current_status(&state, &room, &ticket_id).await?;
+    if let Ok(runtime) = state.room(&room) {
+        runtime.counters.polled();
+    }
     metrics::counter!("vestibule_polls_total", "room" => room).increment(1);
     // The per-ticket poll log (debug level, target `vestibule::poll_log`): shows whether clients
     // follow the hints. The tag is a hash; the ticket id itself never reaches a log.

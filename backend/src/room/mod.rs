@@ -1,6 +1,8 @@
 //! Everything about a room while it runs: admission, fan-out to streams, a ticket's public status.
 //!
 //! - [`runtime`]: [`RoomRuntime`], a room's settings as last read, its SSE hub, its active users.
+//! - [`figures`]: every room's live figures for the admin event stream, read once a second.
+//! - [`counters`]: a room's running totals here (joins, polls, admissions, …) and its leadership.
 //! - [`scheduler`]: per-room admission ticks, leader lease and quota with carry.
 //! - [`sse_hub`]: batched fan-out of ticket updates to SSE streams.
 //! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
@@ -13,7 +15,9 @@
 //! - [`registry`]: [`registry::Rooms`], the rooms running here, kept in line with the store's list.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
+pub mod counters;
 pub mod eta;
+pub mod figures;
 pub mod hub_loop;
 pub mod opening;
 pub mod outage;

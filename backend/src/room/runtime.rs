@@ -5,6 +5,7 @@ use std::sync::RwLock;
 
 use std::sync::Arc;
 
+use crate::room::counters::RoomCounters;
 use crate::room::sse_hub::SseHub;
 use crate::store::{Pace, Settings, VersionedSettings};
 use crate::tokens::TokenService;
@@ -16,6 +17,8 @@ pub struct RoomRuntime {
     settings: RwLock<VersionedSettings>,
     /// Fan-out of ticket updates to this process's SSE streams.
     pub hub: SseHub,
+    /// Running totals here and the leadership (read by the admin event stream).
+    pub counters: RoomCounters,
     /// Active users as of this process's last scheduler tick (for the ETA under a cap).
     active_users: AtomicU64,
     /// Signs the entry tokens of this room's tickets.
@@ -38,6 +41,7 @@ impl RoomRuntime {
             name,
             settings: RwLock::new(settings),
             hub: SseHub::default(),
+            counters: RoomCounters::default(),
             active_users: AtomicU64::new(0),
             pace: RwLock::new(Pace::default()),
             seeded: AtomicBool::new(false),

@@ -103,6 +103,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     if let Some(epoch) = lease.epoch {
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
+                        room.counters.set_leader_epoch(Some(epoch));
                         // The first tick as leader admits one tick's worth, not the time since the
                         // last leader's tick (unknown here).
                         leader = Some(Leadership {
@@ -158,6 +159,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         metrics::counter!("vestibule_admissions_fenced_total", &labels)
                             .increment(1);
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+                        room.counters.set_leader_epoch(None);
                         leader = None;
                         quota.reset();
                         Ok(())
@@ -198,6 +200,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
                         metrics::counter!("vestibule_admissions_total", &labels)
                             .increment(outcome.admitted);
+                        room.counters
+                            .ticked(outcome.admitted + instant, outcome.expired);
                         metrics::counter!("vestibule_tokens_expired_total", &labels)
                             .increment(outcome.expired);
                         metrics::counter!("vestibule_skipped_silent_total", &labels)
@@ -215,6 +219,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     Err(error) => {
                         // Unknown whether the lease survived: start over as a follower.
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+                        room.counters.set_leader_epoch(None);
                         leader = None;
                         quota.reset();
                         Err(error)
@@ -238,6 +243,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     }
     // A stopped scheduler leads nothing (a deleted room's gauge must not stay at 1).
     metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+    room.counters.set_leader_epoch(None);
     if leader.is_some() {
         // A deleted room has no lease left to give up (the embedded store says so).
         if let Err(error) = store

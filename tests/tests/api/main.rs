@@ -3,6 +3,7 @@
 //! One test binary (link time), one file per feature: add a test to the file of its feature, or a
 //! new `mod` here.
 
+mod admin_events;
 mod admission;
 mod bad_input;
 mod bots;

@@ -1,0 +1,112 @@
+//! Every room's live figures for the admin event stream (`http::admin_events`), read once per
+//! second per process by [`FigureReader`] however many operators watch: one `counts` store call
+//! per room (as the `/metrics` room gauges), and this process's running totals
+//! ([`crate::room::counters`]) turned into per-second rates.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use vestibule_shared::admin_events::{AdminEvent, RoomFigures, RoomLeader};
+
+use crate::room::counters::CounterTotals;
+use crate::room::eta::{self, EtaInputs};
+use crate::room::state::room_state;
+use crate::room::RoomRuntime;
+use crate::state::AppState;
+use crate::store::{now_ms, RoomCounts};
+
+/// A rate to two decimals (what a person reads; the JSON stays short).
+fn hundredths(rate: f64) -> f64 {
+    (rate * 100.0).round() / 100.0
+}
+
+/// Reads the figures, remembering each room's totals between reads for the rates.
+#[derive(Default)]
+pub struct FigureReader {
+    last: HashMap<String, (Instant, CounterTotals)>,
+}
+
+impl FigureReader {
+    /// Every running room's figures now. A room whose counts the store cannot give is left out
+    /// (and logged at `debug`: the console shows the gap).
+    pub async fn read(&mut self, state: &AppState) -> AdminEvent {
+        let at_ms = now_ms();
+        let rooms = state.rooms.list();
+        let mut figures = Vec::with_capacity(rooms.len());
+        for room in &rooms {
+            match state.store.counts(&room.name, at_ms).await {
+                Ok(counts) => figures.push(self.room(state, room, counts, at_ms)),
+                Err(error) => {
+                    tracing::debug!(room = %room.name, %error, "room left out of the admin event");
+                }
+            }
+        }
+        self.last
+            .retain(|name, _| rooms.iter().any(|room| &room.name == name));
+        AdminEvent {
+            at_ms,
+            replica: crate::state::replica_id().to_owned(),
+            rooms: figures,
+        }
+    }
+
+    fn room(
+        &mut self,
+        state: &AppState,
+        room: &RoomRuntime,
+        counts: RoomCounts,
+        at_ms: u64,
+    ) -> RoomFigures {
+        let now = Instant::now();
+        let totals = room.counters.totals();
+        let (then, earlier) = self
+            .last
+            .insert(room.name.clone(), (now, totals))
+            .unwrap_or((now, totals));
+        let secs = now.duration_since(then).as_secs_f64();
+        let [joins, polls, admitted, used, expired] =
+            totals.rates_since(&earlier, secs).map(hundredths);
+        let settings = room.settings();
+        let pace = room.pace();
+        let leader = room.counters.leader_epoch().map(|epoch| RoomLeader {
+            replica: crate::state::replica_id().to_owned(),
+            epoch,
+        });
+        // Counted here over the last second when this process admits; else what the leader
+        // published (or nothing yet).
+        let admitted_per_sec = if leader.is_some() && secs > 0.0 {
+            Some(admitted)
+        } else {
+            pace.admitted_per_sec.map(hundredths)
+        };
+        let inputs = EtaInputs {
+            rate_per_sec: settings.admission_rate_per_sec,
+            margin: state.config.eta_margin,
+            paused: settings.paused,
+            cap: settings.max_active_users.map(|cap| (cap, counts.active)),
+            token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
+            pace,
+        };
+        let eta_back_of_line_secs = (counts.waiting > 0 && !settings.paused)
+            .then(|| eta::estimate(counts.waiting, &inputs, &state.config.poll_tiers))
+            .and_then(|estimate| estimate.median_secs)
+            .map(eta::eta_display_secs);
+        RoomFigures {
+            room: room.name.clone(),
+            state: room_state(&settings, at_ms),
+            waiting: counts.waiting,
+            active_users: counts.active,
+            admission_rate_per_sec: settings.admission_rate_per_sec,
+            admitted_per_sec,
+            joins_per_sec: joins,
+            polls_per_sec: polls,
+            sse_streams: room.hub.stream_count(),
+            tokens_used_per_sec: used,
+            tokens_expired_per_sec: expired,
+            eta_back_of_line_secs,
+            paused: settings.paused,
+            closed: settings.sale.closed,
+            leader,
+        }
+    }
+}

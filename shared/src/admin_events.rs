@@ -1,0 +1,84 @@
+//! The admin event stream (`GET /api/v1/admin/events`, Server-Sent Events): once a second, every
+//! room's live figures as one replica sees them. The operator console (`console/`) draws its
+//! rooms list, numbers and charts from it.
+//!
+//! Room-wide figures (waiting, active users, the configured rate, the state) are read from the
+//! store and are the same through every replica. Figures marked "this replica" count what the
+//! replica answering the stream did (behind a load balancer, each replica sees its share).
+
+use serde::{Deserialize, Serialize};
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+use crate::RoomState;
+
+/// The SSE event name of [`AdminEvent`] (`event: figures`).
+pub const ADMIN_EVENT_NAME: &str = "figures";
+
+/// One second of every room's figures (`event: figures`, `data:` this JSON).
+///
+/// Example: `{"atMs":1764530000000,"replica":"web-1-a8Xk2p","rooms":[{"room":"main",…}]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AdminEvent {
+    /// When the figures were read, Unix ms. Example: `1764530000000`.
+    pub at_ms: u64,
+    /// The replica that sent the event (`$HOSTNAME` and a random suffix, fixed per process).
+    pub replica: String,
+    /// Every running room, sorted by slug. A room whose counts the store could not give this
+    /// second is left out (the console shows a gap, not a stale value).
+    pub rooms: Vec<RoomFigures>,
+}
+
+/// Which replica's scheduler admits for a room, and its fencing epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RoomLeader {
+    /// The leading replica. Example: `"web-1-a8Xk2p"`.
+    pub replica: String,
+    /// The lease's fencing epoch (grows at every change of leader). Example: `3`.
+    pub epoch: u64,
+}
+
+/// One room's figures in an [`AdminEvent`]. Rates are per second over the last second.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RoomFigures {
+    /// Room slug. Example: `"main"`.
+    pub room: String,
+    /// The room's state. Example: `"OPEN"`.
+    pub state: RoomState,
+    /// Shoppers waiting (room-wide, from the store). Example: `1200`.
+    pub waiting: u64,
+    /// Active users: entry tokens issued, not used, not expired (room-wide). Example: `310`.
+    pub active_users: u64,
+    /// The configured admission rate, shoppers per second. Example: `175.0`.
+    pub admission_rate_per_sec: f64,
+    /// Shoppers actually admitted per second: counted over the last second when this replica
+    /// leads the room, else the leader's published measurement (about the last minute); null
+    /// while unknown. Example: `174.0`.
+    pub admitted_per_sec: Option<f64>,
+    /// Joins answered per second (this replica; new tickets and repeated joins). Example: `40.0`.
+    pub joins_per_sec: f64,
+    /// Ticket polls answered per second (this replica). Example: `900.0`.
+    pub polls_per_sec: f64,
+    /// Open SSE ticket streams (this replica). Example: `12`.
+    pub sse_streams: u64,
+    /// Entry tokens used by orders or the storefront's consume, per second (this replica).
+    pub tokens_used_per_sec: f64,
+    /// Entry tokens expired unused per second (counted by the leader; 0 on other replicas).
+    pub tokens_expired_per_sec: f64,
+    /// The estimated wait at the back of the line, seconds (the median a shopper joining now
+    /// would be shown); null while paused or with nobody waiting. Example: `7`.
+    pub eta_back_of_line_secs: Option<u64>,
+    /// Admission paused by an operator.
+    pub paused: bool,
+    /// Closed to new joins.
+    pub closed: bool,
+    /// The leader, when this replica leads the room; null when another replica does (or none
+    /// yet).
+    pub leader: Option<RoomLeader>,
+}
