@@ -81,11 +81,7 @@ impl RoomRuntime {
 
     /// The settings last read from the store (refreshed every scheduler tick).
     pub fn settings(&self) -> Settings {
-        self.settings
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .settings
-            .clone()
+        self.versioned_settings().settings
     }
 
     /// The settings last read from the store, with their version.

@@ -33,8 +33,8 @@ async fn try_patch(app: &TestApp, patch: Value) -> (StatusCode, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// A join's status and body, whatever it is.
-async fn try_join(app: &TestApp, key: &str) -> (StatusCode, Value) {
+/// A keyed join of `main`: its status and body, whatever it is.
+pub(crate) async fn try_join(app: &TestApp, key: &str) -> (StatusCode, Value) {
     let response = app
         .join_request("main")
         .header("Idempotency-Key", key)
