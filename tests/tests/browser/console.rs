@@ -1,8 +1,9 @@
 //! The operator console (`/console/`) in headless Chromium against the real binary: a refused
-//! token shows the sign-in again; signed in, a room of the `--rooms` flag shows shoppers joining
-//! (a test client) with its numbers and charts moving; resuming and a 4× rate change ask for
-//! confirmation; after the change admissions follow the new rate (within 10 % over 5 s); axe-core
-//! finds no violation (sign-in, room view in both languages).
+//! token shows the sign-in again; signed in, the operator creates a room (confirmed), shoppers
+//! join it (a test client) and its numbers and charts move; a message to waiters posted in the
+//! console shows on a shopper's page; resuming and a 4× rate change ask for confirmation; after
+//! the change admissions follow the new rate (within 10 % over 5 s); axe-core finds no violation
+//! (sign-in, room view in both languages).
 //! Screenshots: `console-en.png` (1280 px), `console-ko.png`, `console-phone-ko.png`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,11 @@ use vestibule_tests::chromium::{
     click, dist_dir, save_screenshot, text_of, wait_for, ChromeDriver,
 };
 use vestibule_tests::{Backend, TestApp, ADMIN_TOKEN};
+
+/// The room the operator creates in the console and runs the sale in.
+const ROOM: &str = "drop-8";
+/// The message to waiters posted through the console.
+const MESSAGE: &str = "Sizes 42–44 are sold out";
 
 /// Types `value` into the input `css` as a person would (the console listens to `input`).
 async fn fill(browser: &Client, css: &str, value: &str) {
@@ -76,28 +82,13 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
                 "--static-dir",
                 &dist,
                 "--rooms",
-                "main,drop-7",
+                "main",
                 "--admission-rate",
                 "5",
             ],
         )
         .await,
     );
-    app.patch_room("main", json!({"paused": true})).await;
-    for _ in 0..300 {
-        app.join("main", None).await;
-    }
-    // Shoppers keep joining, 10 a second, while the operator watches.
-    let joining = Arc::new(AtomicBool::new(true));
-    let shoppers = {
-        let (app, joining) = (app.clone(), joining.clone());
-        tokio::spawn(async move {
-            while joining.load(Ordering::Relaxed) {
-                app.join("main", None).await;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
 
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
@@ -128,12 +119,61 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     })
     .await;
     let rooms = text_of(&browser, ".rooms tbody").await;
-    assert!(
-        rooms.contains("main") && rooms.contains("drop-7"),
-        "{rooms}"
-    );
+    assert!(rooms.contains("main"), "{rooms}");
 
-    click(&browser, "tr[data-room=main] button.link").await;
+    // The operator creates the sale's room (it asks first); it joins the list from the stream.
+    fill(&browser, "#new-room", ROOM).await;
+    click(&browser, ".create button[type=submit]").await;
+    accept_confirmation(&browser, "creating a room").await;
+    let created = wait_for(
+        &browser,
+        ".rooms [role=status] .outcome",
+        None,
+        Duration::from_secs(10),
+        |t| !t.is_empty(),
+    )
+    .await;
+    println!("create: {created}");
+    assert!(created.contains("Created"), "{created}");
+    wait_for(
+        &browser,
+        ".rooms tbody",
+        None,
+        Duration::from_secs(5),
+        |t| t.contains(ROOM),
+    )
+    .await;
+    let created: serde_json::Value = app
+        .client
+        .get(app.url(&vestibule_shared::paths::admin_room(ROOM)))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("GET the new room")
+        .json()
+        .await
+        .expect("settings JSON");
+    assert!(created["admissionRatePerSec"].is_number(), "{created}");
+
+    // Shoppers (a test client) line up in the new room, paused at 5/s, and keep joining, 10 a
+    // second, while the operator watches.
+    app.patch_room(ROOM, json!({"paused": true, "admissionRatePerSec": 5}))
+        .await;
+    for _ in 0..300 {
+        app.join(ROOM, None).await;
+    }
+    let joining = Arc::new(AtomicBool::new(true));
+    let shoppers = {
+        let (app, joining) = (app.clone(), joining.clone());
+        tokio::spawn(async move {
+            while joining.load(Ordering::Relaxed) {
+                app.join(ROOM, None).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    click(&browser, &format!("tr[data-room={ROOM}] button.link")).await;
     assert_eq!(
         vestibule_tests::chromium::focused_id(&browser).await,
         "room-title",
@@ -163,6 +203,56 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
         chart_points(&browser, 1).await > drawn,
         "the chart draws on"
     );
+
+    // A message to waiters, posted in the console, shows above a waiting shopper's place (a
+    // shopper's page in another browser, in line behind the others while the room is paused).
+    let shopper_profile = tempfile::tempdir().unwrap();
+    let shopper = driver.browser(shopper_profile.path(), "en-US").await;
+    shopper
+        .goto(&app.url(&format!("/?room={ROOM}&transport=sse")))
+        .await
+        .expect("the page loads");
+    wait_for(
+        &shopper,
+        "#waiter-message",
+        Some("hidden"),
+        Duration::from_secs(10),
+        |hidden| hidden == "true",
+    )
+    .await;
+    wait_for(
+        &browser,
+        "#message-en",
+        None,
+        Duration::from_secs(10),
+        |_| true,
+    )
+    .await;
+    fill(&browser, "#message-en", MESSAGE).await;
+    let posted = std::time::Instant::now();
+    click(&browser, "#apply").await;
+    let outcome = wait_for(
+        &browser,
+        "#change-outcome",
+        None,
+        Duration::from_secs(10),
+        |t| t.contains("Applied") && t.contains("messageEn"),
+    )
+    .await;
+    println!("message outcome: {outcome}");
+    wait_for(
+        &shopper,
+        "#waiter-message",
+        None,
+        Duration::from_secs(10),
+        |t| t == MESSAGE,
+    )
+    .await;
+    println!(
+        "the message reached the shopper's page in {:?}",
+        posted.elapsed()
+    );
+    shopper.close().await.unwrap();
 
     // Resuming changes admission from nothing: it asks first.
     // The controls show the settings in force.
@@ -203,7 +293,7 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     println!("change outcome: {outcome}");
     let settings: serde_json::Value = app
         .client
-        .get(app.url(&vestibule_shared::paths::admin_room("main")))
+        .get(app.url(&vestibule_shared::paths::admin_room(ROOM)))
         .bearer_auth(ADMIN_TOKEN)
         .send()
         .await
@@ -215,7 +305,8 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
 
     // Admissions follow: 20/s within 10 % over 5 s (after a second to settle).
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let series = "vestibule_admissions_total{room=\"main\"}";
+    let series = format!("vestibule_admissions_total{{room=\"{ROOM}\"}}");
+    let series = series.as_str();
     let before = app.metric(series).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rate = (app.metric(series).await - before) / 5.0;
@@ -266,31 +357,6 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     browser.execute(top, vec![]).await.unwrap();
     save_screenshot(&browser, "console-phone-ko.png").await;
 
-    // Creating a room asks first. On a server without rooms at run time the answer (404) is
-    // shown and the console keeps working; with them, the room appears in the list.
-    fill(&browser, "#new-room", "drop-8").await;
-    click(&browser, ".create button[type=submit]").await;
-    accept_confirmation(&browser, "creating a room").await;
-    let created = wait_for(
-        &browser,
-        ".rooms [role=status] .outcome",
-        None,
-        Duration::from_secs(10),
-        |t| !t.is_empty(),
-    )
-    .await;
-    println!("create: {created}");
-    if !created.contains("404") {
-        wait_for(
-            &browser,
-            ".rooms tbody",
-            None,
-            Duration::from_secs(5),
-            |t| t.contains("drop-8"),
-        )
-        .await;
-        click(&browser, "tr[data-room=main] button.link").await;
-    }
     let link = browser
         .find(Locator::Css("#link"))
         .await
