@@ -325,6 +325,19 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     let top = "window.scrollTo(0, 0); document.activeElement.blur(); return true;";
     browser.execute(top, vec![]).await.unwrap();
     save_screenshot(&browser, "console-en.png").await;
+    // At 1280 px the rooms table fits beside the room (no sideways scrolling inside it).
+    let table_overflow = browser
+        .execute(
+            "const w = document.querySelector('.rooms .table-wrap'); \
+             return w.scrollWidth - w.clientWidth;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        table_overflow.as_i64().unwrap_or(1) <= 0,
+        "the rooms table scrolls sideways at 1280 px: {table_overflow}"
+    );
     crate::assert_accessible(&browser, "console room view").await;
 
     // Korean, at 1280 px and on a phone.
