@@ -219,6 +219,7 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
             StoreError::Refused(refusal) => Self::refused_join(refusal),
             StoreError::NoSuchRoom(room) => Self::RoomNotFound(room),
+            StoreError::RoomDeleted(room) => Self::RoomDeleted(room),
         }
     }
 }

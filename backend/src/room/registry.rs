@@ -93,6 +93,42 @@ impl Rooms {
         receiver
     }
 
+    /// Replaces each running room of `listed` whose incarnation in the store is not the one it
+    /// serves: the room was deleted and created again (through other replicas) between two
+    /// syncs. The old runtime retires (its scheduler, hub and streams end; its tickets are gone
+    /// from the store) and a new one starts on the new room's settings. A runtime that has not
+    /// learnt its incarnation yet takes the store's.
+    async fn replace_recreated(
+        &self,
+        state: &AppState,
+        listed: &[String],
+        incarnations: &std::collections::HashMap<String, String>,
+    ) {
+        for name in listed {
+            let (Some(room), Some(incarnation)) = (self.get(name), incarnations.get(name)) else {
+                continue;
+            };
+            let held = room.incarnation.get_or_init(|| incarnation.clone());
+            if held == incarnation {
+                continue;
+            }
+            tracing::info!(room = %name, "room deleted and created again (through another replica): restarted here");
+            write(&self.running).remove(name.as_str());
+            room.retire();
+            match state.store.room_settings(name).await {
+                Ok(settings) => {
+                    let fresh = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
+                    let _ = fresh.incarnation.set(incarnation.clone());
+                    self.add(Arc::new(fresh));
+                }
+                Err(error) => {
+                    // Started by the next sync, like any room created elsewhere.
+                    tracing::warn!(room = %name, %error, "the new room's settings could not be read; retrying next tick");
+                }
+            }
+        }
+    }
+
     /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`) and
     /// `deleted` (the rooms deleted through the admin API): starts the rooms missing here
     /// (reading their settings), stops the deleted ones, and lists again a running room the
@@ -186,11 +222,16 @@ pub async fn sync_loop(state: AppState) {
         // list, so a room missing from this list for a deletion is in the later read.
         let listed = async {
             let listed = state.store.list_rooms().await?;
-            Ok::<_, crate::store::StoreError>((listed, state.store.deleted_rooms().await?))
+            let deleted = state.store.deleted_rooms().await?;
+            Ok::<_, crate::store::StoreError>((listed, deleted, state.store.incarnations().await?))
         };
         match listed.await {
-            Ok((listed, deleted)) => {
+            Ok((listed, deleted, incarnations)) => {
                 outage_logged = false;
+                state
+                    .rooms
+                    .replace_recreated(&state, &listed, &incarnations)
+                    .await;
                 state.rooms.sync(&state, &listed, &deleted, read_at).await;
             }
             Err(error) if !outage_logged => {

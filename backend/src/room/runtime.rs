@@ -31,6 +31,9 @@ pub struct RoomRuntime {
     drawn: AtomicBool,
     /// Flips to `true` when the room is deleted here: its scheduler, hub and streams end.
     retired: tokio::sync::watch::Sender<bool>,
+    /// Which creation of the slug this runtime serves (the store's incarnation id, learnt by
+    /// `room::registry` at its first sync; unset on stores without incarnations).
+    pub incarnation: std::sync::OnceLock<String>,
 }
 
 impl RoomRuntime {
@@ -47,6 +50,7 @@ impl RoomRuntime {
             seeded: AtomicBool::new(false),
             drawn: AtomicBool::new(false),
             retired: tokio::sync::watch::Sender::new(false),
+            incarnation: std::sync::OnceLock::new(),
         }
     }
 

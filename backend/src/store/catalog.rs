@@ -103,6 +103,14 @@ pub trait Catalog: Send + Sync {
     /// by the store (Redis restarted without persistence) and is listed again.
     async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError>;
 
+    /// Each room's incarnation: an id written when the room is created, so that a replica can
+    /// tell a room deleted and created again between two of its reads (Redis) from the one it
+    /// runs. A store that one process owns has none (the empty map): its registry sees every
+    /// deletion and creation itself.
+    async fn incarnations(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        Ok(std::collections::HashMap::new())
+    }
+
     /// Appends entries to `room`'s audit log (bounded to [`AUDIT_KEPT`]); returns their ids.
     async fn append_audit(
         &self,

@@ -28,6 +28,11 @@ pub enum StoreError {
     /// Answered 404 `room_not_found`.
     #[error("no room named {0:?}")]
     NoSuchRoom(String),
+    /// The room was deleted through another replica and this one has not seen it yet (Redis: the
+    /// room's tombstone `vestibule:{r}:gone` is there; nothing was changed). Answered 410
+    /// `room_deleted`.
+    #[error("room {0:?} was deleted")]
+    RoomDeleted(String),
 }
 
 impl StoreError {

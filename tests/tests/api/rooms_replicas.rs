@@ -111,6 +111,114 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
         redis.cli(&["HEXISTS", "vestibule:rooms:deleted", "drop-7"]),
         "1"
     );
+    // Nothing of the room but its audit log and its tombstone stays once both replicas have
+    // stopped it: no replica's lease writes its settings, epoch or secret back.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut left = redis.cli(&["--scan", "--pattern", "vestibule:{drop-7}:*"]);
+    left = left
+        .lines()
+        .filter(|key| !key.ends_with(":audit") && !key.ends_with(":gone"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(left, "", "left behind after the delete");
+}
+
+/// Found by a black-box probe: a room deleted through one replica and created again at once had
+/// the other replica keep the old room (its settings, its streams, its rate) because the new
+/// room's settings version started again below the one it held; and changes or joins through a
+/// replica that had not seen a deletion yet answered 500 and wrote a partial settings hash. Now
+/// every creation has an incarnation (the registry restarts a room whose incarnation changed),
+/// and a deleted room's tombstone makes its scripts answer 410 `room_deleted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_deleted_and_created_again_at_once_is_the_new_room_on_every_replica() {
+    let redis = RedisServer::start();
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let room = paths::admin_room("rr");
+    let (status, _, body) = create(&a, json!({"room": "rr", "messageEn": "old"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // A ticket of the old room through B (its stream and polls must end with it).
+    let mut old_ticket = String::new();
+    assert!(
+        within(async || {
+            let response = b.join_request("rr").send().await.expect("join");
+            let ok = response.status().is_success();
+            if ok {
+                let body: serde_json::Value = response.json().await.expect("ticket");
+                old_ticket = body["ticketId"].as_str().unwrap_or_default().to_owned();
+            }
+            ok
+        })
+        .await,
+        "B never took joins for the room A created"
+    );
+    // Several changes, so the old room's settings version is well above a new room's.
+    for n in 1..=5 {
+        let patch = json!({"closed": true, "messageEn": format!("old{n}")});
+        admin(&a, reqwest::Method::PATCH, &room, Some(patch)).await;
+    }
+    let info = |app: &TestApp| {
+        let url = app.url(&paths::room("rr"));
+        let client = app.client.clone();
+        async move {
+            let response = client.get(url).send().await.expect("room info");
+            response
+                .json::<serde_json::Value>()
+                .await
+                .unwrap_or_default()
+        }
+    };
+    assert!(
+        within(async || info(&b).await["state"] == "CLOSED").await,
+        "B never saw the old room closed"
+    );
+    let force = format!("{room}?force=true");
+    let (status, _, _) = admin(&a, reqwest::Method::DELETE, &force, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, body) = create(&a, json!({"room": "rr", "messageEn": "new"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert!(
+        within(async || {
+            let shown = info(&b).await;
+            shown["state"] == "OPEN"
+        })
+        .await,
+        "B still runs the old room: {}",
+        info(&b).await
+    );
+    let (status, _) = try_poll(&b, "rr", &old_ticket).await;
+    assert!(
+        status == StatusCode::NOT_FOUND || status == StatusCode::GONE,
+        "the old room's ticket through B: {status}"
+    );
+    let (_, _, settings) = admin(&b, reqwest::Method::GET, &room, None).await;
+    assert_eq!(settings["messageEn"], "new", "{settings}");
+
+    // Deleted through B, changed and joined through A before A has seen it: 410, nothing written.
+    let (status, _, _) = admin(&b, reqwest::Method::DELETE, &force, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, body) = admin(
+        &a,
+        reqwest::Method::PATCH,
+        &room,
+        Some(json!({"messageEn": "x"})),
+    )
+    .await;
+    assert!(
+        status == StatusCode::GONE || status == StatusCode::NOT_FOUND,
+        "{status} {body}"
+    );
+    let join = a.join_request("rr").send().await.expect("join");
+    assert!(
+        join.status() == StatusCode::GONE || join.status() == StatusCode::NOT_FOUND,
+        "a join through A after the delete through B: {}",
+        join.status()
+    );
+    assert_eq!(
+        redis.cli(&["EXISTS", "vestibule:{rr}:settings"]).trim(),
+        "0",
+        "a change after the delete wrote settings"
+    );
 }
 
 /// Redis restarted without persistence loses the list of rooms too: a replica running a room

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use redis::Value;
 
 use super::reply::{as_array, as_string, as_u64};
+use super::settings::GONE;
 use super::{Keys, RedisStore};
 use crate::store::catalog::AUDIT_KEPT;
 use crate::store::{
@@ -19,28 +20,40 @@ pub const ROOMS_KEY: &str = "vestibule:rooms";
 /// The hash of deleted rooms: slug → when, Unix ms (removed when the slug is created again).
 pub const DELETED_KEY: &str = "vestibule:rooms:deleted";
 
-/// Keys a room's purge leaves: its audit log outlives it.
-const KEPT_ON_DELETE: &str = "audit";
+/// The hash of room incarnations: slug → a random id written when the room is created (and by
+/// the first start of a seeded room), so that a replica can tell a room deleted and created again
+/// between two of its reads from the room it runs (`room::registry`).
+pub const INCARNATIONS_KEY: &str = "vestibule:rooms:incarnations";
+
+/// The key a room's purge always leaves: its audit log outlives it.
+const AUDIT: &str = "audit";
 
 impl RedisStore {
     /// Adds `room` to the set of rooms; true when it was not there.
     pub(super) async fn register_room(&self, room: &str) -> Result<bool, StoreError> {
         let mut connection = self.connection.clone();
-        let added: i64 = self
+        let (added, _): (i64, i64) = self
             .bounded(
-                redis::cmd("SADD")
+                redis::pipe()
+                    .cmd("SADD")
                     .arg(ROOMS_KEY)
                     .arg(room)
+                    .cmd("HSETNX")
+                    .arg(INCARNATIONS_KEY)
+                    .arg(room)
+                    .arg(crate::ids::random_id())
                     .query_async(&mut connection),
             )
             .await?;
         Ok(added == 1)
     }
 
-    /// Deletes every key of `room` but its audit log (`SCAN` + `UNLINK`, a batch at a time).
-    async fn purge_room(&self, room: &str) -> Result<(), StoreError> {
+    /// Deletes every key of `room` but its audit log and, with `keep_tombstone`, its tombstone
+    /// (`SCAN` + `UNLINK`, a batch at a time).
+    async fn purge_room(&self, room: &str, keep_tombstone: bool) -> Result<(), StoreError> {
         let keys = Keys::new(room);
-        let kept = keys.key(KEPT_ON_DELETE);
+        let audit = keys.key(AUDIT);
+        let tombstone = keys.key(GONE);
         let pattern = format!("{}*", keys.prefix);
         let mut connection = self.connection.clone();
         let mut cursor = 0u64;
@@ -56,7 +69,10 @@ impl RedisStore {
                         .query_async(&mut connection),
                 )
                 .await?;
-            let doomed: Vec<&String> = found.iter().filter(|key| **key != kept).collect();
+            let doomed: Vec<&String> = found
+                .iter()
+                .filter(|key| **key != audit && !(keep_tombstone && **key == tombstone))
+                .collect();
             if !doomed.is_empty() {
                 let _: i64 = self
                     .bounded(
@@ -102,15 +118,23 @@ impl Catalog for RedisStore {
             return Ok(None);
         }
         let mut connection = self.connection.clone();
-        let _: i64 = self
+        let _: () = self
             .bounded(
-                redis::cmd("HDEL")
+                redis::pipe()
+                    .cmd("HDEL")
                     .arg(DELETED_KEY)
                     .arg(room)
+                    .ignore()
+                    .cmd("HSET")
+                    .arg(INCARNATIONS_KEY)
+                    .arg(room)
+                    .arg(crate::ids::random_id())
+                    .ignore()
                     .query_async(&mut connection),
             )
             .await?;
-        self.purge_room(room).await?;
+        // The tombstone goes too: from here on the room's scripts work again.
+        self.purge_room(room, false).await?;
         self.init_room_in_redis(room, settings).await?;
         match self
             .update_room_in_redis(room, &settings.as_patch(), None)
@@ -147,14 +171,21 @@ impl Catalog for RedisStore {
                 active: counts.active,
             });
         }
-        // The mark first: a replica that finds the room gone from the list then finds the mark
-        // (`room::registry`), and never takes it for a room Redis lost.
-        let _: i64 = self
+        // The marks first: a replica that finds the room gone from the list then finds the mark
+        // (`room::registry`), and never takes it for a room Redis lost; the tombstone stops
+        // every replica's scripts from writing the room's settings back or changing them.
+        let _: () = self
             .bounded(
-                redis::cmd("HSET")
+                redis::pipe()
+                    .cmd("HSET")
                     .arg(DELETED_KEY)
                     .arg(room)
                     .arg(now_ms)
+                    .ignore()
+                    .cmd("SET")
+                    .arg(Keys::new(room).key(GONE))
+                    .arg(now_ms)
+                    .ignore()
                     .query_async(&mut connection),
             )
             .await?;
@@ -169,7 +200,7 @@ impl Catalog for RedisStore {
         if removed == 0 {
             return Ok(RoomDeletion::NotFound);
         }
-        self.purge_room(room).await?;
+        self.purge_room(room, true).await?;
         Ok(RoomDeletion::Deleted {
             ended: counts.waiting + counts.active,
         })
@@ -180,6 +211,17 @@ impl Catalog for RedisStore {
         self.bounded(
             redis::cmd("HKEYS")
                 .arg(DELETED_KEY)
+                .query_async(&mut connection),
+        )
+        .await
+        .map_err(StoreError::for_read)
+    }
+
+    async fn incarnations(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let mut connection = self.connection.clone();
+        self.bounded(
+            redis::cmd("HGETALL")
+                .arg(INCARNATIONS_KEY)
                 .query_async(&mut connection),
         )
         .await

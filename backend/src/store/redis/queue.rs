@@ -99,6 +99,7 @@ impl RedisStore {
             .key(keys.key("prequeue_order"))
             .key(keys.key("prequeue_mac"))
             .key(keys.key("prequeue_seqs"))
+            .key(keys.key(super::settings::GONE))
             .arg(order_new)
             .arg(order_derived);
         let reply = self.run_script(&invocation).await?;
@@ -134,6 +135,9 @@ impl RedisStore {
         }
         if created == -5 {
             return Ok(JoinReply::SettingsChanged);
+        }
+        if created == -6 {
+            return Err(StoreError::RoomDeleted(room.to_owned()));
         }
         let id = as_string(id)?;
         let ticket = if position > 0 {

@@ -20,7 +20,7 @@ impl RedisStore {
         let keys = Keys::new(room);
         let mut connection = self.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
-        invocation.key(keys.key("secret"));
+        invocation.key(keys.key("secret")).key(keys.key(GONE));
         config_args(&mut invocation, defaults);
         invocation.arg(&fresh_secret()[..]);
         config_args_added(&mut invocation, defaults);
@@ -74,6 +74,22 @@ impl RedisStore {
             )
             .await
             .map_err(StoreError::for_read)?;
+        if matches!(fields.first(), Some(Value::Nil)) {
+            // No settings: deleted (its tombstone says so) or lost by a Redis restart.
+            let gone: bool = self
+                .bounded(
+                    redis::cmd("EXISTS")
+                        .arg(keys.key(GONE))
+                        .query_async(&mut connection),
+                )
+                .await
+                .map_err(StoreError::for_read)?;
+            return Err(if gone {
+                StoreError::RoomDeleted(room.to_owned())
+            } else {
+                settings_lost(room)
+            });
+        }
         let (fields, sale, labels) = split_sale(&fields)?;
         let [settings @ .., opens, preopens] = fields else {
             return Err(StoreError::Corrupt("room settings need 14 fields".into()));
@@ -97,6 +113,7 @@ impl RedisStore {
         let unchanged = || "-".to_owned();
         let mut invocation = self.scripts.update_room.key(keys.key("settings"));
         invocation
+            .key(keys.key(GONE))
             .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(
                 patch
@@ -178,6 +195,11 @@ impl RedisStore {
             }));
         }
         let reply = self.run_script(&invocation).await?;
+        match reply.as_slice() {
+            [code] if as_i64(code)? == -1 => return Err(StoreError::RoomDeleted(room.to_owned())),
+            [code] if as_i64(code)? == -2 => return Err(settings_lost(room)),
+            _ => {}
+        }
         let (reply, sale, labels) = split_sale(&reply)?;
         let [applied, settings @ .., opens, preopens] = reply else {
             return Err(StoreError::Corrupt("update_room reply is short".into()));
@@ -213,12 +235,16 @@ impl RedisStore {
             .key(keys.key("secret"))
             .key(keys.key("active"))
             .key(keys.key("pace"))
+            .key(keys.key(GONE))
             .arg(holder)
             .arg(lease_ms);
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
         config_args_added(&mut invocation, defaults);
         let reply = self.run_script(&invocation).await?;
+        if is_gone_reply(&reply) {
+            return Err(StoreError::RoomDeleted(room.to_owned()));
+        }
         let (reply, sale, labels) = split_sale(&reply)?;
         let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
             return Err(StoreError::Corrupt("lease reply needs 24 fields".into()));
@@ -292,4 +318,23 @@ fn config_args_added(invocation: &mut redis::ScriptInvocation<'_>, config: &Sett
         } else {
             "0"
         });
+}
+
+/// The key of a room's tombstone (`vestibule:{r}:gone`, Unix ms of the deletion): written by a
+/// deletion before the room's other keys go, removed when the slug is created again. Scripts that
+/// would write a room's settings back (`lease.lua`) or change them (`update_room.lua`) refuse
+/// while it is there, so a replica that has not seen the deletion yet leaves nothing behind.
+pub(super) const GONE: &str = "gone";
+
+/// Whether a script answered `{-1}`: the room's tombstone is there.
+fn is_gone_reply(reply: &[Value]) -> bool {
+    matches!(reply, [code] if as_i64(code).is_ok_and(|code| code == -1))
+}
+
+/// The error for a room whose settings hash is missing without a tombstone: a Redis restarted
+/// without persistence lost it, and the room's scheduler writes it back within a tick.
+pub(super) fn settings_lost(room: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "the settings of room {room:?} are missing from Redis; they are written back within a tick"
+    ))
 }

@@ -10,6 +10,9 @@
 -- settings version, secret,
 -- opens_ms, preopens_ms ("" = none: a new room has no scheduled opening), stock, sold, soldout,
 -- closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko} (the sale's fields: absent = nil).
+-- KEYS[3] gone (the room's tombstone): an init makes the room live again (`--rooms` seeding a
+-- room deleted earlier), so the tombstone goes.
+redis.call('DEL', KEYS[3])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'paused', ARGV[2], 'ttl_ms', ARGV[3], 'cap', ARGV[4],
              'checkout', ARGV[5], 'share', ARGV[6], 'abandon_ms', ARGV[7], 'hold_ms', ARGV[8],

@@ -35,6 +35,11 @@
 -- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
 -- and the key costs no dedup entry. Only a re-join after that ticket LEFT or EXPIRED needs another
 -- id: it gets the fresh random one, remembered in the dedup hash.
+-- KEYS[13] gone (the room's tombstone): a room deleted through another replica takes no join:
+-- {"", -6, 0} (nothing changed). Settings lost by a Redis restart are no reason to refuse.
+if redis.call('EXISTS', KEYS[13]) == 1 then
+  return {'', -6, 0}
+end
 if ARGV[14] ~= '' and (redis.call('HGET', KEYS[4], 'ver') or '0') ~= ARGV[14] then
   return {'', -5, 0}
 end

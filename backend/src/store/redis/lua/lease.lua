@@ -12,6 +12,11 @@
 -- abandon_ms, hold_ms, pow, pow_auto, req_user, settings version, secret in force ("" = none), active users, pace ("" =
 -- none), opens_ms, preopens_ms ("" = none), stock, sold, soldout, closed, msg_en, msg_ko (the
 -- sale's fields: absent = nil)}.
+-- KEYS[7] gone (STRING: the room's tombstone, written by a deletion before its keys go): a deleted
+-- room is neither led nor written back; the reply is {-1}.
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  return {-1}
+end
 local current = redis.call('GET', KEYS[1])
 local epoch = 0
 if current == ARGV[1] then

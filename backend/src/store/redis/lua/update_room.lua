@@ -12,6 +12,14 @@
 -- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
 -- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko}: the settings in force
 -- afterwards.
+-- KEYS[2] gone (the room's tombstone): a deleted room is not written ({-1}); nor is a room whose
+-- settings are missing (a Redis that lost them: {-2}; the scheduler's lease writes them back).
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return {-1}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {-2}
+end
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
 if ARGV[1] == '' or tonumber(ARGV[1]) == version then
