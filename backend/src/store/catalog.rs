@@ -75,6 +75,17 @@ pub struct WaiterPage {
     pub waiters: Vec<WaiterRecord>,
 }
 
+/// The settings version a room created through the admin API starts at: the time of its creation
+/// in Unix microseconds, so that every version a room of the same slug had before (created
+/// earlier and changed less than once a microsecond, which no store call can beat) is below it,
+/// and an `If-Match` read from a deleted room never applies to the new one (found by a probe: both
+/// started again at 0). A room seeded by `--rooms` starts at 0.
+pub fn first_version() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64)
+}
+
 /// Rooms as data; every store implements it (docs/DESIGN.md "Rooms at run time").
 #[async_trait]
 pub trait Catalog: Send + Sync {

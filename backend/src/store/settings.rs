@@ -106,7 +106,8 @@ pub struct SettingsPatch {
 pub struct VersionedSettings {
     /// The settings.
     pub settings: Settings,
-    /// Changes made to the settings since the room was created (0 = never changed).
+    /// Bumped by every change: from 0 for a seeded room, from its creation time in Unix µs for a
+    /// room created through the admin API ([`crate::store::catalog::first_version`]).
     pub version: u64,
 }
 

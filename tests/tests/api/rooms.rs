@@ -17,6 +17,7 @@ both_stores!(
     every_admin_change_is_in_the_audit_log,
     the_message_to_waiters_reaches_polls_and_streams,
     the_waiters_list_pages_in_queue_order_without_ticket_ids,
+    an_etag_of_a_deleted_room_never_applies_to_the_room_created_again,
 );
 
 /// A request to the admin API with the test token; its status, headers and JSON body.
@@ -496,4 +497,55 @@ async fn the_waiters_list_pages_in_queue_order_without_ticket_ids(backend: Backe
     assert_eq!(after["waiters"][0]["ticketTag"], waiters[1]["ticketTag"]);
     let past = page("?offset=10").await;
     assert_eq!(past["waiters"], json!([]), "{past}");
+}
+
+/// Found by a probe: a room created again started its settings versions at 0 again, so an
+/// `If-Match` read from the deleted room applied to the new one once it reached that version.
+/// Versions of a created room start at its creation time (ms): every earlier ETag is below.
+async fn an_etag_of_a_deleted_room_never_applies_to_the_room_created_again(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    let room = paths::admin_room("again");
+    let (status, _, _) = create(&app, json!({"room": "again"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let mut old_etags = Vec::new();
+    for n in 0..3 {
+        let (_, headers, _) = admin(
+            &app,
+            reqwest::Method::PATCH,
+            &room,
+            Some(json!({"admissionRatePerSec": 10 + n})),
+        )
+        .await;
+        old_etags.push(headers["etag"].to_str().unwrap().to_owned());
+    }
+    let (status, _, _) = admin(&app, reqwest::Method::DELETE, &room, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = create(&app, json!({"room": "again"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    for _ in 0..3 {
+        for etag in &old_etags {
+            let response = app
+                .client
+                .patch(app.url(&room))
+                .bearer_auth(ADMIN_TOKEN)
+                .header("If-Match", etag)
+                .json(&json!({"paused": true}))
+                .send()
+                .await
+                .expect("PATCH");
+            assert_eq!(
+                response.status(),
+                StatusCode::PRECONDITION_FAILED,
+                "{backend:?}: If-Match {etag} of the deleted room applied to the new one"
+            );
+        }
+        // Move the new room's version on, past where the old one's were.
+        admin(
+            &app,
+            reqwest::Method::PATCH,
+            &room,
+            Some(json!({"admissionRatePerSec": 5})),
+        )
+        .await;
+    }
 }

@@ -21,11 +21,13 @@ impl Catalog for DurableStore {
         room: &str,
         settings: &Settings,
     ) -> Result<Option<VersionedSettings>, StoreError> {
+        let first_version = crate::store::catalog::first_version();
         self.change(|engine| {
-            let (in_force, created) = engine.create_room(room, settings);
+            let (in_force, created) = engine.create_room(room, settings, first_version);
             let change = created.then(|| Change::InitRoom {
                 room: room.to_owned(),
                 defaults: settings.clone(),
+                first_version,
             });
             Ok((created.then_some(in_force), change))
         })

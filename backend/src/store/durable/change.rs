@@ -20,6 +20,9 @@ pub enum Change {
         room: String,
         /// The settings it was created with.
         defaults: Settings,
+        /// Its first settings version (0 for a seeded room; see `catalog::first_version`).
+        #[serde(default)]
+        first_version: u64,
     },
     /// A join that created a ticket.
     Join {
@@ -168,8 +171,12 @@ impl Change {
     /// [`StoreError::Corrupt`] when the change names a room the journal never created.
     pub fn replay(&self, engine: &MemoryStore) -> Result<(), StoreError> {
         match self {
-            Self::InitRoom { room, defaults } => {
-                engine.create_room(room, defaults);
+            Self::InitRoom {
+                room,
+                defaults,
+                first_version,
+            } => {
+                engine.create_room(room, defaults, *first_version);
                 Ok(())
             }
             Self::Join {

@@ -219,10 +219,11 @@ impl Store for DurableStore {
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
         self.change(|engine| {
-            let (in_force, created) = engine.create_room(room, defaults);
+            let (in_force, created) = engine.create_room(room, defaults, 0);
             let change = created.then(|| Change::InitRoom {
                 room: room.to_owned(),
                 defaults: defaults.clone(),
+                first_version: 0,
             });
             Ok((in_force, change))
         })

@@ -115,7 +115,8 @@ impl Catalog for MemoryStore {
         room: &str,
         settings: &Settings,
     ) -> Result<Option<VersionedSettings>, StoreError> {
-        let (in_force, created) = self.create_room(room, settings);
+        let (in_force, created) =
+            self.create_room(room, settings, crate::store::catalog::first_version());
         Ok(created.then_some(in_force))
     }
 

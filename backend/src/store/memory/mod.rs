@@ -68,14 +68,21 @@ impl MemoryStore {
         Ok(apply(&mut state))
     }
 
-    /// Creates `room` with `defaults` unless it exists; the settings in force, and whether this
-    /// call created the room.
-    pub fn create_room(&self, room: &str, defaults: &Settings) -> (VersionedSettings, bool) {
+    /// Creates `room` with `defaults` at settings version `first_version` unless it exists; the
+    /// settings in force, and whether this call created the room.
+    pub fn create_room(
+        &self,
+        room: &str,
+        defaults: &Settings,
+        first_version: u64,
+    ) -> (VersionedSettings, bool) {
         let mut rooms = lock(&self.rooms);
         let mut created = false;
         let state = rooms.entry(room.to_owned()).or_insert_with(|| {
             created = true;
-            Arc::new(Mutex::new(Room::new(defaults.clone())))
+            let mut fresh = Room::new(defaults.clone());
+            fresh.version = first_version;
+            Arc::new(Mutex::new(fresh))
         });
         let config = lock(state).versioned();
         if created {
@@ -133,7 +140,7 @@ impl Store for MemoryStore {
         room: &str,
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
-        Ok(self.create_room(room, defaults).0)
+        Ok(self.create_room(room, defaults, 0).0)
     }
 
     async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {

@@ -136,6 +136,16 @@ impl Catalog for RedisStore {
         // The tombstone goes too: from here on the room's scripts work again.
         self.purge_room(room, false).await?;
         self.init_room_in_redis(room, settings).await?;
+        // Its versions start above every version an earlier room of the slug had.
+        let _: i64 = self
+            .bounded(
+                redis::cmd("HSET")
+                    .arg(Keys::new(room).key("settings"))
+                    .arg("ver")
+                    .arg(crate::store::catalog::first_version())
+                    .query_async(&mut connection),
+            )
+            .await?;
         match self
             .update_room_in_redis(room, &settings.as_patch(), None)
             .await?
