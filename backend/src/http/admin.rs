@@ -37,6 +37,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Checks the bearer token.
 ///
 /// # Errors
+/// The credentials of an `Authorization: Bearer …` header; the scheme is matched without regard
+/// to case (RFC 9110 §11.1: `bearer`, `BEARER` are the same scheme). `None` without one.
+pub fn bearer_credentials(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, credentials) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(credentials.trim())
+}
+
 /// 401 when none is sent, 403 when it is wrong or the admin API is off.
 pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(expected) = &state.admin_token else {
@@ -44,11 +54,7 @@ pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
             "the admin API is disabled on this server".into(),
         ));
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .ok_or(ApiError::Unauthorized)?;
+    let presented = bearer_credentials(headers).ok_or(ApiError::Unauthorized)?;
     if bool::from(
         presented
             .trim()
@@ -323,6 +329,18 @@ pub async fn update(
         .unwrap_or_default();
     let patch = parse_patch(&state, body)?;
     let expected = if_match(&headers)?;
+    if named.is_empty() {
+        // `{}` changes nothing: the settings in force, their version unchanged (a probe saw
+        // every empty PATCH bump it), still checked against `If-Match`.
+        let current = state.store.room_settings(&room).await?;
+        if let Some(expected) = expected.filter(|expected| *expected != current.version) {
+            return Err(ApiError::PreconditionFailed {
+                expected,
+                current: current.version,
+            });
+        }
+        return answer(&state, &room, current).await;
+    }
     let needs_current = patch.sale != SalePatch::default()
         || patch.opens_at_ms.is_some()
         || patch.prequeue_opens_at_ms.is_some();

@@ -41,11 +41,8 @@ fn has_authorization(headers: &HeaderMap) -> bool {
 /// # Errors
 /// 401 `unauthorized` when none is sent; 403 `forbidden` when it is wrong or no key is configured.
 pub fn authorize_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .ok_or(ApiError::OriginUnauthorized)?;
+    let presented =
+        crate::http::admin::bearer_credentials(headers).ok_or(ApiError::OriginUnauthorized)?;
     let Some(expected) = &state.config.tokens.origin_api_key else {
         return Err(ApiError::Forbidden(
             "the storefront entry endpoints are off: start Vestibule with --origin-api-key".into(),

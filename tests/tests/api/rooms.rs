@@ -18,6 +18,7 @@ both_stores!(
     the_message_to_waiters_reaches_polls_and_streams,
     the_waiters_list_pages_in_queue_order_without_ticket_ids,
     an_etag_of_a_deleted_room_never_applies_to_the_room_created_again,
+    the_bearer_scheme_is_matched_without_regard_to_case,
 );
 
 /// A request to the admin API with the test token; its status, headers and JSON body.
@@ -518,6 +519,14 @@ async fn an_etag_of_a_deleted_room_never_applies_to_the_room_created_again(backe
         .await;
         old_etags.push(headers["etag"].to_str().unwrap().to_owned());
     }
+    // An empty PATCH changes nothing, the version included.
+    let (status, headers, _) = admin(&app, reqwest::Method::PATCH, &room, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        headers["etag"].to_str().unwrap(),
+        old_etags.last().unwrap(),
+        "{backend:?}: an empty PATCH moved the version"
+    );
     let (status, _, _) = admin(&app, reqwest::Method::DELETE, &room, None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _, _) = create(&app, json!({"room": "again"})).await;
@@ -547,5 +556,27 @@ async fn an_etag_of_a_deleted_room_never_applies_to_the_room_created_again(backe
             Some(json!({"admissionRatePerSec": 5})),
         )
         .await;
+    }
+}
+
+/// Found by a probe: `Authorization: bearer …` got 401, but an auth scheme is case-insensitive
+/// (RFC 9110 §11.1); a missing or other scheme still gets 401.
+async fn the_bearer_scheme_is_matched_without_regard_to_case(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    let url = app.url(&paths::admin_rooms());
+    for (header, expected) in [
+        (format!("bearer {ADMIN_TOKEN}"), StatusCode::OK),
+        (format!("BEARER  {ADMIN_TOKEN}"), StatusCode::OK),
+        (format!("Basic {ADMIN_TOKEN}"), StatusCode::UNAUTHORIZED),
+        (ADMIN_TOKEN.to_owned(), StatusCode::UNAUTHORIZED),
+    ] {
+        let response = app
+            .client
+            .get(&url)
+            .header("Authorization", &header)
+            .send()
+            .await
+            .expect("GET rooms");
+        assert_eq!(response.status(), expected, "{backend:?}: {header:?}");
     }
 }
