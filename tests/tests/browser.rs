@@ -15,10 +15,10 @@
 
 #[path = "browser/bots.rs"]
 mod bots;
-#[path = "browser/message.rs"]
-mod message;
 #[path = "browser/console.rs"]
 mod console;
+#[path = "browser/message.rs"]
+mod message;
 #[path = "browser/opening.rs"]
 mod opening;
 #[path = "browser/presence.rs"]

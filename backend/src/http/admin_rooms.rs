@@ -165,6 +165,14 @@ pub async fn create_room(
     let Some(created) = state.store.create_room(&room, &settings).await? else {
         return Err(ApiError::RoomExists(room));
     };
+    // A random room's keys need its seed before the first join (docs/DESIGN.md "Random
+    // queueing").
+    if created.settings.queueing_method.is_random() {
+        state
+            .store
+            .draw_seed(&room, &crate::room::opening::fresh_seed())
+            .await?;
+    }
     state.rooms.add(Arc::new(RoomRuntime::new(
         room.clone(),
         created.clone(),

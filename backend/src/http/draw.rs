@@ -23,6 +23,15 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The largest `offset` (the OpenAPI document's int64 maximum).
 const OFFSET_MAX: u64 = i64::MAX as u64;
 
+/// Whether a room's seed may be published: never while its lottery runs (a random room neither
+/// closed nor sold out: a bot that knew the seed could re-join until it drew a small key); else
+/// once the draw is made, or when the seed was made for a lottery (no pre-queue draw pending).
+pub fn seed_public(settings: &crate::store::Settings, record: &crate::store::DrawRecord) -> bool {
+    let lottery_running =
+        settings.queueing_method.is_random() && !settings.sale.closed && !settings.sale.sold_out;
+    !lottery_running && (record.drawn_at_ms.is_some() || !opening::has_draw(settings))
+}
+
 /// `offset` and `limit` from a query string (defaults 0 and [`DRAW_PAGE_MAX`]).
 fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
     let (mut offset, mut limit) = (0, DRAW_PAGE_MAX);
@@ -90,6 +99,9 @@ pub async fn room_draw(
         other => other,
     };
     let drawn = record.as_ref().is_some_and(|r| r.drawn_at_ms.is_some());
+    let public = record
+        .as_ref()
+        .is_some_and(|record| seed_public(&settings, record));
     let tags = if drawn {
         state.store.draw_tags(&room, offset, limit).await?
     } else {
@@ -110,7 +122,7 @@ pub async fn room_draw(
             .as_ref()
             .and_then(|r| seed_bytes(&r.seed))
             .map(|seed| seed_commitment(&seed)),
-        seed: record.as_ref().filter(|_| drawn).map(|r| r.seed.clone()),
+        seed: record.as_ref().filter(|_| public).map(|r| r.seed.clone()),
         algorithm: DRAW_ALGORITHM.to_owned(),
         drawn_at: record
             .as_ref()

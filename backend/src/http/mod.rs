@@ -19,9 +19,9 @@
 //! - [`page`]: the built WASM page and its assets.
 
 pub mod admin;
+pub mod admin_events;
 pub mod admin_rooms;
 pub mod audit;
-pub mod admin_events;
 pub mod bots;
 pub mod client_ip;
 pub mod draw;

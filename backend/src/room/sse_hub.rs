@@ -290,6 +290,7 @@ mod tests {
             message_en: None,
             message_ko: None,
             beyond_stock: false,
+            queueing_method: None,
         }
     }
 

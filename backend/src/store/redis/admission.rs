@@ -42,10 +42,10 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 30 {
-            return Err(StoreError::Corrupt("admit reply needs 30 fields".into()));
+        if reply.len() != 31 {
+            return Err(StoreError::Corrupt("admit reply needs 31 fields".into()));
         }
-        let (reply, sale, labels) = split_sale(&reply)?;
+        let (reply, sale, labels, method) = split_sale(&reply)?;
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active, skipped] = numbers.as_slice() else {
             unreachable!("five numbers");
@@ -69,6 +69,7 @@ impl RedisStore {
                 .map(|mut settings| {
                     settings.settings.sale = sale;
                     settings.settings.labels = labels;
+                    settings.settings.queueing_method = method;
                     settings
                 }),
             popped: as_i64(&reply[17])?.max(0) as u64,

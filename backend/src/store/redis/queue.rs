@@ -86,7 +86,11 @@ impl RedisStore {
         invocation
             .key(keys.key("prequeue"))
             .key(keys.key("draw"))
-            .arg(if mode.prequeue_seed.is_some() { "1" } else { "0" })
+            .arg(if mode.prequeue_seed.is_some() {
+                "1"
+            } else {
+                "0"
+            })
             .arg(
                 mode.settings_version
                     .map(|v| v.to_string())

@@ -27,7 +27,7 @@ impl RedisStore {
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
-        let (fields, sale, labels) = split_sale(&fields)?;
+        let (fields, sale, labels, method) = split_sale(&fields)?;
         let [settings @ .., secret, opens, preopens] = fields else {
             return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
@@ -40,6 +40,7 @@ impl RedisStore {
         )?;
         versioned.settings.sale = sale;
         versioned.settings.labels = labels;
+        versioned.settings.queueing_method = method;
         Ok(versioned)
     }
 
@@ -74,7 +75,7 @@ impl RedisStore {
             )
             .await
             .map_err(StoreError::for_read)?;
-        let (fields, sale, labels) = split_sale(&fields)?;
+        let (fields, sale, labels, method) = split_sale(&fields)?;
         let [settings @ .., opens, preopens] = fields else {
             return Err(StoreError::Corrupt("room settings need 14 fields".into()));
         };
@@ -84,6 +85,7 @@ impl RedisStore {
         )?;
         versioned.settings.sale = sale;
         versioned.settings.labels = labels;
+        versioned.settings.queueing_method = method;
         Ok(versioned)
     }
 
@@ -177,8 +179,13 @@ impl RedisStore {
                 format!("={}", text.as_deref().unwrap_or_default())
             }));
         }
+        invocation.arg(
+            patch
+                .queueing_method
+                .map_or_else(unchanged, |method| method.as_str().to_owned()),
+        );
         let reply = self.run_script(&invocation).await?;
-        let (reply, sale, labels) = split_sale(&reply)?;
+        let (reply, sale, labels, method) = split_sale(&reply)?;
         let [applied, settings @ .., opens, preopens] = reply else {
             return Err(StoreError::Corrupt("update_room reply is short".into()));
         };
@@ -188,6 +195,7 @@ impl RedisStore {
         )?;
         in_force.settings.sale = sale;
         in_force.settings.labels = labels;
+        in_force.settings.queueing_method = method;
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
         } else {
@@ -219,7 +227,7 @@ impl RedisStore {
         invocation.arg(secret.as_deref().unwrap_or_default());
         config_args_added(&mut invocation, defaults);
         let reply = self.run_script(&invocation).await?;
-        let (reply, sale, labels) = split_sale(&reply)?;
+        let (reply, sale, labels, method) = split_sale(&reply)?;
         let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
             return Err(StoreError::Corrupt("lease reply needs 24 fields".into()));
         };
@@ -231,6 +239,7 @@ impl RedisStore {
         )?;
         settings.settings.sale = sale;
         settings.settings.labels = labels;
+        settings.settings.queueing_method = method;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
             settings,

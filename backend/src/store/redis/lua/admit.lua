@@ -26,10 +26,10 @@
 -- KEYS[14] prequeue (SET): while it holds tickets not yet drawn (docs/DESIGN.md "Scheduled opening
 -- and the draw"), nobody is admitted or skipped.
 -- The reply ends with the settings' opens_ms and preopens_ms ("" = none), then the sale's fields
--- {stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko} (absent = nil).
+-- {stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod} (absent = nil).
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
   return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', '',
-          '', '', '', ''}
+          '', '', '', '', ''}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -91,7 +91,7 @@ if cap >= 0 then
   quota = math.min(quota, math.max(0, cap - active))
 end
 local sale = redis.call('HMGET', KEYS[5], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
-                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko', 'qmethod')
 local sold_out = sale[3] == '1'
 local left = tonumber(sale[1] or '')
 if sold_out then

@@ -10,7 +10,7 @@
 -- ARGV[20..23] the labels (issue 14): name_en, name_ko, wait_en, wait_ko: "-" = unchanged, else
 -- "=" and the new value ("=" alone = none), so that a text "-" is a value like any other.
 -- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
--- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko}: the settings in force
+-- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod}: the settings in force
 -- afterwards.
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
@@ -48,7 +48,7 @@ local reply = {applied, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or 
                redis.call('HGET', KEYS[1], 'opens_ms') or '',
                redis.call('HGET', KEYS[1], 'preopens_ms') or ''}
 for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
-                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')) do
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko', 'qmethod')) do
   table.insert(reply, v)
 end
 return reply
