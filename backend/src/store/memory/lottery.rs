@@ -37,7 +37,8 @@ impl Room {
     pub(super) fn sync_lottery(&mut self) {
         let wanted = self.config.queueing_method.is_random();
         let seed = self.draw.as_ref().and_then(|draw| seed_bytes(&draw.seed));
-        match (wanted, seed, self.lottery.is_some()) {
+        let running = self.lottery.is_some();
+        match (wanted, seed, running) {
             (true, Some(seed), false) => {
                 let mut lottery = MemoryLottery {
                     seed,
@@ -52,6 +53,11 @@ impl Room {
             }
             (false, _, true) => self.lottery = None,
             _ => {}
+        }
+        if running != self.lottery.is_some() {
+            // Positions change order: no SSE cursor from before can be followed (it would need
+            // more leaves than are kept).
+            self.left_count += super::room::LEFT_KEPT as u64 + 1;
         }
     }
 

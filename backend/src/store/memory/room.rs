@@ -99,7 +99,7 @@ pub struct Room {
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
-const LEFT_KEPT: usize = 10_000;
+pub(super) const LEFT_KEPT: usize = 10_000;
 
 impl Room {
     /// An empty room with `config` as its settings (version 0).

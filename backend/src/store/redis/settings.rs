@@ -99,6 +99,11 @@ impl RedisStore {
         let unchanged = || "-".to_owned();
         let mut invocation = self.scripts.update_room.key(keys.key("settings"));
         invocation
+            .key(keys.key("lottery"))
+            .key(keys.key("lottery_mac"))
+            .key(keys.key("lottery_filing"))
+            .key(keys.key("left_count"));
+        invocation
             .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(
                 patch
@@ -196,6 +201,12 @@ impl RedisStore {
         in_force.settings.sale = sale;
         in_force.settings.labels = labels;
         in_force.settings.queueing_method = method;
+        self.note_lottery(room, method.is_random());
+        // A switch to random files every waiting ticket under its key before answering
+        // (lottery_file.lua, in batches); until then nobody is admitted.
+        if as_i64(applied)? == 1 && patch.queueing_method.is_some_and(|m| m.is_random()) {
+            self.file_lottery(room).await?;
+        }
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
         } else {

@@ -12,6 +12,12 @@
 -- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
 -- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod}: the settings in force
 -- afterwards.
+-- ARGV[24] the queueing method (docs/DESIGN.md "Random queueing"): "fifo" | "random", "-" =
+-- unchanged. A switch to random sets KEYS[4] lottery_filing: the waiting tickets are filed into
+-- KEYS[2] lottery / KEYS[3] lottery_mac by lottery_file.lua (the caller, then the leader's tick,
+-- which computes their keys), and until that is done nobody is admitted and positions stay in
+-- arrival order. A switch back to FIFO deletes the lottery. Either way the SSE cursors are made
+-- unfollowable (KEYS[5] left_count jumps past the kept leaves): positions change order.
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
 if ARGV[1] == '' or tonumber(ARGV[1]) == version then
@@ -33,6 +39,19 @@ if ARGV[1] == '' or tonumber(ARGV[1]) == version then
   for i, name in ipairs(labels) do
     if ARGV[i + 19] ~= '-' then
       redis.call('HSET', KEYS[1], name, string.sub(ARGV[i + 19], 2))
+    end
+  end
+  if ARGV[24] ~= '-' then
+    local was_random = redis.call('HGET', KEYS[1], 'qmethod') == 'random'
+    local random = ARGV[24] == 'random'
+    redis.call('HSET', KEYS[1], 'qmethod', ARGV[24])
+    if random and not was_random then
+      redis.call('SET', KEYS[4], '1')
+    elseif was_random and not random then
+      redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4])
+    end
+    if random ~= was_random then
+      redis.call('INCRBY', KEYS[5], 10001)
     end
   end
   if redis.call('HGET', KEYS[1], 'stock') == '0' then
