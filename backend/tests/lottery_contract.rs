@@ -338,3 +338,209 @@ async fn switching_to_random_and_back_keeps_every_waiting_ticket() {
         there_and_back_on(&*store).await;
     }
 }
+
+/// A silent ticket skipped in a random room and heard from within its hold goes back into the
+/// lottery at its key's rank (not at the back, not lost).
+async fn a_returning_ticket_on(store: &dyn Store) {
+    let kind = store.kind();
+    let start = now_ms();
+    let epoch = store
+        .lease(ROOM, "leader", 600_000, &defaults())
+        .await
+        .unwrap()
+        .epoch
+        .expect("the lease is free");
+    let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
+    store
+        .update_room(ROOM, &method(QueueingMethod::Random), None)
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for _ in 0..50 {
+        waiting.push(
+            store
+                .join(ROOM, None, &random_id())
+                .await
+                .unwrap()
+                .ticket
+                .id,
+        );
+    }
+    // One is silent for ten minutes, the rest are heard; the tick skips it (hold: one hour).
+    let later = start + 600_000;
+    let away = waiting[17].clone();
+    let heard: Vec<String> = waiting.iter().filter(|id| **id != away).cloned().collect();
+    store.hear(ROOM, &heard, later, false).await.unwrap();
+    let tokens: Vec<String> = Vec::new();
+    let outcome = store
+        .admit(
+            ROOM,
+            &AdmitRequest {
+                holder: "leader",
+                epoch,
+                lease_ms: 600_000,
+                now_ms: later + 1_000,
+                token_ttl_ms: 600_000,
+                keep_ms: 3_600_000,
+                max_active_users: None,
+                tokens: &tokens,
+                abandon_after_ms: 300_000,
+                hold_place_ms: 3_600_000,
+                instant_bank_max: 0,
+                pace: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.skipped, 1, "{kind}");
+    let rest: Vec<String> = heard.clone();
+    assert_ranked(store, &seed, &rest, later + 1_000, "while one is held").await;
+    // It comes back: its rank by key among all 50 again.
+    let back = store
+        .hear(ROOM, std::slice::from_ref(&away), later + 2_000, true)
+        .await
+        .unwrap();
+    let back = back[0].clone().expect("known");
+    assert!(back.place_kept, "{kind}");
+    let order = by_key(&seed, waiting.iter().cloned());
+    let rank = order.iter().position(|id| *id == away).unwrap() as u64 + 1;
+    assert_eq!(back.position, Some(rank), "{kind}: back at its key's rank");
+    assert_ranked(store, &seed, &waiting, later + 2_000, "after the return").await;
+    // And it is admitted in its turn, not lost.
+    let n = admit_at(store, epoch, 50, later + 3_000).await;
+    assert_eq!(n, 50, "{kind}: everyone admitted");
+    assert_eq!(store.counts(ROOM, later + 3_000).await.unwrap().waiting, 0);
+}
+
+#[tokio::test]
+async fn a_skipped_ticket_returns_to_its_rank_by_key() {
+    for (store, _redis, _dir) in support::stores(&[ROOM], &defaults()).await {
+        a_returning_ticket_on(&*store).await;
+    }
+}
+
+/// Redis: a replica that never saw the switch (another replica made it) still files its joins
+/// in the lottery: join.lua asks it for the key. And the leader's tick finishes a filing that
+/// the switching replica left undone.
+#[tokio::test]
+async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() {
+    let redis = vestibule_tests::RedisServer::start();
+    let connect = || async {
+        vestibule::store::redis::RedisStore::connect(
+            &redis.url(),
+            std::time::Duration::from_secs(2),
+        )
+        .await
+        .unwrap()
+    };
+    let (one, two) = (connect().await, connect().await);
+    one.init_room(ROOM, &defaults()).await.unwrap();
+    two.init_room(ROOM, &defaults()).await.unwrap();
+    let mut waiting = Vec::new();
+    for _ in 0..20 {
+        waiting.push(two.join(ROOM, None, &random_id()).await.unwrap().ticket.id);
+    }
+    let seed = seed_bytes(&one.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
+    one.update_room(ROOM, &method(QueueingMethod::Random), None)
+        .await
+        .unwrap();
+    let at = now_ms();
+    for _ in 0..20 {
+        waiting.push(two.join(ROOM, None, &random_id()).await.unwrap().ticket.id);
+    }
+    assert_ranked(&two, &seed, &waiting, at, "joins through the other replica").await;
+
+    // A filing left undone (the switching replica died after update_room.lua): lottery_filing
+    // stands and some tickets are not filed. Positions read arrival order meanwhile, nobody is
+    // admitted, and the leader's tick files them.
+    let mut connection = one.connection();
+    let keys = |name: &str| format!("vestibule:{{{ROOM}}}:{name}");
+    let _: () = redis::cmd("SET")
+        .arg(keys("lottery_filing"))
+        .arg("1")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(keys("lottery"))
+        .arg(keys("lottery_mac"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let records = read_all(&two, &waiting, at).await;
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(
+            record.position,
+            Some(i as u64 + 1),
+            "arrival order while filing"
+        );
+    }
+    let epoch = two
+        .lease(ROOM, "leader", 600_000, &defaults())
+        .await
+        .unwrap()
+        .epoch
+        .unwrap();
+    assert_eq!(
+        admit_at(&two, epoch, 5, at).await,
+        0,
+        "nobody admitted while filing"
+    );
+    assert_ranked(&two, &seed, &waiting, at, "after the leader's filing").await;
+    let first: Vec<String> = by_key(&seed, waiting.iter().cloned())
+        .into_iter()
+        .take(5)
+        .collect();
+    assert_eq!(admit_at(&two, epoch, 5, at).await, 5);
+    for record in read_all(&two, &first, at).await {
+        assert_eq!(
+            record.state,
+            TicketState::TokenIssued,
+            "the smallest keys first"
+        );
+    }
+}
+
+/// The durable store rebuilds the lottery from its journal: the same ranks after a reopen.
+#[tokio::test]
+async fn a_reopened_durable_store_keeps_the_lottery() {
+    use vestibule::store::durable::{DurableOptions, DurableStore};
+    let dir = tempfile::tempdir().unwrap();
+    let at = now_ms();
+    let (seed, waiting) = {
+        let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
+        store.init_room(ROOM, &defaults()).await.unwrap();
+        let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
+        let mut waiting = Vec::new();
+        for _ in 0..10 {
+            waiting.push(
+                store
+                    .join(ROOM, None, &random_id())
+                    .await
+                    .unwrap()
+                    .ticket
+                    .id,
+            );
+        }
+        store
+            .update_room(ROOM, &method(QueueingMethod::Random), None)
+            .await
+            .unwrap();
+        for _ in 0..10 {
+            waiting.push(
+                store
+                    .join(ROOM, None, &random_id())
+                    .await
+                    .unwrap()
+                    .ticket
+                    .id,
+            );
+        }
+        store.leave(ROOM, &waiting[3], at, 3_600_000).await.unwrap();
+        waiting.remove(3);
+        assert_ranked(&store, &seed, &waiting, at, "before the restart").await;
+        (seed, waiting)
+    };
+    let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
+    assert_ranked(&store, &seed, &waiting, at, "after the restart").await;
+}
