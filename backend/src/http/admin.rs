@@ -335,7 +335,13 @@ pub(crate) async fn prepare_lottery(
     }
     if !current.queueing_method.is_random() {
         let record = state.store.draw_record(room).await?;
-        if record.is_some_and(|record| crate::http::draw::seed_public(current, &record)) {
+        let public = match &record {
+            Some(record) => {
+                crate::http::draw::seed_public(&*state.store, room, current, record).await?
+            }
+            None => false,
+        };
+        if public {
             return Err(ApiError::Conflict(
                 "this room's seed is published already (a draw or an earlier random window): \
                  its lottery keys would be predictable"

@@ -25,11 +25,27 @@ const OFFSET_MAX: u64 = i64::MAX as u64;
 
 /// Whether a room's seed may be published: never while its lottery runs (a random room neither
 /// closed nor sold out: a bot that knew the seed could re-join until it drew a small key); else
-/// once the draw is made, or when the seed was made for a lottery (no pre-queue draw pending).
-pub fn seed_public(settings: &crate::store::Settings, record: &crate::store::DrawRecord) -> bool {
+/// once the draw is made, or when the seed was made for a lottery: no draw scheduled and no
+/// pre-queue ticket waiting for one (times cleared while a pre-queue waits: the leader draws at
+/// its next tick, and the seed is published after that).
+///
+/// # Errors
+/// The store's, reading the pre-queue.
+pub async fn seed_public(
+    store: &dyn crate::store::Store,
+    room: &str,
+    settings: &crate::store::Settings,
+    record: &crate::store::DrawRecord,
+) -> Result<bool, crate::store::StoreError> {
     let lottery_running =
         settings.queueing_method.is_random() && !settings.sale.closed && !settings.sale.sold_out;
-    !lottery_running && (record.drawn_at_ms.is_some() || !opening::has_draw(settings))
+    if lottery_running {
+        return Ok(false);
+    }
+    if record.drawn_at_ms.is_some() {
+        return Ok(true);
+    }
+    Ok(!opening::has_draw(settings) && store.prequeue_ids(room).await?.is_empty())
 }
 
 /// `offset` and `limit` from a query string (defaults 0 and [`DRAW_PAGE_MAX`]).
@@ -99,9 +115,10 @@ pub async fn room_draw(
         other => other,
     };
     let drawn = record.as_ref().is_some_and(|r| r.drawn_at_ms.is_some());
-    let public = record
-        .as_ref()
-        .is_some_and(|record| seed_public(&settings, record));
+    let public = match &record {
+        Some(record) => seed_public(&*state.store, &room, &settings, record).await?,
+        None => false,
+    };
     let tags = if drawn {
         state.store.draw_tags(&room, offset, limit).await?
     } else {
