@@ -40,6 +40,10 @@ impl RedisStore {
     /// Deletes every key of `room` but its audit log (`SCAN` + `UNLINK`, a batch at a time).
     async fn purge_room(&self, room: &str) -> Result<(), StoreError> {
         let keys = Keys::new(room);
+        // This process's copies of the room's seed and queueing method go with it (another
+        // replica's copies stay until it restarts: a slug deleted and created again).
+        self.forget_seed(room);
+        self.note_lottery(room, false);
         let kept = keys.key(KEPT_ON_DELETE);
         let pattern = format!("{}*", keys.prefix);
         let mut connection = self.connection.clone();
