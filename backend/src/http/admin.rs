@@ -464,6 +464,33 @@ pub(crate) fn parse_patch(
 mod tests {
     use vestibule_shared::settings::*;
 
+    /// `queueingMethod` is documented as the enum it is, in the admin view, the patch, the
+    /// room's info and the ticket status.
+    #[test]
+    fn the_queueing_method_is_a_documented_enum() {
+        let (_, document) = crate::http::documented_routes();
+        let json = serde_json::to_value(&document).unwrap();
+        let schemas = &json["components"]["schemas"];
+        assert_eq!(
+            schemas["QueueingMethod"]["enum"],
+            serde_json::json!(["fifo", "random"]),
+            "{}",
+            schemas["QueueingMethod"]
+        );
+        for schema in [
+            "RoomSettings",
+            "RoomSettingsPatch",
+            "RoomInfo",
+            "TicketStatus",
+        ] {
+            let property = schemas[schema]["properties"]["queueingMethod"].to_string();
+            assert!(
+                property.contains("#/components/schemas/QueueingMethod"),
+                "{schema}: {property}"
+            );
+        }
+    }
+
     /// The OpenAPI attributes need literals; this keeps them equal to the one set of bounds.
     #[test]
     fn the_documented_bounds_are_the_settings_bounds() {
