@@ -46,8 +46,22 @@ impl RedisStore {
     /// `lottery_filing` if the lottery then holds every waiting ticket. Idempotent: any replica
     /// may run it again (the leader's tick does while `lottery_filing` exists).
     pub(super) async fn file_lottery(&self, room: &str) -> Result<(), StoreError> {
-        let seed = self.seed_for_joins(room).await?;
         let keys = Keys::new(room);
+        // Nothing to file unless a switch (or a return of a ticket skipped before it) asked:
+        // a patch that leaves a random room random scans nothing.
+        let mut connection = self.connection.clone();
+        let filing: bool = self
+            .bounded(
+                redis::cmd("EXISTS")
+                    .arg(keys.key("lottery_filing"))
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        if !filing {
+            return Ok(());
+        }
+        let seed = self.seed_for_joins(room).await?;
         let mut from = "-inf".to_owned();
         loop {
             let mut connection = self.connection.clone();
