@@ -544,3 +544,62 @@ async fn a_reopened_durable_store_keeps_the_lottery() {
     let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
     assert_ranked(&store, &seed, &waiting, at, "after the restart").await;
 }
+
+/// Redis: a switch with more waiting tickets than one filing batch (5,000) files them all, page
+/// after page, before anyone is admitted.
+#[tokio::test]
+async fn a_switch_files_more_than_one_batch() {
+    let redis = vestibule_tests::RedisServer::start();
+    let store = vestibule::store::redis::RedisStore::connect(
+        &redis.url(),
+        std::time::Duration::from_secs(2),
+    )
+    .await
+    .unwrap();
+    store.init_room(ROOM, &defaults()).await.unwrap();
+    let mut waiting = Vec::new();
+    for _ in 0..12_345 {
+        waiting.push(
+            store
+                .join(ROOM, None, &random_id())
+                .await
+                .unwrap()
+                .ticket
+                .id,
+        );
+    }
+    // Some leave before the switch: their seqs are gaps in the pages.
+    for id in waiting.iter().step_by(1_000) {
+        store.leave(ROOM, id, now_ms(), 3_600_000).await.unwrap();
+    }
+    let waiting: Vec<String> = waiting
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % 1_000 != 0)
+        .map(|(_, id)| id)
+        .collect();
+    let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
+    store
+        .update_room(ROOM, &method(QueueingMethod::Random), None)
+        .await
+        .unwrap();
+    assert_ranked(
+        &store,
+        &seed,
+        &waiting,
+        now_ms(),
+        "after a three-batch filing",
+    )
+    .await;
+    let epoch = store
+        .lease(ROOM, "leader", 600_000, &defaults())
+        .await
+        .unwrap()
+        .epoch
+        .unwrap();
+    assert_eq!(
+        admit_at(&store, epoch, 3, now_ms()).await,
+        3,
+        "filing is done"
+    );
+}
