@@ -423,6 +423,7 @@ impl Config {
             hold_place_ms: crate::store::default_hold_place_ms(),
             sale: Default::default(),
             labels: Default::default(),
+            queueing_method: Default::default(),
             pow_difficulty: 0,
             pow_auto_joins_per_sec: None,
             require_user_assertion: false,

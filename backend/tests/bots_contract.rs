@@ -26,6 +26,7 @@ fn defaults() -> Settings {
         require_user_assertion: false,
         sale: Default::default(),
         labels: Default::default(),
+        queueing_method: Default::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
     }

@@ -31,6 +31,7 @@ fn defaults() -> Settings {
         pow_auto_joins_per_sec: None,
         require_user_assertion: false,
         labels: RoomLabels::default(),
+        queueing_method: Default::default(),
     }
 }
 

@@ -42,6 +42,7 @@ fn defaults() -> Settings {
         require_user_assertion: false,
         sale: Default::default(),
         labels: Default::default(),
+        queueing_method: Default::default(),
     }
 }
 

@@ -34,6 +34,7 @@ fn defaults() -> Settings {
         pow_auto_joins_per_sec: None,
         require_user_assertion: false,
         labels: Default::default(),
+        queueing_method: Default::default(),
     }
 }
 

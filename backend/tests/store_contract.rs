@@ -31,6 +31,7 @@ fn defaults() -> Settings {
         hold_place_ms: vestibule::store::default_hold_place_ms(),
         sale: Default::default(),
         labels: Default::default(),
+        queueing_method: Default::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
         pow_difficulty: 0,

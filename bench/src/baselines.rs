@@ -58,6 +58,7 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         message_en: None,
         message_ko: None,
         beyond_stock: false,
+        queueing_method: None,
     };
     let first = Event::default()
         .event("status")

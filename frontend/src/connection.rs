@@ -229,6 +229,7 @@ mod tests {
             message_en: None,
             message_ko: None,
             beyond_stock: false,
+            queueing_method: None,
         })
     }
 

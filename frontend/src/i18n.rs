@@ -56,6 +56,7 @@ pub enum Text {
     InLineDetail,
     PlaceKept,
     BeyondStock,
+    RandomOrder,
     Paused,
     PausedDetail,
     YourTurn,
@@ -150,6 +151,10 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         PlaceKept => (
             "Your place was kept while you were away.",
             "자리를 비운 동안에도 순서를 지켜 두었습니다.",
+        ),
+        RandomOrder => (
+            "Random order: your place can move.",
+            "무작위 순서: 순번이 바뀔 수 있습니다.",
         ),
         BeyondStock => (
             "There are fewer items left than people ahead of you: you may not get one.",

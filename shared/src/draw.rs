@@ -54,7 +54,10 @@ pub struct DrawInfo {
     /// the pre-queue's opening on; null in state `NONE`.
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
     pub seed_sha256: Option<String>,
-    /// The seed (32 bytes from the OS CSPRNG, 64 lowercase hex digits); null until `DRAWN`.
+    /// The seed (32 bytes from the OS CSPRNG, 64 lowercase hex digits); null until `DRAWN`. In a
+    /// room that queues by lottery (`queueingMethod: "random"`, docs/DESIGN.md "Random
+    /// queueing") it is the lottery's seed, published once the room is back on FIFO, closed or
+    /// sold out (state stays `COMMITTED`), never while the lottery runs.
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
     pub seed: Option<String>,
     /// How places follow from seed and tags ([`DRAW_ALGORITHM`]).

@@ -50,6 +50,44 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 /// Header that carries a storefront-signed user assertion (`userId.expiryUnixSecs.hexHmac`).
 pub const USER_ASSERTION_HEADER: &str = "X-User-Assertion";
 
+/// How a room orders its waiting shoppers (docs/DESIGN.md "Random queueing"): `"fifo"` (arrival
+/// order, the default) or `"random"` (a lottery: each waiting ticket holds a key HMAC-SHA256(seed,
+/// ticket tag) and the smallest keys are admitted first, whenever they arrived).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum QueueingMethod {
+    /// First in, first out: a position only falls.
+    #[default]
+    Fifo,
+    /// A lottery by key: a position can grow when a later arrival draws a smaller key.
+    Random,
+}
+
+impl QueueingMethod {
+    /// The wire name: `"fifo"` or `"random"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fifo => "fifo",
+            Self::Random => "random",
+        }
+    }
+
+    /// The method a wire name names (`None` = no such method).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "fifo" => Some(Self::Fifo),
+            "random" => Some(Self::Random),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the lottery.
+    pub fn is_random(self) -> bool {
+        self == Self::Random
+    }
+}
+
 /// Where a ticket is in its life cycle (the README's API section and ARCHITECTURE.md).
 ///
 /// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
@@ -217,6 +255,11 @@ pub struct TicketStatus {
     /// Absent otherwise (and in rooms without a stock).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub beyond_stock: bool,
+    /// Only in a room that admits in random order (`"random"`; absent = arrival order): the
+    /// position is this ticket's rank by lottery key among the waiting tickets, so it can grow
+    /// when a later arrival draws a smaller key. Say so ("random order: your place can move").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queueing_method: Option<QueueingMethod>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).
@@ -265,6 +308,10 @@ pub struct RoomInfo {
     /// The room's name for people, Korean; absent = the slug.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name_ko: Option<String>,
+    /// How the room orders its waiting shoppers: `"fifo"` (arrival order) or `"random"` (by
+    /// lottery key). Example: `"fifo"`.
+    #[serde(default)]
+    pub queueing_method: QueueingMethod,
 }
 
 /// A room's sold-out message in each language the page speaks; null = the page's own text.

@@ -156,6 +156,10 @@ pub struct RoomSettings {
     )]
     #[serde(default)]
     pub message_ko: Option<String>,
+    /// How the room orders its waiting shoppers: `"fifo"` (arrival order, the default) or
+    /// `"random"` (by lottery key, docs/DESIGN.md "Random queueing").
+    #[serde(default)]
+    pub queueing_method: crate::QueueingMethod,
 }
 
 /// A partial update of [`RoomSettings`]; absent fields stay as they are. Bounds:
@@ -352,4 +356,10 @@ pub struct RoomSettingsPatch {
         schema(value_type = Option<String>, max_length = 280, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")
     )]
     pub message_ko: Option<Option<String>>,
+    /// How the room orders its waiting shoppers from now on: `"fifo"` or `"random"` (any other
+    /// value is 400 `invalid_field`). Switching to `"random"` puts every waiting ticket into the
+    /// lottery at once; switching back to `"fifo"` returns to arrival order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::QueueingMethod>))]
+    pub queueing_method: Option<String>,
 }

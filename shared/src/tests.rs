@@ -25,8 +25,13 @@ fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
         message_en: None,
         message_ko: None,
         beyond_stock: false,
+        queueing_method: None,
     };
     let json = serde_json::to_value(&status).unwrap();
+    assert!(
+        json.get("queueingMethod").is_none(),
+        "absent in a FIFO room"
+    );
     assert_eq!(json["status"], "TOKEN_ISSUED");
     assert_eq!(json["nextPollAfterMs"], 1000);
     assert_eq!(json["entryToken"], "main.x");
@@ -70,4 +75,21 @@ fn room_slugs_follow_the_design_rule() {
     assert!(!is_valid_room_slug("a_b"));
     assert!(!is_valid_room_slug("방"));
     assert!(!is_valid_room_slug(&"a".repeat(65)));
+}
+
+#[test]
+fn the_queueing_method_is_lowercase_on_the_wire() {
+    assert_eq!(
+        serde_json::to_value(QueueingMethod::Random).unwrap(),
+        "random"
+    );
+    assert_eq!(QueueingMethod::parse("fifo"), Some(QueueingMethod::Fifo));
+    assert_eq!(QueueingMethod::parse("Random"), None);
+    // A room's info from a server that predates the field reads as FIFO.
+    let info: RoomInfo = serde_json::from_value(serde_json::json!({
+        "room": "main", "state": "OPEN", "waiting": 0, "activeUsers": 0,
+        "admissionRatePerSec": 1.0, "tokenTtlSecs": 60
+    }))
+    .unwrap();
+    assert_eq!(info.queueing_method, QueueingMethod::Fifo);
 }

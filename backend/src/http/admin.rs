@@ -25,8 +25,8 @@ use crate::http::error::{ApiError, Json, Path};
 use crate::room::status::rfc3339_from_ms;
 use crate::state::AppState;
 use crate::store::{
-    now_ms, LabelsPatch, RoomCounts, SalePatch, SaleSettings, Settings, SettingsPatch,
-    SettingsUpdate, VersionedSettings,
+    now_ms, LabelsPatch, QueueingMethod, RoomCounts, SalePatch, SaleSettings, Settings,
+    SettingsPatch, SettingsUpdate, VersionedSettings,
 };
 
 /// Routes of this module.
@@ -96,6 +96,7 @@ pub(crate) fn view(room: &str, in_force: Settings, counts: RoomCounts) -> RoomSe
         display_name_ko: in_force.labels.display_name_ko,
         message_en: in_force.labels.message_en,
         message_ko: in_force.labels.message_ko,
+        queueing_method: in_force.queueing_method,
     }
 }
 
@@ -224,7 +225,24 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             message_en: patch.message_en.clone(),
             message_ko: patch.message_ko.clone(),
         },
+        queueing_method: queueing_method(patch.queueing_method.as_deref())?,
     })
+}
+
+/// A patch's queueing method: `None` = unchanged.
+///
+/// # Errors
+/// 400 `invalid_field` when it is neither `"fifo"` nor `"random"`.
+fn queueing_method(value: Option<&str>) -> Result<Option<QueueingMethod>, ApiError> {
+    value
+        .map(|text| {
+            QueueingMethod::parse(text).ok_or_else(|| {
+                ApiError::InvalidField(format!(
+                    "queueingMethod must be \"fifo\" or \"random\", not {text:?}"
+                ))
+            })
+        })
+        .transpose()
 }
 
 /// Refuses a patch that would undo a sale's end: once sold out, a room stays sold out (its
@@ -274,6 +292,15 @@ fn opening_time(
 /// Each time alone is valid, so this is a conflict of values, not a malformed field.
 pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result<(), ApiError> {
     let after = current.patched(patch);
+    // A drawn pre-queue publishes the seed at the opening, which would let anyone predict the
+    // lottery's keys after it (docs/DESIGN.md "Random queueing").
+    if after.queueing_method.is_random() && after.prequeue_opens_at_ms.is_some() {
+        return Err(ApiError::Conflict(
+            "queueingMethod \"random\" cannot be combined with a prequeueOpensAt (the draw \
+             publishes the seed the lottery keys come from); a random room may have an opensAt"
+                .into(),
+        ));
+    }
     match (after.prequeue_opens_at_ms, after.opens_at_ms) {
         (Some(_), None) => Err(ApiError::Conflict(
             "prequeueOpensAt needs an opensAt (the draw is made at the opening)".into(),
@@ -285,6 +312,54 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
         ))),
         _ => Ok(()),
     }
+}
+
+/// Before a patch that leaves the room random: refuses it when the lottery's seed is public
+/// already (so keys could be predicted), or when it reopens a closed random room (a closed
+/// random room publishes its seed), then makes sure the room has a seed, so the store files
+/// every waiting ticket under its key in the same step as the switch (docs/DESIGN.md "Random
+/// queueing").
+///
+/// # Errors
+/// 409 `conflict` for a seed already published; store errors.
+pub(crate) async fn prepare_lottery(
+    state: &AppState,
+    room: &str,
+    current: &Settings,
+    patch: &SettingsPatch,
+) -> Result<(), ApiError> {
+    let after = current.patched(patch);
+    if !after.queueing_method.is_random() {
+        return Ok(());
+    }
+    if current.queueing_method.is_random() && current.sale.closed && !after.sale.closed {
+        return Err(ApiError::Conflict(
+            "a closed random room has published its seed: switch queueingMethod to \"fifo\" \
+             before reopening it"
+                .into(),
+        ));
+    }
+    if !current.queueing_method.is_random() {
+        let record = state.store.draw_record(room).await?;
+        let public = match &record {
+            Some(record) => {
+                crate::http::draw::seed_public(&*state.store, room, current, record).await?
+            }
+            None => false,
+        };
+        if public {
+            return Err(ApiError::Conflict(
+                "this room's seed is published already (a draw or an earlier random window): \
+                 its lottery keys would be predictable"
+                    .into(),
+            ));
+        }
+    }
+    state
+        .store
+        .draw_seed(room, &crate::room::opening::fresh_seed())
+        .await?;
+    Ok(())
 }
 
 /// Changes a room's settings live (absent fields stay).
@@ -305,11 +380,11 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
                 ("ETag" = String, description = "The settings' new version"),
                 ("X-Audit-Ids" = String, description = "Comma-separated ids of the audit entries this change made, one per changed field (absent when nothing changed; `GET …/audit` lists them)"),
             )),
-        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
+        (status = 400, description = "Not a JSON object, unknown field, value out of range, a `checkoutUrl` that is neither a path here nor on a `--cors-origins` origin, an opening time that is not RFC 3339, a `queueingMethod` other than `fifo` or `random`, `requireUserAssertion: true` without `--user-assertion-secret`, or a malformed If-Match (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
-        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one (`conflict`)", body = ErrorBody),
+        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one; or `queueingMethod: \"random\"` with a `prequeueOpensAt`, in a room whose seed is published already, or reopening a closed random room (`conflict`)", body = ErrorBody),
         (status = 412, description = "If-Match names an old version: nothing changed (`precondition_failed`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
@@ -343,7 +418,8 @@ pub async fn update(
     }
     let needs_current = patch.sale != SalePatch::default()
         || patch.opens_at_ms.is_some()
-        || patch.prequeue_opens_at_ms.is_some();
+        || patch.prequeue_opens_at_ms.is_some()
+        || patch.queueing_method.is_some();
     // The audit log's old values: the store's when the checks read it, else this replica's copy
     // (refreshed every tick). A plain change goes to the store in one call, so that one stalled
     // is answered 504 (sent, maybe applied), never 503 from a read before it.
@@ -351,6 +427,7 @@ pub async fn update(
         let current = state.store.room_settings(&room).await?;
         check_not_reopening(&current.settings.sale, &patch.sale)?;
         check_opening(&current.settings, &patch)?;
+        prepare_lottery(&state, &room, &current.settings, &patch).await?;
         current.settings
     } else {
         runtime.settings()
@@ -404,6 +481,33 @@ pub(crate) fn parse_patch(
 #[cfg(test)]
 mod tests {
     use vestibule_shared::settings::*;
+
+    /// `queueingMethod` is documented as the enum it is, in the admin view, the patch, the
+    /// room's info and the ticket status.
+    #[test]
+    fn the_queueing_method_is_a_documented_enum() {
+        let (_, document) = crate::http::documented_routes();
+        let json = serde_json::to_value(&document).unwrap();
+        let schemas = &json["components"]["schemas"];
+        assert_eq!(
+            schemas["QueueingMethod"]["enum"],
+            serde_json::json!(["fifo", "random"]),
+            "{}",
+            schemas["QueueingMethod"]
+        );
+        for schema in [
+            "RoomSettings",
+            "RoomSettingsPatch",
+            "RoomInfo",
+            "TicketStatus",
+        ] {
+            let property = schemas[schema]["properties"]["queueingMethod"].to_string();
+            assert!(
+                property.contains("#/components/schemas/QueueingMethod"),
+                "{schema}: {property}"
+            );
+        }
+    }
 
     /// The OpenAPI attributes need literals; this keeps them equal to the one set of bounds.
     #[test]

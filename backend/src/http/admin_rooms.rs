@@ -127,7 +127,7 @@ fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
         (status = 400, description = "Not a JSON object, no `room`, a slug that is not `[a-z0-9-]{1,64}`, an unknown field, or a value out of range as for PATCH (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off (`forbidden`)", body = ErrorBody),
-        (status = 409, description = "A room with that slug exists (`room_exists`), or the schedule is inconsistent (`conflict`)", body = ErrorBody),
+        (status = 409, description = "A room with that slug exists (`room_exists`), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` (`conflict`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     )
@@ -165,6 +165,14 @@ pub async fn create_room(
     let Some(created) = state.store.create_room(&room, &settings).await? else {
         return Err(ApiError::RoomExists(room));
     };
+    // A random room's keys need its seed before the first join (docs/DESIGN.md "Random
+    // queueing").
+    if created.settings.queueing_method.is_random() {
+        state
+            .store
+            .draw_seed(&room, &crate::room::opening::fresh_seed())
+            .await?;
+    }
     state.rooms.add(Arc::new(RoomRuntime::new(
         room.clone(),
         created.clone(),

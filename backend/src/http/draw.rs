@@ -23,6 +23,31 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The largest `offset` (the OpenAPI document's int64 maximum).
 const OFFSET_MAX: u64 = i64::MAX as u64;
 
+/// Whether a room's seed may be published: never while its lottery runs (a random room neither
+/// closed nor sold out: a bot that knew the seed could re-join until it drew a small key); else
+/// once the draw is made, or when the seed was made for a lottery: no draw scheduled and no
+/// pre-queue ticket waiting for one (times cleared while a pre-queue waits: the leader draws at
+/// its next tick, and the seed is published after that).
+///
+/// # Errors
+/// The store's, reading the pre-queue.
+pub async fn seed_public(
+    store: &dyn crate::store::Store,
+    room: &str,
+    settings: &crate::store::Settings,
+    record: &crate::store::DrawRecord,
+) -> Result<bool, crate::store::StoreError> {
+    let lottery_running =
+        settings.queueing_method.is_random() && !settings.sale.closed && !settings.sale.sold_out;
+    if lottery_running {
+        return Ok(false);
+    }
+    if record.drawn_at_ms.is_some() {
+        return Ok(true);
+    }
+    Ok(!opening::has_draw(settings) && store.prequeue_ids(room).await?.is_empty())
+}
+
 /// `offset` and `limit` from a query string (defaults 0 and [`DRAW_PAGE_MAX`]).
 fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
     let (mut offset, mut limit) = (0, DRAW_PAGE_MAX);
@@ -90,6 +115,10 @@ pub async fn room_draw(
         other => other,
     };
     let drawn = record.as_ref().is_some_and(|r| r.drawn_at_ms.is_some());
+    let public = match &record {
+        Some(record) => seed_public(&*state.store, &room, &settings, record).await?,
+        None => false,
+    };
     let tags = if drawn {
         state.store.draw_tags(&room, offset, limit).await?
     } else {
@@ -110,7 +139,7 @@ pub async fn room_draw(
             .as_ref()
             .and_then(|r| seed_bytes(&r.seed))
             .map(|seed| seed_commitment(&seed)),
-        seed: record.as_ref().filter(|_| drawn).map(|r| r.seed.clone()),
+        seed: record.as_ref().filter(|_| public).map(|r| r.seed.clone()),
         algorithm: DRAW_ALGORITHM.to_owned(),
         drawn_at: record
             .as_ref()

@@ -61,6 +61,7 @@ pub async fn room_info(
         message_ko: settings.labels.message_ko.clone(),
         display_name_en: settings.labels.display_name_en.clone(),
         display_name_ko: settings.labels.display_name_ko.clone(),
+        queueing_method: settings.queueing_method,
     }))
 }
 

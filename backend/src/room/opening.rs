@@ -256,6 +256,7 @@ mod tests {
             require_user_assertion: false,
             sale: Default::default(),
             labels: Default::default(),
+            queueing_method: Default::default(),
         }
     }
 

@@ -130,13 +130,18 @@ impl SseHub {
             .map(|watched| watched.sender.receiver_count() as u64)
             .sum();
         self.streams.store(streams, Ordering::Relaxed);
-        let due = watchers
+        let mut due: Vec<(Instant, &String)> = watchers
             .by_ticket
             .iter()
-            .filter(|(_, watched)| watched.read_at.is_some_and(|at| at <= now))
-            .map(|(id, _)| id.clone())
-            .take(EXACT_BATCH)
+            .filter_map(|(id, watched)| watched.read_at.filter(|at| *at <= now).map(|at| (at, id)))
             .collect();
+        // The longest due first: when every stream is due at each refresh (a random room's
+        // cursor is never followed), each is read in turn, none starved.
+        if due.len() > EXACT_BATCH {
+            due.select_nth_unstable_by_key(EXACT_BATCH, |(at, _)| *at);
+            due.truncate(EXACT_BATCH);
+        }
+        let due = due.into_iter().map(|(_, id)| id.clone()).collect();
         (watchers.cursor, due)
     }
 }
@@ -224,10 +229,11 @@ impl SseHub {
                 }
             }
             None => {
-                // The cursor could not be followed: every ticket is read again, a batch a refresh.
+                // The cursor could not be followed: every ticket is read again, a batch a refresh
+                // (one due already keeps its time, so the longest due go first).
                 for (id, watched) in watchers.by_ticket.iter_mut() {
                     if !exact.contains(id.as_str()) {
-                        watched.read_at = Some(now);
+                        watched.read_at = Some(watched.read_at.map_or(now, |at| at.min(now)));
                         watched.position = None;
                     }
                 }
@@ -290,6 +296,7 @@ mod tests {
             message_en: None,
             message_ko: None,
             beyond_stock: false,
+            queueing_method: None,
         }
     }
 
@@ -320,5 +327,45 @@ mod tests {
         let (_, due) = hub.prepare(Instant::now());
         assert!(due.is_empty());
         assert_eq!(hub.stream_count(), 0);
+    }
+
+    /// A random room's cursor is never followed, so every stream is due at every refresh: the
+    /// longest due are read first, and 5,000 streams are all read within three refreshes of
+    /// 2,000 (none starved by the map's order).
+    #[tokio::test]
+    async fn in_a_random_room_every_stream_is_read_in_turn() {
+        use crate::store::memory::MemoryStore;
+        use crate::store::{QueueingMethod, Settings, SettingsPatch, Store};
+        let store = MemoryStore::new();
+        let settings: Settings = serde_json::from_value(serde_json::json!({
+            "admissionRatePerSec": 0.0, "paused": true, "tokenTtlMs": 60000
+        }))
+        .unwrap();
+        store.init_room("main", &settings).await.unwrap();
+        store.draw_seed("main", &"07".repeat(32)).await.unwrap();
+        let patch = SettingsPatch {
+            queueing_method: Some(QueueingMethod::Random),
+            ..SettingsPatch::default()
+        };
+        store.update_room("main", &patch, None).await.unwrap();
+        let hub = SseHub::default();
+        let mut receivers = Vec::new();
+        for i in 0..5_000 {
+            let id = format!("ticket-{i}");
+            store.join("main", None, &id).await.unwrap();
+            receivers.push(hub.subscribe(&id, status(0)));
+        }
+        let settings = store.room_settings("main").await.unwrap().settings;
+        let status_of = |record: &TicketRecord| status(record.position.unwrap_or(0));
+        for _ in 0..3 {
+            hub.refresh(&store, "main", settings.clone(), &status_of)
+                .await
+                .unwrap();
+        }
+        let unread = receivers
+            .iter()
+            .filter(|receiver| receiver.borrow().position == Some(0))
+            .count();
+        assert_eq!(unread, 0, "every stream was read within three refreshes");
     }
 }

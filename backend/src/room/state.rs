@@ -74,6 +74,7 @@ mod tests {
             pow_auto_joins_per_sec: None,
             require_user_assertion: false,
             labels: Default::default(),
+            queueing_method: Default::default(),
         }
     }
 

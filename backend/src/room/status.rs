@@ -106,7 +106,11 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .opens_at_ms
             .filter(|at| record.state == TicketState::PreQueue || *at > now_ms())
             .map(rfc3339_from_ms),
-        ticket_tag: opening::has_draw(&settings).then(|| crate::ids::log_tag(&record.id)),
+        // The tag names the ticket's lottery key too (docs/DESIGN.md "Random queueing").
+        ticket_tag: (opening::has_draw(&settings) || settings.queueing_method.is_random())
+            .then(|| crate::ids::log_tag(&record.id)),
+        queueing_method: (settings.queueing_method.is_random() && waiting)
+            .then_some(settings.queueing_method),
         // The message to waiters (issue 14) goes to tickets still in line.
         message_en: waiting
             .then(|| settings.labels.message_en.clone())

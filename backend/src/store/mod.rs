@@ -22,6 +22,7 @@ pub mod error;
 pub mod instant;
 pub mod join_limit;
 pub mod labels;
+pub mod lottery;
 pub mod memory;
 pub mod order_index;
 pub mod pace;
@@ -41,8 +42,8 @@ pub use pace::Pace;
 pub use safety::StoreSafety;
 pub use sale::{JoinRefusal, SalePatch, SaleSettings};
 pub use settings::{
-    default_abandon_after_ms, default_hold_place_ms, Settings, SettingsPatch, SettingsUpdate,
-    VersionedSettings,
+    default_abandon_after_ms, default_hold_place_ms, QueueingMethod, Settings, SettingsPatch,
+    SettingsUpdate, VersionedSettings,
 };
 use vestibule_shared::TicketState;
 

@@ -4,6 +4,7 @@
 
 use super::labels::{LabelsPatch, RoomLabels};
 use super::sale::{SalePatch, SaleSettings};
+pub use vestibule_shared::QueueingMethod;
 
 /// A room's settings — the operator's live knobs — as the store keeps them (shared by every
 /// replica). Durations in store units (milliseconds); the admin API shows them in seconds as
@@ -53,6 +54,13 @@ pub struct Settings {
     /// Display names and the message to waiters (issue 14).
     #[serde(default)]
     pub labels: RoomLabels,
+    /// Arrival order or the lottery (docs/DESIGN.md "Random queueing"); absent = FIFO.
+    #[serde(default, skip_serializing_if = "is_fifo")]
+    pub queueing_method: QueueingMethod,
+}
+
+fn is_fifo(method: &QueueingMethod) -> bool {
+    !method.is_random()
 }
 
 /// `abandonAfterSecs`' default in ms (settings written before it existed read as this).
@@ -98,6 +106,8 @@ pub struct SettingsPatch {
     pub require_user_assertion: Option<bool>,
     /// Display names and the message to waiters.
     pub labels: LabelsPatch,
+    /// FIFO or random from now on.
+    pub queueing_method: Option<QueueingMethod>,
 }
 
 /// A room's settings with their version: the version grows by one with every change, so an
@@ -146,6 +156,7 @@ impl Settings {
             pow_auto_joins_per_sec: Some(self.pow_auto_joins_per_sec),
             require_user_assertion: Some(self.require_user_assertion),
             labels: self.labels.as_patch(),
+            queueing_method: Some(self.queueing_method),
         }
     }
 
@@ -180,6 +191,7 @@ impl Settings {
                 .require_user_assertion
                 .unwrap_or(self.require_user_assertion),
             labels: self.labels.patched(&patch.labels),
+            queueing_method: patch.queueing_method.unwrap_or(self.queueing_method),
         }
     }
 }

@@ -45,6 +45,12 @@ fn reason_text(lang: Lang, phase: &Phase) -> Option<&'static str> {
     }
 }
 
+/// Whether the room admits in random order (`queueingMethod: "random"`): the place can move.
+fn random_order(phase: &Phase) -> bool {
+    matches!(phase, Phase::Ticket(s) if s.status == TicketState::Waiting
+        && s.queueing_method.is_some_and(|method| method.is_random()))
+}
+
 /// Whether the shopper waits behind more people than units left (`beyondStock`).
 fn beyond_stock(phase: &Phase) -> bool {
     matches!(phase, Phase::Ticket(s) if s.status == TicketState::Waiting && s.beyond_stock)
@@ -94,6 +100,9 @@ pub fn Stats(
         </dl>
         <p id="eta-reason" class="eta-reason" hidden=move || phase.with(|p| reason_text(lang, p)).is_none()>
             {move || phase.with(|p| reason_text(lang, p)).unwrap_or_default()}
+        </p>
+        <p id="random-order" class="eta-reason" hidden=move || !phase.with(random_order)>
+            {t(lang, Text::RandomOrder)}
         </p>
         <p id="beyond-stock" class="eta-reason" hidden=move || !phase.with(beyond_stock)>
             {t(lang, Text::BeyondStock)}

@@ -16,6 +16,7 @@ mod opening;
 mod outage;
 mod polls;
 mod presence;
+mod random_queue;
 mod rooms;
 mod rooms_replicas;
 mod sale;

@@ -161,7 +161,7 @@ impl Room {
     /// Admits the one shopper waiting (just joined) with `instant.token`: what an instant join
     /// does after its join, and what the journal replays.
     pub fn admit_joined(&mut self, instant: &InstantAdmission) {
-        let Some((_, id)) = self.queue.pop_front() else {
+        let Some((_, id)) = self.pop_next() else {
             return;
         };
         self.seq_of.remove(&id);
@@ -220,7 +220,7 @@ impl Room {
         let expires_at_ms = now_ms + token_ttl_ms;
         let mut admitted = 0;
         for token in tokens.iter().take(quota as usize) {
-            let Some((_, id)) = self.queue.pop_front() else {
+            let Some((_, id)) = self.pop_next() else {
                 break;
             };
             self.seq_of.remove(&id);

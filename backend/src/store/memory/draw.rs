@@ -46,6 +46,7 @@ impl Room {
         if let JoinReply::Joined(outcome) = &mut reply {
             if outcome.created && !drawn {
                 self.prequeue.insert(Arc::from(new_id));
+                self.lottery_remove(new_id);
                 if let Some(record) = self.record(new_id, now_ms) {
                     outcome.ticket = record;
                 }
@@ -62,6 +63,8 @@ impl Room {
                 drawn_at_ms: None,
                 tags: Vec::new(),
             });
+            // A room switched to random before it had a seed starts its lottery now.
+            self.sync_lottery();
         }
         self.draw_record().unwrap_or_else(|| DrawRecord {
             seed: fresh_seed.to_owned(),
@@ -157,6 +160,7 @@ impl Room {
             self.queue.replace(*seq, key.clone());
             self.seq_of.insert(key.clone(), *seq);
             self.presence.touch(key, now_ms);
+            self.lottery_add(key);
         }
         self.prequeue.clear();
         if let Some(draw) = self.draw.as_mut() {

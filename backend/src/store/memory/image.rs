@@ -190,6 +190,7 @@ impl Room {
             room.prequeue.insert(id.clone());
         }
         room.draw = image.draw;
+        room.sync_lottery();
         Ok(room)
     }
 }

@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod challenges;
 pub mod draw;
 pub mod image;
+pub mod lottery;
 pub mod presence;
 pub mod room;
 

@@ -135,6 +135,7 @@ impl Room {
             return false;
         }
         self.seq_of.insert(id.clone(), held.seq);
+        self.lottery_add(&id);
         self.presence.touch(&id, now_ms);
         self.presence.kept.insert(id);
         self.record_queue_event(-(held.seq as i64));
@@ -163,6 +164,7 @@ impl Room {
                 continue;
             };
             self.queue.remove(seq);
+            self.lottery_remove(&key);
             self.record_queue_event(seq as i64);
             let until_ms = now_ms + hold_place_ms;
             self.presence.hold(&key, Held { seq, until_ms });

@@ -94,10 +94,12 @@ pub struct Room {
     /// When each waiting arrival seq joined, Unix ms (the admin API's waiters list); entries
     /// behind the head are dropped as it advances.
     pub(super) joined: BTreeMap<u64, u64>,
+    /// The random order while the room admits by lottery (`lottery.rs`; derived, not imaged).
+    pub(super) lottery: Option<super::lottery::MemoryLottery>,
 }
 
 /// Leaves remembered for SSE hubs to replay (as the Redis store's `left` list).
-const LEFT_KEPT: usize = 10_000;
+pub(super) const LEFT_KEPT: usize = 10_000;
 
 impl Room {
     /// An empty room with `config` as its settings (version 0).
@@ -125,6 +127,7 @@ impl Room {
             prequeue: HashSet::new(),
             draw: None,
             joined: BTreeMap::new(),
+            lottery: None,
         }
     }
 
@@ -147,8 +150,13 @@ impl Room {
                     ..TicketRecord::waiting(id, 0)
                 });
             }
+            let position = if self.lottery_running() {
+                self.lottery_position(id)
+            } else {
+                self.queue.position(*seq)
+            };
             return Some(TicketRecord {
-                position: self.queue.position(*seq),
+                position,
                 ..TicketRecord::waiting(id, 0)
             });
         }
@@ -300,6 +308,7 @@ impl Room {
         }
         self.config = self.config.patched(patch);
         self.version += 1;
+        self.sync_lottery();
         SettingsUpdate::Applied(self.versioned())
     }
 
@@ -335,7 +344,10 @@ impl Room {
         if let Some(key) = dedup_key {
             self.dedup.insert(key.to_owned(), id.clone());
         }
-        let position = self.queue.position(seq);
+        self.lottery_add(new_id);
+        let position = self
+            .record(new_id, now_ms)
+            .and_then(|record| record.position);
         JoinReply::Joined(JoinOutcome {
             ticket: TicketRecord {
                 position,
@@ -356,6 +368,8 @@ impl Room {
             popped: self.popped,
             left: self.left_count,
         };
+        // Under the lottery a join can move anyone back: only exact reads are right.
+        let since = since.filter(|_| !self.lottery_running());
         let delta = since.and_then(|since| {
             let new_leavers = usize::try_from(cursor.left.checked_sub(since.left)?).ok()?;
             let popped = cursor.popped.checked_sub(since.popped)?;
@@ -405,6 +419,7 @@ impl Room {
         if let Some((key, seq)) = self.seq_of.remove_entry(id) {
             self.queue.remove(seq);
             self.prequeue.remove(&key);
+            self.lottery_remove(&key);
             self.presence.forget(&key);
             self.record_queue_event(seq as i64);
             // The dedup entry stays: a later join under that key sees a LEFT ticket and enqueues anew.

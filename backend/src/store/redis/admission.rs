@@ -26,6 +26,9 @@ impl RedisStore {
             .key(keys.key("bank"))
             .key(keys.key("pace"))
             .key(keys.key("prequeue"))
+            .key(keys.key("lottery"))
+            .key(keys.key("lottery_mac"))
+            .key(keys.key("lottery_filing"))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)
@@ -42,10 +45,10 @@ impl RedisStore {
             invocation.arg(token);
         }
         let reply = self.run_script(&invocation).await?;
-        if reply.len() != 30 {
-            return Err(StoreError::Corrupt("admit reply needs 30 fields".into()));
+        if reply.len() != 32 {
+            return Err(StoreError::Corrupt("admit reply needs 32 fields".into()));
         }
-        let (reply, sale, labels) = split_sale(&reply)?;
+        let (reply, sale, labels, method) = split_sale(&reply)?;
         let numbers: Vec<i64> = reply[..5].iter().map(as_i64).collect::<Result<_, _>>()?;
         let [admitted, expired, waiting, active, skipped] = numbers.as_slice() else {
             unreachable!("five numbers");
@@ -56,6 +59,12 @@ impl RedisStore {
                 ..AdmitOutcome::default()
             });
         }
+        self.note_lottery(room, method.is_random());
+        // A switch to random whose filing is not done (its replica died, or a skipped ticket
+        // came back unfiled): the leader files the waiting tickets now; this tick admitted nobody.
+        if as_i64(&reply[18])? == 1 {
+            self.file_lottery(room).await?;
+        }
         Ok(AdmitOutcome {
             fenced: false,
             admitted: *admitted as u64,
@@ -64,11 +73,12 @@ impl RedisStore {
             active: *active as u64,
             skipped: *skipped as u64,
             settings: parse_versioned(&reply[5..17])
-                .and_then(|versioned| with_schedule(versioned, &reply[18..20]))
+                .and_then(|versioned| with_schedule(versioned, &reply[19..21]))
                 .ok()
                 .map(|mut settings| {
                     settings.settings.sale = sale;
                     settings.settings.labels = labels;
+                    settings.settings.queueing_method = method;
                     settings
                 }),
             popped: as_i64(&reply[17])?.max(0) as u64,

@@ -52,6 +52,10 @@ impl RedisStore {
     /// (`SCAN` + `UNLINK`, a batch at a time).
     async fn purge_room(&self, room: &str, keep_tombstone: bool) -> Result<(), StoreError> {
         let keys = Keys::new(room);
+        // This process's copies of the room's seed and queueing method go with it (another
+        // replica's copies stay until it restarts: a slug deleted and created again).
+        self.forget_seed(room);
+        self.note_lottery(room, false);
         let audit = keys.key(AUDIT);
         let tombstone = keys.key(GONE);
         let pattern = format!("{}*", keys.prefix);
@@ -225,6 +229,15 @@ impl Catalog for RedisStore {
         )
         .await
         .map_err(StoreError::for_read)
+    }
+
+    fn forget_room(&self, room: &str) {
+        self.forget_seed(room);
+        self.note_lottery(room, false);
+        self.secrets
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(room);
     }
 
     async fn incarnations(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {

@@ -32,7 +32,15 @@ impl RedisStore {
 
     /// The room's seed, from this process's copy (a seed never changes) or from Redis, written
     /// there first if the room has none (the first pre-queue join may be the first to need it).
-    async fn seed_for_joins(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
+    /// Forgets this process's copy of `room`'s seed (the room is purged).
+    pub(super) fn forget_seed(&self, room: &str) {
+        self.seeds
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(room);
+    }
+
+    pub(super) async fn seed_for_joins(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
         if let Some(seed) = self
             .seeds
             .read()

@@ -21,6 +21,7 @@ mod admission;
 mod bots;
 pub mod catalog;
 mod draw;
+mod lottery;
 mod presence;
 mod queue;
 mod reply;
@@ -56,6 +57,7 @@ struct Scripts {
     release_lease: Script,
     draw: Script,
     waiters: Script,
+    lottery_file: Script,
 }
 
 /// The Redis-backed store.
@@ -69,6 +71,9 @@ pub struct RedisStore {
     /// Each room's draw seed as read from Redis (it never changes once written): pre-queue joins
     /// compute their place in the drawn order with it (`draw.rs`). Never logged.
     seeds: RwLock<HashMap<String, Arc<[u8]>>>,
+    /// Rooms this process knows to be random (docs/DESIGN.md "Random queueing"): their joins
+    /// carry lottery keys from the first try (`lottery.rs`).
+    lottery_rooms: RwLock<std::collections::HashSet<String>>,
 }
 
 /// A room secret, and when a join last checked it against Redis (the upkeep round trip of
@@ -148,9 +153,11 @@ impl RedisStore {
                 release_lease: Script::new(include_str!("lua/release_lease.lua")),
                 draw: Script::new(include_str!("lua/draw.lua")),
                 waiters: Script::new(include_str!("lua/waiters.lua")),
+                lottery_file: Script::new(include_str!("lua/lottery_file.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
+            lottery_rooms: RwLock::new(std::collections::HashSet::new()),
         })
     }
 

@@ -24,6 +24,10 @@ impl RedisStore {
                 .key(keys.key("left"))
                 .key(keys.key("left_count"))
                 .key(keys.key("prequeue"))
+                .key(keys.key("settings"))
+                .key(keys.key("lottery"))
+                .key(keys.key("lottery_mac"))
+                .key(keys.key("lottery_filing"))
                 .arg(&keys.prefix)
                 .arg(now_ms)
                 .arg(if positions { "1" } else { "0" });

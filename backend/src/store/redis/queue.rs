@@ -41,6 +41,13 @@ impl RedisStore {
             None => String::new(),
         };
         let now_ms = crate::store::now_ms();
+        // A random room's join carries the ticket's lottery key (join.lua asks for it when this
+        // process did not know the room is random yet).
+        let lottery_seed = if mode.prequeue_seed.is_none() && self.is_lottery_room(room) {
+            Some(self.seed_for_joins(room).await?)
+        } else {
+            None
+        };
         let mut invocation = self.scripts.join.key(keys.key("queue"));
         invocation
             .key(keys.key("seq"))
@@ -72,7 +79,7 @@ impl RedisStore {
         };
         // A pre-queue join carries its place in the drawn order (join.lua, draw.lua): one for the
         // fresh id and one for the key's derived id, whichever the script gives the ticket.
-        let (order_new, order_derived) = match mode.prequeue_seed {
+        let (order_new, order_derived) = match mode.prequeue_seed.or(lottery_seed.as_deref()) {
             Some(seed) => (
                 draw_key(seed, new_id),
                 if derived.is_empty() {
@@ -99,9 +106,12 @@ impl RedisStore {
             .key(keys.key("prequeue_order"))
             .key(keys.key("prequeue_mac"))
             .key(keys.key("prequeue_seqs"))
-            .key(keys.key(super::settings::GONE))
             .arg(order_new)
-            .arg(order_derived);
+            .arg(order_derived)
+            .key(keys.key("lottery"))
+            .key(keys.key("lottery_mac"))
+            .key(keys.key("lottery_filing"))
+            .key(keys.key(super::settings::GONE));
         let reply = self.run_script(&invocation).await?;
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
@@ -136,8 +146,22 @@ impl RedisStore {
         if created == -5 {
             return Ok(JoinReply::SettingsChanged);
         }
-        if created == -6 {
+        if created == -7 {
             return Err(StoreError::RoomDeleted(room.to_owned()));
+        }
+        if created == -6 {
+            // A random room: join again with the ticket's lottery key (the store remembers the
+            // room is random from now on).
+            if lottery_seed.is_some() {
+                return Err(StoreError::Corrupt(
+                    "join.lua asked again for lottery keys it was given".into(),
+                ));
+            }
+            self.note_lottery(room, true);
+            return Box::pin(
+                self.join_with_limit_in_redis(room, dedup_key, new_id, limit, instant, mode),
+            )
+            .await;
         }
         let id = as_string(id)?;
         let ticket = if position > 0 {
@@ -207,13 +231,38 @@ impl RedisStore {
             .sismember(keys.key("prequeue"), id)
             .cmd("HMGET")
             .arg(keys.key(&format!("ticket:{id}")))
-            .arg(&["state", "tok", "exp"]);
+            .arg(&["state", "tok", "exp"])
+            .hget(keys.key("settings"), "qmethod")
+            .exists(keys.key("lottery_filing"))
+            .hget(keys.key("lottery_mac"), id);
         let mut connection = self.connection.clone();
-        let (rank, prequeue, fields): (Option<u64>, bool, Vec<Option<String>>) = self
+        type Read = (
+            Option<u64>,
+            bool,
+            Vec<Option<String>>,
+            Option<String>,
+            bool,
+            Option<String>,
+        );
+        let (rank, prequeue, fields, method, filing, member): Read = self
             .bounded(pipe.query_async(&mut connection))
             .await
             .map_err(StoreError::for_read)?;
-        if let Some(rank) = rank {
+        if let Some(mut rank) = rank {
+            // A random room's position is the rank in its lottery (docs/DESIGN.md "Random
+            // queueing"), once every waiting ticket is filed.
+            if let (Some("random"), false, Some(member)) = (method.as_deref(), filing, member) {
+                let in_lottery: Option<u64> = self
+                    .bounded(
+                        redis::cmd("ZRANK")
+                            .arg(keys.key("lottery"))
+                            .arg(member)
+                            .query_async(&mut connection),
+                    )
+                    .await
+                    .map_err(StoreError::for_read)?;
+                rank = in_lottery.unwrap_or(rank);
+            }
             if prequeue {
                 return Ok(Some(TicketRecord {
                     state: vestibule_shared::TicketState::PreQueue,
@@ -244,6 +293,10 @@ impl RedisStore {
             .key(keys.key("left"))
             .key(keys.key("left_count"))
             .key(keys.key("prequeue"))
+            .key(keys.key("settings"))
+            .key(keys.key("lottery"))
+            .key(keys.key("lottery_mac"))
+            .key(keys.key("lottery_filing"))
             .arg(&keys.prefix);
         match since {
             Some(cursor) => invocation.arg("1").arg(cursor.popped).arg(cursor.left),
@@ -329,6 +382,8 @@ impl RedisStore {
             .key(keys.key("prequeue"))
             .key(keys.key("prequeue_order"))
             .key(keys.key("prequeue_mac"))
+            .key(keys.key("lottery"))
+            .key(keys.key("lottery_mac"))
             .arg(id)
             .arg(now_ms)
             .arg(keep_ms)

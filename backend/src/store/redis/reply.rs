@@ -4,23 +4,24 @@ use redis::Value;
 use vestibule_shared::TicketState;
 
 use crate::store::{
-    RoomLabels, SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings,
+    QueueingMethod, RoomLabels, SaleSettings, Settings, StoreError, TicketRecord, VersionedSettings,
 };
 
 /// The sale's fields of the settings hash, then the room's labels (issue 14), in the order every
 /// script appends them to its reply (after everything else): `stock, sold, soldout, closed,
 /// msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko`.
-pub(super) const SALE_FIELDS: [&str; 10] = [
+/// Then `qmethod`: the queueing method (`random`; absent or anything else = FIFO).
+pub(super) const SALE_FIELDS: [&str; 11] = [
     "stock", "sold", "soldout", "closed", "msg_en", "msg_ko", "name_en", "name_ko", "wait_en",
-    "wait_ko",
+    "wait_ko", "qmethod",
 ];
 
 /// A reply that ends with the sale's fields and the labels → the rest of the reply, the sale
 /// (absent or empty fields = unlimited stock, nothing sold, open, the page's own message) and
-/// the labels (absent or empty = none).
+/// the labels (absent or empty = none), and the queueing method.
 pub(super) fn split_sale(
     reply: &[Value],
-) -> Result<(&[Value], SaleSettings, RoomLabels), StoreError> {
+) -> Result<(&[Value], SaleSettings, RoomLabels, QueueingMethod), StoreError> {
     let Some(split) = reply.len().checked_sub(SALE_FIELDS.len()) else {
         return Err(StoreError::Corrupt(
             "a reply without the sale's fields".into(),
@@ -28,10 +29,10 @@ pub(super) fn split_sale(
     };
     let (rest, sale) = reply.split_at(split);
     let text: Vec<String> = sale.iter().map(as_string).collect::<Result<_, _>>()?;
-    let [stock, sold, sold_out, closed, message_en, message_ko, name_en, name_ko, wait_en, wait_ko] =
+    let [stock, sold, sold_out, closed, message_en, message_ko, name_en, name_ko, wait_en, wait_ko, method] =
         text.as_slice()
     else {
-        unreachable!("ten fields");
+        unreachable!("eleven fields");
     };
     let number = |text: &str| -> Result<Option<u64>, StoreError> {
         if text.is_empty() {
@@ -59,6 +60,7 @@ pub(super) fn split_sale(
             message_en: message(wait_en),
             message_ko: message(wait_ko),
         },
+        QueueingMethod::parse(method).unwrap_or_default(),
     ))
 }
 
@@ -219,6 +221,7 @@ pub(super) fn parse_config(fields: &[Value]) -> Result<Settings, StoreError> {
         },
         require_user_assertion: req_user == "1",
         labels: crate::store::RoomLabels::default(),
+        queueing_method: QueueingMethod::Fifo,
     })
 }
 

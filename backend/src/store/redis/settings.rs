@@ -27,7 +27,7 @@ impl RedisStore {
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
-        let (fields, sale, labels) = split_sale(&fields)?;
+        let (fields, sale, labels, method) = split_sale(&fields)?;
         let [settings @ .., secret, opens, preopens] = fields else {
             return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
@@ -40,6 +40,7 @@ impl RedisStore {
         )?;
         versioned.settings.sale = sale;
         versioned.settings.labels = labels;
+        versioned.settings.queueing_method = method;
         Ok(versioned)
     }
 
@@ -90,7 +91,7 @@ impl RedisStore {
                 settings_lost(room)
             });
         }
-        let (fields, sale, labels) = split_sale(&fields)?;
+        let (fields, sale, labels, method) = split_sale(&fields)?;
         let [settings @ .., opens, preopens] = fields else {
             return Err(StoreError::Corrupt("room settings need 14 fields".into()));
         };
@@ -100,6 +101,7 @@ impl RedisStore {
         )?;
         versioned.settings.sale = sale;
         versioned.settings.labels = labels;
+        versioned.settings.queueing_method = method;
         Ok(versioned)
     }
 
@@ -113,7 +115,12 @@ impl RedisStore {
         let unchanged = || "-".to_owned();
         let mut invocation = self.scripts.update_room.key(keys.key("settings"));
         invocation
-            .key(keys.key(GONE))
+            .key(keys.key("lottery"))
+            .key(keys.key("lottery_mac"))
+            .key(keys.key("lottery_filing"))
+            .key(keys.key("left_count"))
+            .key(keys.key(GONE));
+        invocation
             .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(
                 patch
@@ -194,13 +201,18 @@ impl RedisStore {
                 format!("={}", text.as_deref().unwrap_or_default())
             }));
         }
+        invocation.arg(
+            patch
+                .queueing_method
+                .map_or_else(unchanged, |method| method.as_str().to_owned()),
+        );
         let reply = self.run_script(&invocation).await?;
         match reply.as_slice() {
             [code] if as_i64(code)? == -1 => return Err(StoreError::RoomDeleted(room.to_owned())),
             [code] if as_i64(code)? == -2 => return Err(settings_lost(room)),
             _ => {}
         }
-        let (reply, sale, labels) = split_sale(&reply)?;
+        let (reply, sale, labels, method) = split_sale(&reply)?;
         let [applied, settings @ .., opens, preopens] = reply else {
             return Err(StoreError::Corrupt("update_room reply is short".into()));
         };
@@ -210,6 +222,13 @@ impl RedisStore {
         )?;
         in_force.settings.sale = sale;
         in_force.settings.labels = labels;
+        in_force.settings.queueing_method = method;
+        self.note_lottery(room, method.is_random());
+        // A switch to random files every waiting ticket under its key before answering
+        // (lottery_file.lua, in batches); until then nobody is admitted.
+        if as_i64(applied)? == 1 && patch.queueing_method.is_some_and(|m| m.is_random()) {
+            self.file_lottery(room).await?;
+        }
         Ok(if as_i64(applied)? == 1 {
             SettingsUpdate::Applied(in_force)
         } else {
@@ -245,7 +264,7 @@ impl RedisStore {
         if is_gone_reply(&reply) {
             return Err(StoreError::RoomDeleted(room.to_owned()));
         }
-        let (reply, sale, labels) = split_sale(&reply)?;
+        let (reply, sale, labels, method) = split_sale(&reply)?;
         let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
             return Err(StoreError::Corrupt("lease reply needs 24 fields".into()));
         };
@@ -257,6 +276,7 @@ impl RedisStore {
         )?;
         settings.settings.sale = sale;
         settings.settings.labels = labels;
+        settings.settings.queueing_method = method;
         Ok(LeaseOutcome {
             epoch: (epoch > 0).then_some(epoch),
             settings,

@@ -26,10 +26,31 @@
 -- KEYS[14] prequeue (SET): while it holds tickets not yet drawn (docs/DESIGN.md "Scheduled opening
 -- and the draw"), nobody is admitted or skipped.
 -- The reply ends with the settings' opens_ms and preopens_ms ("" = none), then the sale's fields
--- {stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko} (absent = nil).
+-- {stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod} (absent = nil).
+-- Random queueing (docs/DESIGN.md "Random queueing"): KEYS[15] lottery (ZSET, scores 0, member
+-- `mac .. tag .. id`)   KEYS[16] lottery_mac (HASH id -> member)   KEYS[17] lottery_filing. In a
+-- random room the tick takes the smallest members of the lottery instead of the queue's head
+-- (each also leaves the queue); a skip, an admission and a sold-out removal take the ticket out
+-- of the lottery too (a skipped one keeps its member in its hash, `lot`, for its return). While
+-- lottery_filing exists (a switch to random whose waiting tickets are not all filed yet) nobody
+-- is admitted, and the reply's field after `popped` is 1: the caller files them.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
-  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, '', '', '', '', '', '', '', '',
-          '', '', '', ''}
+  return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, 0, '', '', '', '', '', '', '', '',
+          '', '', '', '', ''}
+end
+local random = redis.call('HGET', KEYS[5], 'qmethod') == 'random'
+local filing = random and redis.call('EXISTS', KEYS[17]) == 1
+-- The ticket's lottery member, taken out of the lottery (nil when it is not in it).
+local function unlot(id)
+  if not random then
+    return nil
+  end
+  local member = redis.call('HGET', KEYS[16], id)
+  if member then
+    redis.call('ZREM', KEYS[15], member)
+    redis.call('HDEL', KEYS[16], id)
+  end
+  return member
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
 local now = tonumber(ARGV[3])
@@ -66,6 +87,7 @@ end
 local skipped = 0
 local function skip(id, seq)
   redis.call('ZREM', KEYS[1], id)
+  local member = unlot(id)
   local chunk, slot = seen_slot(seq)
   redis.call('BITFIELD', chunk, 'SET', 'u32', slot, 0)
   redis.call('RPUSH', KEYS[7], seq)
@@ -73,6 +95,9 @@ local function skip(id, seq)
   redis.call('INCR', KEYS[8])
   local key = prefix .. 'ticket:' .. id
   redis.call('HSET', key, 'state', 'HELD', 'seq', seq, 'exp', now + hold)
+  if member then
+    redis.call('HSET', key, 'lot', member)
+  end
   redis.call('PEXPIRE', key, hold + tonumber(ARGV[5]))
   skipped = skipped + 1
 end
@@ -83,7 +108,7 @@ local s = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'ttl_ms', 'cap', 'check
 local granted = #ARGV - 12
 local quota = granted
 local undrawn = redis.call('EXISTS', KEYS[14]) == 1
-if s[2] == '1' or undrawn then
+if s[2] == '1' or undrawn or filing then
   quota = 0
 end
 local cap = tonumber(ARGV[6])
@@ -91,7 +116,7 @@ if cap >= 0 then
   quota = math.min(quota, math.max(0, cap - active))
 end
 local sale = redis.call('HMGET', KEYS[5], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
-                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko', 'qmethod')
 local sold_out = sale[3] == '1'
 local left = tonumber(sale[1] or '')
 if sold_out then
@@ -101,12 +126,35 @@ elseif left ~= nil then
 end
 local admitted = 0
 local expires_at = now + ttl
+-- The next to admit: the queue's head, or the lottery's smallest member in a random room.
+local function next_up()
+  if not random then
+    local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    if #head == 0 then
+      return nil
+    end
+    return head[1], tonumber(head[2])
+  end
+  while true do
+    local first = redis.call('ZRANGE', KEYS[15], 0, 0)
+    if #first == 0 then
+      return nil
+    end
+    local id = string.sub(first[1], 77)
+    local seq = redis.call('ZSCORE', KEYS[1], id)
+    if seq then
+      return id, tonumber(seq)
+    end
+    -- Not waiting any more (cannot happen when every change keeps both): drop it.
+    redis.call('ZREM', KEYS[15], first[1])
+    redis.call('HDEL', KEYS[16], id)
+  end
+end
 while admitted < quota do
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #head == 0 then
+  local id, seq = next_up()
+  if not id then
     break
   end
-  local id, seq = head[1], tonumber(head[2])
   local chunk, slot = seen_slot(seq)
   if not sold_out and silent_since(redis.call('BITFIELD', chunk, 'GET', 'u32', slot)[1]) then
     if skipped >= SKIP_BUDGET then
@@ -115,6 +163,7 @@ while admitted < quota do
     skip(id, seq)
   else
     redis.call('ZREM', KEYS[1], id)
+    unlot(id)
     redis.call('BITFIELD', chunk, 'SET', 'u32', slot, 0)
     admitted = admitted + 1
     local token = ARGV[12 + admitted]
@@ -136,6 +185,7 @@ if sold_out and not undrawn then
   local gone = redis.call('ZPOPMIN', KEYS[1], SOLD_OUT_BUDGET)
   for i = 1, #gone, 2 do
     local key = prefix .. 'ticket:' .. gone[i]
+    unlot(gone[i])
     redis.call('HSET', key, 'state', 'SOLD_OUT')
     redis.call('PEXPIRE', key, ARGV[5])
     local chunk, slot = seen_slot(tonumber(gone[i + 1]))
@@ -207,6 +257,7 @@ local reply = {admitted, expired, waiting, active + admitted, skipped,
                s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '',
                s[8] or '', s[9] or '', s[10] or '', s[11] or '', s[12] or '0',
                tonumber(redis.call('GET', KEYS[6]) or '0'),
+               filing and 1 or 0,
                redis.call('HGET', KEYS[5], 'opens_ms') or '',
                redis.call('HGET', KEYS[5], 'preopens_ms') or ''}
 for _, v in ipairs(sale) do

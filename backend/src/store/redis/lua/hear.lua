@@ -12,9 +12,17 @@
 local function writes_refused(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
+-- Random queueing (docs/DESIGN.md "Random queueing"): KEYS[5] settings (`qmethod`)
+-- KEYS[6] lottery   KEYS[7] lottery_mac   KEYS[8] lottery_filing. In a random room a position is
+-- the rank in the lottery (arrival order while lottery_filing exists), and a returning ticket
+-- goes back into the lottery under the member its hash kept (`lot`, written by admit.lua's skip);
+-- one skipped without it (before the switch) is left to the filing, which lottery_filing asks
+-- the next tick for.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local out = {}
+local random = redis.call('HGET', KEYS[5], 'qmethod') == 'random'
+local ranked = random and redis.call('EXISTS', KEYS[8]) == 0
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = prefix .. 'ticket:' .. id
@@ -30,6 +38,16 @@ for i = 4, #ARGV do
       redis.call('LTRIM', KEYS[2], -10000, -1)
       redis.call('INCR', KEYS[3])
       redis.call('HSET', key, 'state', 'WAITING', 'kept', '1')
+      if random then
+        local member = redis.call('HGET', key, 'lot')
+        if member then
+          redis.call('ZADD', KEYS[6], 0, member)
+          redis.call('HSET', KEYS[7], id, member)
+        else
+          redis.call('SET', KEYS[8], '1')
+          ranked = false
+        end
+      end
     end
   end
   if seq then
@@ -43,7 +61,12 @@ for i = 4, #ARGV do
       out[#out + 1] = 0
       out[#out + 1] = ''
     elseif ARGV[3] == '1' then
-      out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
+      local member = ranked and redis.call('HGET', KEYS[7], id)
+      if member then
+        out[#out + 1] = redis.call('ZRANK', KEYS[6], member) + 1
+      else
+        out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
+      end
       out[#out + 1] = redis.call('HGET', key, 'kept') or ''
     else
       out[#out + 1] = -1

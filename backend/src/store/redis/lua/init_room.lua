@@ -9,7 +9,7 @@
 -- Returns {rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow, pow_auto, req_user,
 -- settings version, secret,
 -- opens_ms, preopens_ms ("" = none: a new room has no scheduled opening), stock, sold, soldout,
--- closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko} (the sale's fields: absent = nil).
+-- closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod} (the sale's fields: absent = nil).
 -- KEYS[3] gone (the room's tombstone): an init makes the room live again (`--rooms` seeding a
 -- room deleted earlier), so the tombstone goes.
 redis.call('DEL', KEYS[3])
@@ -27,7 +27,7 @@ local reply = {s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] 
                redis.call('HGET', KEYS[1], 'opens_ms') or '',
                redis.call('HGET', KEYS[1], 'preopens_ms') or ''}
 for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
-                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')) do
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko', 'qmethod')) do
   table.insert(reply, v)
 end
 return reply

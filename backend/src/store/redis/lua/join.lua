@@ -35,13 +35,34 @@
 -- A key's first ticket takes the key's derived id, so a retry finds it again by recomputing the id
 -- and the key costs no dedup entry. Only a re-join after that ticket LEFT or EXPIRED needs another
 -- id: it gets the fresh random one, remembered in the dedup hash.
--- KEYS[13] gone (the room's tombstone): a room deleted through another replica takes no join:
--- {"", -6, 0} (nothing changed). Settings lost by a Redis restart are no reason to refuse.
-if redis.call('EXISTS', KEYS[13]) == 1 then
-  return {'', -6, 0}
+-- Random queueing (docs/DESIGN.md "Random queueing"): in a room whose settings say `qmethod`
+-- random, the new ticket also goes into KEYS[13] lottery (ZSET, scores 0, member `mac .. tag ..
+-- id`, the key ARGV[15] / ARGV[16] as for the pre-queue) and KEYS[14] lottery_mac (HASH id ->
+-- member), and positions are ranks in the lottery, unless KEYS[15] lottery_filing exists (the
+-- waiting tickets of a switch are still being filed: arrival order until then). A join in a
+-- random room without its keys answers {"", -6, 0} and changes nothing: the caller computes them
+-- (it needs the seed) and joins again.
+-- KEYS[16] gone (the room's tombstone): a room deleted through another replica takes no join:
+-- {"", -7, 0} (nothing changed). Settings lost by a Redis restart are no reason to refuse.
+if redis.call('EXISTS', KEYS[16]) == 1 then
+  return {'', -7, 0}
 end
 if ARGV[14] ~= '' and (redis.call('HGET', KEYS[4], 'ver') or '0') ~= ARGV[14] then
   return {'', -5, 0}
+end
+local random = redis.call('HGET', KEYS[4], 'qmethod') == 'random'
+if random and ARGV[15] == '' then
+  return {'', -6, 0}
+end
+local ranked = random and redis.call('EXISTS', KEYS[15]) == 0
+local function position(id)
+  if ranked then
+    local member = redis.call('HGET', KEYS[14], id)
+    if member then
+      return redis.call('ZRANK', KEYS[13], member) + 1
+    end
+  end
+  return redis.call('ZRANK', KEYS[1], id) + 1
 end
 local prefix = ARGV[3]
 local key = ARGV[2]
@@ -56,7 +77,7 @@ if key ~= '' then
     if redis.call('SISMEMBER', KEYS[8], candidate) == 1 then
       return {candidate, 0, -3}
     end
-    return {candidate, 0, rank + 1}
+    return {candidate, 0, position(candidate)}
   end
   local ticket = redis.call('HMGET', prefix .. 'ticket:' .. candidate, 'state', 'exp')
   local state = ticket[1]
@@ -119,6 +140,11 @@ if ARGV[13] == '1' and redis.call('HEXISTS', KEYS[9], 'started_ms') == 0
   end
   return {id, 1, -3}
 end
+if random then
+  local member = order .. id
+  redis.call('ZADD', KEYS[13], 0, member)
+  redis.call('HSET', KEYS[14], id, member)
+end
 if remember then
   redis.call('HSET', KEYS[3], key, id)
   -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).
@@ -145,6 +171,10 @@ if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
     local secret = string.match(token, '([^.]+)$')
     local ticket = prefix .. 'ticket:' .. id
     redis.call('ZREM', KEYS[1], id)
+    if random then
+      redis.call('ZREM', KEYS[13], order .. id)
+      redis.call('HDEL', KEYS[14], id)
+    end
     redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(seq / 65536), 'SET', 'u32',
                '#' .. (seq % 65536), 0)
     redis.call('HSET', ticket, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
@@ -156,4 +186,4 @@ if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
     return {id, 1, 0, expires_at}
   end
 end
-return {id, 1, redis.call('ZRANK', KEYS[1], id) + 1}
+return {id, 1, position(id)}

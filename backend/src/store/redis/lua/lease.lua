@@ -44,7 +44,7 @@ local reply = {epoch, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or ''
                redis.call('HGET', KEYS[3], 'opens_ms') or '',
                redis.call('HGET', KEYS[3], 'preopens_ms') or ''}
 for _, v in ipairs(redis.call('HMGET', KEYS[3], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
-                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')) do
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko', 'qmethod')) do
   table.insert(reply, v)
 end
 return reply

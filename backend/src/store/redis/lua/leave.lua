@@ -20,6 +20,12 @@ if seq then
       redis.call('HDEL', KEYS[7], ARGV[1])
     end
   end
+  -- A random room's ticket leaves the lottery too (KEYS[8] lottery, KEYS[9] lottery_mac).
+  local lot = redis.call('HGET', KEYS[9], ARGV[1])
+  if lot then
+    redis.call('ZREM', KEYS[8], lot)
+    redis.call('HDEL', KEYS[9], ARGV[1])
+  end
   local n = tonumber(seq)
   redis.call('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32', '#' .. (n % 65536), 0)
   redis.call('RPUSH', KEYS[3], seq)

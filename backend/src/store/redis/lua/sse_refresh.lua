@@ -7,12 +7,18 @@
 -- Returns {popped, left_count, reset (0|1), popped since cursor, n, seq_1 .. seq_n,
 --          then 5 entries per id: position or 0, seq or '', state, token, expiry}.
 -- reset = 1 when the cursor cannot be followed (first call, trimmed list, emptied store).
+-- Random queueing (docs/DESIGN.md "Random queueing"): KEYS[6] settings (`qmethod`) KEYS[7]
+-- lottery   KEYS[8] lottery_mac   KEYS[9] lottery_filing. In a random room a join can move anyone
+-- back, so the cursor is never followed (reset = 1: every stream is read exactly), and positions
+-- are ranks in the lottery (arrival order while lottery_filing exists).
+local random = redis.call('HGET', KEYS[6], 'qmethod') == 'random'
+local ranked = random and redis.call('EXISTS', KEYS[9]) == 0
 local popped = tonumber(redis.call('GET', KEYS[2]) or '0')
 local left_count = tonumber(redis.call('GET', KEYS[4]) or '0')
 local reset = 1
 local popped_since = 0
 local leavers = {}
-if ARGV[2] == '1' then
+if ARGV[2] == '1' and not random then
   local since_popped = tonumber(ARGV[3])
   local new_leavers = left_count - tonumber(ARGV[4])
   if popped >= since_popped and new_leavers >= 0 and new_leavers <= redis.call('LLEN', KEYS[3]) then
@@ -36,6 +42,10 @@ for i = 5, #ARGV do
     out[#out + 1] = ''
     out[#out + 1] = ''
   elseif rank then
+    local member = ranked and redis.call('HGET', KEYS[8], ARGV[i])
+    if member then
+      rank = redis.call('ZRANK', KEYS[7], member)
+    end
     out[#out + 1] = rank + 1
     out[#out + 1] = redis.call('ZSCORE', KEYS[1], ARGV[i])
     out[#out + 1] = ''

@@ -10,11 +10,17 @@
 -- ARGV[20..23] the labels (issue 14): name_en, name_ko, wait_en, wait_ko: "-" = unchanged, else
 -- "=" and the new value ("=" alone = none), so that a text "-" is a value like any other.
 -- Returns {applied (1|0), rate, paused, ttl_ms, cap, checkout, share, abandon_ms, hold_ms, pow,
--- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko}: the settings in force
+-- pow_auto, req_user, version, opens_ms, preopens_ms, stock, sold, soldout, closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod}: the settings in force
 -- afterwards.
--- KEYS[2] gone (the room's tombstone): a deleted room is not written ({-1}); nor is a room whose
+-- ARGV[24] the queueing method (docs/DESIGN.md "Random queueing"): "fifo" | "random", "-" =
+-- unchanged. A switch to random sets KEYS[4] lottery_filing: the waiting tickets are filed into
+-- KEYS[2] lottery / KEYS[3] lottery_mac by lottery_file.lua (the caller, then the leader's tick,
+-- which computes their keys), and until that is done nobody is admitted and positions stay in
+-- arrival order. A switch back to FIFO deletes the lottery. Either way the SSE cursors are made
+-- unfollowable (KEYS[5] left_count jumps past the kept leaves): positions change order.
+-- KEYS[6] gone (the room's tombstone): a deleted room is not written ({-1}); nor is a room whose
 -- settings are missing (a Redis that lost them: {-2}; the scheduler's lease writes them back).
-if redis.call('EXISTS', KEYS[2]) == 1 then
+if redis.call('EXISTS', KEYS[6]) == 1 then
   return {-1}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -43,6 +49,19 @@ if ARGV[1] == '' or tonumber(ARGV[1]) == version then
       redis.call('HSET', KEYS[1], name, string.sub(ARGV[i + 19], 2))
     end
   end
+  if ARGV[24] ~= '-' then
+    local was_random = redis.call('HGET', KEYS[1], 'qmethod') == 'random'
+    local random = ARGV[24] == 'random'
+    redis.call('HSET', KEYS[1], 'qmethod', ARGV[24])
+    if random and not was_random then
+      redis.call('SET', KEYS[4], '1')
+    elseif was_random and not random then
+      redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4])
+    end
+    if random ~= was_random then
+      redis.call('INCRBY', KEYS[5], 10001)
+    end
+  end
   if redis.call('HGET', KEYS[1], 'stock') == '0' then
     redis.call('HSET', KEYS[1], 'soldout', '1')
   end
@@ -56,7 +75,7 @@ local reply = {applied, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or 
                redis.call('HGET', KEYS[1], 'opens_ms') or '',
                redis.call('HGET', KEYS[1], 'preopens_ms') or ''}
 for _, v in ipairs(redis.call('HMGET', KEYS[1], 'stock', 'sold', 'soldout', 'closed', 'msg_en', 'msg_ko',
-                                      'name_en', 'name_ko', 'wait_en', 'wait_ko')) do
+                                      'name_en', 'name_ko', 'wait_en', 'wait_ko', 'qmethod')) do
   table.insert(reply, v)
 end
 return reply
