@@ -219,11 +219,12 @@ impl Store for DurableStore {
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
         self.change(|engine| {
-            let (in_force, created) = engine.create_room(room, defaults, 0);
+            let first_version = engine.seed_version(room);
+            let (in_force, created) = engine.create_room(room, defaults, first_version);
             let change = created.then(|| Change::InitRoom {
                 room: room.to_owned(),
                 defaults: defaults.clone(),
-                first_version: 0,
+                first_version,
             });
             Ok((in_force, change))
         })

@@ -92,6 +92,25 @@ impl MemoryStore {
         (config, created)
     }
 
+    /// The first settings version of `room` seeded by `--rooms`: 0, or, for a room an operator
+    /// deleted earlier, the time in Unix µs as a created room's (so an ETag of the deleted room
+    /// never matches the revived one). Deleted earlier: marked so in this process, or (after a
+    /// restart of the durable store, whose snapshot keeps audit logs but not the marks) absent
+    /// with an audit log, which its deletion always wrote to.
+    pub fn seed_version(&self, room: &str) -> u64 {
+        let absent = !lock(&self.rooms).contains_key(room);
+        let deleted = lock(&self.deleted).contains(room)
+            || (absent
+                && lock(&self.audit)
+                    .get(room)
+                    .is_some_and(|log| !log.is_empty()));
+        if deleted {
+            crate::store::catalog::first_version()
+        } else {
+            0
+        }
+    }
+
     /// Names of every room, sorted.
     pub fn room_names(&self) -> Vec<String> {
         let mut names: Vec<String> = lock(&self.rooms).keys().cloned().collect();
@@ -141,7 +160,7 @@ impl Store for MemoryStore {
         room: &str,
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
-        Ok(self.create_room(room, defaults, 0).0)
+        Ok(self.create_room(room, defaults, self.seed_version(room)).0)
     }
 
     async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {

@@ -38,6 +38,11 @@ impl RedisStore {
                     .cmd("SADD")
                     .arg(ROOMS_KEY)
                     .arg(room)
+                    // A seeded room deleted earlier lives again (`--rooms`): no longer deleted.
+                    .cmd("HDEL")
+                    .arg(DELETED_KEY)
+                    .arg(room)
+                    .ignore()
                     .cmd("HSETNX")
                     .arg(INCARNATIONS_KEY)
                     .arg(room)

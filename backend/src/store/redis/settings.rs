@@ -24,6 +24,7 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(&fresh_secret()[..]);
         config_args_added(&mut invocation, defaults);
+        invocation.arg(crate::store::catalog::first_version());
         let fields: Vec<Value> = self
             .bounded(invocation.invoke_async(&mut connection))
             .await?;

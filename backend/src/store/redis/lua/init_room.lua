@@ -11,12 +11,16 @@
 -- opens_ms, preopens_ms ("" = none: a new room has no scheduled opening), stock, sold, soldout,
 -- closed, msg_en, msg_ko, name_en, name_ko, wait_en, wait_ko, qmethod} (the sale's fields: absent = nil).
 -- KEYS[3] gone (the room's tombstone): an init makes the room live again (`--rooms` seeding a
--- room deleted earlier), so the tombstone goes.
-redis.call('DEL', KEYS[3])
+-- room deleted earlier), so the tombstone goes, and the revived room's versions start at ARGV[13]
+-- (the time in Unix µs, as a created room's: above every version the deleted room had).
+local revived = redis.call('DEL', KEYS[3]) == 1
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'paused', ARGV[2], 'ttl_ms', ARGV[3], 'cap', ARGV[4],
              'checkout', ARGV[5], 'share', ARGV[6], 'abandon_ms', ARGV[7], 'hold_ms', ARGV[8],
              'pow', ARGV[10], 'pow_auto', ARGV[11], 'req_user', ARGV[12])
+  if revived then
+    redis.call('HSET', KEYS[1], 'ver', ARGV[13])
+  end
 end
 redis.call('SET', KEYS[2], ARGV[9], 'NX')
 local s = redis.call('HMGET', KEYS[1], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
