@@ -301,6 +301,19 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
                 .into(),
         ));
     }
+    // A closed random room publishes its seed and can never reopen random, so a room turns random
+    // only open (found by a probe: created closed and random, its seed was out at once and its
+    // opening refused): prepare it closed as FIFO, and open it with `{"closed": false,
+    // "queueingMethod": "random"}` in one change.
+    if after.queueing_method.is_random()
+        && after.sale.closed
+        && !current.queueing_method.is_random()
+    {
+        return Err(ApiError::Conflict(
+            "a room turns random only while open (a closed random room publishes its seed):              send closed: false with queueingMethod \"random\""
+                .into(),
+        ));
+    }
     match (after.prequeue_opens_at_ms, after.opens_at_ms) {
         (Some(_), None) => Err(ApiError::Conflict(
             "prequeueOpensAt needs an opensAt (the draw is made at the opening)".into(),
@@ -384,7 +397,7 @@ pub(crate) async fn prepare_lottery(
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
-        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one; or `queueingMethod: \"random\"` with a `prequeueOpensAt`, in a room whose seed is published already, or reopening a closed random room (`conflict`)", body = ErrorBody),
+        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one; or `queueingMethod: \"random\"` with a `prequeueOpensAt`, in a room whose seed is published already, or in a room that stays closed; or reopening a closed random room (`conflict`)", body = ErrorBody),
         (status = 412, description = "If-Match names an old version: nothing changed (`precondition_failed`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,

@@ -58,7 +58,9 @@ pub struct RoomList {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Waiter {
-    /// 1-based position. Example: `1`.
+    /// 1-based place in arrival order: a FIFO room's queue order. In a random room
+    /// (`queueingMethod: "random"`) a shopper's own `position` is their rank by lottery key, not
+    /// this. Example: `1`.
     #[schema(minimum = 1)]
     pub position: u64,
     /// Seconds since the ticket joined (0 when unknown: a place handed out by a draw). Example: `95`.
@@ -127,7 +129,7 @@ fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
         (status = 400, description = "Not a JSON object, no `room`, a slug that is not `[a-z0-9-]{1,64}`, an unknown field, or a value out of range as for PATCH (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off (`forbidden`)", body = ErrorBody),
-        (status = 409, description = "A room with that slug exists (`room_exists`), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` (`conflict`)", body = ErrorBody),
+        (status = 409, description = "A room with that slug exists (`room_exists`), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` or with `closed: true` (`conflict`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     )
@@ -304,7 +306,8 @@ pub async fn delete_room(
     }
 }
 
-/// Who is waiting, in queue order, paged: position, how long since they joined and since they
+/// Who is waiting, in arrival order (a FIFO room's queue order; see [`Waiter::position`] for a
+/// random room), paged: position, how long since they joined and since they
 /// were last heard from, and the ticket's tag (never its id), for support questions.
 #[utoipa::path(
     get,
@@ -318,7 +321,7 @@ pub async fn delete_room(
     ),
     security(("admin_token" = [])),
     responses(
-        (status = 200, body = Waiters, description = "A page of the line in queue order"),
+        (status = 200, body = Waiters, description = "A page of the line in arrival order (a FIFO room's queue order; a random room's shoppers are admitted by lottery rank instead)"),
         (status = 400, description = "`offset` or `limit` is not a whole number in range (`invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off (`forbidden`)", body = ErrorBody),

@@ -12,7 +12,10 @@ use vestibule_tests::{both_stores, Backend, TestApp};
 
 use crate::opening::in_ms;
 
-both_stores!(a_random_room_is_validated_said_and_verifiable);
+both_stores!(
+    a_random_room_is_validated_said_and_verifiable,
+    a_room_turns_random_only_while_open,
+);
 
 async fn patch(app: &TestApp, body: Value) -> (StatusCode, Value) {
     let response = app
@@ -145,4 +148,41 @@ async fn a_random_room_is_validated_said_and_verifiable(backend: Backend) {
     let (status, body) = patch(&app, json!({"queueingMethod": "random"})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"], "conflict", "{body}");
+}
+
+/// Found by a probe: a room created closed and random (or turned random while closed) published
+/// its seed at once (a closed random room does) and then could never open as random. Now a room
+/// turns random only while open: prepared closed as FIFO, it opens random in one change, with its
+/// seed hidden.
+async fn a_room_turns_random_only_while_open(backend: Backend) {
+    let app = TestApp::spawn(backend, &[]).await;
+    let created = app
+        .client
+        .post(app.url("/api/v1/admin/rooms"))
+        .bearer_auth(vestibule_tests::ADMIN_TOKEN)
+        .json(&json!({"room": "drop", "queueingMethod": "random", "closed": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CONFLICT, "{backend:?}");
+    let (status, _) = patch(&app, json!({"closed": true})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = patch(&app, json!({"queueingMethod": "random"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{backend:?}: {body}");
+    assert_eq!(body["error"], "conflict");
+    let (status, body) = patch(&app, json!({"closed": false, "queueingMethod": "random"})).await;
+    assert_eq!(status, StatusCode::OK, "{backend:?}: {body}");
+    let draw: Value = app
+        .client
+        .get(app.url("/api/v1/rooms/main/draw"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        draw.get("seed").is_none_or(Value::is_null),
+        "{backend:?}: the seed is out while the lottery runs: {draw}"
+    );
 }
