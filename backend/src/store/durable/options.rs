@@ -74,11 +74,26 @@ pub fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, OpenError> {
         .write(true)
         .open(dir.join("lock"))
         .map_err(|error| unusable(format!("opening its lock file: {error}")))?;
-    match fs4::fs_std::FileExt::try_lock_exclusive(&lock_file) {
-        Ok(true) => Ok(lock_file),
-        Ok(false) => Err(OpenError::Locked {
-            dir: dir.to_owned(),
-        }),
-        Err(error) => Err(unusable(format!("locking it: {error}"))),
+    // A lock let go a moment ago can still be held for a few milliseconds by a child that a
+    // thread of the releasing process forked before its `exec` closed the inherited descriptor
+    // (seen once in the tests, which start Redis servers while a store reopens its dir): the
+    // lock is tried for up to LOCK_WAIT before the dir counts as another process's.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match fs4::fs_std::FileExt::try_lock_exclusive(&lock_file) {
+            Ok(true) => return Ok(lock_file),
+            Ok(false) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(false) => {
+                return Err(OpenError::Locked {
+                    dir: dir.to_owned(),
+                })
+            }
+            Err(error) => return Err(unusable(format!("locking it: {error}"))),
+        }
     }
 }
+
+/// How long [`lock_dir`] tries a data dir's lock before reporting it taken.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
