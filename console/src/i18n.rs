@@ -1,54 +1,6 @@
 //! Every visible string of the console in English and Korean.
 
-/// The console's language: `?lang=`, else the browser's, else English; the switch changes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    /// English (`en`).
-    En,
-    /// Korean (`ko`).
-    Ko,
-}
-
-impl Lang {
-    /// The BCP 47 tag, e.g. `"ko"`.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::En => "en",
-            Self::Ko => "ko",
-        }
-    }
-
-    /// The language a tag such as `"ko-KR"` asks for; `None` for any other language.
-    pub fn from_tag(tag: &str) -> Option<Self> {
-        match tag
-            .split(['-', '_'])
-            .next()?
-            .trim()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "ko" => Some(Self::Ko),
-            "en" => Some(Self::En),
-            _ => None,
-        }
-    }
-
-    /// The other language (the switch's target).
-    pub fn other(self) -> Self {
-        match self {
-            Self::En => Self::Ko,
-            Self::Ko => Self::En,
-        }
-    }
-
-    /// The language's own name, on the switch that leads to it.
-    pub fn native_name(self) -> &'static str {
-        match self {
-            Self::En => "English",
-            Self::Ko => "한국어",
-        }
-    }
-}
+pub use vestibule_shared::lang::Lang;
 
 /// A fixed string of the console; [`t`] gives its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,7 @@ pub mod embed;
 pub mod entry;
 pub mod error_code;
 pub mod gate;
+pub mod lang;
 pub use gate::{EntrySession, SessionRequest};
 
 use serde::{Deserialize, Serialize};
