@@ -83,33 +83,6 @@ pub struct Waiters {
     pub waiters: Vec<Waiter>,
 }
 
-/// `offset` and `limit` from a query string (defaults 0 and 50; limit 1–500).
-fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
-    let (mut offset, mut limit) = (0u64, 50u64);
-    for (name, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        let number = || {
-            value.parse::<u64>().map_err(|_| {
-                ApiError::InvalidField(format!("{name} must be a whole number, not {value:?}"))
-            })
-        };
-        match name.as_ref() {
-            "offset" => offset = number()?,
-            "limit" => limit = number()?,
-            _ => {}
-        }
-    }
-    if offset > i64::MAX as u64 {
-        return Err(ApiError::InvalidField(format!(
-            "offset must be 0–{}",
-            i64::MAX
-        )));
-    }
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::InvalidField("limit must be 1–500".into()));
-    }
-    Ok((offset, limit))
-}
-
 /// Creates a room with the server's defaults and any settings given. It admits at once through
 /// this replica, and through every other replica within one scheduler tick.
 #[utoipa::path(
@@ -337,7 +310,7 @@ pub async fn waiters(
 ) -> Result<Json<Waiters>, ApiError> {
     authorize(&state, &headers)?;
     state.room(&room)?;
-    let (offset, limit) = page(query.as_deref())?;
+    let (offset, limit) = super::draw::page(query.as_deref(), 50, 500)?;
     let page = state.store.waiters(&room, offset, limit).await?;
     let now = now_ms();
     let secs_ago = |at: u64| now.saturating_sub(at) / 1000;

@@ -48,9 +48,17 @@ pub async fn seed_public(
     Ok(!opening::has_draw(settings) && store.prequeue_ids(room).await?.is_empty())
 }
 
-/// `offset` and `limit` from a query string (defaults 0 and [`DRAW_PAGE_MAX`]).
-fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
-    let (mut offset, mut limit) = (0, DRAW_PAGE_MAX);
+/// `offset` and `limit` from a query string: offset 0–[`OFFSET_MAX`] (default 0), limit
+/// 1–`max_limit` (default `default_limit`). Shared by the draw's and the waiters' pages.
+///
+/// # Errors
+/// 400 `invalid_field`: not a whole number, or out of range.
+pub(crate) fn page(
+    query: Option<&str>,
+    default_limit: u64,
+    max_limit: u64,
+) -> Result<(u64, u64), ApiError> {
+    let (mut offset, mut limit) = (0, default_limit);
     for (name, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         let number = || {
             value.parse::<u64>().map_err(|_| {
@@ -70,9 +78,9 @@ fn page(query: Option<&str>) -> Result<(u64, u64), ApiError> {
             "offset must be 0–{OFFSET_MAX}"
         )));
     }
-    if !(1..=DRAW_PAGE_MAX).contains(&limit) {
+    if !(1..=max_limit).contains(&limit) {
         return Err(ApiError::InvalidField(format!(
-            "limit must be 1–{DRAW_PAGE_MAX}"
+            "limit must be 1–{max_limit}"
         )));
     }
     Ok((offset, limit))
@@ -105,7 +113,7 @@ pub async fn room_draw(
     RawQuery(query): RawQuery,
 ) -> Result<Json<DrawInfo>, ApiError> {
     let runtime = state.room(&room)?;
-    let (offset, limit) = page(query.as_deref())?;
+    let (offset, limit) = page(query.as_deref(), DRAW_PAGE_MAX, DRAW_PAGE_MAX)?;
     let settings = runtime.settings();
     let phase = opening_phase(&settings, now_ms());
     let record = match state.store.draw_record(&room).await? {
