@@ -68,6 +68,8 @@ if [ "$want_test" = 1 ]; then
   command -v redis-server >/dev/null || apt_install redis-server
   # The gate test sends one request with curl, an independent HTTP client.
   command -v curl >/dev/null || apt_install curl
+  # The SSE-behind-a-proxy test (and the benchmark's gate comparison) put nginx in front.
+  [ -x /usr/sbin/nginx ] || [ -x /usr/bin/nginx ] || apt_install nginx-light
   if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     apt_install chromium chromium-driver
   fi

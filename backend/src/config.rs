@@ -224,6 +224,14 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_WRITE_TIMEOUT_SECS", default_value_t = 20)]
     pub write_timeout_secs: u64,
 
+    /// Most concurrent streams (requests, SSE streams among them) one HTTP/2 connection may open.
+    /// HTTP/2 comes as cleartext prior knowledge (h2c) on the same port as HTTP/1.1; a proxy or
+    /// CDN in front multiplexes many shoppers' SSE streams over few connections, and each stream
+    /// then costs no socket or connection buffers of its own. Past the limit the client waits
+    /// (RFC 9113 §5.1.2) or opens another connection.
+    #[arg(long, env = "VESTIBULE_HTTP2_MAX_STREAMS", default_value_t = 1000)]
+    pub http2_max_streams: u32,
+
     /// Refuse to start on a Redis that may evict keys (`maxmemory-policy` other than
     /// `noeviction`), which would silently lose tickets and tokens.
     #[arg(long, env = "VESTIBULE_REQUIRE_SAFE_REDIS", default_value_t = false)]
@@ -384,6 +392,12 @@ impl Config {
             return Err(format!(
                 "--shutdown-grace-secs must be 0–3600, got {}",
                 self.shutdown_grace_secs
+            ));
+        }
+        if !(1..=100_000).contains(&self.http2_max_streams) {
+            return Err(format!(
+                "--http2-max-streams must be 1–100000, got {}",
+                self.http2_max_streams
             ));
         }
         if !(1..=3600).contains(&self.write_timeout_secs) {

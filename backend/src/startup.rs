@@ -213,6 +213,7 @@ impl Application {
         let limits = ConnectionLimits {
             header_read_timeout: Duration::from_secs(state.config.header_read_timeout_secs),
             write_timeout: state.config.write_timeout(),
+            http2_max_streams: state.config.http2_max_streams,
             shutdown_grace: state.config.shutdown_grace(),
         };
         let gated = state.config.gate.enabled().then(|| state.clone());
@@ -374,6 +375,11 @@ fn warn_if_page_missing(static_dir: &std::path::Path) {
     );
 }
 
+/// How often an HTTP/2 connection is pinged to find a peer that vanished without closing it.
+const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the HTTP/2 connection is closed.
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// The bounds on every client connection.
 #[derive(Debug, Clone, Copy)]
 struct ConnectionLimits {
@@ -383,9 +389,11 @@ struct ConnectionLimits {
     write_timeout: Duration,
     /// How long shutdown waits for open connections before closing them.
     shutdown_grace: Duration,
+    /// Most concurrent streams on one HTTP/2 connection.
+    http2_max_streams: u32,
 }
 
-/// Serves HTTP/1.1 and HTTP/2 on `listener` until `signal` resolves, then lets open connections
+/// Serves HTTP/1.1 and HTTP/2 (h2c, prior knowledge) on `listener` until `signal` resolves, then lets open connections
 /// finish for up to the shutdown grace and closes the rest.
 ///
 /// Like `axum::serve`, plus what it does not expose, so that every wait on a client has a bound:
@@ -411,6 +419,15 @@ async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
+    // HTTP/2 by prior knowledge (h2c): a connection that opens with the HTTP/2 preface. The
+    // write timeout bounds a peer that stops reading, as for HTTP/1.1; pings find a peer that
+    // vanished without a FIN, since an h2 connection may sit with no request in flight.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.http2_max_streams)
+        .keep_alive_interval(Some(HTTP2_PING_INTERVAL))
+        .keep_alive_timeout(HTTP2_PING_TIMEOUT);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut signal = std::pin::pin!(signal);

@@ -9,19 +9,17 @@
 //! spends per request during the closed loop (nginx's master and workers summed): CPU time per
 //! request moves far less than requests/s when other work shares the two cores.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use hyper::Method;
 use vestibule_shared::{paths, TicketStatus};
+use vestibule_tests::nginx::Nginx;
 
 use crate::http::{short, HttpClient, Percentiles};
 use crate::load::{closed_loop, open_loop, LoadResult};
-use crate::procs::{
-    free_port, start_vestibule_on, tree_cpu_secs, ChildGuard, CpuMeter, ServerProcess,
-};
+use crate::procs::{start_vestibule_on, tree_cpu_secs, CpuMeter, ServerProcess};
 use crate::profile::Profile;
 use crate::report::{Report, Verdict};
 
@@ -50,7 +48,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
         &exe,
         &["hello".into(), "--bind".into(), "127.0.0.1:0".into()],
     )?;
-    let nginx = Nginx::start(&origin.base())?;
+    let nginx = Nginx::start(&origin.base(), false)?;
     let gate = start_vestibule_on(
         vestibule,
         &["--data-dir", "none"],
@@ -266,87 +264,4 @@ async fn entry_token(client: &HttpClient) -> anyhow::Result<String> {
         status = serde_json::from_slice(&polled.body).context("poll answer through the gate")?;
     }
     status.entry_token.context("entry token")
-}
-
-/// Debian's nginx as a plain reverse proxy to `origin`, in a folder of its own.
-struct Nginx {
-    child: ChildGuard,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    fn start(origin: &str) -> anyhow::Result<Self> {
-        let binary = which_nginx().context("nginx is missing (apt-get install nginx-light)")?;
-        let dir = tempfile::tempdir()?;
-        let port = free_port()?;
-        let upstream = origin.trim_start_matches("http://");
-        // As many workers as cores (Vestibule's runtime has one worker per core too), upstream
-        // connections kept alive, no access log (Vestibule logs no access line either).
-        let conf = format!(
-            "worker_processes auto;\npid nginx.pid;\nerror_log stderr warn;\n\
-             events {{ worker_connections 4096; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path tmp;\n  proxy_temp_path tmp;\n\
-             upstream origin {{ server {upstream}; keepalive 128; }}\n\
-             server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
-             proxy_pass http://origin;\n      proxy_http_version 1.1;\n\
-             proxy_set_header Connection \"\";\n      proxy_set_header Host $host;\n\
-             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n    }}\n  }}\n}}\n"
-        );
-        std::fs::create_dir_all(dir.path().join("tmp"))?;
-        std::fs::write(dir.path().join("nginx.conf"), conf)?;
-        let child = Command::new(binary)
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(dir.path().join("nginx.conf"))
-            .args(["-g", "daemon off;"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting nginx")?;
-        let child = ChildGuard::new(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                bail!("nginx did not listen on {port} within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(Self {
-            child,
-            port,
-            _dir: dir,
-        })
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// The master process (its workers are its children).
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Nginx {
-    /// Asks the master to stop its workers (SIGTERM) before the guard kills it: a master killed
-    /// outright leaves its workers running.
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn which_nginx() -> Option<PathBuf> {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
 }

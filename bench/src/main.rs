@@ -28,7 +28,8 @@ enum Commands {
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
         /// Comma-separated stages (default all but drop): baselines, sale, sale-halved, capacity,
-        /// embedded, position, sse, gate, ghosts, drop (the scheduled drop, only when named).
+        /// embedded, position, sse, sse-h2, gate, ghosts, drop (the scheduled drop, only when
+        /// named).
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).

@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 10] = [
+pub const STAGES: [&str; 11] = [
     "baselines",
     "sale",
     "sale-halved",
@@ -19,6 +19,7 @@ pub const STAGES: [&str; 10] = [
     "embedded",
     "position",
     "sse",
+    "sse-h2",
     "gate",
     "ghosts",
     "drop",
@@ -114,8 +115,28 @@ pub async fn run(options: &RunOptions) -> Report {
     }
     if wants("sse") {
         eprintln!("[bench] stage: SSE");
-        if let Err(error) = sse_capacity::run(profile, &options.vestibule, &mut report).await {
+        if let Err(error) = sse_capacity::run(
+            profile,
+            &options.vestibule,
+            &mut report,
+            sse_capacity::Protocol::Http1,
+        )
+        .await
+        {
             report.note(format!("stage sse failed: {error:#}"));
+        }
+    }
+    if wants("sse-h2") {
+        eprintln!("[bench] stage: SSE over HTTP/2");
+        if let Err(error) = sse_capacity::run(
+            profile,
+            &options.vestibule,
+            &mut report,
+            sse_capacity::Protocol::Http2,
+        )
+        .await
+        {
+            report.note(format!("stage sse-h2 failed: {error:#}"));
         }
     }
     if wants("gate") {

@@ -1,5 +1,7 @@
 //! SSE capacity: how many concurrent SSE shoppers one backend process holds, its RSS per stream,
-//! and the Redis load they cause as their number grows. Streams come from several 127.0.0.x
+//! and the Redis load they cause as their number grows, over HTTP/1.1 (a connection per stream,
+//! as browsers reaching the server directly) or HTTP/2 (h2c, [`STREAMS_PER_CONNECTION`] streams
+//! per connection, as a CDN or proxy in front). HTTP/1.1 streams come from several 127.0.0.x
 //! source addresses so that 50,000 of them do not run out of ephemeral ports.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -19,13 +21,97 @@ use crate::procs::{
 use crate::profile::Profile;
 use crate::redis_probe::{bulk_load, RedisSample};
 use crate::report::{Report, Verdict};
-use crate::sse::SseStream;
+use crate::sse::{H2Connection, SseStream};
 
 const ROOM: &str = "sse";
 /// Streams per source address (the ephemeral range holds ~28,000 ports per address pair).
 const STREAMS_PER_SOURCE: u64 = 20_000;
 /// Streams being opened at once.
 const OPENING_AT_ONCE: usize = 256;
+/// HTTP/2 streams per connection (the server allows 1,000 by default, `--http2-max-streams`).
+pub const STREAMS_PER_CONNECTION: u64 = 500;
+
+/// How the streams reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// A TCP connection per stream.
+    Http1,
+    /// [`STREAMS_PER_CONNECTION`] streams per h2c connection.
+    Http2,
+}
+
+impl Protocol {
+    /// Prefix of this protocol's report values.
+    fn key(self) -> &'static str {
+        match self {
+            Self::Http1 => "sse",
+            Self::Http2 => "sse_h2",
+        }
+    }
+
+    /// Name in report rows.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Http1 => "HTTP/1.1",
+            Self::Http2 => "HTTP/2",
+        }
+    }
+}
+
+/// Opens streams by `protocol`, keeping the HTTP/2 connection being filled.
+struct Opener {
+    protocol: Protocol,
+    server: std::net::SocketAddr,
+    /// The HTTP/2 connection new streams go to, and how many it carries.
+    current: Option<(H2Connection, u64)>,
+    /// Source address for the `n`th stream or connection: HTTP/1.1 runs and the bare floor use
+    /// different ranges, whose ports may still be in TIME_WAIT.
+    first_source: u8,
+}
+
+impl Opener {
+    fn source(&self, n: u64) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(
+            127,
+            0,
+            0,
+            self.first_source + (n / STREAMS_PER_SOURCE) as u8,
+        ))
+    }
+
+    /// The future that opens stream `n` on `path`.
+    async fn open(
+        &mut self,
+        n: u64,
+        path: String,
+    ) -> anyhow::Result<
+        std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<SseStream>> + Send>>,
+    > {
+        let server = self.server;
+        match self.protocol {
+            Protocol::Http1 => {
+                let source = self.source(n);
+                Ok(Box::pin(async move {
+                    SseStream::open(server, Some(source), &path).await
+                }))
+            }
+            Protocol::Http2 => {
+                let full = self
+                    .current
+                    .as_ref()
+                    .is_none_or(|(_, carried)| *carried >= STREAMS_PER_CONNECTION);
+                if full {
+                    let connection = H2Connection::connect(server, Some(self.source(n))).await?;
+                    self.current = Some((connection, 0));
+                }
+                let (connection, carried) = self.current.as_mut().expect("a connection");
+                *carried += 1;
+                let connection = connection.clone();
+                Ok(Box::pin(async move { connection.open_stream(&path).await }))
+            }
+        }
+    }
+}
 
 #[derive(Default)]
 struct Counts {
@@ -72,11 +158,17 @@ pub async fn run(
     profile: &Profile,
     vestibule: &std::path::Path,
     report: &mut Report,
+    protocol: Protocol,
 ) -> anyhow::Result<Vec<Step>> {
+    let key = protocol.key();
     let wanted_max = profile.sse_steps.iter().copied().max().unwrap_or(0);
-    // Each stream costs one descriptor here and one in the server; keep room for the rest.
+    // Each HTTP/1.1 stream costs one descriptor here and one in the server; keep room for the
+    // rest.
     let limit = raise_open_files_limit(wanted_max + 10_000);
-    let fits = limit.saturating_sub(2_000);
+    let fits = match protocol {
+        Protocol::Http1 => limit.saturating_sub(2_000),
+        Protocol::Http2 => u64::MAX,
+    };
     // Scaled in proportion when the limit is lower, so the growth between steps stays the same.
     let steps: Vec<u64> = if wanted_max > fits {
         let scaled = profile
@@ -124,18 +216,23 @@ pub async fn run(
     let idle_commands = idle_after.commands_per_sec_since(&idle_before);
     let mut opened = 0u64;
     let mut results = Vec::new();
+    let mut opener = Opener {
+        protocol,
+        server: server.addr,
+        current: None,
+        first_source: 2,
+    };
     for &target in &steps {
         let started = Instant::now();
         let from = opened;
         while opened < target {
             let permit = opening.clone().acquire_owned().await?;
             let n = opened;
-            let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (n / STREAMS_PER_SOURCE) as u8));
             let path = paths::events(ROOM, &ids[n as usize]);
             let counts = counts.clone();
-            let server_addr = server.addr;
+            let open = opener.open(n, path).await?;
             streams.spawn(async move {
-                hold_stream(server_addr, source, path, permit, counts).await;
+                hold_stream(open, permit, counts).await;
             });
             opened += 1;
         }
@@ -170,16 +267,20 @@ pub async fn run(
             open_rate: (target - from) as f64 / open_secs.max(1e-3),
             updates_per_sec,
         };
-        eprintln!("[bench] SSE step {step:?}");
+        eprintln!("[bench] SSE ({}) step {step:?}", protocol.label());
         results.push(step);
     }
     streams.abort_all();
     while streams.join_next().await.is_some() {}
     drop(server);
-    let floor = bare_axum_floor(max).await;
+    drop(opener);
+    let floor = bare_axum_floor(max, protocol).await;
     if let Ok((held, per_stream)) = &floor {
-        report.value("sse_bare_axum_rss_per_stream_bytes", *per_stream);
-        report.value("sse_bare_axum_held", *held);
+        report.value(
+            &format!("{key}_bare_axum_rss_per_stream_bytes"),
+            *per_stream,
+        );
+        report.value(&format!("{key}_bare_axum_held"), *held);
     }
     let last = results.last().cloned();
     let first = results.first().cloned();
@@ -205,14 +306,17 @@ pub async fn run(
             })
             .collect::<Vec<_>>()
             .join("; ");
-        report.value("sse_held", last.held);
-        report.value("sse_position_rose", counts.rose.load(Ordering::Relaxed));
-        report.value("sse_updates_per_sec", last.updates_per_sec);
-        report.value("sse_rss_per_stream_bytes", last.rss_per_stream);
-        report.value("sse_steps", serde_json::to_value(&results)?);
+        report.value(&format!("{key}_held"), last.held);
+        report.value(
+            &format!("{key}_position_rose"),
+            counts.rose.load(Ordering::Relaxed),
+        );
+        report.value(&format!("{key}_updates_per_sec"), last.updates_per_sec);
+        report.value(&format!("{key}_rss_per_stream_bytes"), last.rss_per_stream);
+        report.value(&format!("{key}_steps"), serde_json::to_value(&results)?);
         let fifty_k = profile.sse_steps.iter().copied().max().unwrap_or(0);
         report.row(
-            "SSE shoppers held by one process",
+            format!("SSE shoppers held by one process ({})", protocol.label()),
             format!(
                 "{} of {} (server counts {:.0}); failed {}",
                 fmt_count(last.held),
@@ -227,8 +331,18 @@ pub async fn run(
                 Verdict::from(last.held >= 50_000)
             },
             format!(
-                "streams from 127.0.0.2+ ({} per address); opened at ~{} /s{}",
-                fmt_count(STREAMS_PER_SOURCE),
+                "{}; opened at ~{} /s{}",
+                match protocol {
+                    Protocol::Http1 => format!(
+                        "a connection per stream from 127.0.0.2+ ({} per address)",
+                        fmt_count(STREAMS_PER_SOURCE)
+                    ),
+                    Protocol::Http2 => format!(
+                        "h2c, {} streams per connection ({} connections)",
+                        fmt_count(STREAMS_PER_CONNECTION),
+                        fmt_count(last.target.div_ceil(STREAMS_PER_CONNECTION))
+                    ),
+                },
                 short(last.open_rate.max(0.0)),
                 error
                     .map(|e| format!("; first failure: {e}"))
@@ -244,17 +358,20 @@ pub async fn run(
             Err(error) => format!("bare axum SSE floor not measured: {error:#}"),
         };
         report.row(
-            "Server RSS per SSE stream",
+            format!("Server RSS per SSE stream ({})", protocol.label()),
             format!("{:.1} KB ({floor_text})", last.rss_per_stream / 1024.0),
             "≤ 10 KB",
             Verdict::from(last.rss_per_stream <= 10.0 * 1024.0),
-            "VmRSS growth from the idle server / streams held: the HTTP/1.1 connection (hyper's buffers, task, body stream, keep-alive timer) plus the hub's per-ticket state; see PROPOSALS.md",
+            match protocol {
+                Protocol::Http1 => "VmRSS growth from the idle server / streams held: the HTTP/1.1 connection (hyper's buffers, task, body stream, keep-alive timer) plus the hub's per-ticket state; see PROPOSALS.md",
+                Protocol::Http2 => "VmRSS growth from the idle server / streams held: the h2 stream state and send buffer, the body stream and keep-alive timer, plus the hub's per-ticket state; connection buffers shared by its streams",
+            },
         );
         let growth = last.redis_commands_per_sec / first.redis_commands_per_sec.max(1.0);
         let stream_growth = last.held as f64 / first.held.max(1) as f64;
-        report.value("sse_redis_commands_growth", growth);
+        report.value(&format!("{key}_redis_commands_growth"), growth);
         report.row(
-            "Redis load as SSE streams grow",
+            format!("Redis load as SSE streams grow ({})", protocol.label()),
             per_step,
             "flat in the number of streams",
             Verdict::from(growth <= 1.2 || stream_growth < 1.5),
@@ -268,9 +385,12 @@ pub async fn run(
             ),
         );
         let cpu_per_1k = last.server_cpu_percent / (last.held.max(1) as f64 / 1000.0);
-        report.value("sse_server_cpu_percent_per_1k_streams", cpu_per_1k);
+        report.value(
+            &format!("{key}_server_cpu_percent_per_1k_streams"),
+            cpu_per_1k,
+        );
         report.row(
-            "Server CPU for SSE updates",
+            format!("Server CPU for SSE updates ({})", protocol.label()),
             format!(
                 "{:.1}% of a core per 1,000 streams ({:.0}% at {}), {} updates/s delivered",
                 cpu_per_1k,
@@ -287,9 +407,7 @@ pub async fn run(
 }
 
 async fn hold_stream(
-    server: std::net::SocketAddr,
-    source: IpAddr,
-    path: String,
+    open: impl std::future::Future<Output = anyhow::Result<SseStream>>,
     permit: tokio::sync::OwnedSemaphorePermit,
     counts: Arc<Counts>,
 ) {
@@ -298,7 +416,7 @@ async fn hold_stream(
         let mut first = counts.first_error.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert(error);
     };
-    let mut stream = match SseStream::open(server, Some(source), &path).await {
+    let mut stream = match open.await {
         Ok(stream) => stream,
         Err(error) => {
             drop(permit);
@@ -334,8 +452,9 @@ async fn hold_stream(
     fail("stream ended early".into());
 }
 
-/// RSS per stream of the bare axum SSE baseline holding `count` streams: (held, bytes/stream).
-async fn bare_axum_floor(count: u64) -> anyhow::Result<(u64, f64)> {
+/// RSS per stream of the bare axum SSE baseline holding `count` streams over `protocol`:
+/// (held, bytes/stream).
+async fn bare_axum_floor(count: u64, protocol: Protocol) -> anyhow::Result<(u64, f64)> {
     let exe = std::env::current_exe()?;
     let hello = crate::procs::ServerProcess::start(
         &exe,
@@ -346,21 +465,21 @@ async fn bare_axum_floor(count: u64) -> anyhow::Result<(u64, f64)> {
     let counts = Arc::new(Counts::default());
     let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
     let mut streams = JoinSet::new();
+    let mut opener = Opener {
+        protocol,
+        server: hello.addr,
+        current: None,
+        first_source: 20,
+    };
     for n in 0..count {
         let permit = opening.clone().acquire_owned().await?;
-        // Other source addresses than the server run's, whose ports may still be in TIME_WAIT.
-        let source = IpAddr::V4(Ipv4Addr::new(
-            127,
-            0,
-            0,
-            20 + (n / STREAMS_PER_SOURCE) as u8,
-        ));
         let counts = counts.clone();
-        let addr = hello.addr;
+        let open = opener.open(n, "/sse".into()).await?;
         streams.spawn(async move {
-            hold_stream(addr, source, "/sse".into(), permit, counts).await;
+            hold_stream(open, permit, counts).await;
         });
     }
+    drop(opener);
     drop(opening.acquire_many(OPENING_AT_ONCE as u32).await?);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let held = counts.alive.load(Ordering::Relaxed);

@@ -38,7 +38,13 @@ fn a_tiny_flash_sale_admits_every_shopper_in_arrival_order_and_holds_its_sse_str
     std::fs::create_dir_all(&dir).expect("temp dir");
     let json = dir.join("report.json");
     let output = Command::new(env!("CARGO_BIN_EXE_vestibule-bench"))
-        .args(["run", "--profile", "tiny", "--stages", "sale,position,sse"])
+        .args([
+            "run",
+            "--profile",
+            "tiny",
+            "--stages",
+            "sale,position,sse,sse-h2",
+        ])
         .arg("--vestibule-bin")
         .arg(vestibule_binary())
         .arg("--json")
@@ -89,6 +95,12 @@ fn a_tiny_flash_sale_admits_every_shopper_in_arrival_order_and_holds_its_sse_str
     assert_eq!(number(values, "sse_held"), 50.0, "{context}");
     assert!(
         number(values, "sse_rss_per_stream_bytes") > 0.0,
+        "{context}"
+    );
+    // The same streams multiplexed over h2c connections.
+    assert_eq!(number(values, "sse_h2_held"), 50.0, "{context}");
+    assert!(
+        number(values, "sse_h2_rss_per_stream_bytes") > 0.0,
         "{context}"
     );
 }

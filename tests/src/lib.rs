@@ -7,6 +7,7 @@
 //! - [`LinkProxy`]: a TCP proxy in front of a [`TestApp`] that can hang the link (accept, never
 //!   answer) or lose the server's answers, as a bad mobile network or middlebox does.
 //! - [`chromium`]: headless Chromium (chromedriver) and the waits the page tests share.
+//! - [`nginx::Nginx`]: Debian's nginx as a reverse proxy in front of a server (HTTP/1.1, h2c).
 //!
 //! - [`ChildGuard`] / [`free_port`]: a child process killed and reaped on drop, and a port for
 //!   it (shared with the benchmark).
@@ -14,6 +15,7 @@
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
 
 pub mod chromium;
+pub mod nginx;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
