@@ -108,7 +108,7 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
         assert_eq!(keys.trim(), "", "left behind: {keys}");
     }
     assert_eq!(
-        redis.cli(&["HEXISTS", "vestibule:rooms:deleted", "drop-7"]),
+        redis.cli(&["HEXISTS", "vestibule:{_catalog}:deleted", "drop-7"]),
         "1"
     );
     // Nothing of the room but its audit log and its tombstone stays once both replicas have
@@ -232,7 +232,7 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     redis.restart();
     assert!(
         within(async || {
-            let listed = redis.cli(&["SMEMBERS", "vestibule:rooms"]);
+            let listed = redis.cli(&["SMEMBERS", "vestibule:{_catalog}:rooms"]);
             listed.contains("drop-7") && listed.contains("main")
         })
         .await,
