@@ -273,7 +273,9 @@ async fn a_master_killed_mid_sale_fails_over_and_the_room_keeps_its_line() {
     tokio::task::block_in_place(|| cluster.kill(master));
     println!("killed master :{master} with {admitted_before} of {SHOPPERS} admitted");
     // The room answers again (a fresh join is the probe: it needs the room's master).
+    let mut readiness = Vec::new();
     let answered_again = loop {
+        readiness.push(app.get_json(paths::READYZ).await.0.as_u16());
         let response = app
             .join_request("flash")
             .header("Idempotency-Key", "probe")
@@ -296,6 +298,15 @@ async fn a_master_killed_mid_sale_fails_over_and_the_room_keeps_its_line() {
     };
     // Every node has learnt of the new master (the probe needed only the room's slot).
     tokio::task::block_in_place(|| cluster.wait_ready(Duration::from_secs(10)));
+    let ready = readiness.iter().filter(|&&status| status == 200).count();
+    println!(
+        "/readyz during the failover: {ready} of {} answers 200 (the cluster answers; the \
+         failed shard's rooms answer 503)",
+        readiness.len()
+    );
+    assert!(readiness
+        .iter()
+        .all(|&status| status == 200 || status == 503));
     let promoted = cluster.master_of_key("vestibule:{flash}:queue");
     assert_ne!(promoted, master);
     println!(

@@ -87,6 +87,32 @@ impl RedisConnection {
         }
     }
 
+    /// `PING`: on one server, there; on a cluster, a master at random, up to three tries, so
+    /// that the cluster answering is what counts: a shard failing over shows as its rooms' 503s,
+    /// not as every Vestibule replica unready at once (`/readyz`).
+    pub async fn ping(&mut self) -> RedisResult<()> {
+        match self {
+            Self::Single(connection) => redis::cmd("PING").query_async(connection).await,
+            Self::Cluster(connection) => {
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    let answer = connection
+                        .route_command(
+                            redis::cmd("PING"),
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+                        )
+                        .await;
+                    match answer {
+                        Ok(_) => return Ok(()),
+                        Err(error) if tries >= 3 => return Err(error),
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+    }
+
     /// Runs `cmd` on every node (masters and replicas) and returns each node's reply (one
     /// server: its only reply). For `INFO` and `CONFIG GET`, whose answer differs by node.
     pub async fn on_every_node(&mut self, cmd: Cmd) -> RedisResult<Vec<Value>> {

@@ -308,9 +308,8 @@ impl Store for RedisStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
-        self.bounded(redis::cmd("PING").query_async::<String>(&mut connection))
+        self.bounded(connection.ping())
             .await
-            .map(drop)
             .map_err(StoreError::for_read)
     }
 
