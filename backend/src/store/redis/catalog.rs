@@ -41,8 +41,8 @@ const AUDIT: &str = "audit";
 impl RedisStore {
     /// Moves a catalog written by an earlier version (`vestibule:rooms`, `…:deleted`,
     /// `…:incarnations`) to its names under `{_catalog}`, once: only while the new set does not
-    /// exist and the old one does; then the old keys are deleted (README "Upgrading"). One
-    /// `EXISTS` at every connection otherwise.
+    /// exist and the old one does; then the old keys are deleted (README "Upgrading"). Otherwise
+    /// one `EXISTS` per connection (and one `SMEMBERS` while no catalog exists yet).
     pub(super) async fn move_old_catalog(&self) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
         let exists: bool = self
