@@ -2,7 +2,7 @@
 # Installs what the build and the test suite need, skipping every step already done.
 # Pinned versions: keep them equal to Cargo.lock / Trunk.toml (see TOOLCHAIN notes in README).
 #   --page   : wasm32 target, trunk, wasm-bindgen-cli, wasm-opt (binaryen from npm), brotli
-#   --test   : the above plus redis-server, Chromium, ChromeDriver and axe-core (npm)
+#   --test   : the above plus redis-server, redis-cli, Chromium, ChromeDriver and axe-core (npm)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -66,6 +66,8 @@ command -v brotli >/dev/null || apt_install brotli
 
 if [ "$want_test" = 1 ]; then
   command -v redis-server >/dev/null || apt_install redis-server
+  # The Redis Cluster tests create their cluster with redis-cli (package redis-tools).
+  command -v redis-cli >/dev/null || apt_install redis-tools
   # The gate test sends one request with curl, an independent HTTP client.
   command -v curl >/dev/null || apt_install curl
   # The SSE-behind-a-proxy test (and the benchmark's gate comparison) put nginx in front.

@@ -39,9 +39,15 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<SecretString>,
 
+    /// Redis Cluster seed nodes, comma-separated (`redis://host:port,redis://host2:port`; one
+    /// reachable node is enough, the rest of the cluster is discovered); unset = no cluster.
+    /// Excludes `--redis-url`. May hold passwords, so it is a secret like the URL.
+    #[arg(long, env = "VESTIBULE_REDIS_CLUSTER", hide_env_values = true)]
+    pub redis_cluster: Option<SecretString>,
+
     /// Where the embedded store keeps its snapshot and journal, so a restart keeps every
     /// ticket (a folder, created if missing; relative to the working folder); `none` keeps
-    /// nothing (pure memory, for tests). Ignored with `--redis-url`.
+    /// nothing (pure memory, for tests). Ignored with `--redis-url` or `--redis-cluster`.
     #[arg(long, env = "VESTIBULE_DATA_DIR", default_value = "vestibule-data")]
     pub data_dir: DataDir,
 
@@ -281,6 +287,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.tokens.validate()?;
         self.embed.validate(&self.cors_origins)?;
+        self.check_redis_target()?;
         if self.rooms.is_empty() {
             return Err("--rooms needs at least one room".into());
         }
@@ -480,12 +487,69 @@ impl Config {
         Duration::from_millis(self.store_timeout_ms)
     }
 
-    /// The Redis URL with any password replaced by `***`, safe to log.
+    /// The Redis URL (or the cluster's seed URLs) with any password replaced by `***`, safe to
+    /// log.
     pub fn redis_url_for_logs(&self) -> Option<String> {
-        self.redis_url
-            .as_ref()
-            .map(|url| redact_url_password(url.expose_secret()))
+        match self.redis_target()? {
+            RedisTarget::Single(url) => Some(redact_url_password(url)),
+            RedisTarget::Cluster(urls) => Some(
+                urls.iter()
+                    .map(|url| redact_url_password(url))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        }
     }
+
+    /// Where the Redis store lives: `--redis-url`, `--redis-cluster`, or neither (embedded).
+    /// [`Config::validate`] refuses both at once; here `--redis-url` would win.
+    pub fn redis_target(&self) -> Option<RedisTarget<'_>> {
+        if let Some(url) = &self.redis_url {
+            return Some(RedisTarget::Single(url.expose_secret()));
+        }
+        let seeds = self.redis_cluster.as_ref()?.expose_secret();
+        Some(RedisTarget::Cluster(
+            seeds
+                .split(',')
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .collect(),
+        ))
+    }
+
+    fn check_redis_target(&self) -> Result<(), String> {
+        if self.redis_url.is_some() && self.redis_cluster.is_some() {
+            return Err(
+                "--redis-url and --redis-cluster (VESTIBULE_REDIS_URL, VESTIBULE_REDIS_CLUSTER) \
+                 exclude each other: give one Redis, or the seed nodes of one cluster"
+                    .into(),
+            );
+        }
+        if let Some(RedisTarget::Cluster(urls)) = self.redis_target() {
+            if urls.is_empty() {
+                return Err("--redis-cluster needs at least one redis:// URL".into());
+            }
+            for url in urls {
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    return Err(format!(
+                        "--redis-cluster: {:?} is not a redis:// or rediss:// URL (a cluster is \
+                         reached over TCP)",
+                        redact_url_password(url)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the Redis store lives (see [`Config::redis_target`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget<'a> {
+    /// One Redis server (`--redis-url`): a `ConnectionManager`.
+    Single(&'a str),
+    /// A Redis Cluster's seed nodes (`--redis-cluster`): the cluster client.
+    Cluster(Vec<&'a str>),
 }
 
 /// Replaces the password of `scheme://user:password@host` with `***`.

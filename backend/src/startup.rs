@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -59,9 +59,9 @@ impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         config.validate().map_err(anyhow::Error::msg)?;
         let mut redis_handle = None;
-        let (store, keys, challenge_key): (Arc<dyn Store>, _, _) = match &config.redis_url {
-            Some(url) => {
-                let redis = RedisStore::connect(url.expose_secret(), config.store_timeout())
+        let (store, keys, challenge_key): (Arc<dyn Store>, _, _) = match config.redis_target() {
+            Some(target) => {
+                let redis = RedisStore::open(&target, config.store_timeout())
                     .await
                     .with_context(|| {
                         format!(
@@ -281,10 +281,10 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
 
 /// The schedulers' own Redis connection (made on their runtime), or the shared store.
 async fn scheduler_store(state: &AppState) -> Arc<dyn Store> {
-    let Some(url) = &state.config.redis_url else {
+    let Some(target) = state.config.redis_target() else {
         return state.store.clone();
     };
-    match RedisStore::connect(url.expose_secret(), state.config.store_timeout()).await {
+    match RedisStore::open(&target, state.config.store_timeout()).await {
         Ok(store) => Arc::new(store),
         Err(error) => {
             tracing::warn!(%error, "schedulers share the request connection to Redis");

@@ -1,6 +1,7 @@
 //! Helpers for Vestibule's black-box suite.
 //!
 //! - [`RedisServer`]: a private `redis-server` on a Unix socket in a temp folder (stop, restart).
+//! - [`RedisCluster`]: a private Redis Cluster, six `redis-server`s on TCP (kill a master).
 //! - [`TestApp`]: the real `vestibule` binary on `127.0.0.1:0`, with typed request methods and
 //!   its log captured.
 //! - [`Backend`]: which store a test runs against; [`both_stores!`] makes one test per store.
@@ -16,6 +17,9 @@
 
 pub mod chromium;
 pub mod nginx;
+
+mod cluster;
+pub use cluster::{NodeInfo, RedisCluster, CLUSTER_NODES, CLUSTER_NODE_TIMEOUT_MS};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -261,6 +265,8 @@ pub enum Backend {
     Memory,
     /// A private `redis-server`.
     Redis,
+    /// A private Redis Cluster ([`RedisCluster`], `--redis-cluster`).
+    RedisCluster,
 }
 
 /// The real `vestibule` process on a free port.
@@ -273,6 +279,8 @@ pub struct TestApp {
     log: ServerOutput,
     /// The private Redis, when the app runs on one it owns.
     pub redis: Option<RedisServer>,
+    /// The private Redis Cluster, when the app runs on one it owns.
+    pub cluster: Option<RedisCluster>,
 }
 
 /// The `vestibule` command line every [`TestApp`] starts from: a free port, the test admin
@@ -286,6 +294,7 @@ pub fn vestibule_command(url: Option<&str>, args: &[&str], log_filter: &str) -> 
         .env("RUST_LOG", log_filter)
         .env("NO_COLOR", "1")
         .env_remove("VESTIBULE_REDIS_URL")
+        .env_remove("VESTIBULE_REDIS_CLUSTER")
         .env_remove("VESTIBULE_DATA_DIR");
     if !args.contains(&"--data-dir") {
         command.args(["--data-dir", "none"]);
@@ -307,7 +316,23 @@ impl TestApp {
                 app.redis = Some(redis);
                 app
             }
+            Backend::RedisCluster => {
+                let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+                    .await
+                    .expect("the cluster starts");
+                let mut app = Self::spawn_on_cluster(&cluster, args).await;
+                app.cluster = Some(cluster);
+                app
+            }
         }
+    }
+
+    /// Starts the binary with `--redis-cluster` on `cluster`'s nodes and extra flags.
+    pub async fn spawn_on_cluster(cluster: &RedisCluster, args: &[&str]) -> Self {
+        let seeds = cluster.seeds();
+        let mut all = vec!["--redis-cluster", seeds.as_str()];
+        all.extend_from_slice(args);
+        Self::spawn_with_url(None, &all).await
     }
 
     /// Starts the binary with `--redis-url url` (or the embedded store) and extra flags.
@@ -352,6 +377,7 @@ impl TestApp {
                 .expect("client"),
             log,
             redis: None,
+            cluster: None,
         }
     }
 
@@ -627,6 +653,22 @@ pub fn metric_value(text: &str, series: &str) -> f64 {
             (name == series).then(|| value.parse().ok()).flatten()
         })
         .unwrap_or(0.0)
+}
+
+/// Makes one `#[tokio::test]` on a private Redis Cluster from each `async fn name(backend:
+/// Backend)` (beside [`both_stores!`], for the tests whose flow a cluster must keep).
+#[macro_export]
+macro_rules! on_redis_cluster_too {
+    ($($name:ident),+ $(,)?) => {
+        mod on_redis_cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::RedisCluster).await;
+                }
+            )+
+        }
+    };
 }
 
 /// Makes one `#[tokio::test]` per store from `async fn name(backend: Backend)`.

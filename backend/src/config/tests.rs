@@ -138,3 +138,40 @@ fn redis_passwords_never_reach_the_logs() {
         "redis://redis:6379"
     );
 }
+
+#[test]
+fn a_redis_url_and_a_cluster_exclude_each_other() {
+    let config = parse(&[
+        "--redis-url",
+        "redis://127.0.0.1:6379",
+        "--redis-cluster",
+        "redis://127.0.0.1:7000",
+    ]);
+    let reason = config.validate().unwrap_err();
+    assert!(
+        reason.contains("--redis-url") && reason.contains("--redis-cluster"),
+        "{reason}"
+    );
+    let config = parse(&["--redis-cluster", "redis+unix:///tmp/redis.sock"]);
+    let reason = config.validate().unwrap_err();
+    assert!(reason.contains("redis://"), "{reason}");
+    let config = parse(&["--redis-cluster", " , "]);
+    assert!(config.validate().unwrap_err().contains("at least one"));
+    let config = parse(&[
+        "--redis-cluster",
+        "redis://:pw-123@10.0.0.1:7000, redis://10.0.0.2:7000",
+    ]);
+    config.validate().unwrap();
+    assert_eq!(
+        config.redis_target(),
+        Some(RedisTarget::Cluster(vec![
+            "redis://:pw-123@10.0.0.1:7000",
+            "redis://10.0.0.2:7000"
+        ]))
+    );
+    assert_eq!(
+        config.redis_url_for_logs().as_deref(),
+        Some("redis://:***@10.0.0.1:7000,redis://10.0.0.2:7000")
+    );
+    assert!(!format!("{config:?}").contains("pw-123"));
+}

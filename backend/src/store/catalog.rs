@@ -2,8 +2,10 @@
 //! log of admin changes, and the list of who is waiting. A supertrait of [`super::Store`], kept
 //! apart so the main trait stays about one room's queue.
 //!
-//! Redis: the set `vestibule:rooms` names the rooms and the hash `vestibule:rooms:deleted` the
-//! deleted ones (slug → Unix ms; keys of their own, outside every room's hash tag), the stream `vestibule:{r}:audit` keeps the audit log (`XADD MAXLEN ~ 10000`), and
+//! Redis: the set `vestibule:{_catalog}:rooms` names the rooms and the hash
+//! `vestibule:{_catalog}:deleted` the deleted ones (slug → Unix ms; keys of their own, under the
+//! catalog's hash tag, never a room's), the stream `vestibule:{r}:audit` keeps the audit log
+//! (`XADD MAXLEN ~ 10000`), and
 //! `vestibule:{r}:born:<n>` each waiting shopper's join time (u32 Unix seconds per arrival seq,
 //! as `seen:`). The embedded stores keep the audit log in memory (bounded the same way); the
 //! durable store journals it and keeps it in its snapshots.

@@ -2,9 +2,12 @@
 
 use crate::paused_app;
 use vestibule_shared::paths;
-use vestibule_tests::{both_stores, Backend};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend};
 
 both_stores!(bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged,);
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(bad_input_gets_only_json_4xx_and_leaves_the_queue_unchanged,);
 
 /// (method, path, one header, JSON body, expected status).
 type BadInputCase = (

@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use vestibule_shared::bots::{solution_bits, solve, Challenge, PROOF_OF_WORK_HEADER};
 use vestibule_shared::{paths, TicketStatus, USER_ASSERTION_HEADER};
-use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
+use vestibule_tests::{
+    both_stores, on_redis_cluster_too, Backend, RedisServer, TestApp, ADMIN_TOKEN,
+};
 
 both_stores!(
     a_protected_room_takes_exactly_one_join_per_solved_challenge,
@@ -22,6 +24,9 @@ both_stores!(
     challenges_fetched_before_a_burst_do_not_escape_the_rise,
     refused_joins_neither_raise_the_difficulty_nor_count_as_forged_assertions,
 );
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(a_protected_room_takes_exactly_one_join_per_solved_challenge,);
 
 const SECRET: &str = "storefront-secret-0123456789";
 

@@ -6,12 +6,15 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 use vestibule_shared::TicketState;
-use vestibule_tests::{both_stores, Backend, TestApp};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend, TestApp};
 
 both_stores!(
     an_empty_room_admits_a_new_shopper_in_one_request,
     instant_joins_in_one_second_never_exceed_the_rate,
 );
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(an_empty_room_admits_a_new_shopper_in_one_request,);
 
 async fn an_empty_room_admits_a_new_shopper_in_one_request(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;

@@ -6,9 +6,16 @@ use futures_util::future::join_all;
 use reqwest::StatusCode;
 use std::collections::HashSet;
 use vestibule_shared::{paths, TicketState, TicketStatus};
-use vestibule_tests::{both_stores, Backend};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend};
 
 both_stores!(
+    joins_get_positions_in_arrival_order_and_rejoins_keep_their_place,
+    concurrent_joins_get_every_position_exactly_once,
+    leaving_moves_everyone_behind_up_by_one,
+);
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(
     joins_get_positions_in_arrival_order_and_rejoins_keep_their_place,
     concurrent_joins_get_every_position_exactly_once,
     leaving_moves_everyone_behind_up_by_one,

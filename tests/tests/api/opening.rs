@@ -12,12 +12,18 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use vestibule_shared::{TicketState, TicketStatus};
-use vestibule_tests::{both_stores, metric_value, vestibule_binary, Backend, RedisServer, TestApp};
+use vestibule_tests::{
+    both_stores, metric_value, on_redis_cluster_too, vestibule_binary, Backend, RedisServer,
+    TestApp,
+};
 
 both_stores!(
     a_scheduled_opening_refuses_then_prequeues_then_draws_once,
     a_keyed_retry_while_the_room_is_not_open_gets_its_ticket,
 );
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(a_scheduled_opening_refuses_then_prequeues_then_draws_once,);
 
 /// RFC 3339 of now + `ms`.
 pub(crate) fn in_ms(ms: i64) -> String {

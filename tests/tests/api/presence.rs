@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 use vestibule_shared::{paths, TicketState, TicketStatus};
-use vestibule_tests::{both_stores, Backend, RedisServer, TestApp};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend, RedisServer, TestApp};
 
 /// One poll tier of 1 s: the abandon time in force is then max(abandonAfterSecs, 3 s).
 const FAST_POLLS: [&str; 2] = ["--poll-tiers", "*:1000"];
@@ -17,6 +17,9 @@ both_stores!(
     silent_tickets_are_skipped_and_a_returning_one_keeps_its_place,
     a_skipped_ticket_expires_after_its_hold_and_heartbeats_keep_a_place,
 );
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(silent_tickets_are_skipped_and_a_returning_one_keeps_its_place,);
 
 /// Polls every ticket of `alive` once (spread over `apps`), so each is heard from.
 async fn poll_all(apps: &[&TestApp], alive: &[String]) -> Vec<TicketStatus> {

@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use vestibule_tests::{both_stores, Backend, TestApp};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend, TestApp};
 
 use crate::opening::in_ms;
 
@@ -16,6 +16,9 @@ both_stores!(
     a_random_room_is_validated_said_and_verifiable,
     a_room_turns_random_only_while_open,
 );
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(a_random_room_is_validated_said_and_verifiable,);
 
 async fn patch(app: &TestApp, body: Value) -> (StatusCode, Value) {
     let response = app

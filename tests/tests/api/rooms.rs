@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use vestibule_shared::{paths, TicketState, TicketStatus};
-use vestibule_tests::{both_stores, Backend, TestApp, ADMIN_TOKEN};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend, TestApp, ADMIN_TOKEN};
 
 both_stores!(
     a_room_is_created_listed_read_and_deleted,
@@ -19,6 +19,12 @@ both_stores!(
     the_waiters_list_pages_in_queue_order_without_ticket_ids,
     an_etag_of_a_deleted_room_never_applies_to_the_room_created_again,
     the_bearer_scheme_is_matched_without_regard_to_case,
+);
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(
+    a_room_is_created_listed_read_and_deleted,
+    every_admin_change_is_in_the_audit_log,
 );
 
 /// A request to the admin API with the test token; its status, headers and JSON body.

@@ -108,7 +108,7 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
         assert_eq!(keys.trim(), "", "left behind: {keys}");
     }
     assert_eq!(
-        redis.cli(&["HEXISTS", "vestibule:rooms:deleted", "drop-7"]),
+        redis.cli(&["HEXISTS", "vestibule:{_catalog}:deleted", "drop-7"]),
         "1"
     );
     // Nothing of the room but its audit log and its tombstone stays once both replicas have
@@ -232,7 +232,7 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     redis.restart();
     assert!(
         within(async || {
-            let listed = redis.cli(&["SMEMBERS", "vestibule:rooms"]);
+            let listed = redis.cli(&["SMEMBERS", "vestibule:{_catalog}:rooms"]);
             listed.contains("drop-7") && listed.contains("main")
         })
         .await,
@@ -245,5 +245,70 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
         })
         .await,
         "the room stopped taking joins"
+    );
+}
+
+/// A Redis written by a version before the cluster support keeps its catalog under
+/// `vestibule:rooms`, `…:deleted` and `…:incarnations`: the first start moves it, once, under
+/// `{_catalog}` (README "Upgrading"), and the rooms, waiting shoppers included, carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_under_the_old_key_names_is_moved_once_at_start() {
+    let redis = RedisServer::start();
+    let before = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (status, _, body) = create(&before, json!({"room": "drop-1"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    before.patch_room("drop-1", json!({"paused": true})).await;
+    let (_, waiting) = before.join("drop-1", None).await;
+    let (status, _, _) = create(&before, json!({"room": "gone-1"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, _) = admin(
+        &before,
+        reqwest::Method::DELETE,
+        &paths::admin_room("gone-1"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    drop(before);
+    // As the earlier version left it.
+    for (new, old) in [
+        ("vestibule:{_catalog}:rooms", "vestibule:rooms"),
+        ("vestibule:{_catalog}:deleted", "vestibule:rooms:deleted"),
+        (
+            "vestibule:{_catalog}:incarnations",
+            "vestibule:rooms:incarnations",
+        ),
+    ] {
+        assert_eq!(redis.cli(&["RENAME", new, old]), "OK");
+    }
+    let after = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (status, _, list) = admin(&after, reqwest::Method::GET, &paths::admin_rooms(), None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let slugs: Vec<&str> = list["rooms"]
+        .as_array()
+        .expect("rooms")
+        .iter()
+        .filter_map(|room| room["room"].as_str())
+        .collect();
+    assert_eq!(slugs, ["drop-1", "main"]);
+    assert_eq!(
+        after.poll("drop-1", &waiting.ticket_id).await.position,
+        Some(1)
+    );
+    assert_eq!(
+        redis.cli(&["HEXISTS", "vestibule:{_catalog}:deleted", "gone-1"]),
+        "1"
+    );
+    for old in [
+        "vestibule:rooms",
+        "vestibule:rooms:deleted",
+        "vestibule:rooms:incarnations",
+    ] {
+        assert_eq!(redis.cli(&["EXISTS", old]), "0", "{old} is left behind");
+    }
+    assert!(
+        after.log().contains("moved the room catalog"),
+        "{}",
+        after.log()
     );
 }

@@ -18,9 +18,14 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 use vestibule_shared::{paths, TicketState, TicketStatus};
-use vestibule_tests::{both_stores, Backend, RedisServer, TestApp};
+use vestibule_tests::{
+    both_stores, on_redis_cluster_too, Backend, RedisCluster, RedisServer, TestApp,
+};
 
 both_stores!(five_hundred_shoppers_race_for_one_hundred_units,);
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(five_hundred_shoppers_race_for_one_hundred_units,);
 
 const SHOPPERS: usize = 500;
 const UNITS: u64 = 100;
@@ -87,13 +92,26 @@ async fn shop(apps: Arc<Vec<String>>, i: usize, ticket_id: String) -> Ending {
 
 async fn five_hundred_shoppers_race_for_one_hundred_units(backend: Backend) {
     let args = ["--admission-rate", "2000"];
-    let (redis, apps) = match backend {
-        Backend::Memory => (None, vec![TestApp::spawn(Backend::Memory, &args).await]),
+    // Two replicas share one Redis or one Redis Cluster.
+    let (redis, cluster, apps) = match backend {
+        Backend::Memory => (
+            None,
+            None,
+            vec![TestApp::spawn(Backend::Memory, &args).await],
+        ),
         Backend::Redis => {
             let redis = RedisServer::start();
             let a = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
             let b = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
-            (Some(redis), vec![a, b])
+            (Some(redis), None, vec![a, b])
+        }
+        Backend::RedisCluster => {
+            let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+                .await
+                .expect("the cluster starts");
+            let a = TestApp::spawn_on_cluster(&cluster, &args).await;
+            let b = TestApp::spawn_on_cluster(&cluster, &args).await;
+            (None, Some(cluster), vec![a, b])
         }
     };
     let admin = &apps[0];
@@ -164,5 +182,5 @@ async fn five_hundred_shoppers_race_for_one_hundred_units(backend: Backend) {
         assert_eq!(info["state"], "SOLD_OUT", "{info}");
     }
     drop(apps);
-    drop(redis);
+    drop((redis, cluster));
 }

@@ -5,12 +5,15 @@ use reqwest::StatusCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use vestibule_shared::{paths, TicketState, TicketStatus};
-use vestibule_tests::{both_stores, Backend};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend};
 
 both_stores!(
     sse_streams_status_until_admission,
     sse_positions_follow_leaves_admissions_and_pauses_exactly,
 );
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(sse_streams_status_until_admission,);
 
 async fn sse_streams_status_until_admission(backend: Backend) {
     use futures_util::StreamExt;

@@ -4,9 +4,12 @@ use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 use vestibule_shared::TicketState;
-use vestibule_tests::{both_stores, Backend, TestApp};
+use vestibule_tests::{both_stores, on_redis_cluster_too, Backend, TestApp};
 
 both_stores!(tokens_work_once_and_every_bad_token_gets_a_json_403,);
+
+// The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
+on_redis_cluster_too!(tokens_work_once_and_every_bad_token_gets_a_json_403,);
 
 async fn tokens_work_once_and_every_bad_token_gets_a_json_403(backend: Backend) {
     let app = TestApp::spawn(backend, &["--rooms", "main,other"]).await;

@@ -1,7 +1,9 @@
-//! Redis's half of [`Catalog`]: the set `vestibule:rooms` names the rooms and the hash
-//! `vestibule:rooms:deleted` the deleted ones (keys of their own: no script touches them together
-//! with a room's keys), each room's audit log is the stream
-//! `vestibule:{r}:audit` (`XADD MAXLEN ~ 10000`), and `waiters.lua` reads a page of the line.
+//! Redis's half of [`Catalog`]: the set `vestibule:{_catalog}:rooms` names the rooms and the hash
+//! `vestibule:{_catalog}:deleted` the deleted ones (keys of their own: no script nor pipeline
+//! touches them together with a room's keys, and they share the hash tag `{_catalog}`, which no
+//! room slug can be, so on a Redis Cluster they live on one slot and go in one pipeline), each
+//! room's audit log is the stream `vestibule:{r}:audit` (`XADD MAXLEN ~ 10000`), and
+//! `waiters.lua` reads a page of the line.
 
 use async_trait::async_trait;
 use redis::Value;
@@ -16,19 +18,102 @@ use crate::store::{
 };
 
 /// The set of room slugs.
-pub const ROOMS_KEY: &str = "vestibule:rooms";
+pub const ROOMS_KEY: &str = "vestibule:{_catalog}:rooms";
 /// The hash of deleted rooms: slug → when, Unix ms (removed when the slug is created again).
-pub const DELETED_KEY: &str = "vestibule:rooms:deleted";
+pub const DELETED_KEY: &str = "vestibule:{_catalog}:deleted";
 
 /// The hash of room incarnations: slug → a random id written when the room is created (and by
 /// the first start of a seeded room), so that a replica can tell a room deleted and created again
 /// between two of its reads from the room it runs (`room::registry`).
-pub const INCARNATIONS_KEY: &str = "vestibule:rooms:incarnations";
+pub const INCARNATIONS_KEY: &str = "vestibule:{_catalog}:incarnations";
+
+/// The catalog's names before it moved to one hash tag (three slots on a cluster), read once
+/// by [`RedisStore::move_old_catalog`]: (old, new) for the set, then the two hashes.
+const OLD_CATALOG: [(&str, &str); 3] = [
+    ("vestibule:rooms", ROOMS_KEY),
+    ("vestibule:rooms:deleted", DELETED_KEY),
+    ("vestibule:rooms:incarnations", INCARNATIONS_KEY),
+];
 
 /// The key a room's purge always leaves: its audit log outlives it.
 const AUDIT: &str = "audit";
 
 impl RedisStore {
+    /// Moves a catalog written by an earlier version (`vestibule:rooms`, `…:deleted`,
+    /// `…:incarnations`) to its names under `{_catalog}`, once: only while the new set does not
+    /// exist and the old one does; then the old keys are deleted (README "Upgrading"). Otherwise
+    /// one `EXISTS` per connection (and one `SMEMBERS` while no catalog exists yet).
+    pub(super) async fn move_old_catalog(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let exists: bool = self
+            .bounded(
+                redis::cmd("EXISTS")
+                    .arg(ROOMS_KEY)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        if exists {
+            return Ok(());
+        }
+        let [(old_rooms, _), (old_deleted, _), (old_incarnations, _)] = OLD_CATALOG;
+        let rooms: Vec<String> = self
+            .bounded(
+                redis::cmd("SMEMBERS")
+                    .arg(old_rooms)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        if rooms.is_empty() {
+            return Ok(());
+        }
+        let deleted: Vec<(String, String)> = self
+            .bounded(
+                redis::cmd("HGETALL")
+                    .arg(old_deleted)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        let incarnations: Vec<(String, String)> = self
+            .bounded(
+                redis::cmd("HGETALL")
+                    .arg(old_incarnations)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        // One slot: one transaction. Nothing already under the new names is overwritten.
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SADD")
+            .arg(ROOMS_KEY)
+            .arg(&rooms)
+            .ignore();
+        for (slug, at) in &deleted {
+            pipe.cmd("HSETNX")
+                .arg(DELETED_KEY)
+                .arg(slug)
+                .arg(at)
+                .ignore();
+        }
+        for (slug, id) in &incarnations {
+            pipe.cmd("HSETNX")
+                .arg(INCARNATIONS_KEY)
+                .arg(slug)
+                .arg(id)
+                .ignore();
+        }
+        let _: () = self.bounded(pipe.query_async(&mut connection)).await?;
+        for (old, _) in OLD_CATALOG {
+            let _: i64 = self
+                .bounded(redis::cmd("DEL").arg(old).query_async(&mut connection))
+                .await?;
+        }
+        tracing::info!(
+            rooms = rooms.len(),
+            "moved the room catalog to its new Redis keys (vestibule:{{_catalog}}:…)"
+        );
+        Ok(())
+    }
+
     /// Adds `room` to the set of rooms; true when it was not there.
     pub(super) async fn register_room(&self, room: &str) -> Result<bool, StoreError> {
         let mut connection = self.connection.clone();
@@ -67,17 +152,21 @@ impl RedisStore {
         let mut connection = self.connection.clone();
         let mut cursor = 0u64;
         loop {
-            let (next, found): (u64, Vec<String>) = self
-                .bounded(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut connection),
-                )
+            // On a cluster, SCAN has no key to be routed by: it goes to the master of the room's
+            // slot, where all of the room's keys are.
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let reply = self
+                .bounded(connection.on_slot_master(&keys.prefix, scan))
                 .await?;
+            let (next, found): (u64, Vec<String>) =
+                redis::from_redis_value(reply).map_err(|error| {
+                    StoreError::Corrupt(format!("SCAN answered something else: {error}"))
+                })?;
             let doomed: Vec<&String> = found
                 .iter()
                 .filter(|key| **key != audit && !(keep_tombstone && **key == tombstone))
@@ -193,18 +282,23 @@ impl Catalog for RedisStore {
         // The marks first: a replica that finds the room gone from the list then finds the mark
         // (`room::registry`), and never takes it for a room Redis lost; the tombstone stops
         // every replica's scripts from writing the room's settings back or changing them.
-        let _: () = self
+        // Two commands, not one pipeline: the mark is in the catalog's slot, the tombstone in
+        // the room's (a Redis Cluster refuses a pipeline across slots). Stopped between them,
+        // the room is still listed and works; the delete, retried, finishes it.
+        let _: i64 = self
             .bounded(
-                redis::pipe()
-                    .cmd("HSET")
+                redis::cmd("HSET")
                     .arg(DELETED_KEY)
                     .arg(room)
                     .arg(now_ms)
-                    .ignore()
-                    .cmd("SET")
+                    .query_async(&mut connection),
+            )
+            .await?;
+        let _: () = self
+            .bounded(
+                redis::cmd("SET")
                     .arg(Keys::new(room).key(GONE))
                     .arg(now_ms)
-                    .ignore()
                     .query_async(&mut connection),
             )
             .await?;

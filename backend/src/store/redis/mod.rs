@@ -1,9 +1,11 @@
 //! `RedisStore`: the production store, shared by every replica.
 //!
-//! One multiplexed connection that reconnects by itself (`ConnectionManager`); every call bounded
-//! by the store timeout so nothing hangs during an outage. Every multi-step change is one Lua
-//! script (`store/redis/lua/*.lua`); all keys of a room share the hash tag `{room}` so a room lives on
-//! one Redis Cluster slot. The key layout is documented in ARCHITECTURE.md.
+//! One multiplexed connection that reconnects by itself: to one Redis (`ConnectionManager`) or to
+//! a Redis Cluster (the `redis` crate's cluster client), behind [`RedisConnection`]; every call
+//! bounded by the store timeout so nothing hangs during an outage. Every multi-step change is one
+//! Lua script (`store/redis/lua/*.lua`); all keys of a room share the hash tag `{room}` so a room
+//! lives on one Redis Cluster slot, and the catalog's keys share `{_catalog}`. The key layout is
+//! documented in ARCHITECTURE.md.
 //!
 //! Each script's Rust half (its arguments and its reply) lives in the file of its concern:
 //! - [`settings`]: `init_room.lua`, `update_room.lua`, `lease.lua`, `release_lease.lua`.
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 mod admission;
 mod bots;
 pub mod catalog;
+mod connection;
 mod draw;
 mod lottery;
 mod presence;
@@ -30,8 +33,10 @@ mod settings;
 mod tokens;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
+
+pub use self::connection::{key_slot, RedisConnection};
+use crate::config::RedisTarget;
 
 use self::reply::as_array;
 use super::{
@@ -62,7 +67,7 @@ struct Scripts {
 
 /// The Redis-backed store.
 pub struct RedisStore {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     timeout: Duration,
     scripts: Scripts,
     /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
@@ -124,20 +129,32 @@ impl RedisStore {
     /// [`StoreError::Unavailable`] when the URL is invalid or Redis does not answer within
     /// `timeout` × 5.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(unavailable)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = tokio::time::timeout(
-            timeout * 5,
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await
-        .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
-        .map_err(unavailable)?;
-        Ok(Self {
+        Self::open(&RedisTarget::Single(url), timeout).await
+    }
+
+    /// Connects to one Redis or to a Redis Cluster (its seed nodes).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when a URL is invalid or Redis does not answer within
+    /// `timeout` × 5.
+    pub async fn open(target: &RedisTarget<'_>, timeout: Duration) -> Result<Self, StoreError> {
+        let connecting = async {
+            match target {
+                RedisTarget::Single(url) => RedisConnection::single(url, timeout).await,
+                RedisTarget::Cluster(seeds) => RedisConnection::cluster(seeds, timeout).await,
+            }
+        };
+        let connection = tokio::time::timeout(timeout * 5, connecting)
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
+            .map_err(unavailable)?;
+        let store = Self::with_connection(connection, timeout);
+        store.move_old_catalog().await?;
+        Ok(store)
+    }
+
+    fn with_connection(connection: RedisConnection, timeout: Duration) -> Self {
+        Self {
             connection,
             timeout,
             scripts: Scripts {
@@ -158,11 +175,11 @@ impl RedisStore {
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
             lottery_rooms: RwLock::new(std::collections::HashSet::new()),
-        })
+        }
     }
 
     /// A clone of the connection, for tools that read Redis directly (benchmarks, tests).
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConnection {
         self.connection.clone()
     }
 
@@ -285,14 +302,14 @@ impl RedisStore {
 #[async_trait]
 impl Store for RedisStore {
     fn kind(&self) -> &'static str {
+        // One kind for one server and a cluster: the same store, the same semantics.
         "redis"
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
-        self.bounded(redis::cmd("PING").query_async::<String>(&mut connection))
+        self.bounded(connection.ping())
             .await
-            .map(drop)
             .map_err(StoreError::for_read)
     }
 
