@@ -14,7 +14,7 @@ use clap::Parser as _;
 use serde_json::Value;
 use tower::ServiceExt as _;
 use vestibule::room::RoomRuntime;
-use vestibule::state::AppState;
+use vestibule::state::{AppState, AppStateParts};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::Store;
 use vestibule::tokens::keys::SharedKey;
@@ -80,7 +80,7 @@ impl StateBuilder {
         let bots = Arc::new(vestibule::bots::Bots::new(
             vestibule::bots::Bots::key_in_memory(),
         ));
-        AppState {
+        AppState::new(AppStateParts {
             store,
             store_safety: Arc::new(RwLock::new(None)),
             // As `Application::build`: `--disable-admin` leaves no token to match.
@@ -96,7 +96,7 @@ impl StateBuilder {
             tokens,
             bots,
             admin_feed: Arc::default(),
-        }
+        })
     }
 
     async fn router(self) -> Router {
