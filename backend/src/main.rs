@@ -5,6 +5,12 @@
 use clap::Parser as _;
 use vestibule::{Application, Config};
 
+/// mimalloc instead of glibc's malloc: every request allocates (hyper reserves an 8 KiB read
+/// buffer per request, and glibc consolidates its fast bins on each such allocation), and the
+/// allocator was a fifth of a poll's CPU (BENCHMARKS.md "The hot path").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     // `vestibule verify-draw …` (docs/DESIGN.md "Scheduled opening and the draw"): no server.

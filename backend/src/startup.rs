@@ -17,7 +17,7 @@ use crate::ids::random_id;
 use crate::room::hub_loop::{self, HubContext};
 use crate::room::{registry, scheduler};
 use crate::room::{RoomRuntime, Rooms};
-use crate::state::AppState;
+use crate::state::{AppState, AppStateParts};
 use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
@@ -136,7 +136,7 @@ impl Application {
             .with_context(|| format!("binding {}", config.bind))?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let bots = Arc::new(Bots::new(challenge_key));
-        let state = AppState {
+        let state = AppState::new(AppStateParts {
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
             config: Arc::new(config),
@@ -147,7 +147,7 @@ impl Application {
             shutdown: shutdown_rx,
             bots,
             admin_feed: Arc::default(),
-        };
+        });
         Ok(Self {
             listener,
             state,

@@ -14,7 +14,7 @@ use clap::Parser as _;
 use serde_json::Value;
 use tower::ServiceExt as _;
 use vestibule::room::RoomRuntime;
-use vestibule::state::AppState;
+use vestibule::state::{AppState, AppStateParts};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::Store;
 use vestibule::tokens::keys::SharedKey;
@@ -80,7 +80,7 @@ impl StateBuilder {
         let bots = Arc::new(vestibule::bots::Bots::new(
             vestibule::bots::Bots::key_in_memory(),
         ));
-        AppState {
+        AppState::new(AppStateParts {
             store,
             store_safety: Arc::new(RwLock::new(None)),
             // As `Application::build`: `--disable-admin` leaves no token to match.
@@ -96,7 +96,7 @@ impl StateBuilder {
             tokens,
             bots,
             admin_feed: Arc::default(),
-        }
+        })
     }
 
     async fn router(self) -> Router {
@@ -286,4 +286,59 @@ async fn the_admin_api_turned_off_answers_403_even_to_the_right_token() {
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_error(&body, error_code::FORBIDDEN);
+}
+
+/// The answer layer (`finish_answers`) and the body reader do what their five separate layers
+/// did: every API answer — a ticket, a handler's error, the body reader's 413 — is JSON, says
+/// `no-store`, and carries the framing, sniffing and referrer headers.
+#[tokio::test]
+async fn every_api_answer_is_json_uncached_and_framed_by_the_one_answer_layer() {
+    let app = StateBuilder::new()
+        .flags(&["--max-body-bytes", "1024"])
+        .router()
+        .await;
+    let joined = request(Method::POST, &paths::tickets("main"))
+        .body(Body::empty())
+        .unwrap();
+    let unknown = request(Method::GET, &paths::ticket("main", &"A".repeat(22)))
+        .body(Body::empty())
+        .unwrap();
+    let too_large = request(Method::POST, &paths::tickets("main"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(vec![b' '; 4096]))
+        .unwrap();
+    for (request, expected, code) in [
+        (joined, StatusCode::CREATED, None),
+        (
+            unknown,
+            StatusCode::NOT_FOUND,
+            Some(error_code::TICKET_NOT_FOUND),
+        ),
+        (
+            too_large,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Some(error_code::PAYLOAD_TOO_LARGE),
+        ),
+    ] {
+        let (status, headers, body) = call(&app, request).await;
+        assert_eq!(status, expected, "{body}");
+        if let Some(code) = code {
+            assert_error(&body, code);
+        }
+        assert_eq!(headers[header::CACHE_CONTROL], "no-store", "{status}");
+        assert!(
+            headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json"),
+            "{status}"
+        );
+        assert_eq!(
+            headers[header::CONTENT_SECURITY_POLICY],
+            "frame-ancestors 'self'",
+            "{status}"
+        );
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
+    }
 }

@@ -1,12 +1,14 @@
 //! Capacity on the Redis store: joins/s and polls/s at saturation (closed loop), poll latency at
 //! a fixed 10,000/s (open loop), and Redis memory per waiting shopper as the server writes it.
-//! The room admits nobody (rate 0), so every poll reads a waiting ticket's exact position.
+//! The room admits nobody (rate 0) and nobody leaves, so a waiting ticket's position never moves
+//! after its join: every poll answer is checked against the position its join was given (the
+//! truth), and a wrong one counts as an error.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::Method;
-use vestibule_shared::{paths, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus};
 
 use crate::baselines::Ceilings;
 use crate::http::{short, HttpClient};
@@ -32,7 +34,7 @@ pub async fn run(
     let server = start_vestibule(vestibule, &redis.url(), ROOM, 0.0, profile.tick_ms, &[])?;
     let mut probe = redis.connection()?;
     let client = HttpClient::new(&server.base(), profile.capacity_connections);
-    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let ids: Arc<Mutex<Vec<Joined>>> = Arc::default();
     let join = {
         let client = client.clone();
         let ids = ids.clone();
@@ -112,7 +114,7 @@ pub async fn run(
         "queue ZSET entry (22-char id, skiplist+dict); a keyed first join writes no dedup entry (its id is derived from the key), only a re-join after LEAVE/EXPIRED does",
     );
 
-    let ids: Arc<Vec<String>> = Arc::new(std::mem::take(
+    let ids: Arc<Vec<Joined>> = Arc::new(std::mem::take(
         &mut *ids.lock().unwrap_or_else(|p| p.into_inner()),
     ));
     if ids.is_empty() {
@@ -126,8 +128,8 @@ pub async fn run(
         let ids = ids.clone();
         move |n: u64| {
             let client = client.clone();
-            let id = ids[(n.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize].clone();
-            async move { poll_once(&client, ROOM, &id).await }
+            let ticket = ids[(n.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize].clone();
+            async move { poll_once(&client, ROOM, &ticket).await }
         }
     };
     let poll = Arc::new(poll);
@@ -154,7 +156,7 @@ pub async fn run(
         "≥ 30,000 /s",
         Verdict::from(polls.rate() >= 30_000.0),
         format!(
-            "{} connections, {} waiting; {:.0}% of the HTTP ceiling; CPU: {}; Redis {} cmd/s ({:.0}% CPU); errors {}",
+            "{} connections, {} waiting; {:.0}% of the HTTP ceiling; CPU: {}; Redis {} cmd/s ({:.0}% CPU); errors {} (every answer checked: WAITING at the position its join was given){}",
             profile.capacity_connections,
             waiting_after,
             polls.rate() / ceilings.http_per_sec.max(1.0) * 100.0,
@@ -162,6 +164,7 @@ pub async fn run(
             short(after.commands_per_sec_since(&before)),
             after.cpu_percent_since(&before),
             polls.errors,
+            polls.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
         ),
     );
 
@@ -190,25 +193,36 @@ pub async fn run(
         "p99 < 10 ms",
         Verdict::from(p.p99_ms < 10.0 && at_rate.dropped == 0),
         format!(
-            "latency from the moment each poll was due; CPU: {}; errors {}, not sent {}",
+            "latency from the moment each poll was due; CPU: {}; errors {} (answers checked as above){}, not sent {}",
             cpu.summary(),
             at_rate.errors,
+            at_rate.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
             at_rate.dropped
         ),
     );
     Ok(())
 }
 
-/// Joins `room` with the `Idempotency-Key` `key` (expecting 201) and keeps the ticket id in `ids`
-/// (up to 200,000, for polls).
+/// A ticket joined in a room that admits nobody: its id and the position its join was given,
+/// which no later answer may differ from while nobody leaves.
+#[derive(Clone, Debug)]
+pub struct Joined {
+    /// The ticket id.
+    pub id: String,
+    /// The position the join answered.
+    pub position: u64,
+}
+
+/// Joins `room` with the `Idempotency-Key` `key` (expecting 201 with a waiting position) and keeps
+/// the ticket and its position in `ids` (up to 200,000, for polls).
 ///
 /// # Errors
-/// The request failed or was not answered 201 with a ticket.
+/// The request failed or was not answered 201 with a waiting ticket.
 pub async fn join_keeping_id(
     client: &HttpClient,
     room: &str,
     key: &str,
-    ids: &Mutex<Vec<String>>,
+    ids: &Mutex<Vec<Joined>>,
 ) -> Result<(), String> {
     let path = paths::tickets(room);
     let answer = client
@@ -219,25 +233,43 @@ pub async fn join_keeping_id(
         return Err(format!("join answered {}", answer.status));
     }
     let ticket: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let (TicketState::Waiting, Some(position)) = (ticket.status, ticket.position) else {
+        return Err(format!(
+            "join answered {} without a waiting position",
+            ticket.status.as_str()
+        ));
+    };
     let mut ids = ids.lock().unwrap_or_else(|p| p.into_inner());
     if ids.len() < 200_000 {
-        ids.push(ticket.ticket_id);
+        ids.push(Joined {
+            id: ticket.ticket_id,
+            position,
+        });
     }
     Ok(())
 }
 
-/// Polls one ticket of `room` (expecting 2xx).
+/// Polls one ticket of `room` (expecting 200, WAITING at the position its join was given: the
+/// room admits nobody and nobody leaves).
 ///
 /// # Errors
-/// The request failed or was answered otherwise.
-pub async fn poll_once(client: &HttpClient, room: &str, id: &str) -> Result<(), String> {
+/// The request failed, was answered otherwise, or the answer is not the truth.
+pub async fn poll_once(client: &HttpClient, room: &str, ticket: &Joined) -> Result<(), String> {
     let answer = client
-        .get(&paths::ticket(room, id))
+        .get(&paths::ticket(room, &ticket.id))
         .await
         .map_err(|e| format!("{e:#}"))?;
-    if answer.status.is_success() {
-        Ok(())
-    } else {
-        Err(format!("poll answered {}", answer.status))
+    if !answer.status.is_success() {
+        return Err(format!("poll answered {}", answer.status));
     }
+    let status: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    if status.status != TicketState::Waiting || status.position != Some(ticket.position) {
+        return Err(format!(
+            "wrong answer: {} at {:?}, truth WAITING at {}",
+            status.status.as_str(),
+            status.position,
+            ticket.position
+        ));
+    }
+    Ok(())
 }

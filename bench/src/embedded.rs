@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::capacity::{join_keeping_id, poll_once};
+use crate::capacity::{join_keeping_id, poll_once, Joined};
 use crate::embedded_inprocess;
 use crate::http::{short, HttpClient};
 use crate::load::{closed_loop, LoadResult};
@@ -188,7 +188,7 @@ async fn measure(
     }
     let server = start_vestibule_on(vestibule, &store, ROOM, 0.0, profile.tick_ms, &[])?;
     let client = HttpClient::new(&server.base(), profile.capacity_connections);
-    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let ids: Arc<Mutex<Vec<Joined>>> = Arc::default();
     let join = {
         let (client, ids) = (client.clone(), ids.clone());
         move |worker: usize, n: u64| {
@@ -204,7 +204,7 @@ async fn measure(
         let bytes = std::fs::metadata(journal_path(dir)).map_or(0, |meta| meta.len());
         bytes as f64 / joins.ok.max(1) as f64
     });
-    let ids: Arc<Vec<String>> = Arc::new(std::mem::take(
+    let ids: Arc<Vec<Joined>> = Arc::new(std::mem::take(
         &mut *ids.lock().unwrap_or_else(|p| p.into_inner()),
     ));
     if ids.is_empty() {
@@ -213,8 +213,8 @@ async fn measure(
     let poll = move |worker: usize, n: u64| {
         let client = client.clone();
         let pick = n.wrapping_add(worker as u64).wrapping_mul(2_654_435_761);
-        let id = ids[(pick % ids.len() as u64) as usize].clone();
-        async move { poll_once(&client, ROOM, &id).await }
+        let ticket = ids[(pick % ids.len() as u64) as usize].clone();
+        async move { poll_once(&client, ROOM, &ticket).await }
     };
     let polls = closed_loop(profile.capacity_connections, secs, u64::MAX, poll).await;
     Ok(Figures {

@@ -279,9 +279,15 @@ impl IntoResponse for ApiError {
 /// request span, so each line carries the method and the redacted path.
 pub async fn log_errors(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
+    log_error_answer(&response);
+    response
+}
+
+/// What [`log_errors`] does to one answer (the router's answer layer calls it directly).
+pub fn log_error_answer(response: &Response) {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
-        return response;
+        return;
     }
     let status = status.as_u16();
     match response
@@ -301,7 +307,6 @@ pub async fn log_errors(request: Request, next: Next) -> Response {
         None if status >= 500 => tracing::error!(status, "server error"),
         None => tracing::debug!(status, "request refused"),
     }
-    response
 }
 
 impl From<JsonRejection> for ApiError {
@@ -346,6 +351,12 @@ pub async fn retry_after(
     next: Next,
 ) -> Response {
     let mut response = next.run(request).await;
+    add_retry_after(&mut response, secs);
+    response
+}
+
+/// What [`retry_after`] does to one answer (the router's answer layer calls it directly).
+pub fn add_retry_after(response: &mut Response, secs: u64) {
     let status = response.status();
     if (status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::GATEWAY_TIMEOUT)
         && !response.headers().contains_key(header::RETRY_AFTER)
@@ -354,13 +365,16 @@ pub async fn retry_after(
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    response
 }
 
 /// Gives every error response without a JSON body one (errors made by layers and by axum itself:
 /// 405, 408, 413, …), so clients only ever see the one error shape.
 pub async fn json_error_bodies(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+    json_error_body(next.run(request).await)
+}
+
+/// What [`json_error_bodies`] does to one answer (the router's answer layer calls it directly).
+pub fn json_error_body(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;

@@ -54,7 +54,7 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::http::error::{json_error_bodies, log_errors, retry_after, ApiError};
+use crate::http::error::{add_retry_after, json_error_body, log_error_answer, ApiError};
 use crate::http::token_layer::require_entry_token;
 use crate::state::AppState;
 
@@ -91,36 +91,32 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             config.max_body_bytes,
             read_whole_body,
-        ))
-        .layer(middleware::from_fn(no_store_for_api));
+        ));
     if !config.cors_origins.is_empty() {
         app = app.layer(cors(&config.cors_origins));
     }
-    app.layer(middleware::from_fn(frame_ancestors(&config.cors_origins)))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(config.request_timeout_secs),
-        ))
-        .layer(middleware::from_fn(json_error_bodies))
-        .layer(middleware::from_fn_with_state(
-            config.retry_after_secs,
-            retry_after,
-        ))
-        .layer(middleware::from_fn(log_errors))
-        .layer(middleware::from_fn(observe::count_answers))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|request: &Request| {
-                    tracing::info_span!(
-                        "request",
-                        method = %request.method(),
-                        path = %redacted_path(request.uri().path()),
-                    )
-                })
-                // Every error answer is logged once, with its cause, by `log_errors`.
-                .on_failure(()),
-        )
-        .with_state(state)
+    let answers = std::sync::Arc::new(AnswerPolicy {
+        retry_after_secs: config.retry_after_secs,
+        frame_ancestors: frame_ancestors(&config.cors_origins),
+    });
+    app.layer(TimeoutLayer::with_status_code(
+        StatusCode::REQUEST_TIMEOUT,
+        Duration::from_secs(config.request_timeout_secs),
+    ))
+    .layer(middleware::from_fn_with_state(answers, finish_answers))
+    .layer(
+        TraceLayer::new_for_http()
+            .make_span_with(|request: &Request| {
+                tracing::info_span!(
+                    "request",
+                    method = %request.method(),
+                    path = %redacted_path(request.uri().path()),
+                )
+            })
+            // Every error answer is logged once, with its cause, by `finish_answers`.
+            .on_failure(()),
+    )
+    .with_state(state)
 }
 
 /// Every documented route and the OpenAPI document made from the same declarations.
@@ -188,26 +184,31 @@ fn cors(origins: &[String]) -> CorsLayer {
 
 /// Reads every request body (up to the limit) before routing, so an early answer (404, 403, …)
 /// never leaves unread bytes on the connection: the client always gets its answer and keeps its
-/// connection. Over the limit: 413, and the connection closes.
+/// connection. Over the limit: 413, and the connection closes. A body known to be empty (a GET
+/// without one) has nothing to read and goes on as it is.
+///
+/// API answers carry tickets and tokens: every answer under `/api/` (the 413 too) says
+/// `Cache-Control: no-store`, never to be cached anywhere. (One layer for both: each layer is a
+/// boxed future and a clone of the stack behind it on every request.)
 async fn read_whole_body(
     axum::extract::State(limit): axum::extract::State<usize>,
     request: Request,
     next: Next,
 ) -> Response {
-    let (parts, body) = request.into_parts();
-    match axum::body::to_bytes(body, limit).await {
-        Ok(bytes) => {
-            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-                .await
-        }
-        Err(_) => ApiError::PayloadTooLarge.into_response(),
-    }
-}
-
-/// API answers carry tickets and tokens: never cache them anywhere.
-async fn no_store_for_api(request: Request, next: Next) -> Response {
+    use axum::body::HttpBody as _;
     let is_api = request.uri().path().starts_with("/api/");
-    let mut response = next.run(request).await;
+    let mut response = if request.body().size_hint().exact() == Some(0) {
+        next.run(request).await
+    } else {
+        let (parts, body) = request.into_parts();
+        match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) => {
+                next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await
+            }
+            Err(_) => ApiError::PayloadTooLarge.into_response(),
+        }
+    };
     if is_api {
         response
             .headers_mut()
@@ -216,37 +217,60 @@ async fn no_store_for_api(request: Request, next: Next) -> Response {
     response
 }
 
+/// What [`finish_answers`] adds to answers.
+struct AnswerPolicy {
+    /// `Retry-After` of a 503/504 that has none.
+    retry_after_secs: u64,
+    /// The `Content-Security-Policy` that says who may frame the page.
+    frame_ancestors: HeaderValue,
+}
+
+/// Every answer, outermost but for the request span, as five separate layers did before, in
+/// their order (one layer instead of five: each layer is a boxed future and a clone of the stack
+/// behind it on every request):
+/// 1. the page's framing and sniffing headers ([`add_frame_headers`]);
+/// 2. an error without a JSON body gets one ([`json_error_body`]), which keeps only
+///    `Retry-After` and `Allow` of the answer it replaces (a 408 of the request timeout, which
+///    the framing layer never saw, gets none of the headers of step 1, as before);
+/// 3. a 503/504 gets `Retry-After` ([`add_retry_after`]);
+/// 4. an error is logged once ([`log_error_answer`]) and every answer is counted
+///    ([`observe::count_answer`]).
+async fn finish_answers(
+    axum::extract::State(policy): axum::extract::State<std::sync::Arc<AnswerPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    add_frame_headers(&mut response, &policy.frame_ancestors);
+    let mut response = json_error_body(response);
+    add_retry_after(&mut response, policy.retry_after_secs);
+    log_error_answer(&response);
+    observe::count_answer(&response);
+    response
+}
+
 /// Who may frame the page: the page itself and the configured storefront origins.
-fn frame_ancestors(
-    origins: &[String],
-) -> impl Fn(Request, Next) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
-       + Clone
-       + Send
-       + Sync
-       + 'static {
+fn frame_ancestors(origins: &[String]) -> HeaderValue {
     let policy = std::iter::once("'self'".to_owned())
         .chain(origins.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
-    let value = HeaderValue::from_str(&format!("frame-ancestors {policy}"))
-        .unwrap_or_else(|_| HeaderValue::from_static("frame-ancestors 'self'"));
-    move |request: Request, next: Next| {
-        let value = value.clone();
-        Box::pin(async move {
-            let mut response = next.run(request).await;
-            let headers = response.headers_mut();
-            headers.insert(header::CONTENT_SECURITY_POLICY, value);
-            headers.insert(
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            );
-            headers.insert(
-                header::REFERRER_POLICY,
-                HeaderValue::from_static("no-referrer"),
-            );
-            response
-        })
-    }
+    HeaderValue::from_str(&format!("frame-ancestors {policy}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("frame-ancestors 'self'"))
+}
+
+/// The page's framing policy, no MIME sniffing, no referrer.
+fn add_frame_headers(response: &mut Response, frame_ancestors: &HeaderValue) {
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, frame_ancestors.clone());
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
 }
 
 #[cfg(test)]

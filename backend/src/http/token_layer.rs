@@ -155,6 +155,17 @@ pub async fn require_entry_token(
     request: Request,
     next: Next,
 ) -> Response {
+    // Most requests are under no protected prefix: they pass without an allocation.
+    let protected = |path: &str| {
+        state
+            .config
+            .protected_prefixes
+            .iter()
+            .any(|pattern| match_prefix(pattern, path).is_some())
+    };
+    if !protected(request.uri().path()) {
+        return next.run(request).await;
+    }
     let path = request.uri().path().to_owned();
     let matched = state
         .config
