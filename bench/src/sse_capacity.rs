@@ -28,8 +28,12 @@ const ROOM: &str = "sse";
 const STREAMS_PER_SOURCE: u64 = 20_000;
 /// Streams being opened at once.
 const OPENING_AT_ONCE: usize = 256;
-/// HTTP/2 streams per connection (the server allows 1,000 by default, `--http2-max-streams`).
-pub const STREAMS_PER_CONNECTION: u64 = 500;
+/// HTTP/2 streams per connection: hyper's default limit, so the bare axum floor (which cannot
+/// change it) carries the same shape; Vestibule allows 1,000 by default (`--http2-max-streams`).
+pub const STREAMS_PER_CONNECTION: u64 = 200;
+/// How long a stream may take to answer its first event before it counts as failed (a stream
+/// the server never opens must not hold its opening permit forever).
+const FIRST_EVENT_WITHIN: Duration = Duration::from_secs(30);
 
 /// How the streams reach the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -416,15 +420,29 @@ async fn hold_stream(
         let mut first = counts.first_error.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert(error);
     };
-    let mut stream = match open.await {
-        Ok(stream) => stream,
-        Err(error) => {
+    let opened = tokio::time::timeout(FIRST_EVENT_WITHIN, async {
+        let mut stream = open.await?;
+        let first = stream.next_status().await;
+        anyhow::Ok((stream, first))
+    })
+    .await;
+    let (mut stream, first) = match opened {
+        Ok(Ok(opened)) => opened,
+        Ok(Err(error)) => {
             drop(permit);
             fail(format!("{error:#}"));
             return;
         }
+        Err(_) => {
+            drop(permit);
+            fail(format!(
+                "no first event within {} s",
+                FIRST_EVENT_WITHIN.as_secs()
+            ));
+            return;
+        }
     };
-    let mut last_position = match stream.next_status().await {
+    let mut last_position = match first {
         Ok(Some(status)) if status.status == TicketState::Waiting && status.position.is_some() => {
             status.position
         }
