@@ -1222,3 +1222,50 @@ async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
         "a client's fault counted as the origin's: {metrics}"
     );
 }
+
+// A black-box probe put Python's `http.server` (which answers HTTP/1.0) behind the gate: the gate
+// passed that version on, so an HTTP/1.1 client got `HTTP/1.0 200 OK` and its kept-alive
+// connection was closed after every answer. The gate answers in the client's own version.
+#[tokio::test]
+async fn an_http_1_0_origin_is_answered_in_the_clients_version_on_a_kept_alive_connection() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\norigin")
+                    .await;
+            });
+        }
+    });
+    let upstream = format!("http://{origin}");
+    let app = TestApp::spawn(Backend::Memory, &["--upstream", &upstream]).await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    for round in 0..2 {
+        socket
+            .write_all(b"GET /products HTTP/1.1\r\nHost: shop.example\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !answer.ends_with(b"origin") && Instant::now() < deadline {
+            let mut chunk = vec![0u8; 4096];
+            match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&chunk[..n]),
+                _ => break,
+            }
+        }
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        println!("round {round}: {text}");
+        assert!(text.starts_with("HTTP/1.1 200"), "round {round}: {text:?}");
+        assert!(text.ends_with("origin"), "round {round}: {text:?}");
+        assert!(
+            !text.to_ascii_lowercase().contains("connection: close"),
+            "round {round}: {text:?}"
+        );
+    }
+}

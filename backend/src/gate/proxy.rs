@@ -80,7 +80,8 @@ impl Proxy {
         config: &Config,
         navigation: bool,
     ) -> Response {
-        let upgrade = requested_upgrade(request.headers(), request.version());
+        let client_version = request.version();
+        let upgrade = requested_upgrade(request.headers(), client_version);
         let client_side = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut request));
         let (mut parts, body) = request.into_parts();
         if !parts.headers.contains_key(header::HOST) {
@@ -182,6 +183,10 @@ impl Proxy {
             let origin_side = hyper::upgrade::on(&mut response);
             tokio::spawn(tunnel(client_side, origin_side));
         }
+        // The answer goes out in the client's version, not the origin's: an HTTP/1.0 origin
+        // (Python's http.server, say) must not turn a kept-alive HTTP/1.1 client connection into
+        // an HTTP/1.0 one that closes after this answer.
+        *response.version_mut() = client_version;
         response.map(Body::new)
     }
 }
