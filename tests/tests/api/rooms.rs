@@ -50,6 +50,18 @@ pub(crate) async fn admin(
     )
 }
 
+/// The slugs `GET /api/v1/admin/rooms` lists, in its order (asserts it answers 200).
+pub(crate) async fn listed_rooms(app: &TestApp) -> Vec<String> {
+    let (status, _, list) = admin(app, reqwest::Method::GET, &paths::admin_rooms(), None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list["rooms"]
+        .as_array()
+        .expect("rooms")
+        .iter()
+        .filter_map(|room| room["room"].as_str().map(str::to_owned))
+        .collect()
+}
+
 pub(crate) async fn create(
     app: &TestApp,
     body: Value,
@@ -97,15 +109,7 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
     );
     assert_eq!(body["displayNameKo"], "드롭 7");
     // Listed, sorted by slug, beside the seeded room.
-    let (status, _, list) = admin(&app, reqwest::Method::GET, &paths::admin_rooms(), None).await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    let slugs: Vec<&str> = list["rooms"]
-        .as_array()
-        .expect("rooms")
-        .iter()
-        .filter_map(|room| room["room"].as_str())
-        .collect();
-    assert_eq!(slugs, ["drop-7", "main"]);
+    assert_eq!(listed_rooms(&app).await, ["drop-7", "main"]);
     let (status, _, read) = admin(
         &app,
         reqwest::Method::GET,

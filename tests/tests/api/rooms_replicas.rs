@@ -9,7 +9,7 @@ use serde_json::json;
 use vestibule_shared::{paths, TicketState};
 use vestibule_tests::{RedisServer, TestApp};
 
-use crate::rooms::{admin, audit, create, try_poll};
+use crate::rooms::{admin, audit, create, listed_rooms, try_poll};
 
 /// Waits up to 3 s for `check` to hold; whether it did.
 async fn within(mut check: impl AsyncFnMut() -> bool) -> bool {
@@ -282,15 +282,7 @@ async fn a_catalog_under_the_old_key_names_is_moved_once_at_start() {
         assert_eq!(redis.cli(&["RENAME", new, old]), "OK");
     }
     let after = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
-    let (status, _, list) = admin(&after, reqwest::Method::GET, &paths::admin_rooms(), None).await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    let slugs: Vec<&str> = list["rooms"]
-        .as_array()
-        .expect("rooms")
-        .iter()
-        .filter_map(|room| room["room"].as_str())
-        .collect();
-    assert_eq!(slugs, ["drop-1", "main"]);
+    assert_eq!(listed_rooms(&after).await, ["drop-1", "main"]);
     assert_eq!(
         after.poll("drop-1", &waiting.ticket_id).await.position,
         Some(1)
