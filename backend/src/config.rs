@@ -212,7 +212,7 @@ pub struct Config {
 
     /// Seconds a client may take to send a request's headers before the connection is closed
     /// (slowloris protection; also how long an idle keep-alive connection waits for its next
-    /// request's headers).
+    /// request's headers, and an HTTP/2 connection with no request in flight for its next one).
     #[arg(long, env = "VESTIBULE_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
     pub header_read_timeout_secs: u64,
 

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::bots::Bots;
 use crate::config::Config;
+use crate::connections::{serve, ConnectionLimits};
 use crate::http;
 use crate::ids::random_id;
 use crate::room::hub_loop::{self, HubContext};
@@ -373,113 +374,6 @@ fn warn_if_page_missing(static_dir: &std::path::Path) {
          without it)",
         looked_in.display()
     );
-}
-
-/// How often an HTTP/2 connection is pinged to find a peer that vanished without closing it.
-const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
-/// How long a ping may go unanswered before the HTTP/2 connection is closed.
-const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// The bounds on every client connection.
-#[derive(Debug, Clone, Copy)]
-struct ConnectionLimits {
-    /// How long a client may take to send a request's headers.
-    header_read_timeout: Duration,
-    /// How long a write to a client may stay blocked before the connection is closed.
-    write_timeout: Duration,
-    /// How long shutdown waits for open connections before closing them.
-    shutdown_grace: Duration,
-    /// Most concurrent streams on one HTTP/2 connection.
-    http2_max_streams: u32,
-}
-
-/// Serves HTTP/1.1 and HTTP/2 (h2c, prior knowledge) on `listener` until `signal` resolves, then lets open connections
-/// finish for up to the shutdown grace and closes the rest.
-///
-/// Like `axum::serve`, plus what it does not expose, so that every wait on a client has a bound:
-/// how long a client may take to send a request's headers (slowloris), how long a write may stay
-/// blocked on a client that does not read (its connection is then closed, so a stalled SSE
-/// reader or a pipelining client that never reads holds no memory or shutdown hostage), and how
-/// long shutdown waits. Each request carries the peer address as `ConnectInfo<SocketAddr>`.
-async fn serve(
-    listener: TcpListener,
-    app: axum::Router,
-    signal: impl std::future::Future<Output = ()> + Send + 'static,
-    limits: ConnectionLimits,
-) -> std::io::Result<()> {
-    use axum::extract::ConnectInfo;
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
-    use hyper_util::server::graceful::GracefulShutdown;
-    use hyper_util::service::TowerToHyperService;
-    use tower::ServiceExt as _;
-
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
-    // HTTP/2 by prior knowledge (h2c): a connection that opens with the HTTP/2 preface. The
-    // write timeout bounds a peer that stops reading, as for HTTP/1.1; pings find a peer that
-    // vanished without a FIN, since an h2 connection may sit with no request in flight.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(limits.http2_max_streams)
-        .keep_alive_interval(Some(HTTP2_PING_INTERVAL))
-        .keep_alive_timeout(HTTP2_PING_TIMEOUT);
-    let graceful = GracefulShutdown::new();
-    let mut connections = JoinSet::new();
-    let mut signal = std::pin::pin!(signal);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: wait, do not spin.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut signal => break,
-        };
-        while connections.try_join_next().is_some() {}
-        let _ = stream.set_nodelay(true);
-        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-        stream.set_write_timeout(Some(limits.write_timeout));
-        let service = app.clone().map_request(
-            move |mut request: axum::extract::Request<hyper::body::Incoming>| {
-                request.extensions_mut().insert(ConnectInfo(peer));
-                request.map(axum::body::Body::new)
-            },
-        );
-        let connection = builder
-            .serve_connection_with_upgrades(
-                TokioIo::new(Box::pin(stream)),
-                TowerToHyperService::new(service),
-            )
-            .into_owned();
-        let connection = graceful.watch(connection);
-        connections.spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            open = connections.len(),
-            grace_secs = limits.shutdown_grace.as_secs(),
-            "connections still open after the shutdown grace: closing them"
-        );
-    }
-    connections.shutdown().await;
-    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -342,3 +342,60 @@ async fn every_api_answer_is_json_uncached_and_framed_by_the_one_answer_layer() 
         assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
     }
 }
+
+#[tokio::test]
+async fn a_join_with_a_malformed_json_body_is_refused_and_creates_no_ticket() {
+    let app = StateBuilder::new().router().await;
+    let join = |content_type: Option<&str>, body: &'static str| {
+        let mut builder = request(Method::POST, &paths::tickets("main"));
+        if let Some(content_type) = content_type {
+            builder = builder.header(header::CONTENT_TYPE, content_type);
+        }
+        builder.body(Body::from(body)).unwrap()
+    };
+    // A broken serializer's output, with and without a Content-Type: 400, and the line is empty.
+    for (content_type, body) in [
+        (Some("application/json"), "{\"lang\": "),
+        (Some("application/json; charset=utf-8"), "not json"),
+        (Some("application/merge-patch+json"), "{,}"),
+        (None, "{\"a\":1}}"),
+    ] {
+        let (status, headers, answer) = call(&app, join(content_type, body)).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{content_type:?} {body:?}: {answer}"
+        );
+        assert_error(&answer, error_code::BAD_REQUEST);
+        assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+    }
+    let (_, _, room) = call(
+        &app,
+        request(Method::GET, &paths::room("main"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(room["waiting"], 0, "no refused join holds a place: {room}");
+
+    // What clients send to an endpoint without a body is still fine: nothing, whitespace, `{}`,
+    // or a body of a type that is not JSON (ignored, as before).
+    for (position, (content_type, body)) in [
+        (Some("application/json"), ""),
+        (Some("application/json"), " \n"),
+        (Some("application/json"), "{}"),
+        (None, "{}"),
+        (Some("text/plain"), "not json"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, _, answer) = call(&app, join(content_type, body)).await;
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "{content_type:?} {body:?}: {answer}"
+        );
+        assert_eq!(answer["position"], position + 1, "{answer}");
+    }
+}

@@ -71,6 +71,8 @@ pub const IDEMPOTENCY_KEY_REUSED: &str = "idempotency_key_reused";
 pub const PRECONDITION_FAILED: &str = "precondition_failed";
 /// 413: the request body is larger than allowed.
 pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
+/// 431: the request's header fields are larger or more than allowed (32 KiB, 80 fields).
+pub const HEADERS_TOO_LARGE: &str = "request_headers_too_large";
 /// 415: the body is not `application/json`.
 pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
 /// 429: a per-client abuse limit was hit (see `Retry-After`).
@@ -117,6 +119,7 @@ pub const ALL: &[&str] = &[
     IDEMPOTENCY_KEY_REUSED,
     PRECONDITION_FAILED,
     PAYLOAD_TOO_LARGE,
+    HEADERS_TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
     RATE_LIMITED,
     STORE_UNAVAILABLE,

@@ -102,6 +102,15 @@ pub fn entry_claims(token: &str) -> serde_json::Value {
     serde_json::from_slice(&bytes).expect("JSON claims")
 }
 
+/// What [`RedisServer::fill_to_limit`] did, for [`RedisServer::unfill`].
+#[derive(Debug)]
+pub struct Filled {
+    /// How many junk keys it wrote.
+    keys: usize,
+    /// The memory limit before it.
+    maxmemory: String,
+}
+
 /// A private `redis-server` listening on a Unix socket in its own temp folder.
 pub struct RedisServer {
     child: Option<Child>,
@@ -196,27 +205,48 @@ impl RedisServer {
     }
 
     /// Fills the server to its memory limit with keys of no TTL (another tenant, a leak …) until
-    /// a write is refused with OOM; returns how many it wrote, for [`RedisServer::unfill`].
+    /// a write is refused with OOM, then lowers `maxmemory` to 1 MiB below what is used: Redis
+    /// decides OOM from the memory used *before* a command (a script's writes pass when it started
+    /// under the limit), and a few KB freed afterwards (a client's buffers) would otherwise let
+    /// the next write through. [`RedisServer::unfill`] undoes both.
     ///
     /// # Panics
     /// When 64 half-megabyte keys never fill it.
-    pub fn fill_to_limit(&self) -> usize {
-        let mut filled = 0;
+    pub fn fill_to_limit(&self) -> Filled {
+        let mut keys = 0;
         while !self
-            .cli(&["SETRANGE", &format!("junk:{filled}"), "524288", "x"])
+            .cli(&["SETRANGE", &format!("junk:{keys}"), "524288", "x"])
             .contains("OOM")
         {
-            filled += 1;
-            assert!(filled < 64, "the memory limit was never reached");
+            keys += 1;
+            assert!(keys < 64, "the memory limit was never reached");
         }
-        filled
+        let maxmemory = self
+            .cli(&["CONFIG", "GET", "maxmemory"])
+            .lines()
+            .nth(1)
+            .expect("CONFIG GET maxmemory answers")
+            .to_owned();
+        let used: u64 = self
+            .cli(&["INFO", "memory"])
+            .lines()
+            .find_map(|line| line.strip_prefix("used_memory:"))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("INFO memory names used_memory");
+        let below = used.saturating_sub(1 << 20).max(1 << 20).to_string();
+        assert_eq!(self.cli(&["CONFIG", "SET", "maxmemory", &below]), "OK");
+        Filled { keys, maxmemory }
     }
 
-    /// Deletes what [`RedisServer::fill_to_limit`] wrote.
-    pub fn unfill(&self, filled: usize) {
-        for i in 0..=filled {
+    /// Deletes what [`RedisServer::fill_to_limit`] wrote and gives back its memory limit.
+    pub fn unfill(&self, filled: Filled) {
+        for i in 0..=filled.keys {
             self.cli(&["DEL", &format!("junk:{i}")]);
         }
+        assert_eq!(
+            self.cli(&["CONFIG", "SET", "maxmemory", &filled.maxmemory]),
+            "OK"
+        );
     }
 
     /// Freezes the server (SIGSTOP): it keeps its connections but answers nothing, like a

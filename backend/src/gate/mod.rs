@@ -93,6 +93,16 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
     if request.method() == Method::CONNECT {
         return ApiError::MethodNotAllowed.into_response();
     }
+    if crate::http::error::check_header_size(request.headers()).is_err() {
+        let answer = answers::fault(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            error_code::HEADERS_TOO_LARGE,
+            "the request's header fields are too large (at most 80 fields and 32 KiB)",
+            navigation,
+            config.retry_after_secs,
+        );
+        return drained(request, answer, config).await;
+    }
     if let Some(reason) = refused_shape(&request) {
         let answer = answers::fault(
             StatusCode::BAD_REQUEST,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use vestibule_shared::{error_code, ErrorBody};
@@ -109,6 +109,10 @@ pub enum ApiError {
     /// 413 `payload_too_large`.
     #[error("the request body is larger than this server accepts")]
     PayloadTooLarge,
+    /// 431 `request_headers_too_large`: more header bytes or fields than
+    /// [`MAX_HEADER_BYTES`] / [`MAX_HEADER_FIELDS`].
+    #[error("the request's header fields are too large: at most {MAX_HEADER_FIELDS} fields and {MAX_HEADER_BYTES} bytes (each field counted as name + value + 32, RFC 7541 §4.1)")]
+    HeadersTooLarge,
     /// 415 `unsupported_media_type`.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -170,6 +174,7 @@ impl ApiError {
             Self::RoomDeleted(_) => StatusCode::GONE,
             Self::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -201,6 +206,7 @@ impl ApiError {
             Self::IdempotencyKeyReused(_) => error_code::IDEMPOTENCY_KEY_REUSED,
             Self::PreconditionFailed { .. } => error_code::PRECONDITION_FAILED,
             Self::PayloadTooLarge => error_code::PAYLOAD_TOO_LARGE,
+            Self::HeadersTooLarge => error_code::HEADERS_TOO_LARGE,
             Self::UnsupportedMediaType(_) => error_code::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => error_code::RATE_LIMITED,
             Self::StoreUnavailable { .. } => error_code::STORE_UNAVAILABLE,
@@ -396,6 +402,10 @@ pub fn json_error_body(response: Response) -> Response {
             error_code::PAYLOAD_TOO_LARGE,
             "the request body is too large",
         ),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+            error_code::HEADERS_TOO_LARGE,
+            "the request's header fields are too large",
+        ),
         StatusCode::NOT_FOUND => (error_code::NOT_FOUND, "no such endpoint"),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => (
             error_code::UNSUPPORTED_MEDIA_TYPE,
@@ -411,6 +421,35 @@ pub fn json_error_body(response: Response) -> Response {
         }
     }
     replaced
+}
+
+/// Most bytes of a request's header fields this server reads, each field counted as its name,
+/// its value and 32 (RFC 7541 §4.1, how HTTP/2 counts them), so that both protocols have the
+/// same limit: nginx's default for a request's headers (`large_client_header_buffers 4 8k`).
+/// The protocol layers' own limits sit above it ([`crate::connections`]), so a request between
+/// the two gets this JSON answer over either protocol.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+/// Most header fields in one request, over either protocol: below hyper's HTTP/1.1 parser's
+/// 100 (raising that would cost every request two allocations), so that 81–100 fields get this
+/// JSON answer and only more than 100 get hyper's bare 431. Browsers send about 20.
+pub const MAX_HEADER_FIELDS: usize = 80;
+
+/// 431 when `headers` exceed [`MAX_HEADER_BYTES`] or [`MAX_HEADER_FIELDS`].
+///
+/// # Errors
+/// [`ApiError::HeadersTooLarge`].
+pub fn check_header_size(headers: &HeaderMap) -> Result<(), ApiError> {
+    if headers.len() > MAX_HEADER_FIELDS {
+        return Err(ApiError::HeadersTooLarge);
+    }
+    let bytes: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 32)
+        .sum();
+    if bytes > MAX_HEADER_BYTES {
+        return Err(ApiError::HeadersTooLarge);
+    }
+    Ok(())
 }
 
 /// 404 for paths no route serves.

@@ -202,6 +202,13 @@ async fn read_whole_body(
     } else {
         let (parts, body) = request.into_parts();
         match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) if is_api && !is_json_if_it_says_so(&parts.headers, &bytes) => {
+                ApiError::BadRequest(
+                    "the request body is not valid JSON (send JSON, or no body where the endpoint takes none)"
+                        .into(),
+                )
+                .into_response()
+            }
             Ok(bytes) => {
                 next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
                     .await
@@ -217,6 +224,28 @@ async fn read_whole_body(
     response
 }
 
+/// Whether an API request's `body` is well-formed JSON when its `Content-Type` says JSON
+/// (`application/json`, `…+json`) or says nothing: true for any other type (the endpoint answers
+/// 415 if it reads a body) and for a body of whitespace only.
+///
+/// Checked for every API request, before routing, so that an endpoint that takes no body (a join,
+/// a leave) refuses a malformed one with 400 instead of acting on the request and ignoring it: a
+/// client whose serializer broke learns it before it holds a ticket it did not mean to ask for.
+fn is_json_if_it_says_so(headers: &axum::http::HeaderMap, body: &[u8]) -> bool {
+    let says_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| {
+            let essence = value.split(';').next().unwrap_or("").trim();
+            essence.eq_ignore_ascii_case("application/json")
+                || essence.to_ascii_lowercase().ends_with("+json")
+        })
+        .unwrap_or(true);
+    !says_json
+        || body.iter().all(u8::is_ascii_whitespace)
+        || serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+}
+
 /// What [`finish_answers`] adds to answers.
 struct AnswerPolicy {
     /// `Retry-After` of a 503/504 that has none.
@@ -227,7 +256,9 @@ struct AnswerPolicy {
 
 /// Every answer, outermost but for the request span, as five separate layers did before, in
 /// their order (one layer instead of five: each layer is a boxed future and a clone of the stack
-/// behind it on every request):
+/// behind it on every request). First, a request with too many or too large header fields is
+/// answered 431 here, without going further ([`error::check_header_size`]: the same limit over
+/// HTTP/1.1 and HTTP/2). Then every answer gets:
 /// 1. the page's framing and sniffing headers ([`add_frame_headers`]);
 /// 2. an error without a JSON body gets one ([`json_error_body`]), which keeps only
 ///    `Retry-After` and `Allow` of the answer it replaces (a 408 of the request timeout, which
@@ -240,7 +271,10 @@ async fn finish_answers(
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = next.run(request).await;
+    let mut response = match crate::http::error::check_header_size(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(error) => error.into_response(),
+    };
     add_frame_headers(&mut response, &policy.frame_ancestors);
     let mut response = json_error_body(response);
     add_retry_after(&mut response, policy.retry_after_secs);

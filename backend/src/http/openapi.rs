@@ -29,6 +29,10 @@ pub enum EdgeErrors {
     /// The body is larger than `--max-body-bytes`.
     #[response(status = 413)]
     PayloadTooLarge(ErrorBody),
+    /// More than 80 header fields or 32 KiB of them (`request_headers_too_large`; each field
+    /// counted as name + value + 32 bytes).
+    #[response(status = 431)]
+    HeadersTooLarge(ErrorBody),
 }
 
 /// The store could not be read: nothing happened; retry after `Retry-After` seconds.

@@ -265,3 +265,154 @@ async fn half_sent_headers_cannot_hold_a_connection_open() {
     // A complete request on a fresh connection is still served.
     assert_eq!(app.get_json(paths::HEALTHZ).await.0, StatusCode::OK);
 }
+
+/// Reads from `socket` until the server closes it (or `limit` passes); the bytes and how long.
+async fn read_until_closed(
+    socket: &mut tokio::net::TcpStream,
+    limit: Duration,
+) -> (Option<Vec<u8>>, Duration) {
+    use tokio::io::AsyncReadExt;
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let closed = tokio::time::timeout(limit, socket.read_to_end(&mut received))
+        .await
+        .is_ok();
+    (closed.then_some(received), started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_in_both_protocols_but_an_open_stream_is_not() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--header-read-timeout-secs", "1", "--sse-refresh-ms", "200"],
+    )
+    .await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+
+    // A socket that never sends a byte.
+    let mut silent = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (closed, took) = read_until_closed(&mut silent, Duration::from_secs(5)).await;
+    assert!(closed.is_some(), "a silent socket was held for 5 s");
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+
+    // An HTTP/2 connection that opens no stream (it would answer pings): GOAWAY, then closed.
+    let mut idle = tokio::net::TcpStream::connect(&address).await.unwrap();
+    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let (closed, took) = read_until_closed(&mut idle, Duration::from_secs(5)).await;
+    let received = closed.expect("an idle HTTP/2 connection was held for 5 s");
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+    let mut frames = Vec::new();
+    let mut rest = &received[..];
+    while rest.len() >= 9 {
+        let length = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        frames.push(rest[3]);
+        rest = &rest[(9 + length).min(rest.len())..];
+    }
+    assert!(
+        frames.contains(&0x7),
+        "no GOAWAY among frame types {frames:?}"
+    );
+
+    // A kept-alive HTTP/1.1 connection after its answer.
+    let mut kept = tokio::net::TcpStream::connect(&address).await.unwrap();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (closed, took) = read_until_closed(&mut kept, Duration::from_secs(5)).await;
+    let received = closed.expect("an idle kept-alive connection was held for 5 s");
+    assert!(String::from_utf8_lossy(&received).starts_with("HTTP/1.1 200"));
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+
+    // An SSE stream over HTTP/2 (curl, prior knowledge) lives on past the idle limit: its
+    // connection has a request in flight.
+    app.patch_room("main", json!({"paused": true})).await;
+    let (_, ticket) = app.join("main", None).await;
+    let mut curl = tokio::process::Command::new("curl")
+        .args([
+            "-sN",
+            "--http2-prior-knowledge",
+            "-H",
+            "Accept: text/event-stream",
+        ])
+        .arg(app.url(&paths::events("main", &ticket.ticket_id)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("curl runs");
+    let mut stdout = curl.stdout.take().unwrap();
+    let reader = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut events = String::new();
+        let mut buffer = vec![0u8; 4096];
+        while let Ok(Ok(n)) =
+            tokio::time::timeout(Duration::from_secs(6), stdout.read(&mut buffer)).await
+        {
+            if n == 0 {
+                break;
+            }
+            events.push_str(&String::from_utf8_lossy(&buffer[..n]));
+        }
+        events
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        curl.try_wait().unwrap().is_none(),
+        "the stream's connection was closed as idle"
+    );
+    // The room moves: the open stream still gets it, 3 s (three idle limits) after it opened.
+    app.patch_room("main", json!({"paused": false})).await;
+    let events = reader.await.unwrap();
+    assert!(events.contains("TOKEN_ISSUED"), "{events}");
+    let _ = curl.kill().await;
+}
+
+/// `curl` over `protocol` (`--http1.1` or `--http2-prior-knowledge`) with extra `headers`: the
+/// status and the body.
+async fn curl_with_headers(app: &TestApp, protocol: &str, headers: &[String]) -> (u16, String) {
+    // From a file: one argument may hold at most 128 KiB.
+    let file = std::env::temp_dir().join(format!(
+        "vestibule-headers-{}-{}",
+        std::process::id(),
+        headers.iter().map(String::len).sum::<usize>()
+    ));
+    std::fs::write(&file, headers.join("\r\n")).unwrap();
+    let output = tokio::process::Command::new("curl")
+        .args(["-s", protocol, "-w", "\n%{http_code}", "-H"])
+        .arg(format!("@{}", file.display()))
+        .arg(app.url(&paths::room("main")))
+        .output()
+        .await
+        .expect("curl runs");
+    let _ = std::fs::remove_file(&file);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').expect("a status line");
+    (status.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_large_or_too_many_headers_get_the_same_json_431_over_both_protocols() {
+    let app = TestApp::spawn(Backend::Memory, &[]).await;
+    let large = vec![format!("X-Large: {}", "a".repeat(40 * 1024))];
+    // 90 fields: over the 80 allowed, under hyper's own HTTP/1.1 bound of 100.
+    let many: Vec<String> = (0..90).map(|n| format!("X-Field-{n}: {n}")).collect();
+    // A storefront's large cookies (20 KB) are still fine.
+    let cookies = vec![format!("Cookie: cart={}", "c".repeat(20 * 1024))];
+    for protocol in ["--http1.1", "--http2-prior-knowledge"] {
+        for (what, headers) in [("40 KB", &large), ("90 fields", &many)] {
+            let (status, body) = curl_with_headers(&app, protocol, headers).await;
+            assert_eq!(status, 431, "{protocol} {what}: {body}");
+            let body: Value = serde_json::from_str(&body)
+                .unwrap_or_else(|_| panic!("{protocol} {what}: not JSON: {body:?}"));
+            assert_eq!(body["error"], "request_headers_too_large", "{body}");
+        }
+        let (status, body) = curl_with_headers(&app, protocol, &cookies).await;
+        assert_eq!(status, 200, "{protocol} 20 KB of cookies: {body}");
+    }
+    // The connection layers' own bound is still there for what no JSON answer is worth reading.
+    let huge = vec![format!("X-Huge: {}", "h".repeat(200 * 1024))];
+    let (status, _) = curl_with_headers(&app, "--http1.1", &huge).await;
+    assert_eq!(status, 431);
+}
