@@ -256,6 +256,9 @@ where
 /// The socket's, or `UnexpectedEof` when the client closes before sending a byte.
 async fn opens_http2(stream: &TcpStream) -> std::io::Result<bool> {
     let mut buffer = [0_u8; H2_PREFACE.len()];
+    // A peek returns at once while any byte waits unread, so a client that dribbles the preface
+    // is looked at again after a growing pause (1 ms up to 64 ms), never in a busy loop.
+    let mut pause = Duration::from_millis(1);
     loop {
         let seen = stream.peek(&mut buffer).await?;
         if seen == 0 {
@@ -268,8 +271,8 @@ async fn opens_http2(stream: &TcpStream) -> std::io::Result<bool> {
             return Ok(true);
         }
         // A prefix of the preface: wait for more bytes than these.
-        stream.readable().await?;
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(64));
     }
 }
 

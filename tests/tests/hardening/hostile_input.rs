@@ -297,8 +297,15 @@ async fn idle_connections_are_closed_in_both_protocols_but_an_open_stream_is_not
     assert!(took < Duration::from_secs(3), "closed after {took:?}");
 
     // An HTTP/2 connection that opens no stream (it would answer pings): GOAWAY, then closed.
+    // Its preface comes a byte at a time, as a client behind a slow link may send it: the
+    // server's SETTINGS answer shows it was still told apart from HTTP/1.1.
     let mut idle = tokio::net::TcpStream::connect(&address).await.unwrap();
-    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    idle.set_nodelay(true).unwrap();
+    for byte in b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" {
+        idle.write_all(&[*byte]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    idle.write_all(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
         .await
         .unwrap();
     let (closed, took) = read_until_closed(&mut idle, Duration::from_secs(5)).await;
