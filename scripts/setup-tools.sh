@@ -9,7 +9,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TRUNK_VERSION=0.21.14
 # The test suite's Python tools (the OpenAPI fuzzer, the example client's libraries, and PyJWT
 # with `cryptography` that verifies entry tokens from the JWKS: tests/tests/entry_tokens.rs).
-PYTHON_TOOLS="schemathesis==4.32.5 httpx==0.28.1 httpx-sse==0.4.3 requests==2.32.5 PyJWT[crypto]==2.15.1 cryptography==50.0.2"
+PYTHON_TOOLS="schemathesis==4.32.5 httpx==0.28.1 httpx-sse==0.4.3 requests==2.32.5 PyJWT[crypto]==2.15.1 cryptography==50.0.2 h2==4.4.1"
 WASM_BINDGEN_VERSION=0.2.130
 BINARYEN_VERSION=132
 AXE_CORE_VERSION=4.11.0
@@ -76,7 +76,7 @@ if [ "$want_test" = 1 ]; then
     apt_install chromium chromium-driver
   fi
   venv="$tools/venv"
-  if ! "$venv/bin/python" -c 'import schemathesis, httpx, httpx_sse, requests, jwt, cryptography' 2>/dev/null; then
+  if ! "$venv/bin/python" -c 'import schemathesis, httpx, httpx_sse, requests, jwt, cryptography, h2' 2>/dev/null; then
     command -v python3 >/dev/null || apt_install python3
     python3 -m venv "$venv" 2>/dev/null || { apt_install python3-venv; python3 -m venv "$venv"; }
     log "installing Python test tools into .tools/venv: $PYTHON_TOOLS"

@@ -4,9 +4,11 @@
 //! - HTTP/1.1: hyper's header read timeout bounds a client that sends its headers slowly and a
 //!   kept-alive connection that sends nothing (the timer runs while hyper waits for the next
 //!   request).
-//! - HTTP/2: no request in flight for the same time closes the connection with `GOAWAY`
-//!   ([`IdleWatch`]): hyper has no idle timeout for HTTP/2, and a peer that answers pings would
-//!   otherwise hold its socket for ever. Pings find a peer that vanished without a FIN.
+//! - HTTP/2 ([`ConnectionWatch`]): no request in flight and no byte written for the same time
+//!   closes the connection with `GOAWAY` (hyper has no idle timeout for HTTP/2, and a peer that answers pings would
+//!   otherwise hold its socket for ever); a request in flight while the connection writes nothing
+//!   for the stall limit (a peer that never opens its flow-control window, which no socket write
+//!   timeout sees) drops it. Pings find a peer that vanished without a FIN.
 //! - Both: a write blocked for `--write-timeout-secs` closes the connection (`tokio-io-timeout`:
 //!   a client that stops reading holds no memory), and shutdown gives open connections
 //!   `--shutdown-grace-secs` and then closes them.
@@ -31,7 +33,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::ServiceExt as _;
 
-/// How often an HTTP/2 connection is pinged to find a peer that vanished without closing it.
+/// How often, at least, an HTTP/2 connection is pinged to find a peer that vanished without
+/// closing it ([`ConnectionLimits::http2_ping_interval`]).
 const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a ping may go unanswered before the HTTP/2 connection is closed.
 const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
@@ -56,6 +59,37 @@ pub struct ConnectionLimits {
     pub shutdown_grace: Duration,
     /// Most concurrent streams on one HTTP/2 connection.
     pub http2_max_streams: u32,
+    /// How long an HTTP/2 connection with a request in flight (or closing) may write nothing
+    /// before it is dropped: its peer takes no data. Above the write timeout, the request and
+    /// upstream timeouts and two SSE keep-alives, so that a handler at work, an origin thinking
+    /// or a quiet stream is never cut ([`ConnectionLimits::http2_stall_for`]).
+    pub http2_stall: Duration,
+}
+
+impl ConnectionLimits {
+    /// 30 s, or longer than the idle and stall limits: a ping is a write, and the idle and stall
+    /// watches read writes as progress, so no ping may come before either could act.
+    fn http2_ping_interval(&self) -> Duration {
+        let after = Duration::from_secs(1);
+        HTTP2_PING_INTERVAL
+            .max(self.header_read_timeout + after)
+            .max(self.http2_stall + after)
+    }
+
+    /// The stall limit for these bounds: the longest of the write timeout, the request and
+    /// upstream timeouts plus 5 s (their own answers are writes), and twice the SSE keep-alive.
+    pub fn http2_stall_for(
+        write_timeout: Duration,
+        request_timeout: Duration,
+        upstream_timeout: Duration,
+        sse_keep_alive: Duration,
+    ) -> Duration {
+        let margin = Duration::from_secs(5);
+        write_timeout
+            .max(request_timeout + margin)
+            .max(upstream_timeout + margin)
+            .max(sse_keep_alive * 2)
+    }
 }
 
 /// Serves HTTP/1.1 and HTTP/2 (h2c, prior knowledge) on `listener` until `signal` resolves, then
@@ -84,7 +118,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.http2_max_streams)
         .max_header_list_size(PROTOCOL_MAX_HEADER_BYTES as u32)
-        .keep_alive_interval(Some(HTTP2_PING_INTERVAL))
+        .keep_alive_interval(Some(limits.http2_ping_interval()))
         .keep_alive_timeout(HTTP2_PING_TIMEOUT);
     let builder = Arc::new(builder);
     let (stop, stopping) = watch::channel(false);
@@ -153,7 +187,7 @@ async fn serve_connection(
     };
     let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
     stream.set_write_timeout(Some(limits.write_timeout));
-    let io = TokioIo::new(Box::pin(stream));
+    let stream = Box::pin(stream);
     let service = app.map_request(
         move |mut request: axum::extract::Request<hyper::body::Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -161,7 +195,7 @@ async fn serve_connection(
         },
     );
     let ended = if http2 {
-        let watch = Arc::new(IdleWatch::new());
+        let watch = Arc::new(ConnectionWatch::new());
         let counting = watch.clone();
         // A request is in flight from its headers until its answer's body ends or is dropped (an
         // SSE stream is in flight while it streams; a stream the client resets is dropped).
@@ -178,75 +212,124 @@ async fn serve_connection(
                 })
             })
         });
-        let idle = async move {
-            watch.idle_for(limits.header_read_timeout).await;
-            tracing::debug!(%peer, "idle HTTP/2 connection closed");
-        };
-        run(
-            &builder,
-            io,
-            service,
-            &mut stopping,
-            idle,
-            limits.header_read_timeout,
-        )
-        .await
+        let io = TokioIo::new(WriteClock {
+            inner: stream,
+            watch: watch.clone(),
+        });
+        run_http2(&builder, io, service, &mut stopping, &watch, limits).await
     } else {
-        let idle = std::future::pending();
-        run(
-            &builder,
-            io,
-            service,
-            &mut stopping,
-            idle,
-            limits.header_read_timeout,
-        )
-        .await
+        run_http1(&builder, TokioIo::new(stream), service, &mut stopping).await
     };
     if let Err(error) = ended {
-        tracing::debug!(%error, "connection ended with an error");
+        tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }
 
-/// Serves one connection until it ends, or until shutdown or `idle` resolves: then it is closed
-/// gracefully (HTTP/2: `GOAWAY`, streams in flight finish; HTTP/1.1: closed once the answer in
-/// flight is written; the shutdown grace bounds what remains). An idle connection gets `linger`
-/// to finish closing (HTTP/2's two-step `GOAWAY` waits for the peer's ping answer), then it is
-/// dropped.
-async fn run<S>(
-    builder: &Builder<TokioExecutor>,
-    io: TokioIo<std::pin::Pin<Box<tokio_io_timeout::TimeoutStream<TcpStream>>>>,
-    service: S,
-    stopping: &mut watch::Receiver<bool>,
-    idle: impl std::future::Future<Output = ()>,
-    linger: Duration,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
-where
+/// How a connection's service ended.
+type ServeResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// A client socket hyper can serve.
+trait Socket: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {}
+
+impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static> Socket for T {}
+
+/// The application as one connection serves it.
+trait AppService:
+    tower::Service<
+        axum::extract::Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Future: Send + 'static,
+        Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> AppService for S where
     S: tower::Service<
             axum::extract::Request<hyper::body::Incoming>,
             Response = axum::response::Response,
+            Future: Send + 'static,
+            Error: Into<Box<dyn std::error::Error + Send + Sync>>,
         > + Clone
         + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        + 'static
+{
+}
+
+/// An HTTP/1.1 connection (hyper's header timer closes it when idle) until it ends or until
+/// shutdown: then it closes once the answer in flight is written (the shutdown grace bounds it).
+async fn run_http1<I, S>(
+    builder: &Builder<TokioExecutor>,
+    io: I,
+    service: S,
+    stopping: &mut watch::Receiver<bool>,
+) -> ServeResult
+where
+    I: Socket,
+    S: AppService,
 {
     let connection = builder
         .serve_connection_with_upgrades(io, TowerToHyperService::new(service))
         .into_owned();
     let mut connection = pin!(connection);
-    let idle = tokio::select! {
+    tokio::select! {
         ended = connection.as_mut() => return ended,
-        _ = stopping.wait_for(|stopping| *stopping) => false,
-        () = idle => true,
-    };
-    connection.as_mut().graceful_shutdown();
-    if !idle {
-        return connection.await;
+        _ = stopping.wait_for(|stopping| *stopping) => {}
     }
-    tokio::time::timeout(linger, connection)
-        .await
-        .unwrap_or(Ok(()))
+    connection.as_mut().graceful_shutdown();
+    connection.await
+}
+
+/// An HTTP/2 connection until it ends, or:
+/// - shutdown: `GOAWAY`, the streams in flight finish (the shutdown grace bounds them);
+/// - idle (nothing in flight and nothing written for the header read timeout): `GOAWAY`, and
+///   the connection is dropped if it then writes nothing for as long again (a peer that never
+///   answers the closing ping);
+/// - stalled (something in flight, nothing written for the stall limit: the peer takes no
+///   data, e.g. a flow-control window it never opens): dropped at once.
+async fn run_http2<I, S>(
+    builder: &Builder<TokioExecutor>,
+    io: I,
+    service: S,
+    stopping: &mut watch::Receiver<bool>,
+    watch: &ConnectionWatch,
+    limits: ConnectionLimits,
+) -> ServeResult
+where
+    I: Socket,
+    S: AppService,
+{
+    let connection = builder
+        .serve_connection_with_upgrades(io, TowerToHyperService::new(service))
+        .into_owned();
+    let mut connection = pin!(connection);
+    let close = tokio::select! {
+        ended = connection.as_mut() => return ended,
+        _ = stopping.wait_for(|stopping| *stopping) => None,
+        close = watch.idle_or_stalled(limits.header_read_timeout, limits.http2_stall) => Some(close),
+    };
+    match close {
+        None => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+        Some(Close::Stalled) => {
+            tracing::debug!("HTTP/2 connection closed: its peer took no data");
+            Ok(())
+        }
+        Some(Close::Idle) => {
+            tracing::debug!("idle HTTP/2 connection closed");
+            connection.as_mut().graceful_shutdown();
+            // The drain's silence counts from the GOAWAY, not from the last write before it.
+            watch.active();
+            tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = watch.silent_for(limits.header_read_timeout) => Ok(()),
+            }
+        }
+    }
 }
 
 /// Whether the client opened with the HTTP/2 preface: peeks (reads nothing) until the bytes
@@ -276,27 +359,41 @@ async fn opens_http2(stream: &TcpStream) -> std::io::Result<bool> {
     }
 }
 
-/// Requests in flight on one HTTP/2 connection and since when there has been none.
+/// Why an HTTP/2 connection is closed by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// Nothing in flight for the header read timeout.
+    Idle,
+    /// Something in flight, and nothing written for the stall limit.
+    Stalled,
+}
+
+/// What one HTTP/2 connection is doing: requests in flight, since when none has been, and when
+/// it last wrote (or began a request).
 #[derive(Debug)]
-struct IdleWatch {
+struct ConnectionWatch {
     /// Requests whose answer has not ended (headers read, handler running, or body streaming).
     in_flight: AtomicUsize,
     /// Milliseconds after `start` when `in_flight` last fell to zero.
     idle_since_ms: AtomicU64,
+    /// Milliseconds after `start` of the last write to the socket or the last request begun.
+    active_at_ms: AtomicU64,
     start: Instant,
 }
 
-impl IdleWatch {
+impl ConnectionWatch {
     fn new() -> Self {
         Self {
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
+            active_at_ms: AtomicU64::new(0),
             start: Instant::now(),
         }
     }
 
     fn request_started(&self) {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.active();
     }
 
     fn request_ended(&self) {
@@ -306,40 +403,135 @@ impl IdleWatch {
         }
     }
 
+    /// Something was written to the peer (or a request began).
+    fn active(&self) {
+        self.active_at_ms
+            .store(self.elapsed_ms(), Ordering::Release);
+    }
+
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Resolves once nothing has been in flight for `limit`.
-    async fn idle_for(&self, limit: Duration) {
-        let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    /// Milliseconds since the later of `mark` and now.
+    fn since_ms(&self, mark: &AtomicU64) -> u64 {
+        self.elapsed_ms()
+            .saturating_sub(mark.load(Ordering::Acquire))
+    }
+
+    /// Resolves once nothing has been in flight nor written for `idle`, or something has been in
+    /// flight and nothing was written for `stall`.
+    async fn idle_or_stalled(&self, idle: Duration, stall: Duration) -> Close {
+        let idle_ms = millis(idle);
+        let stall_ms = millis(stall);
         loop {
             let wait_ms = if self.in_flight.load(Ordering::Acquire) > 0 {
-                limit_ms
+                let quiet_ms = self.since_ms(&self.active_at_ms);
+                if quiet_ms >= stall_ms {
+                    return Close::Stalled;
+                }
+                stall_ms - quiet_ms
             } else {
-                let idle_ms = self
-                    .elapsed_ms()
-                    .saturating_sub(self.idle_since_ms.load(Ordering::Acquire));
-                if idle_ms >= limit_ms {
+                // Idle: nothing in flight and nothing written, so an answer still leaving a
+                // slow peer's window after its body was handed over is not cut short.
+                let idle_for_ms = self
+                    .since_ms(&self.idle_since_ms)
+                    .min(self.since_ms(&self.active_at_ms));
+                if idle_for_ms >= idle_ms {
                     // Checked again: a request may have started since the read above.
                     if self.in_flight.load(Ordering::Acquire) == 0 {
-                        return;
+                        return Close::Idle;
                     }
-                    limit_ms
-                } else {
-                    limit_ms - idle_ms
+                    continue;
                 }
+                idle_ms - idle_for_ms
             };
             tokio::time::sleep(Duration::from_millis(wait_ms.max(1))).await;
         }
     }
+
+    /// Resolves once nothing has been written for `limit`.
+    async fn silent_for(&self, limit: Duration) {
+        let limit_ms = millis(limit);
+        loop {
+            let quiet_ms = self.since_ms(&self.active_at_ms);
+            if quiet_ms >= limit_ms {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis((limit_ms - quiet_ms).max(1))).await;
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The socket of a watched connection: every write that takes bytes marks it active.
+struct WriteClock<S> {
+    inner: S,
+    watch: Arc<ConnectionWatch>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteClock<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(context, buffer)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteClock<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let written = std::pin::Pin::new(&mut self.inner).poll_write(context, bytes);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.watch.active();
+        }
+        written
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let written = std::pin::Pin::new(&mut self.inner).poll_write_vectored(context, buffers);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.watch.active();
+        }
+        written
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(context)
+    }
 }
 
 /// One request in flight on a watched connection, for as long as it lives.
-struct InFlight(Arc<IdleWatch>);
+struct InFlight(Arc<ConnectionWatch>);
 
 impl InFlight {
-    fn new(watch: &Arc<IdleWatch>) -> Self {
+    fn new(watch: &Arc<ConnectionWatch>) -> Self {
         watch.request_started();
         Self(watch.clone())
     }
@@ -383,19 +575,45 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_is_idle_only_with_nothing_in_flight_for_the_whole_limit() {
-        let watch = IdleWatch::new();
+        let watch = ConnectionWatch::new();
+        let idle = Duration::from_secs(10);
+        let stall = Duration::from_secs(30);
         watch.request_started();
-        let limit = Duration::from_secs(10);
-        // A stream open for longer than the limit keeps the connection.
+        // A stream that writes now and then keeps its connection however long it lasts.
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            watch.active();
+        }
         assert!(
-            tokio::time::timeout(Duration::from_secs(25), watch.idle_for(limit))
+            tokio::time::timeout(Duration::from_secs(25), watch.idle_or_stalled(idle, stall))
                 .await
                 .is_err()
         );
         watch.request_ended();
         let ended_at = tokio::time::Instant::now();
-        watch.idle_for(limit).await;
-        assert!(ended_at.elapsed() >= limit, "{:?}", ended_at.elapsed());
-        assert!(ended_at.elapsed() < limit + Duration::from_secs(1));
+        assert_eq!(watch.idle_or_stalled(idle, stall).await, Close::Idle);
+        assert!(ended_at.elapsed() >= idle, "{:?}", ended_at.elapsed());
+        assert!(ended_at.elapsed() < idle + Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_that_writes_nothing_for_the_stall_limit_stalls() {
+        let watch = ConnectionWatch::new();
+        let stall = Duration::from_secs(30);
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        // The limit counts from the request's start, not from the last write before it.
+        watch.request_started();
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            watch.idle_or_stalled(Duration::from_secs(10), stall).await,
+            Close::Stalled
+        );
+        assert!(started.elapsed() >= stall && started.elapsed() < stall + Duration::from_secs(1));
+        let silent = tokio::time::Instant::now();
+        watch.silent_for(stall).await;
+        assert!(
+            silent.elapsed() < Duration::from_secs(1),
+            "already silent that long"
+        );
     }
 }

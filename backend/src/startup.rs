@@ -216,6 +216,17 @@ impl Application {
             write_timeout: state.config.write_timeout(),
             http2_max_streams: state.config.http2_max_streams,
             shutdown_grace: state.config.shutdown_grace(),
+            http2_stall: ConnectionLimits::http2_stall_for(
+                state.config.write_timeout(),
+                Duration::from_secs(state.config.request_timeout_secs),
+                // Only gate mode waits on an origin.
+                if state.config.gate.enabled() {
+                    state.config.gate.upstream_timeout()
+                } else {
+                    Duration::ZERO
+                },
+                Duration::from_secs(http::events::KEEP_ALIVE_SECS),
+            ),
         };
         let gated = state.config.gate.enabled().then(|| state.clone());
         let mut app = http::router(state);

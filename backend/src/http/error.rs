@@ -434,16 +434,20 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// JSON answer and only more than 100 get hyper's bare 431. Browsers send about 20.
 pub const MAX_HEADER_FIELDS: usize = 80;
 
-/// 431 when `headers` exceed [`MAX_HEADER_BYTES`] or [`MAX_HEADER_FIELDS`].
+/// 431 when `headers` other than `Host` exceed [`MAX_HEADER_BYTES`] or [`MAX_HEADER_FIELDS`].
 ///
 /// # Errors
 /// [`ApiError::HeadersTooLarge`].
 pub fn check_header_size(headers: &HeaderMap) -> Result<(), ApiError> {
-    if headers.len() > MAX_HEADER_FIELDS {
+    // `Host` is left out of both counts: over HTTP/2 it is the `:authority` pseudo-header, which
+    // the application never sees, and the limits must be the same over both protocols.
+    let fields = headers.len() - headers.get_all(header::HOST).iter().count();
+    if fields > MAX_HEADER_FIELDS {
         return Err(ApiError::HeadersTooLarge);
     }
     let bytes: usize = headers
         .iter()
+        .filter(|(name, _)| *name != header::HOST)
         .map(|(name, value)| name.as_str().len() + value.len() + 32)
         .sum();
     if bytes > MAX_HEADER_BYTES {

@@ -30,7 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Seconds without news before a keep-alive event (the page drops a stream silent for two).
-const KEEP_ALIVE_SECS: u64 = 10;
+pub const KEEP_ALIVE_SECS: u64 = 10;
 
 /// Streams a ticket's status changes.
 #[utoipa::path(

@@ -224,26 +224,43 @@ async fn read_whole_body(
     response
 }
 
-/// Whether an API request's `body` is well-formed JSON when its `Content-Type` says JSON
-/// (`application/json`, `…+json`) or says nothing: true for any other type (the endpoint answers
-/// 415 if it reads a body) and for a body of whitespace only.
+/// Whether an API request's `body` is well-formed JSON (RFC 8259: UTF-8, no lone surrogates)
+/// unless the request declares one other media type: true for a body of whitespace only, and for
+/// a body sent with exactly one `Content-Type` that names a type other than JSON
+/// (`application/json`, `…+json`; the endpoint answers 415 if it reads a body). No
+/// `Content-Type`, an empty or malformed one, or several (which a proxy may read differently)
+/// count as JSON.
 ///
 /// Checked for every API request, before routing, so that an endpoint that takes no body (a join,
 /// a leave) refuses a malformed one with 400 instead of acting on the request and ignoring it: a
 /// client whose serializer broke learns it before it holds a ticket it did not mean to ask for.
 fn is_json_if_it_says_so(headers: &axum::http::HeaderMap, body: &[u8]) -> bool {
-    let says_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .map(|value| {
-            let essence = value.split(';').next().unwrap_or("").trim();
-            essence.eq_ignore_ascii_case("application/json")
-                || essence.to_ascii_lowercase().ends_with("+json")
-        })
-        .unwrap_or(true);
-    !says_json
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let declares_another_type = match (types.next(), types.next()) {
+        (Some(value), None) => value
+            .to_str()
+            .ok()
+            .and_then(media_type)
+            .is_some_and(|essence| essence != "application/json" && !essence.ends_with("+json")),
+        _ => false,
+    };
+    declares_another_type
         || body.iter().all(u8::is_ascii_whitespace)
-        || serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+        || serde_json::from_slice::<serde_json::Value>(body).is_ok()
+}
+
+/// The lowercase `type/subtype` of a `Content-Type` value, if it is well formed (RFC 9110
+/// §8.3.1: two tokens around one `/`, parameters after `;`).
+fn media_type(value: &str) -> Option<String> {
+    let essence = value.split(';').next()?.trim();
+    let (kind, subtype) = essence.split_once('/')?;
+    let token = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+    };
+    (token(kind) && token(subtype)).then(|| essence.to_ascii_lowercase())
 }
 
 /// What [`finish_answers`] adds to answers.

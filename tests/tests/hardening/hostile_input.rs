@@ -417,9 +417,55 @@ async fn too_large_or_too_many_headers_get_the_same_json_431_over_both_protocols
         }
         let (status, body) = curl_with_headers(&app, protocol, &cookies).await;
         assert_eq!(status, 200, "{protocol} 20 KB of cookies: {body}");
+        // The same boundary over both protocols: curl adds `User-Agent` and `Accept`, and
+        // `Host` (HTTP/2's `:authority`) is not counted, so 78 more make exactly 80.
+        for (extra, expected) in [(78, 200), (79, 431)] {
+            let fields: Vec<String> = (0..extra).map(|n| format!("X-F{n}: {n}")).collect();
+            let (status, body) = curl_with_headers(&app, protocol, &fields).await;
+            assert_eq!(status, expected, "{protocol} {extra} + 2 fields: {body}");
+        }
     }
     // The connection layers' own bound is still there for what no JSON answer is worth reading.
     let huge = vec![format!("X-Huge: {}", "h".repeat(200 * 1024))];
     let (status, _) = curl_with_headers(&app, "--http1.1", &huge).await;
     assert_eq!(status, 431);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_http2_reader_gets_the_whole_answer_past_the_idle_limit() {
+    // Python's `h2` (an independent HTTP/2 implementation) opens a 16 KiB window and gives it
+    // back every 0.5 s: the 110 KB OpenAPI document takes ~3.5 s, over three idle limits. The
+    // body is handed to the protocol layer at once, so "nothing in flight" comes early; the
+    // connection still writes, so it is not idle, and no GOAWAY cuts the answer short.
+    let app = TestApp::spawn(Backend::Memory, &["--header-read-timeout-secs", "1"]).await;
+    let whole = app
+        .client
+        .get(app.url(paths::OPENAPI))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let script = vestibule_tests::workspace_root().join("tests/interop/h2_slow_reader.py");
+    let output = tokio::process::Command::new(vestibule_tests::python_tool("python"))
+        .arg(script)
+        .args([host, port, paths::OPENAPI, "16384", "0.5"])
+        .output()
+        .await
+        .expect("python runs");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "no report: {} {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(report["status"], "200", "{report}");
+    assert_eq!(report["bytes"], whole, "{report}");
+    assert_eq!(report["ended"], true, "{report}");
+    assert_eq!(report["goaway"], false, "{report}");
 }
