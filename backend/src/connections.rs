@@ -212,10 +212,7 @@ async fn serve_connection(
                 })
             })
         });
-        let io = TokioIo::new(WriteClock {
-            inner: stream,
-            watch: watch.clone(),
-        });
+        let io = TokioIo::new(WriteClock::new(stream, watch.clone()));
         run_http2(&builder, io, service, &mut stopping, &watch, limits).await
     } else {
         run_http1(&builder, TokioIo::new(stream), service, &mut stopping).await
@@ -284,9 +281,11 @@ where
 
 /// An HTTP/2 connection until it ends, or:
 /// - shutdown: `GOAWAY`, the streams in flight finish (the shutdown grace bounds them);
-/// - idle (nothing in flight and nothing written for the header read timeout): `GOAWAY`, and
-///   the connection is dropped if it then writes nothing for as long again (a peer that never
-///   answers the closing ping);
+/// - idle (nothing in flight and no response bytes written for the header read timeout):
+///   `GOAWAY`, then the streams still leaving finish (an answer handed over whole may still be
+///   waiting for a slow reader's window), and the connection is dropped once it writes no
+///   response bytes for the stall limit (a peer that never answers the closing ping, or stopped
+///   reading);
 /// - stalled (something in flight, nothing written for the stall limit: the peer takes no
 ///   data, e.g. a flow-control window it never opens): dropped at once.
 async fn run_http2<I, S>(
@@ -326,7 +325,7 @@ where
             watch.active();
             tokio::select! {
                 ended = connection.as_mut() => ended,
-                () = watch.silent_for(limits.header_read_timeout) => Ok(()),
+                () = watch.silent_for(limits.http2_stall) => Ok(()),
             }
         }
     }
@@ -376,7 +375,7 @@ struct ConnectionWatch {
     in_flight: AtomicUsize,
     /// Milliseconds after `start` when `in_flight` last fell to zero.
     idle_since_ms: AtomicU64,
-    /// Milliseconds after `start` of the last write to the socket or the last request begun.
+    /// Milliseconds after `start` of the last response bytes written or the last request begun.
     active_at_ms: AtomicU64,
     start: Instant,
 }
@@ -467,10 +466,80 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The socket of a watched connection: every write that takes bytes marks it active.
+/// The socket of a watched connection: a write that carries a response's `HEADERS` or `DATA`
+/// marks it active. The server's answers to the peer's control frames (PING and SETTINGS acks,
+/// RST_STREAM, WINDOW_UPDATE) and its own pings are not progress: a peer that pings all day, or
+/// keeps poking a stalled stream, must not hold the connection open.
 struct WriteClock<S> {
     inner: S,
     watch: Arc<ConnectionWatch>,
+    frames: FrameScanner,
+}
+
+impl<S> WriteClock<S> {
+    fn new(inner: S, watch: Arc<ConnectionWatch>) -> Self {
+        Self {
+            inner,
+            watch,
+            frames: FrameScanner::default(),
+        }
+    }
+
+    /// Reads the first `written` bytes of `slices` as HTTP/2 frames.
+    fn wrote(&mut self, slices: &[&[u8]], mut written: usize) {
+        let mut progress = false;
+        for slice in slices {
+            if written == 0 {
+                break;
+            }
+            let taken = slice.len().min(written);
+            progress |= self.frames.scan(&slice[..taken]);
+            written -= taken;
+        }
+        if progress {
+            self.watch.active();
+        }
+    }
+}
+
+/// Where the server's HTTP/2 frame stream is (RFC 9113 §4.1: a 9-byte header, then `length`
+/// bytes of payload), across writes cut anywhere.
+#[derive(Debug, Default)]
+struct FrameScanner {
+    /// The current frame header's bytes seen so far (up to 9).
+    header: [u8; 9],
+    header_len: usize,
+    /// Payload bytes of the current frame still to come.
+    payload_left: usize,
+}
+
+impl FrameScanner {
+    /// Consumes `bytes`; true when a `DATA` (0x0), `HEADERS` (0x1) or `CONTINUATION` (0x9) frame
+    /// began in them.
+    fn scan(&mut self, mut bytes: &[u8]) -> bool {
+        let mut progress = false;
+        while !bytes.is_empty() {
+            if self.payload_left > 0 {
+                let skipped = self.payload_left.min(bytes.len());
+                self.payload_left -= skipped;
+                bytes = &bytes[skipped..];
+                continue;
+            }
+            let wanted = (9 - self.header_len).min(bytes.len());
+            self.header[self.header_len..self.header_len + wanted]
+                .copy_from_slice(&bytes[..wanted]);
+            self.header_len += wanted;
+            bytes = &bytes[wanted..];
+            if self.header_len == 9 {
+                self.header_len = 0;
+                self.payload_left = usize::from(self.header[0]) << 16
+                    | usize::from(self.header[1]) << 8
+                    | usize::from(self.header[2]);
+                progress |= matches!(self.header[3], 0x0 | 0x1 | 0x9);
+            }
+        }
+        progress
+    }
 }
 
 impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteClock<S> {
@@ -490,8 +559,8 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteClock<S> {
         bytes: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let written = std::pin::Pin::new(&mut self.inner).poll_write(context, bytes);
-        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
-            self.watch.active();
+        if let Poll::Ready(Ok(n)) = written {
+            self.wrote(&[bytes], n);
         }
         written
     }
@@ -502,8 +571,9 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteClock<S> {
         buffers: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let written = std::pin::Pin::new(&mut self.inner).poll_write_vectored(context, buffers);
-        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
-            self.watch.active();
+        if let Poll::Ready(Ok(n)) = written {
+            let slices: Vec<&[u8]> = buffers.iter().map(|buffer| &**buffer).collect();
+            self.wrote(&slices, n);
         }
         written
     }
@@ -615,5 +685,28 @@ mod tests {
             silent.elapsed() < Duration::from_secs(1),
             "already silent that long"
         );
+    }
+
+    #[test]
+    fn only_response_frames_count_as_progress_wherever_writes_cut_them() {
+        let frame = |kind: u8, payload: usize| {
+            let mut bytes = vec![0, (payload >> 8) as u8, payload as u8, kind, 0, 0, 0, 0, 1];
+            bytes.resize(9 + payload, 0xAA);
+            bytes
+        };
+        let ping_ack = frame(0x6, 8);
+        let settings_ack = frame(0x4, 0);
+        let reset = frame(0x3, 4);
+        let data = frame(0x0, 300);
+        let mut scanner = FrameScanner::default();
+        assert!(!scanner.scan(&[ping_ack.clone(), settings_ack, reset].concat()));
+        // A 17-byte ping, then a DATA frame whose header (bytes 17–25) is cut over three writes.
+        let stream = [ping_ack, data.clone()].concat();
+        assert!(!scanner.scan(&stream[..20]));
+        assert!(!scanner.scan(&stream[20..23]));
+        assert!(scanner.scan(&stream[23..200]));
+        assert!(!scanner.scan(&stream[200..]));
+        // In step again: the next frame's header is read as one.
+        assert!(scanner.scan(&data));
     }
 }
