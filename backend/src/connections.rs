@@ -486,7 +486,7 @@ impl<S> WriteClock<S> {
     }
 
     /// Reads the first `written` bytes of `slices` as HTTP/2 frames.
-    fn wrote(&mut self, slices: &[&[u8]], mut written: usize) {
+    fn wrote<'a>(&mut self, slices: impl IntoIterator<Item = &'a [u8]>, mut written: usize) {
         let mut progress = false;
         for slice in slices {
             if written == 0 {
@@ -560,7 +560,7 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteClock<S> {
     ) -> Poll<std::io::Result<usize>> {
         let written = std::pin::Pin::new(&mut self.inner).poll_write(context, bytes);
         if let Poll::Ready(Ok(n)) = written {
-            self.wrote(&[bytes], n);
+            self.wrote([bytes], n);
         }
         written
     }
@@ -572,8 +572,7 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteClock<S> {
     ) -> Poll<std::io::Result<usize>> {
         let written = std::pin::Pin::new(&mut self.inner).poll_write_vectored(context, buffers);
         if let Poll::Ready(Ok(n)) = written {
-            let slices: Vec<&[u8]> = buffers.iter().map(|buffer| &**buffer).collect();
-            self.wrote(&slices, n);
+            self.wrote(buffers.iter().map(|buffer| &**buffer), n);
         }
         written
     }
