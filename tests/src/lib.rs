@@ -465,6 +465,12 @@ impl TestApp {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// GETs `path` and returns the whole body (panics when it cannot be read).
+    pub async fn get_bytes(&self, path: &str) -> Vec<u8> {
+        let response = self.client.get(self.url(path)).send().await.expect("GET");
+        response.bytes().await.expect("a whole body").to_vec()
+    }
+
     /// PATCHes the admin settings of `room` (panics unless 200).
     pub async fn patch_room(&self, room: &str, patch: Value) -> Value {
         let response = self

@@ -168,16 +168,7 @@ async fn shutdown_ends_within_the_grace_even_with_a_client_that_never_reads() {
 async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
     let app = TestApp::spawn(Backend::Memory, &["--write-timeout-secs", "2"]).await;
     let mut stalled = stalled_reader(&app, 1500).await;
-    let document_bytes = app
-        .client
-        .get(app.url(paths::OPENAPI))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
-        .len();
+    let document_bytes = app.get_bytes(paths::OPENAPI).await.len();
     tokio::time::sleep(Duration::from_secs(4)).await;
     // The server has closed the connection: reading drains what was buffered, then ends.
     let mut received = 0usize;

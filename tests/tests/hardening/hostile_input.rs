@@ -461,16 +461,7 @@ async fn a_slow_http2_reader_gets_the_whole_answer_past_the_idle_limit() {
     // handed to the protocol layer at once, so "nothing in flight" comes early; two black-box
     // probes found it cut short by the idle close.
     let app = TestApp::spawn(Backend::Memory, &["--header-read-timeout-secs", "1"]).await;
-    let whole = app
-        .client
-        .get(app.url(paths::OPENAPI))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
-        .len();
+    let whole = app.get_bytes(paths::OPENAPI).await.len();
     let address = app.base.trim_start_matches("http://").to_owned();
     let (host, port) = address.rsplit_once(':').unwrap();
     let script = vestibule_tests::workspace_root().join("tests/interop/h2_slow_reader.py");
