@@ -213,9 +213,10 @@ async fn serve_connection(
             })
         });
         let io = TokioIo::new(WriteClock::new(stream, watch.clone()));
-        run_http2(&builder, io, service, &mut stopping, &watch, limits).await
+        run(&builder, io, service, &mut stopping, Some(&watch), limits).await
     } else {
-        run_http1(&builder, TokioIo::new(stream), service, &mut stopping).await
+        let io = TokioIo::new(stream);
+        run(&builder, io, service, &mut stopping, None, limits).await
     };
     if let Err(error) = ended {
         tracing::debug!(%peer, %error, "connection ended with an error");
@@ -255,32 +256,11 @@ impl<S> AppService for S where
 {
 }
 
-/// An HTTP/1.1 connection (hyper's header timer closes it when idle) until it ends or until
-/// shutdown: then it closes once the answer in flight is written (the shutdown grace bounds it).
-async fn run_http1<I, S>(
-    builder: &Builder<TokioExecutor>,
-    io: I,
-    service: S,
-    stopping: &mut watch::Receiver<bool>,
-) -> ServeResult
-where
-    I: Socket,
-    S: AppService,
-{
-    let connection = builder
-        .serve_connection_with_upgrades(io, TowerToHyperService::new(service))
-        .into_owned();
-    let mut connection = pin!(connection);
-    tokio::select! {
-        ended = connection.as_mut() => return ended,
-        _ = stopping.wait_for(|stopping| *stopping) => {}
-    }
-    connection.as_mut().graceful_shutdown();
-    connection.await
-}
-
-/// An HTTP/2 connection until it ends, or:
-/// - shutdown: `GOAWAY`, the streams in flight finish (the shutdown grace bounds them);
+/// One connection until it ends, or until:
+/// - shutdown: HTTP/2 `GOAWAY`, the streams in flight finish; HTTP/1.1 closes once the answer in
+///   flight is written (the shutdown grace bounds both).
+///
+/// And over HTTP/2 (`watch` is `Some`; hyper's header timer closes an idle HTTP/1.1 connection):
 /// - idle (nothing in flight and no response bytes written for the header read timeout):
 ///   `GOAWAY`, then the streams still leaving finish (an answer handed over whole may still be
 ///   waiting for a slow reader's window), and the connection is dropped once it writes no
@@ -288,12 +268,12 @@ where
 ///   reading);
 /// - stalled (something in flight, nothing written for the stall limit: the peer takes no
 ///   data, e.g. a flow-control window it never opens): dropped at once.
-async fn run_http2<I, S>(
+async fn run<I, S>(
     builder: &Builder<TokioExecutor>,
     io: I,
     service: S,
     stopping: &mut watch::Receiver<bool>,
-    watch: &ConnectionWatch,
+    watch: Option<&ConnectionWatch>,
     limits: ConnectionLimits,
 ) -> ServeResult
 where
@@ -307,7 +287,14 @@ where
     let close = tokio::select! {
         ended = connection.as_mut() => return ended,
         _ = stopping.wait_for(|stopping| *stopping) => None,
-        close = watch.idle_or_stalled(limits.header_read_timeout, limits.http2_stall) => Some(close),
+        close = async {
+            match watch {
+                Some(watch) => {
+                    watch.idle_or_stalled(limits.header_read_timeout, limits.http2_stall).await
+                }
+                None => std::future::pending().await,
+            }
+        } => Some(close),
     };
     match close {
         None => {
@@ -319,6 +306,10 @@ where
             Ok(())
         }
         Some(Close::Idle) => {
+            // Only a watch says idle.
+            let Some(watch) = watch else {
+                return Ok(());
+            };
             tracing::debug!("idle HTTP/2 connection closed");
             connection.as_mut().graceful_shutdown();
             // The drain's silence counts from the GOAWAY, not from the last write before it.
@@ -412,7 +403,7 @@ impl ConnectionWatch {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Milliseconds since the later of `mark` and now.
+    /// Milliseconds since `mark` (milliseconds after `start`).
     fn since_ms(&self, mark: &AtomicU64) -> u64 {
         self.elapsed_ms()
             .saturating_sub(mark.load(Ordering::Acquire))
