@@ -238,6 +238,15 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_HTTP2_MAX_STREAMS", default_value_t = 1000)]
     pub http2_max_streams: u32,
 
+    /// Threads that serve client connections; 0 (the default) means one per CPU core. Each has a
+    /// single-threaded runtime of its own, and on Redis its own store connection (in gate mode its
+    /// own origin connections): a connection is handed to the thread serving the fewest when it
+    /// is accepted, and every request on it, with its store and origin round trips, stays on that
+    /// thread (BENCHMARKS.md "Thread per core"). Background work (SSE hubs, room upkeep) runs
+    /// beside them and the schedulers on a thread of their own.
+    #[arg(long, env = "VESTIBULE_SERVING_THREADS", default_value_t = 0)]
+    pub serving_threads: usize,
+
     /// Refuse to start on a Redis that may evict keys (`maxmemory-policy` other than
     /// `noeviction`), which would silently lose tickets and tokens.
     #[arg(long, env = "VESTIBULE_REQUIRE_SAFE_REDIS", default_value_t = false)]
@@ -401,6 +410,12 @@ impl Config {
                 self.shutdown_grace_secs
             ));
         }
+        if self.serving_threads > 256 {
+            return Err(format!(
+                "--serving-threads must be 0–256 (0: one per CPU core), got {}",
+                self.serving_threads
+            ));
+        }
         if !(1..=100_000).contains(&self.http2_max_streams) {
             return Err(format!(
                 "--http2-max-streams must be 1–100000, got {}",
@@ -479,6 +494,14 @@ impl Config {
         crate::http::client_ip::ClientIpSource {
             header: self.client_ip_header.as_deref(),
             trusted_hops: self.trusted_proxy_hops,
+        }
+    }
+
+    /// How many threads serve connections: `--serving-threads`, or one per CPU core for 0.
+    pub fn serving_threads(&self) -> usize {
+        match self.serving_threads {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            threads => threads,
         }
     }
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use futures_util::FutureExt as _;
 use tokio::time::Instant;
 
@@ -29,7 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tower::ServiceExt as _;
 
@@ -92,6 +93,27 @@ impl ConnectionLimits {
     }
 }
 
+/// How a serving thread builds the application it serves, on its own runtime (so that the store
+/// connection and the origin client it makes live there). Called once per serving thread.
+pub type MakeApp = Arc<
+    dyn Fn() -> futures_util::future::BoxFuture<'static, anyhow::Result<axum::Router>>
+        + Send
+        + Sync,
+>;
+
+/// A connection accepted and on its way to a serving thread.
+type Handed = (std::net::TcpStream, SocketAddr);
+
+/// One serving thread as the accept loop sees it.
+struct ServingThread {
+    arrivals: mpsc::UnboundedSender<Handed>,
+    /// Connections it serves now (the accept loop hands each new one to the least busy).
+    open: Arc<OpenCount>,
+    thread: std::thread::JoinHandle<()>,
+    /// Closed when the thread's connections are all done.
+    finished: oneshot::Receiver<()>,
+}
+
 /// Serves HTTP/1.1 and HTTP/2 (h2c, prior knowledge) on `listener` until `signal` resolves, then
 /// lets open connections finish for up to the shutdown grace and closes the rest.
 ///
@@ -99,31 +121,42 @@ impl ConnectionLimits {
 /// (see the module's documentation). Each request carries the peer address as
 /// `ConnectInfo<SocketAddr>`.
 ///
+/// Thread per core: `threads` threads each run a single-threaded runtime with the application
+/// `make_app` builds there. This task accepts, and hands each connection to the thread serving
+/// the fewest; the connection's requests, their tasks and their store and origin round trips then
+/// never wake another thread (with one multi-threaded runtime, a proxied request crossed threads
+/// at each of its three tasks: BENCHMARKS.md "Thread per core").
+///
 /// # Errors
-/// None today (accept errors are logged and retried); the `Result` is the server's seam.
+/// A serving thread could not start, or `make_app` failed on it. Accept errors are logged and
+/// retried.
 pub async fn serve(
     listener: TcpListener,
-    app: axum::Router,
+    make_app: MakeApp,
+    threads: usize,
     signal: impl std::future::Future<Output = ()> + Send + 'static,
     limits: ConnectionLimits,
-) -> std::io::Result<()> {
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(PROTOCOL_MAX_HEADER_BYTES);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(limits.http2_max_streams)
-        .max_header_list_size(PROTOCOL_MAX_HEADER_BYTES as u32)
-        .keep_alive_interval(Some(limits.http2_ping_interval()))
-        .keep_alive_timeout(HTTP2_PING_TIMEOUT);
-    let builder = Arc::new(builder);
-    let (stop, stopping) = watch::channel(false);
-    let mut connections = JoinSet::new();
+) -> anyhow::Result<()> {
+    let builder = Arc::new(protocols(limits));
+    let mut serving = Vec::with_capacity(threads);
+    let mut readiness = Vec::with_capacity(threads);
+    for index in 0..threads.max(1) {
+        let (thread, ready) =
+            start_serving_thread(index, make_app.clone(), builder.clone(), limits)?;
+        serving.push(thread);
+        readiness.push(ready);
+    }
+    // All threads build their application at once; a failure stops the start (the threads
+    // started end when their channels close).
+    for (index, ready) in readiness.into_iter().enumerate() {
+        match ready.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(error),
+            Err(_) => anyhow::bail!("serving thread {index} ended while starting"),
+        }
+    }
     let mut signal = pin!(signal);
+    let mut next = 0_usize;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -137,17 +170,155 @@ pub async fn serve(
             },
             () = &mut signal => break,
         };
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "accepted connection lost before its hand-off");
+                continue;
+            }
+        };
+        // The least busy thread; ties go round the threads.
+        next = next.wrapping_add(1);
+        let count = serving.len();
+        let chosen = (0..count)
+            .map(|offset| (next + offset) % count)
+            .min_by_key(|&index| serving[index].open.now())
+            .unwrap_or(0);
+        serving[chosen].open.add(1);
+        if serving[chosen].arrivals.send((stream, peer)).is_err() {
+            serving[chosen].open.sub(1);
+            tracing::error!(
+                thread = chosen,
+                "a serving thread has stopped; connection dropped"
+            );
+        }
+    }
+    drop(listener);
+    // Each thread sees its channel close, tells its connections to finish and waits for them
+    // for up to the shutdown grace.
+    let mut waiting = Vec::with_capacity(serving.len());
+    for thread in serving {
+        drop(thread.arrivals);
+        waiting.push((thread.finished, thread.thread));
+    }
+    let mut ended = Vec::with_capacity(waiting.len());
+    for (finished, thread) in waiting {
+        let _ = finished.await;
+        ended.push(thread);
+    }
+    tokio::task::spawn_blocking(move || {
+        for thread in ended {
+            let _ = thread.join();
+        }
+    })
+    .await
+    .map_err(|error| anyhow::anyhow!("joining the serving threads: {error}"))?;
+    Ok(())
+}
+
+/// The protocol settings every connection is served with.
+fn protocols(limits: ConnectionLimits) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(PROTOCOL_MAX_HEADER_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.http2_max_streams)
+        .max_header_list_size(PROTOCOL_MAX_HEADER_BYTES as u32)
+        .keep_alive_interval(Some(limits.http2_ping_interval()))
+        .keep_alive_timeout(HTTP2_PING_TIMEOUT);
+    builder
+}
+
+/// Starts serving thread `index`; the receiver says once its application is built (or why not).
+fn start_serving_thread(
+    index: usize,
+    make_app: MakeApp,
+    builder: Arc<Builder<TokioExecutor>>,
+    limits: ConnectionLimits,
+) -> anyhow::Result<(ServingThread, oneshot::Receiver<anyhow::Result<()>>)> {
+    let (arrivals, arriving) = mpsc::unbounded_channel();
+    let (ready, readiness) = oneshot::channel();
+    let (done, finished) = oneshot::channel::<()>();
+    let open = Arc::new(OpenCount::new(index));
+    let counted = open.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("vestibule-serve-{index}"))
+        .spawn(move || {
+            let _done = done;
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    let _ = ready.send(Err(anyhow::Error::new(error)
+                        .context(format!("starting the runtime of serving thread {index}"))));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let app = match make_app().await {
+                    Ok(app) => app,
+                    Err(error) => {
+                        let _ = ready.send(Err(error));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                serve_handed(arriving, app, builder, counted, limits).await;
+            });
+        })
+        .with_context(|| format!("starting serving thread {index}"))?;
+    Ok((
+        ServingThread {
+            arrivals,
+            open,
+            thread,
+            finished,
+        },
+        readiness,
+    ))
+}
+
+/// A serving thread's loop: serves each connection handed to it until the accept loop closes the
+/// channel, then lets them finish for up to the shutdown grace and closes the rest.
+async fn serve_handed(
+    mut arrivals: mpsc::UnboundedReceiver<Handed>,
+    app: axum::Router,
+    builder: Arc<Builder<TokioExecutor>>,
+    open: Arc<OpenCount>,
+    limits: ConnectionLimits,
+) {
+    let (stop, stopping) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    while let Some((stream, peer)) = arrivals.recv().await {
         while connections.try_join_next().is_some() {}
-        connections.spawn(serve_connection(
+        let counted = OpenConnection(open.clone());
+        let stream = match TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::warn!(%peer, %error, "cannot serve a handed connection");
+                continue;
+            }
+        };
+        let serving = serve_connection(
             stream,
             peer,
             builder.clone(),
             app.clone(),
             stopping.clone(),
             limits,
-        ));
+        );
+        connections.spawn(async move {
+            serving.await;
+            drop(counted);
+        });
     }
-    drop(listener);
     let _ = stop.send(true);
     let drained = async { while connections.join_next().await.is_some() {} };
     if tokio::time::timeout(limits.shutdown_grace, drained)
@@ -161,7 +332,47 @@ pub async fn serve(
         );
     }
     connections.shutdown().await;
-    Ok(())
+}
+
+/// The connections one serving thread serves now, also shown as the gauge
+/// `vestibule_connections_open{thread}`.
+struct OpenCount {
+    count: AtomicUsize,
+    gauge: metrics::Gauge,
+}
+
+impl OpenCount {
+    fn new(thread: usize) -> Self {
+        let gauge = metrics::gauge!("vestibule_connections_open", "thread" => thread.to_string());
+        gauge.set(0.0);
+        Self {
+            count: AtomicUsize::new(0),
+            gauge,
+        }
+    }
+
+    fn now(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, connections: usize) {
+        self.count.fetch_add(connections, Ordering::Relaxed);
+        self.gauge.increment(connections as f64);
+    }
+
+    fn sub(&self, connections: usize) {
+        self.count.fetch_sub(connections, Ordering::Relaxed);
+        self.gauge.decrement(connections as f64);
+    }
+}
+
+/// One connection in a serving thread's count, until dropped.
+struct OpenConnection(Arc<OpenCount>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.sub(1);
+    }
 }
 
 /// One client connection, from its first byte to its close.

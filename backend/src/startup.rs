@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use crate::bots::Bots;
 use crate::config::Config;
-use crate::connections::{serve, ConnectionLimits};
+use crate::connections::{serve, ConnectionLimits, MakeApp};
 use crate::http;
 use crate::ids::random_id;
 use crate::room::hub_loop::{self, HubContext};
@@ -148,6 +148,7 @@ impl Application {
             shutdown: shutdown_rx,
             bots,
             admin_feed: Arc::default(),
+            other_stores: Arc::default(),
         });
         Ok(Self {
             listener,
@@ -228,18 +229,28 @@ impl Application {
                 Duration::from_secs(http::events::KEEP_ALIVE_SECS),
             ),
         };
-        let gated = state.config.gate.enabled().then(|| state.clone());
-        let mut app = http::router(state);
-        if let Some(state) = gated {
-            app = crate::gate::router(state, app)?;
-        }
+        let threads = state.config.serving_threads();
+        // Each serving thread's application: the same state with the thread's own store
+        // connection (and, in gate mode, its own origin client), made on the thread's runtime.
+        let make_app: MakeApp = Arc::new(move || {
+            let state = state.clone();
+            Box::pin(async move {
+                let state = state.with_store(own_store(&state, "a serving thread").await);
+                let gated = state.config.gate.enabled().then(|| state.clone());
+                let mut app = http::router(state);
+                if let Some(state) = gated {
+                    app = crate::gate::router(state, app)?;
+                }
+                Ok(app)
+            })
+        });
         // The schedulers see the flag first and release their leases while connections drain.
         let signal = async move {
             stop.await;
             tracing::info!("shutting down");
             let _ = shutdown.send(true);
         };
-        serve(listener, app, signal, limits)
+        serve(listener, make_app, threads, signal, limits)
             .await
             .context("serving HTTP")?;
         while tasks.join_next().await.is_some() {}
@@ -279,7 +290,7 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
                 }
             };
             runtime.block_on(async move {
-                let store = scheduler_store(&state).await;
+                let store = own_store(&state, "the schedulers").await;
                 // The rooms running now and every room added later (issue 14).
                 let each = state.clone();
                 registry::run_each_room(state, move |room| {
@@ -291,15 +302,16 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
         .context("starting the scheduler thread")
 }
 
-/// The schedulers' own Redis connection (made on their runtime), or the shared store.
-async fn scheduler_store(state: &AppState) -> Arc<dyn Store> {
+/// A connection to Redis of `whose` own (made on the runtime this runs on, whose driver task it
+/// then stays on), or the shared store (embedded stores, or when Redis cannot be reached now).
+async fn own_store(state: &AppState, whose: &str) -> Arc<dyn Store> {
     let Some(target) = state.config.redis_target() else {
         return state.store.clone();
     };
     match RedisStore::open(&target, state.config.store_timeout()).await {
         Ok(store) => Arc::new(store),
         Err(error) => {
-            tracing::warn!(%error, "schedulers share the request connection to Redis");
+            tracing::warn!(%error, "{whose} shares the main connection to Redis");
             state.store.clone()
         }
     }

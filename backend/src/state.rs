@@ -54,6 +54,9 @@ pub struct AppStateParts {
     pub bots: Arc<crate::bots::Bots>,
     /// The figures of the admin event stream, read once a second for every viewer.
     pub admin_feed: Arc<crate::http::admin_events::AdminFeed>,
+    /// Every other store handle of this process (each serving thread's own Redis connection,
+    /// added by [`AppState::with_store`]): `/readyz` is ready only when all of them answer.
+    pub other_stores: Arc<RwLock<Vec<Arc<dyn Store>>>>,
 }
 
 impl AppState {
@@ -70,6 +73,32 @@ impl AppState {
             } else {
                 ApiError::RoomNotFound(shown)
             }
+        })
+    }
+
+    /// The same state with another store handle: a serving thread's own Redis connection, made on
+    /// its runtime (`connections::serve`), also noted in `other_stores`. Every other part is shared.
+    pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
+        let parts = &self.0;
+        if !Arc::ptr_eq(&store, &parts.store) {
+            parts
+                .other_stores
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(store.clone());
+        }
+        Self::new(AppStateParts {
+            store,
+            config: parts.config.clone(),
+            rooms: parts.rooms.clone(),
+            admin_token: parts.admin_token.clone(),
+            metrics: parts.metrics.clone(),
+            shutdown: parts.shutdown.clone(),
+            tokens: parts.tokens.clone(),
+            store_safety: parts.store_safety.clone(),
+            bots: parts.bots.clone(),
+            admin_feed: parts.admin_feed.clone(),
+            other_stores: parts.other_stores.clone(),
         })
     }
 

@@ -70,6 +70,10 @@ fn describe() {
         "1 when this process leads the room's scheduler"
     );
     describe_gauge!("vestibule_sse_streams", "Open SSE streams in this process");
+    describe_gauge!(
+        "vestibule_connections_open",
+        "Client connections each serving thread serves now (HTTP/1.1 and HTTP/2)"
+    );
     describe_counter!(
         "vestibule_cap_limited_ticks_total",
         "Leader ticks held back by the active-users cap"

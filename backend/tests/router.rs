@@ -96,6 +96,7 @@ impl StateBuilder {
             tokens,
             bots,
             admin_feed: Arc::default(),
+            other_stores: Arc::default(),
         })
     }
 

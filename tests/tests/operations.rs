@@ -164,6 +164,69 @@ async fn shutdown_ends_within_the_grace_even_with_a_client_that_never_reads() {
     );
 }
 
+/// The open-connection gauge of each serving thread, `[thread 0, thread 1, …]`.
+async fn open_per_thread(app: &TestApp, threads: usize) -> Vec<f64> {
+    let metrics = app.metrics().await;
+    (0..threads)
+        .map(|thread| {
+            vestibule_tests::metric_value(
+                &metrics,
+                &format!("vestibule_connections_open{{thread=\"{thread}\"}}"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_spread_over_the_serving_threads_and_each_thread_serves_the_queue() {
+    let app = TestApp::spawn(Backend::Redis, &["--serving-threads", "3"]).await;
+    // Six kept-alive connections, each joining once: every thread serves two of them, and each
+    // thread's own Redis connection answers its joins.
+    let mut held = Vec::new();
+    for shopper in 0..6 {
+        let mut stream = tokio::net::TcpStream::connect(app.url("").trim_start_matches("http://"))
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST {} HTTP/1.1\r\nHost: x\r\nIdempotency-Key: spread-{shopper}\r\n\
+             Content-Length: 0\r\n\r\n",
+            paths::tickets("main")
+        );
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut answer = vec![0_u8; 4096];
+        let read = stream.read(&mut answer).await.expect("read");
+        let head = String::from_utf8_lossy(&answer[..read]).to_string();
+        assert!(
+            head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.1 201"),
+            "join {shopper}: {head}"
+        );
+        assert!(head.contains("\"ticketId\""), "join {shopper}: {head}");
+        held.push(stream);
+    }
+    let open = open_per_thread(&app, 3).await;
+    println!("open connections per thread: {open:?}");
+    // Six held plus the one reading the metrics, handed to the least busy thread each time.
+    assert_eq!(open.iter().sum::<f64>(), 7.0, "{open:?}");
+    assert!(open.iter().all(|&count| count >= 2.0), "{open:?}");
+    let redis = app.redis.as_ref().expect("redis");
+    let clients = redis.cli(&["CLIENT", "LIST"]).lines().count();
+    // The main connection, the schedulers', three serving threads' and this CLI's.
+    assert!(clients >= 6, "{clients} Redis clients");
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let open = open_per_thread(&app, 3).await;
+        if open.iter().sum::<f64>() <= 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "closed connections still counted: {open:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
     let app = TestApp::spawn(Backend::Memory, &["--write-timeout-secs", "2"]).await;

@@ -85,6 +85,15 @@ fn room_settings_are_checked_again_by_validate_with_their_unit() {
         .unwrap_err()
         .contains("--max-active-users must be 1–10000000"));
     config.max_active_users = None;
+    config.serving_threads = 257;
+    assert_eq!(
+        config.validate().unwrap_err(),
+        "--serving-threads must be 0–256 (0: one per CPU core), got 257"
+    );
+    config.serving_threads = 0;
+    assert!(config.serving_threads() >= 1, "0 means one thread per core");
+    config.serving_threads = 3;
+    assert_eq!(config.serving_threads(), 3);
     config.admission_rate = f64::NAN;
     assert!(config
         .validate()

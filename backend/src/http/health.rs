@@ -53,14 +53,26 @@ pub async fn healthz() -> Json<Liveness> {
     Json(Liveness { status: "ok" })
 }
 
-/// 200 when the store answers, 503 + `Retry-After` when it does not.
+/// 200 when the store answers on every connection of this process, 503 + `Retry-After` when
+/// one does not.
 ///
 /// On Redis the body also reports the settings that can lose queue state (as last checked) and
 /// a warning for each risk. Such risks do not make the process unready.
 #[utoipa::path(get, path = "/readyz", tag = "health", operation_id = "readyz",
     responses((status = 200, description = "The store answers", body = Readiness), StoreReadErrors))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
-    state.store.ping().await?;
+    // Every connection of this process: after a Redis restart each reconnects on its own, and a
+    // process whose other threads cannot reach the store yet is not ready.
+    let others = state
+        .other_stores
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let pings = others
+        .iter()
+        .chain(std::iter::once(&state.store))
+        .map(|store| store.ping());
+    futures_util::future::try_join_all(pings).await?;
     let safety = state
         .store_safety
         .read()
