@@ -1,5 +1,6 @@
-//! The accept loop: every client connection, HTTP/1.1 or HTTP/2 (h2c by prior knowledge), with a
-//! bound on every wait on the client (docs/DESIGN.md "Every wait has a bound").
+//! The serving threads and the accept loop: one single-threaded runtime per core serves the
+//! connections handed to it ([`serve`]); every client connection, HTTP/1.1 or HTTP/2 (h2c by prior
+//! knowledge), has a bound on every wait on the client (docs/DESIGN.md "Every wait has a bound").
 //!
 //! - HTTP/1.1: hyper's header read timeout bounds a client that sends its headers slowly and a
 //!   kept-alive connection that sends nothing (the timer runs while hyper waits for the next
@@ -184,9 +185,9 @@ pub async fn serve(
             .map(|offset| (next + offset) % count)
             .min_by_key(|&index| serving[index].open.now())
             .unwrap_or(0);
-        serving[chosen].open.add(1);
+        serving[chosen].open.opened();
         if serving[chosen].arrivals.send((stream, peer)).is_err() {
-            serving[chosen].open.sub(1);
+            serving[chosen].open.closed();
             tracing::error!(
                 thread = chosen,
                 "a serving thread has stopped; connection dropped"
@@ -355,14 +356,14 @@ impl OpenCount {
         self.count.load(Ordering::Relaxed)
     }
 
-    fn add(&self, connections: usize) {
-        self.count.fetch_add(connections, Ordering::Relaxed);
-        self.gauge.increment(connections as f64);
+    fn opened(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.gauge.increment(1.0);
     }
 
-    fn sub(&self, connections: usize) {
-        self.count.fetch_sub(connections, Ordering::Relaxed);
-        self.gauge.decrement(connections as f64);
+    fn closed(&self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.gauge.decrement(1.0);
     }
 }
 
@@ -371,7 +372,7 @@ struct OpenConnection(Arc<OpenCount>);
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.0.sub(1);
+        self.0.closed();
     }
 }
 
