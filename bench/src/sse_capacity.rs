@@ -317,6 +317,7 @@ pub async fn run(
         );
         report.value(&format!("{key}_updates_per_sec"), last.updates_per_sec);
         report.value(&format!("{key}_rss_per_stream_bytes"), last.rss_per_stream);
+        report.value(&format!("{key}_rss_base_bytes"), rss_base);
         report.value(&format!("{key}_steps"), serde_json::to_value(&results)?);
         let fifty_k = profile.sse_steps.iter().copied().max().unwrap_or(0);
         report.row(
