@@ -110,9 +110,8 @@ struct ServingThread {
     arrivals: mpsc::UnboundedSender<Handed>,
     /// Connections it serves now (the accept loop hands each new one to the least busy).
     open: Arc<OpenCount>,
+    /// Ends once the thread's connections are all done (after its channel closes).
     thread: std::thread::JoinHandle<()>,
-    /// Closed when the thread's connections are all done.
-    finished: oneshot::Receiver<()>,
 }
 
 /// Serves HTTP/1.1 and HTTP/2 (h2c, prior knowledge) on `listener` until `signal` resolves, then
@@ -196,17 +195,14 @@ pub async fn serve(
     }
     drop(listener);
     // Each thread sees its channel close, tells its connections to finish and waits for them
-    // for up to the shutdown grace.
-    let mut waiting = Vec::with_capacity(serving.len());
-    for thread in serving {
-        drop(thread.arrivals);
-        waiting.push((thread.finished, thread.thread));
-    }
-    let mut ended = Vec::with_capacity(waiting.len());
-    for (finished, thread) in waiting {
-        let _ = finished.await;
-        ended.push(thread);
-    }
+    // for up to the shutdown grace; all of them at once.
+    let ended: Vec<_> = serving
+        .into_iter()
+        .map(|serving| {
+            drop(serving.arrivals);
+            serving.thread
+        })
+        .collect();
     tokio::task::spawn_blocking(move || {
         for thread in ended {
             let _ = thread.join();
@@ -244,13 +240,11 @@ fn start_serving_thread(
 ) -> anyhow::Result<(ServingThread, oneshot::Receiver<anyhow::Result<()>>)> {
     let (arrivals, arriving) = mpsc::unbounded_channel();
     let (ready, readiness) = oneshot::channel();
-    let (done, finished) = oneshot::channel::<()>();
     let open = Arc::new(OpenCount::new(index));
     let counted = open.clone();
     let thread = std::thread::Builder::new()
         .name(format!("vestibule-serve-{index}"))
         .spawn(move || {
-            let _done = done;
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -280,7 +274,6 @@ fn start_serving_thread(
             arrivals,
             open,
             thread,
-            finished,
         },
         readiness,
     ))
