@@ -18,6 +18,7 @@ use crate::http::error::{ApiError, Json, Path};
 use crate::http::user_assertion;
 use crate::ids::{entry_token, is_well_formed_id, log_tag, random_id};
 use crate::room::opening::{self, opening_phase, Phase};
+use crate::room::presence::poll_rules;
 use crate::room::status::{rfc3339_from_ms, ticket_status};
 use crate::state::AppState;
 use crate::store::{
@@ -70,6 +71,42 @@ pub async fn current_status(
     let record = heard_record(state, room, ticket_id, true)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
+    if record.place_kept {
+        runtime.hub.note_return();
+    }
+    Ok(ticket_status(&state.config, &runtime, &record))
+}
+
+/// A poll's status: from the room's SSE hub when it follows the ticket far enough from the head
+/// (docs/DESIGN.md "Polls answered from memory"), else read from the store (heard from in the
+/// same step), which anchors the ticket for the next polls.
+///
+/// # Errors
+/// 404 unknown room or ticket, 400 malformed id, 503 store unreachable.
+async fn polled_status(
+    state: &AppState,
+    room: &str,
+    ticket_id: &str,
+) -> Result<TicketStatus, ApiError> {
+    let runtime = state.room(room)?;
+    checked_ticket_id(ticket_id)?;
+    let rules = poll_rules(&state.config, &runtime.settings());
+    if let Some(answer) = runtime.hub.answer_poll(ticket_id, &rules) {
+        metrics::counter!("vestibule_polls_from_memory_total", "room" => room.to_owned())
+            .increment(1);
+        let mut record = TicketRecord::waiting(ticket_id, answer.position);
+        record.place_kept = answer.place_kept;
+        return Ok(ticket_status(&state.config, &runtime, &record));
+    }
+    let sent = std::time::Instant::now();
+    let (record, anchor) = state
+        .store
+        .hear_polled(room, ticket_id, now_ms())
+        .await?
+        .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
+    runtime
+        .hub
+        .note_poll(ticket_id, &record, anchor, sent, &rules);
     Ok(ticket_status(&state.config, &runtime, &record))
 }
 
@@ -343,7 +380,7 @@ pub async fn poll(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<Json<TicketStatus>, ApiError> {
-    let status = current_status(&state, &room, &ticket_id).await?;
+    let status = polled_status(&state, &room, &ticket_id).await?;
     if let Ok(runtime) = state.room(&room) {
         runtime.counters.polled();
     }
@@ -386,11 +423,14 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     checked_ticket_id(&ticket_id)?;
     let record = heard_record(&state, &room, &ticket_id, false)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
+    if record.place_kept {
+        runtime.hub.note_return();
+    }
     metrics::counter!("vestibule_heartbeats_total", "room" => room).increment(1);
     if matches!(record.state, TicketState::Waiting | TicketState::PreQueue) {
         Ok(StatusCode::NO_CONTENT)
@@ -425,7 +465,7 @@ pub async fn leave(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     checked_ticket_id(&ticket_id)?;
     let outcome = state
         .store
@@ -433,6 +473,7 @@ pub async fn leave(
         .await?;
     match outcome {
         LeaveOutcome::Left => {
+            runtime.hub.forget(&ticket_id);
             metrics::counter!("vestibule_leaves_total", "room" => room).increment(1);
             Ok(StatusCode::NO_CONTENT)
         }

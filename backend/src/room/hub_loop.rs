@@ -68,14 +68,38 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
                 }
             }
         }
+        // Polls answered from memory since the last period: heard, in one batched store call.
+        let polled = room.hub.take_heard();
+        if !polled.is_empty() {
+            let sent = std::time::Instant::now();
+            match context
+                .store
+                .hear(&room.name, &polled, now_ms(), false)
+                .await
+            {
+                Ok(_) => room.hub.heard(&polled, sent),
+                Err(error) => {
+                    tracing::warn!(room = %room.name, %error, "presence of polls answered from memory not recorded");
+                }
+            }
+        }
         // An open stream is its holder's presence: one batched store call per period.
         let abandon_ms = effective_abandon_ms(&room.settings(), &context.config.poll_tiers);
         if heard_at.elapsed() >= stream_presence_every(abandon_ms) {
             heard_at = tokio::time::Instant::now();
             let ids = room.hub.watched_ids();
             if !ids.is_empty() {
-                if let Err(error) = context.store.hear(&room.name, &ids, now_ms(), false).await {
-                    tracing::warn!(room = %room.name, %error, "SSE presence not recorded");
+                let sent = std::time::Instant::now();
+                match context.store.hear(&room.name, &ids, now_ms(), false).await {
+                    Ok(records) => {
+                        room.hub.heard(&ids, sent);
+                        if records.iter().flatten().any(|record| record.place_kept) {
+                            room.hub.note_return();
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(room = %room.name, %error, "SSE presence not recorded");
+                    }
                 }
             }
         }

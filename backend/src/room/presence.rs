@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::room::eta::PollTiers;
+use crate::room::sse_hub::PollRules;
 use crate::store::Settings;
 
 /// The abandon time is never under this many of the longest poll hint a ticket can be given.
@@ -34,6 +36,18 @@ pub fn heartbeat_after_ms(abandon_ms: u64) -> u64 {
 /// (one batched store call per room and period, however many streams).
 pub fn stream_presence_every(abandon_ms: u64) -> Duration {
     Duration::from_millis((abandon_ms / 5).clamp(1000, 30_000))
+}
+
+/// The rules a poll answered from memory follows in a room with `settings` (see
+/// [`crate::room::sse_hub::SseHub::answer_poll`]).
+pub fn poll_rules(config: &Config, settings: &Settings) -> PollRules {
+    let longest = config.poll_tiers.after_ms(u64::MAX);
+    PollRules {
+        refresh: Duration::from_millis(config.sse_refresh_ms),
+        abandon: Duration::from_millis(effective_abandon_ms(settings, &config.poll_tiers)),
+        rate_per_sec: settings.admission_rate_per_sec,
+        lease: Duration::from_millis(2 * longest + 1000),
+    }
 }
 
 #[cfg(test)]

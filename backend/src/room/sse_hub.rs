@@ -10,6 +10,12 @@
 //! for silence) ahead, and rise by one for each skipped ticket that comes back ahead (presence), so
 //! each stream's position moves exactly without reading it: position += returns with a smaller
 //! sequence − admitted − leavers with a smaller sequence.
+//!
+//! Polled tickets are followed the same way (docs/DESIGN.md "Polls answered from memory"): a
+//! poll read from the store brings the ticket's [`PollAnchor`]; while the hub's cursor is the
+//! anchor's, the ticket is followed from then on, and its next polls are answered from here
+//! ([`SseHub::answer_poll`]) with no store call, their "heard from" written in one batch per
+//! refresh.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,17 +25,21 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 use vestibule_shared::{TicketState, TicketStatus};
 
-use crate::store::{now_ms, QueueCursor, Settings, Store, StoreError, TicketRecord};
+use crate::store::{now_ms, PollAnchor, QueueCursor, Settings, Store, StoreError, TicketRecord};
 
 /// Most exact reads in one refresh, so one store call never blocks Redis for long.
 const EXACT_BATCH: usize = 2000;
 /// How often a ticket that holds a token is re-read (it ends by an order, expiry or leave, none
 /// of which moves the queue).
 const ISSUED_RECHECK: Duration = Duration::from_secs(5);
+/// Most tickets one room's hub follows in this process (streamed and polled; ~300 bytes each).
+/// A poll of a ticket beyond it is read from the store.
+pub const FOLLOWED_MAX: usize = 500_000;
 
 /// What the hub knows of one watched ticket.
 struct Watched {
-    sender: watch::Sender<TicketStatus>,
+    /// Its SSE streams' channel (`None` while it is only polled).
+    sender: Option<watch::Sender<TicketStatus>>,
     /// Arrival sequence while waiting (known after the first exact read).
     seq: Option<u64>,
     /// Position while waiting, as moved by the deltas.
@@ -38,6 +48,48 @@ struct Watched {
     read_at: Option<Instant>,
     /// When its streams were last sent a position change (far-back positions are sent less often).
     published_at: Instant,
+    /// Until when it is followed for its polls (`None` = for its streams only).
+    polled_until: Option<Instant>,
+    /// When the store last wrote its holder heard, as sent: a poll read from the store, a batch
+    /// of polls answered here, a batch of its streams.
+    heard_at: Option<Instant>,
+    /// Answered here since the last batch of "heard from" (it is in `Watchers::to_hear`).
+    hear_pending: bool,
+    /// The store said its place was kept (it came back after a skip).
+    place_kept: bool,
+}
+
+impl Watched {
+    fn streams(&self) -> usize {
+        self.sender
+            .as_ref()
+            .map_or(0, watch::Sender::receiver_count)
+    }
+}
+
+/// What a poll answered from memory needs to know of its room: the rules that keep the answer
+/// exact or larger, and the hints that keep the ticket heard (see [`SseHub::answer_poll`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PollRules {
+    /// `--sse-refresh-ms`: how often the hub follows the queue.
+    pub refresh: Duration,
+    /// The abandon time in force (docs/DESIGN.md "Presence").
+    pub abandon: Duration,
+    /// The room's admission rate, shoppers per second: how many may have been admitted since the
+    /// hub's last read.
+    pub rate_per_sec: f64,
+    /// How long a poll keeps the ticket followed: twice the longest poll hint, plus a second.
+    pub lease: Duration,
+}
+
+/// A poll answered from memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolledPosition {
+    /// 1-based position: exact as of the hub's last read of the queue, plus every return heard
+    /// here since that could be ahead (never smaller than the position now).
+    pub position: u64,
+    /// The ticket came back to its place after a skip.
+    pub place_kept: bool,
 }
 
 /// How often a waiting stream is sent its falling position: the front every refresh, the back
@@ -57,6 +109,14 @@ struct Watchers {
     cursor: Option<QueueCursor>,
     /// The room settings the published statuses were computed with (ETA, paused).
     settings_seen: Option<Settings>,
+    /// When the last refresh that succeeded was sent (its read of the queue came after).
+    refreshed_at: Option<Instant>,
+    /// Tickets answered here since the last batch of "heard from".
+    to_hear: Vec<String>,
+    /// Returns to the line heard in this process (when the store answered, and the returning
+    /// ticket's arrival sequence when known) that the last refresh may not have seen: each may
+    /// be ahead of a followed ticket, whose answer then counts it.
+    returns: Vec<(Instant, Option<u64>)>,
 }
 
 /// The watched tickets of one room in this process.
@@ -75,18 +135,29 @@ impl SseHub {
         current: TicketStatus,
     ) -> watch::Receiver<TicketStatus> {
         let mut watchers = self.lock();
-        if let Some(watched) = watchers.by_ticket.get(ticket_id) {
-            return watched.sender.subscribe();
+        if let Some(watched) = watchers.by_ticket.get_mut(ticket_id) {
+            return match &watched.sender {
+                Some(sender) => {
+                    if sender.receiver_count() == 0 {
+                        // Followed for polls only until now: nothing was sent to it.
+                        sender.send_replace(current);
+                    }
+                    sender.subscribe()
+                }
+                None => {
+                    let (sender, receiver) = watch::channel(current);
+                    watched.sender = Some(sender);
+                    receiver
+                }
+            };
         }
         let (sender, receiver) = watch::channel(current);
         watchers.by_ticket.insert(
             ticket_id.to_owned(),
             Watched {
-                sender,
-                seq: None,
-                position: None,
+                sender: Some(sender),
                 read_at: Some(Instant::now()),
-                published_at: Instant::now(),
+                ..Watched::new()
             },
         );
         receiver
@@ -94,7 +165,168 @@ impl SseHub {
 
     /// The tickets streamed in this process for this room (their holders are present).
     pub fn watched_ids(&self) -> Vec<String> {
-        self.lock().by_ticket.keys().cloned().collect()
+        self.lock()
+            .by_ticket
+            .iter()
+            .filter(|(_, watched)| watched.streams() > 0)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Answers a poll of `ticket_id` from memory, or `None`: the caller reads the store.
+    ///
+    /// Answered only when all of these hold (docs/DESIGN.md "Polls answered from memory"):
+    /// - the ticket waits and is followed by the cursor (its position known, no exact read due);
+    /// - the hub's last refresh was sent within 3 × `refresh` (a store outage stops the answers);
+    /// - its position is beyond how many can have been admitted since, ⌈rate × (age + 1 s)⌉ + 1
+    ///   (nearer the head the state may have changed: the store answers);
+    /// - the store wrote it heard within half the abandon time, so the batch that writes this
+    ///   poll lands long before it could be skipped.
+    ///
+    /// The position is the followed one plus every return heard in this process since the last
+    /// refresh that may be ahead of it: never smaller than the true position now. The ticket is
+    /// queued for the next batch of "heard from" and kept followed for `lease`.
+    pub fn answer_poll(&self, ticket_id: &str, rules: &PollRules) -> Option<PolledPosition> {
+        let now = Instant::now();
+        let mut watchers = self.lock();
+        let age = now.saturating_duration_since(watchers.refreshed_at?);
+        if age > rules.refresh * 3 || rules.abandon / 2 < rules.refresh * 3 + Duration::from_secs(1)
+        {
+            return None;
+        }
+        let watched = watchers.by_ticket.get(ticket_id)?;
+        let (Some(seq), Some(position), None) = (watched.seq, watched.position, watched.read_at)
+        else {
+            return None;
+        };
+        let heard_at = watched.heard_at?;
+        if now.saturating_duration_since(heard_at) > rules.abandon / 2 {
+            return None;
+        }
+        let admissible = (rules.rate_per_sec.max(0.0) * (age.as_secs_f64() + 1.0)).ceil();
+        if position as f64 <= admissible + 1.0 {
+            return None;
+        }
+        let returns_ahead = watchers
+            .returns
+            .iter()
+            .filter(|(_, back)| back.is_none_or(|back| back < seq))
+            .count() as u64;
+        let watched = watchers.by_ticket.get_mut(ticket_id)?;
+        watched.polled_until = Some(now + rules.lease);
+        let answer = PolledPosition {
+            position: position + returns_ahead,
+            place_kept: watched.place_kept,
+        };
+        if !watched.hear_pending {
+            watched.hear_pending = true;
+            watchers.to_hear.push(ticket_id.to_owned());
+        }
+        Some(answer)
+    }
+
+    /// Takes in what a poll read from the store (`sent` = when the read was sent): a waiting
+    /// ticket with an anchor at the hub's cursor is followed from now on (with another anchor
+    /// it is read exactly at the next refresh); one no longer waiting is no longer followed for
+    /// polls. A kept place may be a return the last refresh did not see: it is counted.
+    pub fn note_poll(
+        &self,
+        ticket_id: &str,
+        record: &TicketRecord,
+        anchor: Option<PollAnchor>,
+        sent: Instant,
+        rules: &PollRules,
+    ) {
+        let now = Instant::now();
+        let mut watchers = self.lock();
+        if record.place_kept {
+            watchers
+                .returns
+                .push((now, anchor.map(|anchor| anchor.seq)));
+        }
+        let at_cursor = anchor.filter(|anchor| Some(anchor.cursor) == watchers.cursor);
+        let full = watchers.by_ticket.len() >= FOLLOWED_MAX;
+        let waiting = record.state == TicketState::Waiting && record.position.is_some();
+        match watchers.by_ticket.get_mut(ticket_id) {
+            Some(watched) if !waiting && watched.streams() == 0 => {
+                watchers.by_ticket.remove(ticket_id);
+            }
+            Some(_) if !waiting => {}
+            Some(watched) => {
+                watched.polled_until = Some(now + rules.lease);
+                watched.heard_at = Some(sent);
+                watched.place_kept = record.place_kept;
+                let followed = watched.read_at.is_none() && watched.position.is_some();
+                if let (false, Some(anchor)) = (followed, at_cursor) {
+                    watched.seq = Some(anchor.seq);
+                    watched.position = record.position;
+                    watched.read_at = None;
+                }
+            }
+            None if waiting && !full => {
+                let Some(anchor) = anchor else {
+                    return;
+                };
+                let followed = at_cursor.is_some();
+                watchers.by_ticket.insert(
+                    ticket_id.to_owned(),
+                    Watched {
+                        seq: Some(anchor.seq),
+                        position: record.position.filter(|_| followed),
+                        read_at: (!followed).then_some(now),
+                        polled_until: Some(now + rules.lease),
+                        heard_at: Some(sent),
+                        place_kept: record.place_kept,
+                        ..Watched::new()
+                    },
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// A return to the line heard in this process outside a poll (a heartbeat, an SSE stream's
+    /// first read or presence batch): until the next refresh it may be ahead of anyone.
+    pub fn note_return(&self) {
+        self.lock().returns.push((Instant::now(), None));
+    }
+
+    /// The ticket left through this process: its polls go to the store again (its streams learn
+    /// it at the next refresh, as for a leave anywhere).
+    pub fn forget(&self, ticket_id: &str) {
+        let mut watchers = self.lock();
+        if let Some(watched) = watchers.by_ticket.get_mut(ticket_id) {
+            if watched.streams() == 0 {
+                watchers.by_ticket.remove(ticket_id);
+            } else {
+                watched.polled_until = None;
+                watched.position = None;
+                watched.read_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// The tickets answered here since the last call: the caller writes them heard in one store
+    /// call, then calls [`SseHub::heard`].
+    pub fn take_heard(&self) -> Vec<String> {
+        let mut watchers = self.lock();
+        let ids = std::mem::take(&mut watchers.to_hear);
+        for id in &ids {
+            if let Some(watched) = watchers.by_ticket.get_mut(id) {
+                watched.hear_pending = false;
+            }
+        }
+        ids
+    }
+
+    /// The store wrote `ids` heard, in a call sent at `sent`.
+    pub fn heard(&self, ids: &[String], sent: Instant) {
+        let mut watchers = self.lock();
+        for id in ids {
+            if let Some(watched) = watchers.by_ticket.get_mut(id) {
+                watched.heard_at = Some(sent);
+            }
+        }
     }
 
     /// Open streams in this process for this room (as of the last refresh).
@@ -118,16 +350,17 @@ impl SseHub {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Forgets tickets nobody streams any more; returns the cursor and the ids due an exact read.
+    /// Forgets tickets nobody streams or polls any more; returns the cursor and the ids due an
+    /// exact read.
     fn prepare(&self, now: Instant) -> (Option<QueueCursor>, Vec<String>) {
         let mut watchers = self.lock();
-        watchers
-            .by_ticket
-            .retain(|_, watched| watched.sender.receiver_count() > 0);
+        watchers.by_ticket.retain(|_, watched| {
+            watched.streams() > 0 || watched.polled_until.is_some_and(|until| until > now)
+        });
         let streams = watchers
             .by_ticket
             .values()
-            .map(|watched| watched.sender.receiver_count() as u64)
+            .map(|watched| watched.streams() as u64)
             .sum();
         self.streams.store(streams, Ordering::Relaxed);
         let mut due: Vec<(Instant, &String)> = watchers
@@ -146,9 +379,29 @@ impl SseHub {
     }
 }
 
-/// Sends `status` to a ticket's streams if it changed; drops the ticket after a terminal status.
-fn publish(watched: &Watched, status: TicketStatus) {
-    watched.sender.send_if_modified(|current| {
+impl Watched {
+    fn new() -> Self {
+        Self {
+            sender: None,
+            seq: None,
+            position: None,
+            read_at: None,
+            published_at: Instant::now(),
+            polled_until: None,
+            heard_at: None,
+            hear_pending: false,
+            place_kept: false,
+        }
+    }
+}
+
+/// Sends `status` to a ticket's streams if it changed (nothing without a stream).
+fn publish(watched: &Watched, status: impl FnOnce() -> TicketStatus) {
+    let Some(sender) = watched.sender.as_ref().filter(|_| watched.streams() > 0) else {
+        return;
+    };
+    let status = status();
+    sender.send_if_modified(|current| {
         if *current == status {
             false
         } else {
@@ -210,7 +463,7 @@ impl SseHub {
                         let position = position + rise;
                         watched.position = Some(position);
                         watched.published_at = now;
-                        publish(watched, status(&TicketRecord::waiting(id, position)));
+                        publish(watched, || status(&TicketRecord::waiting(id, position)));
                     } else if this_left || moved >= position {
                         // Admitted or left: read it exactly (in the next round, right away).
                         watched.read_at = Some(now);
@@ -222,15 +475,18 @@ impl SseHub {
                         if settings_changed || now >= watched.published_at + publish_every(position)
                         {
                             watched.published_at = now;
-                            let record = TicketRecord::waiting(id, position);
-                            publish(watched, status(&record));
+                            publish(watched, || status(&TicketRecord::waiting(id, position)));
                         }
                     }
                 }
             }
             None => {
-                // The cursor could not be followed: every ticket is read again, a batch a refresh
-                // (one due already keeps its time, so the longest due go first).
+                // The cursor could not be followed: every streamed ticket is read again, a batch
+                // a refresh (one due already keeps its time, so the longest due go first); polled
+                // ones go back to the store, whose reads anchor them again.
+                watchers
+                    .by_ticket
+                    .retain(|id, watched| watched.streams() > 0 || exact.contains(id.as_str()));
                 for (id, watched) in watchers.by_ticket.iter_mut() {
                     if !exact.contains(id.as_str()) {
                         watched.read_at = Some(watched.read_at.map_or(now, |at| at.min(now)));
@@ -257,14 +513,19 @@ impl SseHub {
                 TicketState::Waiting => Some(now),
                 _ => None,
             };
-            let terminal = record.state.is_terminal();
+            // One only polled is followed while it waits; its other states come from the store.
+            let done = record.state.is_terminal()
+                || (watched.streams() == 0 && record.state != TicketState::Waiting);
             watched.published_at = now;
-            publish(watched, status(&record));
-            if terminal {
+            publish(watched, || status(&record));
+            if done {
                 watchers.by_ticket.remove(id);
             }
         }
         watchers.cursor = Some(answer.cursor);
+        // A return heard before this refresh was sent is in what it read.
+        watchers.returns.retain(|(heard, _)| *heard >= now);
+        watchers.refreshed_at = Some(now);
         Ok(more_due)
     }
 }
@@ -308,9 +569,9 @@ mod tests {
         assert_eq!(hub.lock().by_ticket.len(), 1);
         let watchers = hub.lock();
         let watched = &watchers.by_ticket["t"];
-        publish(watched, status(5));
+        publish(watched, || status(5));
         assert!(!a.has_changed().unwrap(), "an unchanged status is not sent");
-        publish(watched, status(4));
+        publish(watched, || status(4));
         assert!(a.has_changed().unwrap());
         assert_eq!(a.borrow_and_update().position, Some(4));
         assert_eq!(b.borrow().position, Some(4));
@@ -367,5 +628,105 @@ mod tests {
             .filter(|receiver| receiver.borrow().position == Some(0))
             .count();
         assert_eq!(unread, 0, "every stream was read within three refreshes");
+    }
+
+    fn rules(refresh_ms: u64) -> PollRules {
+        PollRules {
+            refresh: Duration::from_millis(refresh_ms),
+            abandon: Duration::from_secs(300),
+            rate_per_sec: 1.0,
+            lease: Duration::from_secs(60),
+        }
+    }
+
+    /// A poll read from the store anchors its ticket at the hub's cursor; the next polls are
+    /// answered from memory (followed by the cursor), except near the head, when the hub's last
+    /// refresh is too old, and with a return heard since counted for those behind it.
+    #[tokio::test]
+    async fn polled_tickets_are_answered_from_memory_by_the_rules() {
+        use crate::store::memory::MemoryStore;
+        use crate::store::Store;
+        let store = MemoryStore::new();
+        let settings: Settings = serde_json::from_value(serde_json::json!({
+            "admissionRatePerSec": 1.0, "paused": true, "tokenTtlMs": 60000
+        }))
+        .unwrap();
+        store.init_room("main", &settings).await.unwrap();
+        let hub = SseHub::default();
+        let status_of = |record: &TicketRecord| status(record.position.unwrap_or(0));
+        let ids: Vec<String> = (0..10).map(|i| format!("ticket-{i}")).collect();
+        for id in &ids {
+            store.join("main", None, id).await.unwrap();
+        }
+        let poll = |id: String| {
+            let (hub, store) = (&hub, &store);
+            async move {
+                let sent = Instant::now();
+                let (record, anchor) = store
+                    .hear_polled("main", &id, now_ms())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                hub.note_poll(&id, &record, anchor, sent, &rules(100));
+                record.position
+            }
+        };
+        assert_eq!(
+            hub.answer_poll(&ids[5], &rules(100)),
+            None,
+            "never refreshed"
+        );
+        assert_eq!(poll(ids[5].clone()).await, Some(6));
+        // No cursor yet: read exactly at the first refresh.
+        hub.refresh(&store, "main", settings.clone(), &status_of)
+            .await
+            .unwrap();
+        let answer = hub.answer_poll(&ids[5], &rules(100)).expect("followed");
+        assert_eq!(answer.position, 6);
+        // At the hub's cursor now: anchored by the poll itself.
+        assert_eq!(poll(ids[8].clone()).await, Some(9));
+        assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 9);
+        // Near the head (within ⌈rate × (age + 1 s)⌉ + 1 = 3): the store answers.
+        assert_eq!(poll(ids[1].clone()).await, Some(2));
+        assert_eq!(hub.answer_poll(&ids[1], &rules(100)), None);
+        // A return heard here ahead of ticket 8 (seq 5) and one unknown: 8 sees both, 5 one.
+        let seq_of = |id: &str| {
+            store
+                .with_room("main", |room| room.poll_anchor(id))
+                .unwrap()
+                .unwrap()
+                .seq
+        };
+        hub.lock()
+            .returns
+            .push((Instant::now(), Some(seq_of(&ids[6]))));
+        hub.note_return();
+        assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 11);
+        assert_eq!(hub.answer_poll(&ids[5], &rules(100)).unwrap().position, 7);
+        // A refresh sent after them has read them (none happened): they no longer count.
+        hub.refresh(&store, "main", settings.clone(), &status_of)
+            .await
+            .unwrap();
+        assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 9);
+        // Answers were queued once each for the batch of "heard from".
+        let heard = hub.take_heard();
+        assert_eq!(heard.len(), 2, "{heard:?}");
+        assert!(hub.take_heard().is_empty());
+        // A leave moves the answers at the next refresh, and the one that left is forgotten.
+        store
+            .leave("main", &ids[2], now_ms(), 60_000)
+            .await
+            .unwrap();
+        hub.forget(&ids[2]);
+        hub.refresh(&store, "main", settings.clone(), &status_of)
+            .await
+            .unwrap();
+        assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 8);
+        assert_eq!(hub.answer_poll(&ids[5], &rules(100)).unwrap().position, 5);
+        // The hub's last refresh older than 3 refresh periods: the store answers.
+        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(hub.answer_poll(&ids[8], &rules(1)), None);
+        // Nobody streams these: the watched ids for stream presence are none.
+        assert!(hub.watched_ids().is_empty());
     }
 }

@@ -268,6 +268,33 @@ pub struct QueueDelta {
     pub returned_seqs: Vec<u64>,
 }
 
+/// Where a waiting ticket stood in a followed (first-in, first-out) line at the instant a poll
+/// read it: its arrival sequence and the room's queue cursor at that same instant. With it the
+/// SSE hub can follow the ticket's position by the queue's changes from then on (docs/DESIGN.md
+/// "Polls answered from memory"), without reading it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollAnchor {
+    /// The ticket's arrival sequence.
+    pub seq: u64,
+    /// The room's cursor at the instant of the read.
+    pub cursor: QueueCursor,
+}
+
+/// [`Store::hear_polled`] without an anchor: [`Store::hear`] of one ticket with its position.
+///
+/// # Errors
+/// As [`Store::hear`].
+pub async fn hear_unanchored<S: Store + ?Sized>(
+    store: &S,
+    room: &str,
+    id: &str,
+    now_ms: u64,
+) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+    let ids = [id.to_owned()];
+    let mut records = store.hear(room, &ids, now_ms, true).await?;
+    Ok(records.pop().flatten().map(|record| (record, None)))
+}
+
 /// The answer to one SSE refresh, all read at one instant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SseRefresh {
@@ -390,6 +417,19 @@ pub trait Store: Catalog + Send + Sync + 'static {
         now_ms: u64,
         positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
+
+    /// A poll's read: [`Store::hear`] of one ticket with its position, plus its
+    /// [`PollAnchor`] when it waits in a line whose positions only move by the cursor (not in
+    /// the pre-queue, not in a random room while the lottery runs). `None` = unknown ticket. The
+    /// default gives no anchor (every poll is then read from the store).
+    async fn hear_polled(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+        hear_unanchored(self, room, id, now_ms).await
+    }
 
     /// Leaves the queue (or gives back an unused token).
     async fn leave(

@@ -41,9 +41,9 @@ use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
 use super::{
     now_ms, AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission,
-    JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, QueueCursor, RoomCounts,
-    Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord,
-    TokenCheck, TokenUse, VersionedSettings,
+    JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor,
+    RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError,
+    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store, kept in a data dir. See the module docs.
@@ -380,6 +380,28 @@ impl Store for DurableStore {
             });
             Ok((records, change))
         })
+    }
+
+    async fn hear_polled(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+        // As `hear`: a ticket that is not held changes nothing the journal keeps, so it is read
+        // with its anchor under one lock; a held one comes back through the journal (no anchor:
+        // the next poll gets one).
+        let ids = [id.to_owned()];
+        let quick = self.engine.with_room(room, |state| {
+            (!state.is_held(id)).then(|| {
+                let record = state.hear(&ids, now_ms).0.pop().flatten();
+                record.map(|record| (record, state.poll_anchor(id)))
+            })
+        })?;
+        if let Some(read) = quick {
+            return Ok(read);
+        }
+        super::hear_unanchored(self, room, id, now_ms).await
     }
 
     async fn sse_refresh(

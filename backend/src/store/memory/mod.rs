@@ -28,9 +28,9 @@ use async_trait::async_trait;
 pub use self::room::Room;
 use super::{
     AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
-    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings,
-    SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord, TokenCheck,
-    TokenUse, VersionedSettings,
+    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor, RoomCounts,
+    Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord,
+    TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.
@@ -266,6 +266,18 @@ impl Store for MemoryStore {
         _positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
         self.with_room(room, |state| state.hear(ids, now_ms).0)
+    }
+
+    async fn hear_polled(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+        self.with_room(room, |state| {
+            let record = state.hear(&[id.to_owned()], now_ms).0.pop().flatten()?;
+            Some((record, state.poll_anchor(id)))
+        })
     }
 
     async fn sse_refresh(

@@ -16,9 +16,9 @@ use super::presence::Presence;
 use crate::ids::token_secret;
 use crate::store::order_index::OrderIndex;
 use crate::store::{
-    gcra, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, OrderClaim, QueueCursor, QueueDelta,
-    RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, TicketRecord, TokenCheck,
-    TokenUse, VersionedSettings,
+    gcra, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor,
+    QueueDelta, RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, TicketRecord,
+    TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// A ticket that has left the queue (admitted or ended).
@@ -138,6 +138,22 @@ impl Room {
         if self.left_seqs.len() > LEFT_KEPT {
             self.left_seqs.pop_front();
         }
+    }
+
+    /// Where a waiting ticket stands for the SSE hub's poll answers (see `Store::hear_polled`):
+    /// `None` in the pre-queue, under a running lottery, or when it does not wait.
+    pub fn poll_anchor(&self, id: &str) -> Option<PollAnchor> {
+        if self.lottery_running() || self.prequeue.contains(id) {
+            return None;
+        }
+        let seq = *self.seq_of.get(id)?;
+        Some(PollAnchor {
+            seq,
+            cursor: QueueCursor {
+                popped: self.popped,
+                left: self.left_count,
+            },
+        })
     }
 
     /// One ticket as it stands at `now_ms`.

@@ -41,9 +41,9 @@ use crate::config::RedisTarget;
 use self::reply::as_array;
 use super::{
     AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
-    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, QueueCursor, RoomCounts, Settings,
-    SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, StoreSafety, TicketRecord,
-    TokenCheck, TokenUse, VersionedSettings,
+    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor, RoomCounts,
+    Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, StoreSafety,
+    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -421,6 +421,15 @@ impl Store for RedisStore {
         positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
         self.hear_in_redis(room, ids, now_ms, positions).await
+    }
+
+    async fn hear_polled(
+        &self,
+        room: &str,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+        self.hear_polled_in_redis(room, id, now_ms).await
     }
 
     async fn sse_refresh(

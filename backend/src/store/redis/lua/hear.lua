@@ -5,9 +5,13 @@
 -- return (-seq) is counted for SSE hubs, whose streams behind it move back by one.
 -- KEYS[1] queue   KEYS[2] left (LIST)   KEYS[3] left_count   KEYS[4] prequeue (SET: its tickets
 -- answer state PRE_QUEUE, position 0)
--- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1)   ARGV[4..] ticket ids
+-- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1), or 2: one polled id,
+-- with its anchor   ARGV[4..] ticket ids   KEYS[9] popped
 -- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
--- ''), state, token, expiry ('' for a waiting ticket).
+-- '', also without positions: a return tells the caller's SSE hub), state, token, expiry ('' for
+-- a waiting ticket). With ARGV[3] = 2, then the anchor of the (one) id, read in this same step:
+-- popped, left_count and its seq while it waits in a line the SSE hub can follow (not random,
+-- not the pre-queue), else three ''.
 -- Whether a `redis.pcall` reply is an error (e.g. OOM under `noeviction`).
 local function writes_refused(reply)
   return type(reply) == 'table' and reply.err ~= nil
@@ -21,6 +25,7 @@ end
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local out = {}
+local anchor_seq = nil
 local random = redis.call('HGET', KEYS[5], 'qmethod') == 'random'
 local ranked = random and redis.call('EXISTS', KEYS[8]) == 0
 for i = 4, #ARGV do
@@ -60,7 +65,8 @@ for i = 4, #ARGV do
       state = 'PRE_QUEUE'
       out[#out + 1] = 0
       out[#out + 1] = ''
-    elseif ARGV[3] == '1' then
+    elseif ARGV[3] ~= '0' then
+      anchor_seq = seq
       local member = ranked and redis.call('HGET', KEYS[7], id)
       if member then
         out[#out + 1] = redis.call('ZRANK', KEYS[6], member) + 1
@@ -70,7 +76,7 @@ for i = 4, #ARGV do
       out[#out + 1] = redis.call('HGET', key, 'kept') or ''
     else
       out[#out + 1] = -1
-      out[#out + 1] = ''
+      out[#out + 1] = redis.call('HGET', key, 'kept') or ''
     end
     out[#out + 1] = state
     out[#out + 1] = ''
@@ -82,6 +88,17 @@ for i = 4, #ARGV do
     out[#out + 1] = t[1] or ''
     out[#out + 1] = t[2] or ''
     out[#out + 1] = t[3] or ''
+  end
+end
+if ARGV[3] == '2' then
+  if anchor_seq and not random then
+    out[#out + 1] = redis.call('GET', KEYS[9]) or '0'
+    out[#out + 1] = redis.call('GET', KEYS[3]) or '0'
+    out[#out + 1] = anchor_seq
+  else
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+    out[#out + 1] = ''
   end
 end
 return out
