@@ -71,9 +71,6 @@ pub async fn current_status(
     let record = heard_record(state, room, ticket_id, true)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
-    if record.place_kept {
-        runtime.hub.note_return();
-    }
     Ok(ticket_status(&state.config, &runtime, &record))
 }
 
@@ -99,11 +96,13 @@ async fn polled_status(
         return Ok(ticket_status(&state.config, &runtime, &record));
     }
     let sent = std::time::Instant::now();
+    let hearing = runtime.hub.hearing(&[ticket_id.to_owned()]);
     let (record, anchor) = state
         .store
         .hear_polled(room, ticket_id, now_ms())
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
+    hearing.answered(record.place_kept.then_some(anchor.map(|anchor| anchor.seq)));
     runtime
         .hub
         .note_poll(ticket_id, &record, anchor, sent, &rules);
@@ -117,9 +116,13 @@ async fn heard_record(
     ticket_id: &str,
     positions: bool,
 ) -> Result<Option<TicketRecord>, ApiError> {
+    let runtime = state.room(room)?;
     let ids = [ticket_id.to_owned()];
+    let hearing = runtime.hub.hearing(&ids);
     let mut records = state.store.hear(room, &ids, now_ms(), positions).await?;
-    Ok(records.pop().flatten())
+    let record = records.pop().flatten();
+    hearing.answered(record.iter().filter(|r| r.place_kept).map(|_| None));
+    Ok(record)
 }
 
 /// Checks the form of a ticket id from a path.
@@ -423,14 +426,11 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let runtime = state.room(&room)?;
+    state.room(&room)?;
     checked_ticket_id(&ticket_id)?;
     let record = heard_record(&state, &room, &ticket_id, false)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
-    if record.place_kept {
-        runtime.hub.note_return();
-    }
     metrics::counter!("vestibule_heartbeats_total", "room" => room).increment(1);
     if matches!(record.state, TicketState::Waiting | TicketState::PreQueue) {
         Ok(StatusCode::NO_CONTENT)

@@ -90,12 +90,12 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
             let ids = room.hub.watched_ids();
             if !ids.is_empty() {
                 let sent = std::time::Instant::now();
+                let hearing = room.hub.hearing(&ids);
                 match context.store.hear(&room.name, &ids, now_ms(), false).await {
                     Ok(records) => {
+                        let kept = records.iter().flatten().filter(|record| record.place_kept);
+                        hearing.answered(kept.map(|_| None));
                         room.hub.heard(&ids, sent);
-                        if records.iter().flatten().any(|record| record.place_kept) {
-                            room.hub.note_return();
-                        }
                     }
                     Err(error) => {
                         tracing::warn!(room = %room.name, %error, "SSE presence not recorded");

@@ -65,6 +65,55 @@ impl Watched {
             .as_ref()
             .map_or(0, watch::Sender::receiver_count)
     }
+
+    /// Waiting, and its position moved by the cursor.
+    fn follows(&self) -> bool {
+        self.seq.is_some() && self.position.is_some() && self.read_at.is_none()
+    }
+}
+
+/// A store call hearing tickets, in flight (from [`SseHub::hearing`]). Say what it answered
+/// with [`Hearing::answered`]; dropped unanswered (an error, a cancelled request), each ticket
+/// that may have come back counts as a return until the next refresh.
+#[must_use]
+pub struct Hearing<'a> {
+    hub: &'a SseHub,
+    tokens: Vec<u64>,
+    answered: bool,
+}
+
+impl Hearing<'_> {
+    /// The call answered: `kept` holds, for each ticket it reported with a kept place, that
+    /// ticket's arrival sequence when known. Each may have come back in this call.
+    pub fn answered(mut self, kept: impl IntoIterator<Item = Option<u64>>) {
+        self.answered = true;
+        let now = Instant::now();
+        let mut watchers = self.hub.lock();
+        for token in &self.tokens {
+            if let Some((_, possible)) = watchers.hearing.remove(token) {
+                watchers.possible_returns -= u64::from(possible);
+            }
+        }
+        watchers
+            .returns
+            .extend(kept.into_iter().map(|seq| (now, seq)));
+    }
+}
+
+impl Drop for Hearing<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let now = Instant::now();
+        let mut watchers = self.hub.lock();
+        for token in &self.tokens {
+            if let Some((_, true)) = watchers.hearing.remove(token) {
+                watchers.possible_returns -= 1;
+                watchers.returns.push((now, None));
+            }
+        }
+    }
 }
 
 /// What a poll answered from memory needs to know of its room: the rules that keep the answer
@@ -117,6 +166,13 @@ struct Watchers {
     /// ticket's arrival sequence when known) that the last refresh may not have seen: each may
     /// be ahead of a followed ticket, whose answer then counts it.
     returns: Vec<(Instant, Option<u64>)>,
+    /// Store calls in flight that hear tickets ([`Hearing`]), by token: the ticket, and whether
+    /// the call may bring it back ahead of followed tickets (it is not followed as waiting, or
+    /// a refresh saw it leave meanwhile).
+    hearing: HashMap<u64, (String, bool)>,
+    /// How many of `hearing` may bring a ticket back.
+    possible_returns: u64,
+    next_hearing: u64,
 }
 
 /// The watched tickets of one room in this process.
@@ -211,7 +267,8 @@ impl SseHub {
             .returns
             .iter()
             .filter(|(_, back)| back.is_none_or(|back| back < seq))
-            .count() as u64;
+            .count() as u64
+            + watchers.possible_returns;
         let watched = watchers.by_ticket.get_mut(ticket_id)?;
         watched.polled_until = Some(now + rules.lease);
         let answer = PolledPosition {
@@ -228,7 +285,7 @@ impl SseHub {
     /// Takes in what a poll read from the store (`sent` = when the read was sent): a waiting
     /// ticket with an anchor at the hub's cursor is followed from now on (with another anchor
     /// it is read exactly at the next refresh); one no longer waiting is no longer followed for
-    /// polls. A kept place may be a return the last refresh did not see: it is counted.
+    /// polls.
     pub fn note_poll(
         &self,
         ticket_id: &str,
@@ -239,10 +296,9 @@ impl SseHub {
     ) {
         let now = Instant::now();
         let mut watchers = self.lock();
-        if record.place_kept {
-            watchers
-                .returns
-                .push((now, anchor.map(|anchor| anchor.seq)));
+        if watchers.cursor.is_none() {
+            // The first ticket followed: a first refresh at once gives the cursor to anchor at.
+            self.wake.notify_one();
         }
         let at_cursor = anchor.filter(|anchor| Some(anchor.cursor) == watchers.cursor);
         let full = watchers.by_ticket.len() >= FOLLOWED_MAX;
@@ -285,10 +341,30 @@ impl SseHub {
         }
     }
 
-    /// A return to the line heard in this process outside a poll (a heartbeat, an SSE stream's
-    /// first read or presence batch): until the next refresh it may be ahead of anyone.
-    pub fn note_return(&self) {
-        self.lock().returns.push((Instant::now(), None));
+    /// Starts a store call that hears `ids` (a poll read from the store, a heartbeat, an SSE
+    /// stream's first read or presence batch, a join that finds its ticket): any of them that
+    /// is not followed as waiting may be a skipped ticket coming back, ahead of followed ones.
+    /// Until the call answers, each such ticket is counted in every answer from memory; after,
+    /// each kept place it reports is, until a refresh sent after it (see
+    /// [`SseHub::answer_poll`]). A ticket followed as waiting needs no count: if it was skipped
+    /// since the last refresh, that refresh's position still counts it, and a refresh that sees
+    /// it leave while the call is in flight counts it from then on.
+    pub fn hearing(&self, ids: &[String]) -> Hearing<'_> {
+        let mut watchers = self.lock();
+        let mut tokens = Vec::with_capacity(ids.len());
+        for id in ids {
+            let possible = !watchers.by_ticket.get(id).is_some_and(Watched::follows);
+            let token = watchers.next_hearing;
+            watchers.next_hearing += 1;
+            watchers.hearing.insert(token, (id.clone(), possible));
+            watchers.possible_returns += u64::from(possible);
+            tokens.push(token);
+        }
+        Hearing {
+            hub: self,
+            tokens,
+            answered: false,
+        }
     }
 
     /// The ticket left through this process: its polls go to the store again (its streams learn
@@ -443,9 +519,15 @@ impl SseHub {
         (settings.sale.stock, settings.sale.sold) = (None, 0);
         let settings_changed = watchers.settings_seen.as_ref() != Some(&settings);
         watchers.settings_seen = Some(settings);
+        let Watchers {
+            by_ticket,
+            hearing,
+            possible_returns,
+            ..
+        } = &mut *watchers;
         match &answer.delta {
             Some(delta) => {
-                for (id, watched) in watchers.by_ticket.iter_mut() {
+                for (id, watched) in by_ticket.iter_mut() {
                     if exact.contains(id.as_str()) {
                         continue;
                     }
@@ -465,6 +547,15 @@ impl SseHub {
                         watched.published_at = now;
                         publish(watched, || status(&TicketRecord::waiting(id, position)));
                     } else if this_left || moved >= position {
+                        if this_left {
+                            // Skipped, maybe: a call hearing it now may bring it back.
+                            for (heard, possible) in hearing.values_mut() {
+                                if heard == id && !*possible {
+                                    *possible = true;
+                                    *possible_returns += 1;
+                                }
+                            }
+                        }
                         // Admitted or left: read it exactly (in the next round, right away).
                         watched.read_at = Some(now);
                         watched.position = None;
@@ -700,7 +791,8 @@ mod tests {
         hub.lock()
             .returns
             .push((Instant::now(), Some(seq_of(&ids[6]))));
-        hub.note_return();
+        // A call hearing a ticket the hub does not follow, dropped unanswered: a return.
+        drop(hub.hearing(&["unknown".to_owned()]));
         assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 11);
         assert_eq!(hub.answer_poll(&ids[5], &rules(100)).unwrap().position, 7);
         // A refresh sent after them has read them (none happened): they no longer count.
@@ -723,6 +815,35 @@ mod tests {
             .unwrap();
         assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 8);
         assert_eq!(hub.answer_poll(&ids[5], &rules(100)).unwrap().position, 5);
+        // A call hearing a ticket the hub does not follow (it may be a skipped one coming back),
+        // in flight: counted in every answer until it answers; not kept, it no longer counts.
+        let answer = |id: &str| hub.answer_poll(id, &rules(100)).unwrap().position;
+        let hearing = hub.hearing(&["a-skipped-one".to_owned()]);
+        assert_eq!(answer(&ids[8]), 9);
+        hearing.answered([]);
+        assert_eq!(answer(&ids[8]), 8);
+        // One the hub follows is not counted, until a refresh sees it leave (skipped) while the
+        // call is in flight; unanswered (a dropped request), it counts until the next refresh.
+        let hearing = hub.hearing(&[ids[5].clone()]);
+        assert_eq!(answer(&ids[8]), 8);
+        store
+            .leave("main", &ids[5], now_ms(), 60_000)
+            .await
+            .unwrap();
+        hub.refresh(&store, "main", settings.clone(), &status_of)
+            .await
+            .unwrap();
+        assert_eq!(
+            answer(&ids[8]),
+            8,
+            "7 behind the leaver, + 1 for the call in flight"
+        );
+        drop(hearing);
+        assert_eq!(answer(&ids[8]), 8);
+        hub.refresh(&store, "main", settings.clone(), &status_of)
+            .await
+            .unwrap();
+        assert_eq!(answer(&ids[8]), 7);
         // The hub's last refresh older than 3 refresh periods: the store answers.
         std::thread::sleep(Duration::from_millis(10));
         assert_eq!(hub.answer_poll(&ids[8], &rules(1)), None);
