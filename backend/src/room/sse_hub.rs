@@ -348,12 +348,17 @@ impl SseHub {
     /// each kept place it reports is, until a refresh sent after it (see
     /// [`SseHub::answer_poll`]). A ticket followed as waiting needs no count: if it was skipped
     /// since the last refresh, that refresh's position still counts it, and a refresh that sees
-    /// it leave while the call is in flight counts it from then on.
+    /// it leave while the call is in flight counts it from then on. Nor does any ticket while
+    /// nobody has ever left the line (the cursor's leavers are 0): nobody can be held.
     pub fn hearing(&self, ids: &[String]) -> Hearing<'_> {
         let mut watchers = self.lock();
+        // Nobody ever left the line (nor was skipped) as of the hub's last read: nobody was held
+        // then, and one skipped since is still in the positions that read gave.
+        let nobody_held = watchers.cursor.is_some_and(|cursor| cursor.left == 0);
         let mut tokens = Vec::with_capacity(ids.len());
         for id in ids {
-            let possible = !watchers.by_ticket.get(id).is_some_and(Watched::follows);
+            let possible =
+                !nobody_held && !watchers.by_ticket.get(id).is_some_and(Watched::follows);
             let token = watchers.next_hearing;
             watchers.next_hearing += 1;
             watchers.hearing.insert(token, (id.clone(), possible));
@@ -519,6 +524,7 @@ impl SseHub {
         (settings.sale.stock, settings.sale.sold) = (None, 0);
         let settings_changed = watchers.settings_seen.as_ref() != Some(&settings);
         watchers.settings_seen = Some(settings);
+        let first_read = watchers.cursor.is_none();
         let Watchers {
             by_ticket,
             hearing,
@@ -574,10 +580,11 @@ impl SseHub {
             None => {
                 // The cursor could not be followed: every streamed ticket is read again, a batch
                 // a refresh (one due already keeps its time, so the longest due go first); polled
-                // ones go back to the store, whose reads anchor them again.
-                watchers
-                    .by_ticket
-                    .retain(|id, watched| watched.streams() > 0 || exact.contains(id.as_str()));
+                // ones go back to the store, whose reads anchor them again (on the hub's first
+                // read they are read in turn too: they were polled before it had a cursor).
+                watchers.by_ticket.retain(|id, watched| {
+                    first_read || watched.streams() > 0 || exact.contains(id.as_str())
+                });
                 for (id, watched) in watchers.by_ticket.iter_mut() {
                     if !exact.contains(id.as_str()) {
                         watched.read_at = Some(watched.read_at.map_or(now, |at| at.min(now)));
@@ -614,6 +621,22 @@ impl SseHub {
             }
         }
         watchers.cursor = Some(answer.cursor);
+        if answer.cursor.left > 0 {
+            // Somebody left or was skipped: a call in flight for a ticket not followed may be
+            // one coming back (see `hearing`).
+            let Watchers {
+                by_ticket,
+                hearing,
+                possible_returns,
+                ..
+            } = &mut *watchers;
+            for (id, possible) in hearing.values_mut() {
+                if !*possible && !by_ticket.get(id).is_some_and(Watched::follows) {
+                    *possible = true;
+                    *possible_returns += 1;
+                }
+            }
+        }
         // A return heard before this refresh was sent is in what it read.
         watchers.returns.retain(|(heard, _)| *heard >= now);
         watchers.refreshed_at = Some(now);
@@ -791,8 +814,11 @@ mod tests {
         hub.lock()
             .returns
             .push((Instant::now(), Some(seq_of(&ids[6]))));
-        // A call hearing a ticket the hub does not follow, dropped unanswered: a return.
+        // A call hearing a ticket the hub does not follow, dropped unanswered, while nobody
+        // ever left: nobody can be held, so no return; a return of unknown place is counted.
         drop(hub.hearing(&["unknown".to_owned()]));
+        assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 10);
+        hub.lock().returns.push((Instant::now(), None));
         assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 11);
         assert_eq!(hub.answer_poll(&ids[5], &rules(100)).unwrap().position, 7);
         // A refresh sent after them has read them (none happened): they no longer count.
