@@ -68,7 +68,7 @@ pub async fn current_status(
 ) -> Result<TicketStatus, ApiError> {
     let runtime = state.room(room)?;
     checked_ticket_id(ticket_id)?;
-    let record = heard_record(state, room, ticket_id, true)
+    let record = heard_record(state, &runtime, ticket_id, true)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
     Ok(ticket_status(&state.config, &runtime, &record))
@@ -112,14 +112,16 @@ async fn polled_status(
 /// One ticket heard from now (`Store::hear`), as it stands after.
 async fn heard_record(
     state: &AppState,
-    room: &str,
+    runtime: &crate::room::RoomRuntime,
     ticket_id: &str,
     positions: bool,
 ) -> Result<Option<TicketRecord>, ApiError> {
-    let runtime = state.room(room)?;
     let ids = [ticket_id.to_owned()];
     let hearing = runtime.hub.hearing(&ids);
-    let mut records = state.store.hear(room, &ids, now_ms(), positions).await?;
+    let mut records = state
+        .store
+        .hear(&runtime.name, &ids, now_ms(), positions)
+        .await?;
     let record = records.pop().flatten();
     hearing.answered(record.iter().filter(|r| r.place_kept).map(|_| None));
     Ok(record)
@@ -340,7 +342,7 @@ async fn finish_join(
     if outcome.ticket.state == TicketState::Waiting && outcome.ticket.position.is_none() {
         // The key names a ticket skipped for silence, within its hold: this join is its holder
         // heard from again, so it goes back to its place.
-        if let Some(record) = heard_record(state, &room, &outcome.ticket.id, true).await? {
+        if let Some(record) = heard_record(state, runtime, &outcome.ticket.id, true).await? {
             outcome.ticket = record;
         }
     }
@@ -426,9 +428,9 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     checked_ticket_id(&ticket_id)?;
-    let record = heard_record(&state, &room, &ticket_id, false)
+    let record = heard_record(&state, &runtime, &ticket_id, false)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.clone()))?;
     metrics::counter!("vestibule_heartbeats_total", "room" => room).increment(1);
