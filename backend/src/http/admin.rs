@@ -310,7 +310,8 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
         && !current.queueing_method.is_random()
     {
         return Err(ApiError::Conflict(
-            "a room turns random only while open (a closed random room publishes its seed):              send closed: false with queueingMethod \"random\""
+            "a room turns random only while open (a closed random room publishes its seed): \
+             send closed: false with queueingMethod \"random\""
                 .into(),
         ));
     }

@@ -21,10 +21,17 @@ fn in_ms(ms: i64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn countdown_then_drawn_place_then_admitted_in_both_languages() {
     let dist = dist_dir().to_string_lossy().to_string();
-    let app = TestApp::spawn(Backend::Memory, &["--static-dir", &dist]).await;
+    // Pre-queue polls every 2 s while the opening is far, so the pages learn the new time soon.
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--static-dir", &dist, "--poll-tiers", "*:2000"],
+    )
+    .await;
+    // The opening is far off while the pages join (a slow box must not see it pass before the
+    // second page is in the pre-queue); it is brought forward once both are in.
     app.patch_room(
         "main",
-        json!({"opensAt": in_ms(12_000), "prequeueOpensAt": in_ms(-1_000), "paused": true}),
+        json!({"opensAt": in_ms(600_000), "prequeueOpensAt": in_ms(-1_000), "paused": true}),
     )
     .await;
     let driver = ChromeDriver::start();
@@ -76,6 +83,9 @@ async fn countdown_then_drawn_place_then_admitted_in_both_languages() {
         super::assert_accessible(&browser, &format!("pre-queue ({lang})")).await;
         pages.push((browser, profile, tag));
     }
+    // The operator brings the opening forward; the pages follow the new time.
+    app.patch_room("main", json!({"opensAt": in_ms(2_000)}))
+        .await;
     // At the opening the draw gives each page a place (1 or 2, drawn), shown without a reload.
     let mut places = Vec::new();
     for (browser, _, _) in &pages {
