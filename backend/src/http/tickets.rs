@@ -84,16 +84,16 @@ async fn polled_status(
     state: &AppState,
     room: &str,
     ticket_id: &str,
-) -> Result<TicketStatus, ApiError> {
+) -> Result<(std::sync::Arc<crate::room::RoomRuntime>, TicketStatus), ApiError> {
     let runtime = state.room(room)?;
     checked_ticket_id(ticket_id)?;
     let rules = poll_rules(&state.config, &runtime.settings());
     if let Some(answer) = runtime.hub.answer_poll(ticket_id, &rules) {
-        metrics::counter!("vestibule_polls_from_memory_total", "room" => room.to_owned())
-            .increment(1);
+        runtime.poll_metrics().from_memory.increment(1);
         let mut record = TicketRecord::waiting(ticket_id, answer.position);
         record.place_kept = answer.place_kept;
-        return Ok(ticket_status(&state.config, &runtime, &record));
+        let status = ticket_status(&state.config, &runtime, &record);
+        return Ok((runtime, status));
     }
     let sent = std::time::Instant::now();
     let hearing = runtime.hub.hearing(&[ticket_id.to_owned()]);
@@ -106,7 +106,8 @@ async fn polled_status(
     runtime
         .hub
         .note_poll(ticket_id, &record, anchor, sent, &rules);
-    Ok(ticket_status(&state.config, &runtime, &record))
+    let status = ticket_status(&state.config, &runtime, &record);
+    Ok((runtime, status))
 }
 
 /// One ticket heard from now (`Store::hear`), as it stands after.
@@ -385,11 +386,9 @@ pub async fn poll(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
 ) -> Result<Json<TicketStatus>, ApiError> {
-    let status = polled_status(&state, &room, &ticket_id).await?;
-    if let Ok(runtime) = state.room(&room) {
-        runtime.counters.polled();
-    }
-    metrics::counter!("vestibule_polls_total", "room" => room).increment(1);
+    let (runtime, status) = polled_status(&state, &room, &ticket_id).await?;
+    runtime.counters.polled();
+    runtime.poll_metrics().polls.increment(1);
     // The per-ticket poll log (debug level, target `vestibule::poll_log`): shows whether clients
     // follow the hints. The tag is a hash; the ticket id itself never reaches a log.
     tracing::debug!(

@@ -74,10 +74,10 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
             let sent = std::time::Instant::now();
             match context
                 .store
-                .hear(&room.name, &polled, now_ms(), false)
+                .mark_heard(&room.name, &polled, now_ms())
                 .await
             {
-                Ok(_) => room.hub.heard(&polled, sent),
+                Ok(()) => room.hub.heard(&polled, sent),
                 Err(error) => {
                     tracing::warn!(room = %room.name, %error, "presence of polls answered from memory not recorded");
                 }

@@ -418,6 +418,16 @@ pub trait Store: Catalog + Send + Sync + 'static {
         positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
 
+    /// [`Store::hear`] without reading anything back: the SSE hub's batch for the polls it
+    /// answered from memory (docs/DESIGN.md "Polls answered from memory"), which needs only
+    /// the writes. The default calls [`Store::hear`] and drops its records.
+    ///
+    /// # Errors
+    /// As [`Store::hear`].
+    async fn mark_heard(&self, room: &str, ids: &[String], now_ms: u64) -> Result<(), StoreError> {
+        self.hear(room, ids, now_ms, false).await.map(|_| ())
+    }
+
     /// A poll's read: [`Store::hear`] of one ticket with its position, plus its
     /// [`PollAnchor`] when it waits in a line whose positions only move by the cursor (not in
     /// the pre-queue, not in a random room while the lottery runs). `None` = unknown ticket. The

@@ -423,6 +423,10 @@ impl Store for RedisStore {
         self.hear_in_redis(room, ids, now_ms, positions).await
     }
 
+    async fn mark_heard(&self, room: &str, ids: &[String], now_ms: u64) -> Result<(), StoreError> {
+        self.mark_heard_in_redis(room, ids, now_ms).await
+    }
+
     async fn hear_polled(
         &self,
         room: &str,

@@ -25,6 +25,19 @@ impl RedisStore {
         Ok(records)
     }
 
+    /// `Store::mark_heard`: `hear.lua` in mode 3, which reads nothing back.
+    pub(super) async fn mark_heard_in_redis(
+        &self,
+        room: &str,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        for batch in ids.chunks(HEAR_BATCH) {
+            self.run_hear(room, batch, now_ms, "3").await?;
+        }
+        Ok(())
+    }
+
     /// `Store::hear_polled`: `hear.lua` in mode 2, the anchor read in the same step.
     pub(super) async fn hear_polled_in_redis(
         &self,
@@ -79,8 +92,12 @@ impl RedisStore {
             .run_script(&invocation)
             .await
             .map_err(StoreError::for_read)?;
-        let anchor = if mode == "2" { 3 } else { 0 };
-        if reply.len() != batch.len() * 5 + anchor {
+        let expected = match mode {
+            "2" => batch.len() * 5 + 3,
+            "3" => 0,
+            _ => batch.len() * 5,
+        };
+        if reply.len() != expected {
             return Err(StoreError::Corrupt(
                 "hear reply has the wrong length".into(),
             ));

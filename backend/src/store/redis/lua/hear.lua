@@ -6,7 +6,8 @@
 -- KEYS[1] queue   KEYS[2] left (LIST)   KEYS[3] left_count   KEYS[4] prequeue (SET: its tickets
 -- answer state PRE_QUEUE, position 0)
 -- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1), or 2: one polled id,
--- with its anchor   ARGV[4..] ticket ids   KEYS[9] popped
+-- with its anchor, or 3: heard only, nothing read back (the reply is empty)   ARGV[4..] ticket
+-- ids   KEYS[9] popped
 -- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
 -- '', also without positions: a return tells the caller's SSE hub), state, token, expiry ('' for
 -- a waiting ticket). With ARGV[3] = 2, then the anchor of the (one) id, read in this same step:
@@ -28,6 +29,7 @@ local out = {}
 local anchor_seq = nil
 local random = redis.call('HGET', KEYS[5], 'qmethod') == 'random'
 local ranked = random and redis.call('EXISTS', KEYS[8]) == 0
+local quiet = ARGV[3] == '3'
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = prefix .. 'ticket:' .. id
@@ -60,28 +62,31 @@ for i = 4, #ARGV do
     -- Best effort for the same reason: a full Redis answers the poll without recording it.
     redis.pcall('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32',
                 '#' .. (n % 65536), math.floor(now / 1000))
-    local state = 'WAITING'
-    if redis.call('SISMEMBER', KEYS[4], id) == 1 then
-      state = 'PRE_QUEUE'
-      out[#out + 1] = 0
-      out[#out + 1] = ''
-    elseif ARGV[3] ~= '0' then
-      anchor_seq = seq
-      local member = ranked and redis.call('HGET', KEYS[7], id)
-      if member then
-        out[#out + 1] = redis.call('ZRANK', KEYS[6], member) + 1
+    -- Heard only (mode 3): nothing is read back.
+    if not quiet then
+      local state = 'WAITING'
+      if redis.call('SISMEMBER', KEYS[4], id) == 1 then
+        state = 'PRE_QUEUE'
+        out[#out + 1] = 0
+        out[#out + 1] = ''
+      elseif ARGV[3] ~= '0' then
+        anchor_seq = seq
+        local member = ranked and redis.call('HGET', KEYS[7], id)
+        if member then
+          out[#out + 1] = redis.call('ZRANK', KEYS[6], member) + 1
+        else
+          out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
+        end
+        out[#out + 1] = redis.call('HGET', key, 'kept') or ''
       else
-        out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
+        out[#out + 1] = -1
+        out[#out + 1] = redis.call('HGET', key, 'kept') or ''
       end
-      out[#out + 1] = redis.call('HGET', key, 'kept') or ''
-    else
-      out[#out + 1] = -1
-      out[#out + 1] = redis.call('HGET', key, 'kept') or ''
+      out[#out + 1] = state
+      out[#out + 1] = ''
+      out[#out + 1] = ''
     end
-    out[#out + 1] = state
-    out[#out + 1] = ''
-    out[#out + 1] = ''
-  else
+  elseif not quiet then
     local t = redis.call('HMGET', key, 'state', 'tok', 'exp')
     out[#out + 1] = 0
     out[#out + 1] = ''
