@@ -13,7 +13,7 @@ use vestibule_shared::{paths, TicketState, TicketStatus};
 use crate::baselines::Ceilings;
 use crate::http::{short, HttpClient};
 use crate::load::{closed_loop, open_loop};
-use crate::procs::{start_vestibule, CpuMeter, RedisProcess};
+use crate::procs::{start_vestibule, CpuMeter, RedisProcess, ADMIN_TOKEN};
 use crate::profile::Profile;
 use crate::redis_probe::{key, memory_usage, zcard, RedisSample};
 use crate::report::{Report, Verdict};
@@ -223,7 +223,110 @@ pub async fn run(
             at_rate.dropped
         ),
     );
+
+    // The same open loop while the room admits at the sale's rate: every refresh then moves
+    // every followed ticket (the SSE hub's pass over them all, under its lock).
+    let rate = profile.admission_rate;
+    let body: &'static str =
+        Box::leak(format!(r#"{{"admissionRatePerSec":{rate}}}"#).into_boxed_str());
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let patched = client
+        .send(
+            Method::PATCH,
+            &paths::admin_room(ROOM),
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+            ],
+            Some(body),
+        )
+        .await?;
+    anyhow::ensure!(
+        patched.status.is_success(),
+        "PATCH of the admission rate answered {}",
+        patched.status
+    );
+    let admitting_since = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu = CpuMeter::start(&[
+        ("vestibule", server.pid()),
+        ("redis", redis.pid()),
+        ("bench", std::process::id()),
+    ]);
+    let moving = {
+        let client = client.clone();
+        let ids = ids.clone();
+        move |n: u64| {
+            let client = client.clone();
+            let ticket = ids[(n.wrapping_mul(2_654_435_761) % ids.len() as u64) as usize].clone();
+            async move { poll_admitting(&client, ROOM, &ticket, admitting_since, rate).await }
+        }
+    };
+    let admitting = open_loop(
+        profile.poll_rate,
+        Profile::secs(profile.poll_rate_secs),
+        4_096,
+        moving,
+    )
+    .await;
+    let p = admitting.percentiles();
+    report.value("poll_p99_ms_at_rate_admitting", p.p99_ms);
+    report.row(
+        format!(
+            "Poll latency at {} /s while the room admits {} /s (open loop), p50/p99/p99.9",
+            short(profile.poll_rate),
+            short(rate)
+        ),
+        format!("{} (achieved {} /s)", p.triple(), short(admitting.rate())),
+        "p99 < 10 ms",
+        Verdict::from(p.p99_ms < 10.0 && admitting.dropped == 0),
+        format!(
+            "{} waiting; latency from the moment each poll was due; CPU: {}; errors {} (answers checked against the admissions' bounds){}, not sent {}",
+            waiting_after,
+            cpu.summary(),
+            admitting.errors,
+            admitting.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
+            admitting.dropped
+        ),
+    );
     Ok(())
+}
+
+/// Polls one ticket of `room` while it admits `rate` /s since `since` (nobody leaves): a waiting
+/// answer lies between the position the join was given and that less every admission possible
+/// since (one tick's quota and a refresh of slack); an admitted one was within reach.
+///
+/// # Errors
+/// The request failed, was answered otherwise, or the answer is out of those bounds.
+pub async fn poll_admitting(
+    client: &HttpClient,
+    room: &str,
+    ticket: &Joined,
+    since: std::time::Instant,
+    rate: f64,
+) -> Result<(), String> {
+    let answer = client
+        .get(&paths::ticket(room, &ticket.id))
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    if !answer.status.is_success() {
+        return Err(format!("poll answered {}", answer.status));
+    }
+    let status: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let reach = (rate * (since.elapsed().as_secs_f64() + 0.3)).ceil() as u64 + 1;
+    match (status.status, status.position) {
+        (TicketState::Waiting, Some(position))
+            if position <= ticket.position && position + reach >= ticket.position =>
+        {
+            Ok(())
+        }
+        (TicketState::TokenIssued, _) if ticket.position <= reach => Ok(()),
+        (state, position) => Err(format!(
+            "answer out of bounds: {} at {position:?}, joined at {}, at most {reach} admitted",
+            state.as_str(),
+            ticket.position
+        )),
+    }
 }
 
 /// A ticket joined in a room that admits nobody: its id and the position its join was given,
