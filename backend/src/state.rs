@@ -54,8 +54,9 @@ pub struct AppStateParts {
     pub bots: Arc<crate::bots::Bots>,
     /// The figures of the admin event stream, read once a second for every viewer.
     pub admin_feed: Arc<crate::http::admin_events::AdminFeed>,
-    /// Every other store handle of this process (each serving thread's own Redis connection,
-    /// added by [`AppState::with_store`]): `/readyz` is ready only when all of them answer.
+    /// Every store handle of this process: the one it started with and each serving thread's
+    /// own Redis connection (added by [`AppState::with_store`]). `/readyz` is ready only when all
+    /// of them answer; a deleted room is forgotten by all of them ([`AppState::forget_room`]).
     pub other_stores: Arc<RwLock<Vec<Arc<dyn Store>>>>,
 }
 
@@ -74,6 +75,22 @@ impl AppState {
                 ApiError::RoomNotFound(shown)
             }
         })
+    }
+
+    /// Makes every store handle of this process forget what it cached of `room` (its secret,
+    /// draw seed and queueing method: `Store::forget_room`), once the room is deleted here or
+    /// through another replica. Each serving thread has its own handle; one left with the old
+    /// room's secret would derive other ticket ids for the same `Idempotency-Key` in the room
+    /// created again under that slug (found by a probe: a retried join made a second ticket).
+    pub fn forget_room(&self, room: &str) {
+        let stores = self
+            .other_stores
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for store in stores.iter().chain(std::iter::once(&self.store)) {
+            store.forget_room(room);
+        }
     }
 
     /// The same state with another store handle: a serving thread's own Redis connection, made on

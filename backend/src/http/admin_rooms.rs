@@ -260,6 +260,7 @@ pub async fn delete_room(
         }),
         RoomDeletion::Deleted { ended } => {
             state.rooms.remove(&room);
+            state.forget_room(&room);
             state.bots.forget_room(&room);
             tracing::info!(%room, ended, "room deleted");
             let ids = audit::record(

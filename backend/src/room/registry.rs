@@ -115,7 +115,7 @@ impl Rooms {
             tracing::info!(room = %name, "room deleted and created again (through another replica): restarted here");
             write(&self.running).remove(name.as_str());
             room.retire();
-            state.store.forget_room(name);
+            state.forget_room(name);
             match state.store.room_settings(name).await {
                 Ok(settings) => {
                     let fresh = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
@@ -152,7 +152,7 @@ impl Rooms {
             if deleted.contains(&room.name) {
                 tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
                 self.remove(&room.name);
-                state.store.forget_room(&room.name);
+                state.forget_room(&room.name);
             } else if let Err(error) = state.store.init_room(&room.name, &room.settings()).await {
                 tracing::warn!(room = %room.name, %error, "a room the store lost could not be listed again");
             } else {

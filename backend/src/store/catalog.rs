@@ -125,8 +125,9 @@ pub trait Catalog: Send + Sync {
     }
 
     /// Forgets what this process cached of `room` (Redis: its secret, draw seed and queueing
-    /// method), called by the registry when the room stops here (deleted, or deleted and created
-    /// again through another replica): the next call reads the new room's. Nothing by default.
+    /// method), called for every handle of the process (`AppState::forget_room`) when the room
+    /// stops here (deleted here or through another replica, or deleted and created again): the
+    /// next call reads the new room's. Nothing by default.
     fn forget_room(&self, _room: &str) {}
 
     /// Appends entries to `room`'s audit log (bounded to [`AUDIT_KEPT`]); returns their ids.

@@ -18,6 +18,7 @@ both_stores!(
     the_message_to_waiters_reaches_polls_and_streams,
     the_waiters_list_pages_in_queue_order_without_ticket_ids,
     an_etag_of_a_deleted_room_never_applies_to_the_room_created_again,
+    a_room_created_again_keeps_its_keyed_joins_idempotent,
     the_bearer_scheme_is_matched_without_regard_to_case,
 );
 
@@ -25,6 +26,7 @@ both_stores!(
 on_redis_cluster_too!(
     a_room_is_created_listed_read_and_deleted,
     every_admin_change_is_in_the_audit_log,
+    a_room_created_again_keeps_its_keyed_joins_idempotent,
 );
 
 /// A request to the admin API with the test token; its status, headers and JSON body.
@@ -566,6 +568,56 @@ async fn an_etag_of_a_deleted_room_never_applies_to_the_room_created_again(backe
             Some(json!({"admissionRatePerSec": 5})),
         )
         .await;
+    }
+}
+
+/// Found by a probe: a deleted room's secret and draw seed stayed cached in the store handles of
+/// the process that deleted it (one per serving thread); the room created again under the same
+/// slug got a new secret in Redis, so once a handle checked its copy again (5 s later) the same
+/// `Idempotency-Key` derived another ticket id and a retried join made a second ticket. Every
+/// handle of the process now forgets a room when it is deleted.
+async fn a_room_created_again_keeps_its_keyed_joins_idempotent(backend: Backend) {
+    // Two serving threads; the admin calls go over the app's connection and the joins over
+    // another one, so they are served by different threads' store handles.
+    let app = TestApp::spawn(backend, &["--serving-threads", "2"]).await;
+    let shopper = reqwest::Client::new();
+    let join = |key: &'static str| {
+        let request = shopper
+            .post(app.url(&paths::tickets("again-keyed")))
+            .header("Idempotency-Key", key);
+        async move {
+            let response = request.send().await.expect("join");
+            let status = response.status();
+            let ticket: TicketStatus = response.json().await.expect("join body");
+            (status, ticket)
+        }
+    };
+    let (status, _, _) = create(&app, json!({"room": "again-keyed", "paused": true})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = join("shopper-1").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, _) = admin(
+        &app,
+        reqwest::Method::DELETE,
+        &format!("{}?force=true", paths::admin_room("again-keyed")),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = create(&app, json!({"room": "again-keyed", "paused": true})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, first) = join("shopper-1").await;
+    assert_eq!(status, StatusCode::CREATED, "{backend:?}");
+    assert_eq!(first.position, Some(1));
+    // Past a cached secret's recheck (5 s): still the same ticket, still alone in the line.
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    for _ in 0..3 {
+        let (status, later) = join("shopper-1").await;
+        assert_eq!(
+            (status, &later.ticket_id, later.position),
+            (StatusCode::OK, &first.ticket_id, Some(1)),
+            "{backend:?}: a retried join made another ticket"
+        );
     }
 }
 
