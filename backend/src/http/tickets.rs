@@ -87,7 +87,7 @@ async fn polled_status(
 ) -> Result<(std::sync::Arc<crate::room::RoomRuntime>, TicketStatus), ApiError> {
     let runtime = state.room(room)?;
     checked_ticket_id(ticket_id)?;
-    let rules = poll_rules(&state.config, &runtime.settings());
+    let rules = poll_rules(&state.config, &runtime.shared_settings().settings);
     if let Some(answer) = runtime.hub.answer_poll(ticket_id, &rules) {
         runtime.poll_metrics().from_memory.increment(1);
         let mut record = TicketRecord::waiting(ticket_id, answer.position);

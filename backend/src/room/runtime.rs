@@ -14,7 +14,9 @@ use crate::tokens::TokenService;
 pub struct RoomRuntime {
     /// Room slug.
     pub name: String,
-    settings: RwLock<VersionedSettings>,
+    /// Shared, so a read is a reference count, not a copy of the settings' strings (every poll and
+    /// every published SSE status reads them).
+    settings: RwLock<Arc<VersionedSettings>>,
     /// Fan-out of ticket updates to this process's SSE streams.
     pub hub: SseHub,
     /// Running totals here and the leadership (read by the admin event stream).
@@ -54,7 +56,7 @@ impl RoomRuntime {
         Self {
             tokens,
             name,
-            settings: RwLock::new(settings),
+            settings: RwLock::new(Arc::new(settings)),
             hub: SseHub::default(),
             counters: RoomCounters::default(),
             active_users: AtomicU64::new(0),
@@ -133,6 +135,12 @@ impl RoomRuntime {
 
     /// The settings last read from the store, with their version.
     pub fn versioned_settings(&self) -> VersionedSettings {
+        (*self.shared_settings()).clone()
+    }
+
+    /// [`RoomRuntime::versioned_settings`] without a copy: the settings in force when called
+    /// (a later change replaces them, it does not alter these).
+    pub fn shared_settings(&self) -> Arc<VersionedSettings> {
         self.settings
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -160,8 +168,9 @@ impl RoomRuntime {
             // The sold-out mark is never cleared in the store; an older read of the same version
             // (a tick that started before the last order) must not take it back here either.
             let sold_out = held.settings.sale.sold_out;
-            *held = settings;
-            held.settings.sale.sold_out |= sold_out;
+            let mut settings = settings;
+            settings.settings.sale.sold_out |= sold_out;
+            *held = Arc::new(settings);
         }
     }
 }

@@ -17,8 +17,9 @@ use crate::store::{now_ms, TicketRecord};
 /// as this process last read them. A ticket not yet admitted in a sold-out room is `SOLD_OUT`
 /// ([`shown_state`]), with the room's message.
 pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
-    let settings = room.settings();
-    let room_state = room_state(&settings, now_ms());
+    let shared = room.shared_settings();
+    let settings = &shared.settings;
+    let room_state = room_state(settings, now_ms());
     let state = shown_state(record.state, room_state);
     let record = &TicketRecord {
         state,
@@ -101,13 +102,13 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         }),
         room_state,
         place_kept: record.place_kept,
-        sold_out_message: (state == TicketState::SoldOut).then(|| sold_out_message(&settings)),
+        sold_out_message: (state == TicketState::SoldOut).then(|| sold_out_message(settings)),
         opens_at: settings
             .opens_at_ms
             .filter(|at| record.state == TicketState::PreQueue || *at > now_ms())
             .map(rfc3339_from_ms),
         // The tag names the ticket's lottery key too (docs/DESIGN.md "Random queueing").
-        ticket_tag: (opening::has_draw(&settings) || settings.queueing_method.is_random())
+        ticket_tag: (opening::has_draw(settings) || settings.queueing_method.is_random())
             .then(|| crate::ids::log_tag(&record.id)),
         queueing_method: (settings.queueing_method.is_random() && waiting)
             .then_some(settings.queueing_method),
@@ -122,7 +123,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         heartbeat_after_ms: matches!(record.state, TicketState::Waiting | TicketState::PreQueue)
             .then(|| {
                 presence::heartbeat_after_ms(presence::effective_abandon_ms(
-                    &settings,
+                    settings,
                     &config.poll_tiers,
                 ))
             }),
