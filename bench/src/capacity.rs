@@ -305,14 +305,7 @@ pub async fn poll_admitting(
     since: std::time::Instant,
     rate: f64,
 ) -> Result<(), String> {
-    let answer = client
-        .get(&paths::ticket(room, &ticket.id))
-        .await
-        .map_err(|e| format!("{e:#}"))?;
-    if !answer.status.is_success() {
-        return Err(format!("poll answered {}", answer.status));
-    }
-    let status: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let status = polled(client, room, ticket).await?;
     let reach = (rate * (since.elapsed().as_secs_f64() + 0.3)).ceil() as u64 + 1;
     match (status.status, status.position) {
         (TicketState::Waiting, Some(position))
@@ -327,6 +320,18 @@ pub async fn poll_admitting(
             ticket.position
         )),
     }
+}
+
+/// One poll of `ticket` in `room`, answered 200 with a status.
+async fn polled(client: &HttpClient, room: &str, ticket: &Joined) -> Result<TicketStatus, String> {
+    let answer = client
+        .get(&paths::ticket(room, &ticket.id))
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    if !answer.status.is_success() {
+        return Err(format!("poll answered {}", answer.status));
+    }
+    serde_json::from_slice(&answer.body).map_err(|e| e.to_string())
 }
 
 /// A ticket joined in a room that admits nobody: its id and the position its join was given,
@@ -381,14 +386,7 @@ pub async fn join_keeping_id(
 /// # Errors
 /// The request failed, was answered otherwise, or the answer is not the truth.
 pub async fn poll_once(client: &HttpClient, room: &str, ticket: &Joined) -> Result<(), String> {
-    let answer = client
-        .get(&paths::ticket(room, &ticket.id))
-        .await
-        .map_err(|e| format!("{e:#}"))?;
-    if !answer.status.is_success() {
-        return Err(format!("poll answered {}", answer.status));
-    }
-    let status: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let status = polled(client, room, ticket).await?;
     if status.status != TicketState::Waiting || status.position != Some(ticket.position) {
         return Err(format!(
             "wrong answer: {} at {:?}, truth WAITING at {}",
