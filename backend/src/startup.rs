@@ -138,7 +138,7 @@ impl Application {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let bots = Arc::new(Bots::new(challenge_key));
         let state = AppState::new(AppStateParts {
-            other_stores: Arc::new(std::sync::RwLock::new(vec![store.clone()])),
+            all_stores: Arc::new(std::sync::RwLock::new(vec![store.clone()])),
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
             config: Arc::new(config),

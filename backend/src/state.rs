@@ -57,7 +57,7 @@ pub struct AppStateParts {
     /// Every store handle of this process: the one it started with and each serving thread's
     /// own Redis connection (added by [`AppState::with_store`]). `/readyz` is ready only when all
     /// of them answer; a deleted room is forgotten by all of them ([`AppState::forget_room`]).
-    pub other_stores: Arc<RwLock<Vec<Arc<dyn Store>>>>,
+    pub all_stores: Arc<RwLock<Vec<Arc<dyn Store>>>>,
 }
 
 impl AppState {
@@ -83,23 +83,32 @@ impl AppState {
     /// room's secret would derive other ticket ids for the same `Idempotency-Key` in the room
     /// created again under that slug (found by a probe: a retried join made a second ticket).
     pub fn forget_room(&self, room: &str) {
-        let stores = self
-            .other_stores
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        for store in stores.iter().chain(std::iter::once(&self.store)) {
+        for store in self.stores() {
             store.forget_room(room);
         }
     }
 
+    /// Every store handle of this process, each once: those noted in `all_stores` and this
+    /// state's own (which a state built without [`AppState::with_store`] has not noted).
+    pub fn stores(&self) -> Vec<Arc<dyn Store>> {
+        let mut stores = self
+            .all_stores
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if !stores.iter().any(|store| Arc::ptr_eq(store, &self.store)) {
+            stores.push(self.store.clone());
+        }
+        stores
+    }
+
     /// The same state with another store handle: a serving thread's own Redis connection, made on
-    /// its runtime (`connections::serve`), also noted in `other_stores`. Every other part is shared.
+    /// its runtime (`connections::serve`), also noted in `all_stores`. Every other part is shared.
     pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
         let parts = &self.0;
         if !Arc::ptr_eq(&store, &parts.store) {
             parts
-                .other_stores
+                .all_stores
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(store.clone());
@@ -115,7 +124,7 @@ impl AppState {
             store_safety: parts.store_safety.clone(),
             bots: parts.bots.clone(),
             admin_feed: parts.admin_feed.clone(),
-            other_stores: parts.other_stores.clone(),
+            all_stores: parts.all_stores.clone(),
         })
     }
 

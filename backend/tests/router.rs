@@ -96,7 +96,7 @@ impl StateBuilder {
             tokens,
             bots,
             admin_feed: Arc::default(),
-            other_stores: Arc::default(),
+            all_stores: Arc::default(),
         })
     }
 

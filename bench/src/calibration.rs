@@ -7,14 +7,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use hyper::Method;
-use vestibule_shared::paths;
-
 use crate::analysis::quantile;
 use crate::flash_sale::{self, FlashSalePlan, Shopper};
 use crate::http::HttpClient;
 use crate::position_cost::fmt_count;
-use crate::procs::{start_vestibule, RedisProcess, ADMIN_TOKEN};
+use crate::procs::{start_vestibule, RedisProcess};
 use crate::profile::Profile;
 use crate::redis_probe::ticket_states;
 use crate::report::{Report, Verdict};
@@ -187,29 +184,14 @@ pub async fn run_halved(
         profile.admission_rate
     ));
     let admin = HttpClient::new(&server.base(), 2);
-    let body: &'static str =
-        Box::leak(format!(r#"{{"admissionRatePerSec":{halved}}}"#).into_boxed_str());
     let operator = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs_f64(halve_at)).await;
-        let bearer = format!("Bearer {ADMIN_TOKEN}");
-        admin
-            .send(
-                Method::PATCH,
-                &paths::admin_room(ROOM),
-                &[
-                    ("authorization", &bearer),
-                    ("content-type", "application/json"),
-                ],
-                Some(body),
-            )
-            .await
-            .map(|answer| answer.status)
+        admin.set_admission_rate(ROOM, halved).await
     });
     let sale = flash_sale::run(&plan, server.addr).await;
-    let patched = operator.await?;
-    if !patched.as_ref().is_ok_and(|status| status.is_success()) {
-        anyhow::bail!("halving the rate failed: {patched:?}");
-    }
+    operator
+        .await?
+        .map_err(|error| error.context("halving the rate"))?;
     let mut probe = redis.connection()?;
     let ids: Vec<String> = sale
         .shoppers

@@ -13,7 +13,7 @@ use vestibule_shared::{paths, TicketState, TicketStatus};
 use crate::baselines::Ceilings;
 use crate::http::{short, HttpClient};
 use crate::load::{closed_loop, open_loop};
-use crate::procs::{start_vestibule, CpuMeter, RedisProcess, ADMIN_TOKEN};
+use crate::procs::{start_vestibule, CpuMeter, RedisProcess};
 use crate::profile::Profile;
 use crate::redis_probe::{key, memory_usage, zcard, RedisSample};
 use crate::report::{Report, Verdict};
@@ -227,25 +227,7 @@ pub async fn run(
     // The same open loop while the room admits at the sale's rate: every refresh then moves
     // every followed ticket (the SSE hub's pass over them all, under its lock).
     let rate = profile.admission_rate;
-    let body: &'static str =
-        Box::leak(format!(r#"{{"admissionRatePerSec":{rate}}}"#).into_boxed_str());
-    let bearer = format!("Bearer {ADMIN_TOKEN}");
-    let patched = client
-        .send(
-            Method::PATCH,
-            &paths::admin_room(ROOM),
-            &[
-                ("authorization", &bearer),
-                ("content-type", "application/json"),
-            ],
-            Some(body),
-        )
-        .await?;
-    anyhow::ensure!(
-        patched.status.is_success(),
-        "PATCH of the admission rate answered {}",
-        patched.status
-    );
+    client.set_admission_rate(ROOM, rate).await?;
     let admitting_since = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cpu = CpuMeter::start(&[

@@ -85,6 +85,32 @@ impl HttpClient {
         }
     }
 
+    /// `PATCH`es `room`'s admission rate (per second) as the operator would, with the bench's
+    /// admin token.
+    ///
+    /// # Errors
+    /// As [`HttpClient::send`], or the answer is not a 2xx.
+    pub async fn set_admission_rate(&self, room: &str, rate: f64) -> anyhow::Result<()> {
+        let body: &'static str =
+            Box::leak(format!(r#"{{"admissionRatePerSec":{rate}}}"#).into_boxed_str());
+        let bearer = format!("Bearer {}", crate::procs::ADMIN_TOKEN);
+        let answer = self
+            .send(
+                Method::PATCH,
+                &vestibule_shared::paths::admin_room(room),
+                &[("authorization", &bearer)],
+                Some(body),
+            )
+            .await?;
+        anyhow::ensure!(
+            answer.status.is_success(),
+            "PATCH of the admission rate answered {}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body)
+        );
+        Ok(())
+    }
+
     /// `GET path`.
     ///
     /// # Errors

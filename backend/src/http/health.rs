@@ -63,15 +63,8 @@ pub async fn healthz() -> Json<Liveness> {
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
     // Every connection of this process: after a Redis restart each reconnects on its own, and a
     // process whose other threads cannot reach the store yet is not ready.
-    let others = state
-        .other_stores
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let pings = others
-        .iter()
-        .chain(std::iter::once(&state.store))
-        .map(|store| store.ping());
+    let stores = state.stores();
+    let pings = stores.iter().map(|store| store.ping());
     futures_util::future::try_join_all(pings).await?;
     let safety = state
         .store_safety
