@@ -15,9 +15,11 @@
 //! poll read from the store brings the ticket's [`PollAnchor`]; while the hub's cursor is the
 //! anchor's, the ticket is followed from then on, and its next polls are answered from here
 //! ([`SseHub::answer_poll`]) with no store call, their "heard from" written in one batch per
-//! refresh.
+//! refresh. A ticket only polled is not moved by each refresh: the hub keeps a log of the
+//! queue's changes ([`MoveLog`]) and a polled ticket's position is caught up from it when it is
+//! asked for, so a refresh's time under the lock grows with the streams, not with the polls.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -35,6 +37,130 @@ const ISSUED_RECHECK: Duration = Duration::from_secs(5);
 /// Most tickets one room's hub follows in this process (streamed and polled; ~300 bytes each).
 /// A poll of a ticket beyond it is read from the store.
 pub const FOLLOWED_MAX: usize = 500_000;
+/// How often tickets nobody polls any more are forgotten from the polled map (one pass over it,
+/// under the lock: rarely, so that polls seldom wait for it).
+const POLLED_SWEEP: Duration = Duration::from_secs(5);
+
+/// A ticket followed for its polls only (no stream): its position as of a mark of the hub's
+/// [`MoveLog`], caught up from the log when it is asked for ([`Polled::catch_up`]).
+struct Polled {
+    /// Arrival sequence.
+    seq: u64,
+    /// Position as of `mark`; `None` while an exact read is awaited (it is in `polled_due`).
+    position: Option<u64>,
+    /// The log's mark `position` is as of (every change up to it applied).
+    mark: u64,
+    /// The log's admitted count at `mark`.
+    popped_at: u64,
+    /// Until when it is followed.
+    polled_until: Instant,
+    /// When the store last wrote its holder heard, as sent.
+    heard_at: Instant,
+    /// Answered here since the last batch of "heard from" (it is in `Watchers::to_hear`).
+    hear_pending: bool,
+    /// Queued in `Watchers::polled_due` for an exact read.
+    queued: bool,
+    /// The store said its place was kept (it came back after a skip).
+    place_kept: bool,
+}
+
+impl Polled {
+    /// Moves the position to the log's newest mark. `false` when the ticket may no longer be
+    /// waiting (it left, came back, or may have been admitted) or the log no longer reaches
+    /// back to its mark: the caller forgets it and the store answers its next poll.
+    ///
+    /// Exact, as the per-refresh moves of a streamed ticket are: position + returns ahead −
+    /// admitted − leavers ahead, summed over the changes since its mark. "May have been
+    /// admitted" is position ≤ admitted + leavers ahead (returns left out): every position the
+    /// ticket had in between is at least position − (admitted + leavers ahead), so when that is
+    /// still ≥ 1 it was never at the head.
+    fn catch_up(&mut self, log: &MoveLog) -> bool {
+        let Some(position) = self.position else {
+            return true;
+        };
+        if self.mark == log.mark {
+            return true;
+        }
+        if self.mark < log.valid_from {
+            return false;
+        }
+        let seq = self.seq;
+        let start = log.moves.partition_point(|moves| moves.mark <= self.mark);
+        let mut down = log.popped - self.popped_at;
+        let mut up = 0u64;
+        for moves in log.moves.range(start..) {
+            if moves.left_seqs.binary_search(&seq).is_ok()
+                || moves.returned_seqs.binary_search(&seq).is_ok()
+            {
+                return false;
+            }
+            down += moves.left_seqs.partition_point(|left| *left < seq) as u64;
+            up += moves.returned_seqs.partition_point(|back| *back < seq) as u64;
+        }
+        if position <= down {
+            return false;
+        }
+        self.position = Some(position - down + up);
+        self.mark = log.mark;
+        self.popped_at = log.popped;
+        true
+    }
+}
+
+/// The queue's changes as the hub's refreshes read them, for catching up polled tickets.
+#[derive(Default)]
+struct MoveLog {
+    /// Changes read so far (one per refresh that followed the cursor).
+    mark: u64,
+    /// Shoppers admitted over them.
+    popped: u64,
+    /// Marks before this cannot be caught up (the log was cut there, or the cursor was lost).
+    valid_from: u64,
+    /// The changes with leavers or returns, oldest first, kept for the longest poll lease.
+    moves: VecDeque<Moves>,
+}
+
+/// Leavers and returns of one refresh.
+struct Moves {
+    /// The log's mark once this change is applied.
+    mark: u64,
+    /// When the refresh that read it was sent.
+    at: Instant,
+    left_seqs: Vec<u64>,
+    returned_seqs: Vec<u64>,
+}
+
+impl MoveLog {
+    /// Adds one refresh's change; forgets changes older than `keep`.
+    fn push(&mut self, delta: &crate::store::QueueDelta, now: Instant, keep: Duration) {
+        self.mark += 1;
+        self.popped += delta.popped;
+        if !delta.left_seqs.is_empty() || !delta.returned_seqs.is_empty() {
+            self.moves.push_back(Moves {
+                mark: self.mark,
+                at: now,
+                left_seqs: delta.left_seqs.clone(),
+                returned_seqs: delta.returned_seqs.clone(),
+            });
+        }
+        while let Some(oldest) = self.moves.front() {
+            if now.saturating_duration_since(oldest.at) <= keep {
+                break;
+            }
+            // A ticket whose mark is before this change was last polled before it, more than a
+            // lease ago: it is no longer followed anyway.
+            self.valid_from = self.valid_from.max(oldest.mark);
+            self.moves.pop_front();
+        }
+    }
+
+    /// The cursor was lost: nothing before now can be caught up.
+    fn cut(&mut self) {
+        self.mark += 1;
+        self.valid_from = self.mark;
+        self.moves.clear();
+    }
+}
 
 /// What the hub knows of one watched ticket.
 struct Watched {
@@ -154,7 +280,17 @@ fn publish_every(position: u64) -> Duration {
 
 #[derive(Default)]
 struct Watchers {
+    /// Tickets with SSE streams (and those followed for polls too), moved by every refresh.
     by_ticket: HashMap<String, Watched>,
+    /// Tickets followed for their polls only, caught up from `log` when asked for.
+    polled: HashMap<String, Polled>,
+    /// Polled tickets awaiting an exact read, oldest first.
+    polled_due: VecDeque<String>,
+    log: MoveLog,
+    /// The longest poll lease seen: how long `log` keeps a change.
+    lease: Duration,
+    /// When the polled map was last swept of tickets nobody polls any more.
+    swept_at: Option<Instant>,
     cursor: Option<QueueCursor>,
     /// The room settings the published statuses were computed with (ETA, paused).
     settings_seen: Option<Settings>,
@@ -173,6 +309,24 @@ struct Watchers {
     /// How many of `hearing` may bring a ticket back.
     possible_returns: u64,
     next_hearing: u64,
+}
+
+impl Watchers {
+    /// Whether `id` is followed as waiting. A polled ticket is caught up first, and forgotten
+    /// when it may no longer wait.
+    fn follows(&mut self, id: &str) -> bool {
+        if let Some(watched) = self.by_ticket.get(id) {
+            return watched.follows();
+        }
+        let Some(polled) = self.polled.get_mut(id) else {
+            return false;
+        };
+        if polled.catch_up(&self.log) {
+            return polled.position.is_some();
+        }
+        self.polled.remove(id);
+        false
+    }
 }
 
 /// The watched tickets of one room in this process.
@@ -208,11 +362,17 @@ impl SseHub {
             };
         }
         let (sender, receiver) = watch::channel(current);
+        // Followed for polls until now: from here on it is moved by every refresh.
+        let polled = watchers.polled.remove(ticket_id);
         watchers.by_ticket.insert(
             ticket_id.to_owned(),
             Watched {
                 sender: Some(sender),
                 read_at: Some(Instant::now()),
+                polled_until: polled.as_ref().map(|polled| polled.polled_until),
+                heard_at: polled.as_ref().map(|polled| polled.heard_at),
+                hear_pending: polled.as_ref().is_some_and(|polled| polled.hear_pending),
+                place_kept: polled.as_ref().is_some_and(|polled| polled.place_kept),
                 ..Watched::new()
             },
         );
@@ -250,35 +410,59 @@ impl SseHub {
         {
             return None;
         }
-        // One lookup in a map of up to FOLLOWED_MAX tickets (a poll's largest cost here).
         let Watchers {
             by_ticket,
+            polled,
+            log,
             returns,
             possible_returns,
             to_hear,
             ..
         } = &mut *watchers;
+        let admissible = (rules.rate_per_sec.max(0.0) * (age.as_secs_f64() + 1.0)).ceil();
+        // Far enough from the head, and heard recently enough for the batch to land in time.
+        let allowed = |position: u64, heard_at: Instant| {
+            now.saturating_duration_since(heard_at) <= rules.abandon / 2
+                && position as f64 > admissible + 1.0
+        };
+        let returns_ahead = |seq: u64| {
+            returns
+                .iter()
+                .filter(|(_, back)| back.is_none_or(|back| back < seq))
+                .count() as u64
+                + *possible_returns
+        };
+        // Most polls: a ticket only polled (one lookup in a map of up to FOLLOWED_MAX).
+        if let Some(entry) = polled.get_mut(ticket_id) {
+            if !entry.catch_up(log) {
+                polled.remove(ticket_id);
+                return None;
+            }
+            let position = entry.position?;
+            if !allowed(position, entry.heard_at) {
+                return None;
+            }
+            entry.polled_until = now + rules.lease;
+            if !entry.hear_pending {
+                entry.hear_pending = true;
+                to_hear.push(ticket_id.to_owned());
+            }
+            return Some(PolledPosition {
+                position: position + returns_ahead(entry.seq),
+                place_kept: entry.place_kept,
+            });
+        }
         let watched = by_ticket.get_mut(ticket_id)?;
         let (Some(seq), Some(position), None) = (watched.seq, watched.position, watched.read_at)
         else {
             return None;
         };
-        let heard_at = watched.heard_at?;
-        if now.saturating_duration_since(heard_at) > rules.abandon / 2 {
+        if !allowed(position, watched.heard_at?) {
             return None;
         }
-        let admissible = (rules.rate_per_sec.max(0.0) * (age.as_secs_f64() + 1.0)).ceil();
-        if position as f64 <= admissible + 1.0 {
-            return None;
-        }
-        let returns_ahead = returns
-            .iter()
-            .filter(|(_, back)| back.is_none_or(|back| back < seq))
-            .count() as u64
-            + *possible_returns;
         watched.polled_until = Some(now + rules.lease);
         let answer = PolledPosition {
-            position: position + returns_ahead,
+            position: position + returns_ahead(seq),
             place_kept: watched.place_kept,
         };
         if !watched.hear_pending {
@@ -306,44 +490,82 @@ impl SseHub {
             // The first ticket followed: a first refresh at once gives the cursor to anchor at.
             self.wake.notify_one();
         }
+        watchers.lease = watchers.lease.max(rules.lease);
         let at_cursor = anchor.filter(|anchor| Some(anchor.cursor) == watchers.cursor);
-        let full = watchers.by_ticket.len() >= FOLLOWED_MAX;
+        let full = watchers.by_ticket.len() + watchers.polled.len() >= FOLLOWED_MAX;
         let waiting = record.state == TicketState::Waiting && record.position.is_some();
-        match watchers.by_ticket.get_mut(ticket_id) {
-            Some(watched) if !waiting && watched.streams() == 0 => {
-                watchers.by_ticket.remove(ticket_id);
+        let Watchers {
+            by_ticket,
+            polled,
+            polled_due,
+            log,
+            ..
+        } = &mut *watchers;
+        if let Some(watched) = by_ticket.get_mut(ticket_id) {
+            // Streamed (too): moved by every refresh.
+            if !waiting {
+                if watched.streams() == 0 {
+                    by_ticket.remove(ticket_id);
+                }
+                return;
             }
-            Some(_) if !waiting => {}
-            Some(watched) => {
-                watched.polled_until = Some(now + rules.lease);
-                watched.heard_at = Some(sent);
-                watched.place_kept = record.place_kept;
-                let followed = watched.read_at.is_none() && watched.position.is_some();
-                if let (false, Some(anchor)) = (followed, at_cursor) {
-                    watched.seq = Some(anchor.seq);
-                    watched.position = record.position;
-                    watched.read_at = None;
+            watched.polled_until = Some(now + rules.lease);
+            watched.heard_at = Some(sent);
+            watched.place_kept = record.place_kept;
+            let followed = watched.read_at.is_none() && watched.position.is_some();
+            if let (false, Some(anchor)) = (followed, at_cursor) {
+                watched.seq = Some(anchor.seq);
+                watched.position = record.position;
+                watched.read_at = None;
+            }
+            return;
+        }
+        if !waiting {
+            polled.remove(ticket_id);
+            return;
+        }
+        if let Some(entry) = polled.get_mut(ticket_id) {
+            entry.polled_until = now + rules.lease;
+            entry.heard_at = sent;
+            entry.place_kept = record.place_kept;
+            if entry.catch_up(log) && entry.position.is_some() {
+                // Followed: the hub's position already counts what this read saw.
+                return;
+            }
+            if let Some(anchor) = at_cursor {
+                entry.seq = anchor.seq;
+                entry.position = record.position;
+                entry.mark = log.mark;
+                entry.popped_at = log.popped;
+            } else {
+                entry.position = None;
+                if !entry.queued {
+                    entry.queued = true;
+                    polled_due.push_back(ticket_id.to_owned());
                 }
             }
-            None if waiting && !full => {
-                let Some(anchor) = anchor else {
-                    return;
-                };
-                let followed = at_cursor.is_some();
-                watchers.by_ticket.insert(
-                    ticket_id.to_owned(),
-                    Watched {
-                        seq: Some(anchor.seq),
-                        position: record.position.filter(|_| followed),
-                        read_at: (!followed).then_some(now),
-                        polled_until: Some(now + rules.lease),
-                        heard_at: Some(sent),
-                        place_kept: record.place_kept,
-                        ..Watched::new()
-                    },
-                );
-            }
-            None => {}
+            return;
+        }
+        let (false, Some(anchor)) = (full, anchor) else {
+            return;
+        };
+        let followed = at_cursor.is_some();
+        polled.insert(
+            ticket_id.to_owned(),
+            Polled {
+                seq: anchor.seq,
+                position: record.position.filter(|_| followed),
+                mark: log.mark,
+                popped_at: log.popped,
+                polled_until: now + rules.lease,
+                heard_at: sent,
+                hear_pending: false,
+                queued: !followed,
+                place_kept: record.place_kept,
+            },
+        );
+        if !followed {
+            polled_due.push_back(ticket_id.to_owned());
         }
     }
 
@@ -363,8 +585,7 @@ impl SseHub {
         let nobody_held = watchers.cursor.is_some_and(|cursor| cursor.left == 0);
         let mut tokens = Vec::with_capacity(ids.len());
         for id in ids {
-            let possible =
-                !nobody_held && !watchers.by_ticket.get(id).is_some_and(Watched::follows);
+            let possible = !nobody_held && !watchers.follows(id);
             let token = watchers.next_hearing;
             watchers.next_hearing += 1;
             watchers.hearing.insert(token, (id.clone(), possible));
@@ -382,6 +603,7 @@ impl SseHub {
     /// it at the next refresh, as for a leave anywhere).
     pub fn forget(&self, ticket_id: &str) {
         let mut watchers = self.lock();
+        watchers.polled.remove(ticket_id);
         if let Some(watched) = watchers.by_ticket.get_mut(ticket_id) {
             if watched.streams() == 0 {
                 watchers.by_ticket.remove(ticket_id);
@@ -399,7 +621,9 @@ impl SseHub {
         let mut watchers = self.lock();
         let ids = std::mem::take(&mut watchers.to_hear);
         for id in &ids {
-            if let Some(watched) = watchers.by_ticket.get_mut(id) {
+            if let Some(polled) = watchers.polled.get_mut(id) {
+                polled.hear_pending = false;
+            } else if let Some(watched) = watchers.by_ticket.get_mut(id) {
                 watched.hear_pending = false;
             }
         }
@@ -410,7 +634,9 @@ impl SseHub {
     pub fn heard(&self, ids: &[String], sent: Instant) {
         let mut watchers = self.lock();
         for id in ids {
-            if let Some(watched) = watchers.by_ticket.get_mut(id) {
+            if let Some(polled) = watchers.polled.get_mut(id) {
+                polled.heard_at = polled.heard_at.max(sent);
+            } else if let Some(watched) = watchers.by_ticket.get_mut(id) {
                 watched.heard_at = Some(sent);
             }
         }
@@ -441,8 +667,9 @@ impl SseHub {
     /// exact read.
     fn prepare(&self, now: Instant) -> (Option<QueueCursor>, Vec<String>) {
         let mut watchers = self.lock();
-        // One pass over the followed tickets: this runs under the lock every refresh, and
-        // polls answered from memory wait for it (issue 15: poll p99 with 280,000 followed).
+        // One pass over the streamed tickets: this runs under the lock every refresh, and polls
+        // answered from memory wait for it (issue 15: poll p99 with 280,000 followed). Tickets
+        // only polled are not passed over here.
         let mut streams = 0u64;
         // The longest due first, at most EXACT_BATCH (a max-heap of the earliest due times
         // seen): when every stream is due at each refresh (a random room's cursor is never
@@ -466,7 +693,30 @@ impl SseHub {
             true
         });
         self.streams.store(streams, Ordering::Relaxed);
-        let due = due.into_iter().map(|(_, id)| id).collect();
+        let mut due: Vec<String> = due.into_iter().map(|(_, id)| id).collect();
+        // Polled tickets awaiting an exact read, oldest first, in what is left of the batch.
+        let Watchers {
+            polled,
+            polled_due,
+            swept_at,
+            ..
+        } = &mut *watchers;
+        while due.len() < EXACT_BATCH {
+            let Some(id) = polled_due.pop_front() else {
+                break;
+            };
+            if let Some(entry) = polled.get_mut(&id).filter(|entry| entry.queued) {
+                entry.queued = false;
+                if entry.position.is_none() {
+                    due.push(id);
+                }
+            }
+        }
+        // Tickets nobody polls any more, forgotten now and then (a pass over them all).
+        if swept_at.is_none_or(|at| now.saturating_duration_since(at) >= POLLED_SWEEP) {
+            polled.retain(|_, entry| entry.polled_until > now);
+            *swept_at = Some(now);
+        }
         (watchers.cursor, due)
     }
 }
@@ -520,7 +770,10 @@ impl SseHub {
     ) -> Result<bool, StoreError> {
         let now = Instant::now();
         let (cursor, due) = self.prepare(now);
-        let idle = due.is_empty() && self.lock().by_ticket.is_empty();
+        let idle = due.is_empty() && {
+            let watchers = self.lock();
+            watchers.by_ticket.is_empty() && watchers.polled.is_empty()
+        };
         if idle {
             return Ok(false);
         }
@@ -536,10 +789,18 @@ impl SseHub {
         let settings_changed = watchers.settings_seen.as_ref() != Some(&settings);
         watchers.settings_seen = Some(settings);
         let first_read = watchers.cursor.is_none();
+        // Polled tickets are caught up from the log when asked for; a lost cursor cuts it.
+        match &answer.delta {
+            Some(delta) => {
+                let keep = watchers.lease + POLLED_SWEEP;
+                watchers.log.push(delta, now, keep);
+            }
+            None => watchers.log.cut(),
+        }
         let Watchers {
             by_ticket,
-            hearing,
-            possible_returns,
+            polled,
+            polled_due,
             ..
         } = &mut *watchers;
         match &answer.delta {
@@ -573,16 +834,9 @@ impl SseHub {
                         watched.published_at = now;
                         publish(watched, || status(&TicketRecord::waiting(id, position)));
                     } else if this_left || moved >= position {
-                        if this_left {
-                            // Skipped, maybe: a call hearing it now may bring it back.
-                            for (heard, possible) in hearing.values_mut() {
-                                if heard == id && !*possible {
-                                    *possible = true;
-                                    *possible_returns += 1;
-                                }
-                            }
-                        }
-                        // Admitted or left: read it exactly (in the next round, right away).
+                        // Admitted or left: read it exactly (in the next round, right away). A
+                        // call hearing it now may bring it back (counted below: no longer
+                        // followed).
                         watched.read_at = Some(now);
                         watched.position = None;
                         more_due = true;
@@ -602,19 +856,48 @@ impl SseHub {
                 // a refresh (one due already keeps its time, so the longest due go first); polled
                 // ones go back to the store, whose reads anchor them again (on the hub's first
                 // read they are read in turn too: they were polled before it had a cursor).
-                watchers.by_ticket.retain(|id, watched| {
+                by_ticket.retain(|id, watched| {
                     first_read || watched.streams() > 0 || exact.contains(id.as_str())
                 });
-                for (id, watched) in watchers.by_ticket.iter_mut() {
+                for (id, watched) in by_ticket.iter_mut() {
                     if !exact.contains(id.as_str()) {
                         watched.read_at = Some(watched.read_at.map_or(now, |at| at.min(now)));
                         watched.position = None;
                     }
                 }
+                if first_read {
+                    for (id, entry) in polled.iter_mut() {
+                        entry.position = None;
+                        if !entry.queued && !exact.contains(id.as_str()) {
+                            entry.queued = true;
+                            polled_due.push_back(id.clone());
+                        }
+                    }
+                } else {
+                    polled.retain(|id, _| exact.contains(id.as_str()));
+                }
             }
         }
         for (id, read) in due.iter().zip(answer.tickets) {
             let Some(watched) = watchers.by_ticket.get_mut(id) else {
+                // A ticket only polled: followed from this read on while it waits.
+                let Watchers { polled, log, .. } = &mut *watchers;
+                let Some(entry) = polled.get_mut(id) else {
+                    continue;
+                };
+                match read {
+                    Some((record, Some(seq)))
+                        if record.state == TicketState::Waiting && record.position.is_some() =>
+                    {
+                        entry.seq = seq;
+                        entry.position = record.position;
+                        entry.mark = log.mark;
+                        entry.popped_at = log.popped;
+                    }
+                    _ => {
+                        polled.remove(id);
+                    }
+                }
                 continue;
             };
             let Some((record, seq)) = read else {
@@ -643,17 +926,20 @@ impl SseHub {
         watchers.cursor = Some(answer.cursor);
         if answer.cursor.left > 0 {
             // Somebody left or was skipped: a call in flight for a ticket not followed may be
-            // one coming back (see `hearing`).
-            let Watchers {
-                by_ticket,
-                hearing,
-                possible_returns,
-                ..
-            } = &mut *watchers;
-            for (id, possible) in hearing.values_mut() {
-                if !*possible && !by_ticket.get(id).is_some_and(Watched::follows) {
-                    *possible = true;
-                    *possible_returns += 1;
+            // one coming back (see `hearing`), among them one this refresh saw leave (a polled
+            // one is caught up to see it).
+            let pending: Vec<(u64, String)> = watchers
+                .hearing
+                .iter()
+                .filter(|(_, (_, possible))| !*possible)
+                .map(|(token, (id, _))| (*token, id.clone()))
+                .collect();
+            for (token, id) in pending {
+                if !watchers.follows(&id) {
+                    if let Some((_, possible)) = watchers.hearing.get_mut(&token) {
+                        *possible = true;
+                        watchers.possible_returns += 1;
+                    }
                 }
             }
         }
@@ -762,6 +1048,76 @@ mod tests {
             .filter(|receiver| receiver.borrow().position == Some(0))
             .count();
         assert_eq!(unread, 0, "every stream was read within three refreshes");
+    }
+
+    fn delta(popped: u64, left: &[u64], back: &[u64]) -> crate::store::QueueDelta {
+        crate::store::QueueDelta {
+            popped,
+            left_seqs: left.to_vec(),
+            returned_seqs: back.to_vec(),
+        }
+    }
+
+    fn polled_at(seq: u64, position: u64, log: &MoveLog) -> Polled {
+        Polled {
+            seq,
+            position: Some(position),
+            mark: log.mark,
+            popped_at: log.popped,
+            polled_until: Instant::now() + Duration::from_secs(60),
+            heard_at: Instant::now(),
+            hear_pending: false,
+            queued: false,
+            place_kept: false,
+        }
+    }
+
+    /// A polled ticket caught up from the log moves as a streamed one moved by each refresh:
+    /// − admitted − leavers ahead + returns ahead, summed; one that left, came back or may have
+    /// been admitted on the way (even if returns since would put it behind the head again), or
+    /// whose mark the log no longer reaches, is not followed any more.
+    #[test]
+    fn polled_tickets_are_caught_up_from_the_log_of_changes() {
+        let keep = Duration::from_secs(60);
+        let now = Instant::now();
+        let mut log = MoveLog::default();
+        log.push(&delta(1, &[], &[]), now, keep);
+        // seq 50 at position 20, seq 10 at 2, seq 30 at 8 (all as of this mark).
+        let mut far = polled_at(50, 20, &log);
+        let mut near = polled_at(10, 2, &log);
+        let mut leaver = polled_at(30, 8, &log);
+        log.push(&delta(2, &[20, 30, 60], &[]), now, keep);
+        log.push(&delta(0, &[], &[5, 7, 8, 40]), now, keep);
+        log.push(&delta(1, &[], &[]), now, keep);
+        // far: 20 − 3 (admitted) − 2 (leavers 20, 30 ahead) + 4 (returns ahead) = 19.
+        assert!(far.catch_up(&log));
+        assert_eq!(far.position, Some(19));
+        assert_eq!((far.mark, far.popped_at), (log.mark, log.popped));
+        // near: 2 admitted after its mark reached it; the 3 returns ahead do not bring it back.
+        assert!(!near.catch_up(&log));
+        // leaver: seq 30 left.
+        assert!(!leaver.catch_up(&log));
+        // Caught up again: nothing new, nothing moves; then one more admission.
+        assert!(far.catch_up(&log));
+        assert_eq!(far.position, Some(19));
+        log.push(&delta(3, &[], &[]), now, keep);
+        assert!(far.catch_up(&log));
+        assert_eq!(far.position, Some(16));
+        // The log forgets changes older than `keep`: a mark before them is not caught up.
+        let mut old = polled_at(90, 50, &log);
+        log.push(&delta(0, &[70], &[]), now, keep);
+        log.push(&delta(0, &[71], &[]), now + keep * 2, keep);
+        assert_eq!(log.moves.len(), 1);
+        assert!(!old.catch_up(&log));
+        // A lost cursor cuts the log: no mark before it is caught up.
+        let mut cut = polled_at(90, 50, &log);
+        log.cut();
+        assert!(!cut.catch_up(&log));
+        // One awaiting an exact read has nothing to catch up.
+        let mut awaiting = polled_at(90, 50, &log);
+        awaiting.position = None;
+        awaiting.mark = 0;
+        assert!(awaiting.catch_up(&log));
     }
 
     fn rules(refresh_ms: u64) -> PollRules {
