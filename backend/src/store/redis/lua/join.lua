@@ -47,10 +47,12 @@
 if redis.call('EXISTS', KEYS[16]) == 1 then
   return {'', -7, 0}
 end
-if ARGV[14] ~= '' and (redis.call('HGET', KEYS[4], 'ver') or '0') ~= ARGV[14] then
+-- The settings a join reads, in one call: version, queueing method, sold out, closed.
+local sale = redis.call('HMGET', KEYS[4], 'ver', 'qmethod', 'soldout', 'closed')
+if ARGV[14] ~= '' and (sale[1] or '0') ~= ARGV[14] then
   return {'', -5, 0}
 end
-local random = redis.call('HGET', KEYS[4], 'qmethod') == 'random'
+local random = sale[2] == 'random'
 if random and ARGV[15] == '' then
   return {'', -6, 0}
 end
@@ -97,11 +99,10 @@ if key ~= '' then
   end
 end
 -- A sold-out or closed room makes no new tickets (a join that found its ticket was answered above).
-local sale = redis.call('HMGET', KEYS[4], 'soldout', 'closed')
-if sale[1] == '1' then
+if sale[3] == '1' then
   return {'', -3, 0}
 end
-if sale[2] == '1' then
+if sale[4] == '1' then
   return {'', -4, 0}
 end
 -- The client's join limit (GCRA, the arithmetic of store::gcra), checked only now: a join that
@@ -150,9 +151,13 @@ if remember then
   -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).
   redis.call('EXPIRE', KEYS[3], ARGV[4])
 end
+-- How many wait now, this ticket with them. Its seq is the largest ever handed out, so in arrival
+-- order it is the last: its position is this count (ZCARD, O(1), not ZRANK's walk of the skip
+-- list). Were some member's score ever larger, the count would only overstate the position.
+local waiting = redis.call('ZCARD', KEYS[1])
 -- Nobody else waiting, the room open, the cap not reached and the bank not empty: admit now, as
 -- admit.lua would, and spend one of the bank.
-if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
+if ARGV[10] ~= '' and waiting == 1
     and tonumber(redis.call('GET', KEYS[6]) or '0') > 0 then
   local s = redis.call('HMGET', KEYS[4], 'paused', 'cap', 'rate', 'stock')
   local cap = tonumber(s[2] or '')
@@ -186,4 +191,7 @@ if ARGV[10] ~= '' and redis.call('ZCARD', KEYS[1]) == 1
     return {id, 1, 0, expires_at}
   end
 end
-return {id, 1, position(id)}
+if ranked then
+  return {id, 1, position(id)}
+end
+return {id, 1, waiting}
