@@ -10,7 +10,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::http::{short, HttpClient};
-use crate::load::{closed_loop, LoadResult};
+use crate::load::{closed_loop, open_loop, LoadResult};
 use crate::procs::{CpuMeter, RedisProcess, ServerProcess};
 use crate::profile::Profile;
 use crate::report::{Report, Verdict};
@@ -79,6 +79,9 @@ pub struct Ceilings {
     pub zadd_per_sec: f64,
     /// ZRANK per second on a 200k ZSET.
     pub zrank_per_sec: f64,
+    /// p99 of the hello route at the capacity stage's poll rate (open loop), ms: the floor of
+    /// the poll latency figures on this box today.
+    pub http_p99_ms_at_poll_rate: Option<f64>,
 }
 
 /// Measures both ceilings.
@@ -125,6 +128,35 @@ pub async fn run(profile: &Profile, report: &mut Report) -> anyhow::Result<Ceili
             profile.capacity_connections,
             cpu.summary(),
             result.errors
+        ),
+    );
+    // The same open loop as the capacity stage's timed polls, at the same rate: what latency
+    // the box, the load generator and axum alone give at that rate.
+    let open = hello_request(HttpClient::new(&hello.base(), profile.capacity_connections));
+    let cpu = CpuMeter::start(&[("hello", hello.pid()), ("bench", std::process::id())]);
+    let at_rate = open_loop(
+        profile.poll_rate,
+        Profile::secs(profile.poll_rate_secs),
+        4_096,
+        move |n| open(0, n),
+    )
+    .await;
+    let p = at_rate.percentiles();
+    ceilings.http_p99_ms_at_poll_rate = Some(p.p99_ms);
+    report.value("http_p99_ms_at_poll_rate", p.p99_ms);
+    report.row(
+        format!(
+            "HTTP floor: bare axum `GET /` at {} /s (open loop), p50/p99/p99.9",
+            short(profile.poll_rate)
+        ),
+        format!("{} (achieved {} /s)", p.triple(), short(at_rate.rate())),
+        "baseline",
+        Verdict::Info,
+        format!(
+            "latency from the moment each request was due; CPU: {}; errors {}, not sent {}",
+            cpu.summary(),
+            at_rate.errors,
+            at_rate.dropped
         ),
     );
     drop(hello);
