@@ -721,6 +721,26 @@ impl SseHub {
     }
 }
 
+impl SseHub {
+    /// Puts polled tickets `prepare` took off the due queue back on it when their read failed
+    /// (streamed ones keep their due time and are picked again by themselves): otherwise they
+    /// would be answered from the store until their next poll re-queued them.
+    fn requeue(&self, due: &[String]) {
+        let mut watchers = self.lock();
+        let Watchers {
+            polled, polled_due, ..
+        } = &mut *watchers;
+        for id in due.iter().rev() {
+            if let Some(entry) = polled.get_mut(id) {
+                if entry.position.is_none() && !entry.queued {
+                    entry.queued = true;
+                    polled_due.push_front(id.clone());
+                }
+            }
+        }
+    }
+}
+
 impl Watched {
     fn new() -> Self {
         Self {
@@ -777,7 +797,13 @@ impl SseHub {
         if idle {
             return Ok(false);
         }
-        let answer = store.sse_refresh(room, cursor, &due, now_ms()).await?;
+        let answer = match store.sse_refresh(room, cursor, &due, now_ms()).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.requeue(&due);
+                return Err(error);
+            }
+        };
         let mut watchers = self.lock();
         let mut more_due = false;
         let exact: std::collections::HashSet<&str> = due.iter().map(String::as_str).collect();
@@ -1118,6 +1144,32 @@ mod tests {
         awaiting.position = None;
         awaiting.mark = 0;
         assert!(awaiting.catch_up(&log));
+    }
+
+    /// Polled tickets a failed refresh was to read go back on the due queue, first and once;
+    /// one answered or queued since is left alone.
+    #[test]
+    fn a_failed_read_puts_polled_tickets_back_on_the_due_queue() {
+        let hub = SseHub::default();
+        let log = MoveLog::default();
+        {
+            let mut watchers = hub.lock();
+            for id in ["a", "b", "c"] {
+                let mut entry = polled_at(10, 5, &log);
+                entry.position = None;
+                watchers.polled.insert(id.to_owned(), entry);
+            }
+            watchers.polled.get_mut("c").unwrap().position = Some(5);
+            watchers.polled.get_mut("b").unwrap().queued = true;
+            watchers.polled_due.push_back("b".to_owned());
+        }
+        let due = ["a".to_owned(), "c".to_owned(), "gone".to_owned()];
+        hub.requeue(&due);
+        hub.requeue(&due);
+        let watchers = hub.lock();
+        assert_eq!(watchers.polled_due, ["a", "b"]);
+        assert!(watchers.polled["a"].queued);
+        assert!(!watchers.polled["c"].queued);
     }
 
     fn rules(refresh_ms: u64) -> PollRules {
