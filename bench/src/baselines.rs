@@ -84,6 +84,21 @@ pub struct Ceilings {
     pub http_p99_ms_at_poll_rate: Option<f64>,
 }
 
+impl Ceilings {
+    /// `rate` as a share of the bare-axum ceiling ("37% of the HTTP ceiling"), or a note that this
+    /// run measured none (stage `baselines` not run).
+    pub fn share_of_http(&self, rate: f64) -> String {
+        if self.http_per_sec > 0.0 {
+            format!(
+                "{:.0}% of the HTTP ceiling",
+                rate / self.http_per_sec * 100.0
+            )
+        } else {
+            "no HTTP ceiling in this run (stage baselines not run)".to_owned()
+        }
+    }
+}
+
 /// Measures both ceilings.
 ///
 /// # Errors

@@ -1269,3 +1269,185 @@ async fn an_http_1_0_origin_is_answered_in_the_clients_version_on_a_kept_alive_c
         );
     }
 }
+
+/// A bare HTTP/1.1 origin on raw sockets that counts the connections it accepted and answers by
+/// path: `/close` closes the connection after its answer without saying so (as an origin whose
+/// keep-alive timeout fires just then), `/empty` is 204, `HEAD` has no body, `/held` sends one
+/// chunk and holds the rest; `/drop-next` answers, then closes the connection unanswered when
+/// the next request arrives on it (an origin whose keep-alive timeout fires as that request is
+/// sent); anything else is `200 ok`.
+async fn counting_origin() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut pending = Vec::new();
+                let mut drop_next = false;
+                loop {
+                    let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        let mut chunk = [0u8; 4096];
+                        match socket.read(&mut chunk).await {
+                            Ok(n) if n > 0 => pending.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&pending[..end]).into_owned();
+                    pending.drain(..end + 4);
+                    if drop_next {
+                        return;
+                    }
+                    let mut line = head.split(' ');
+                    let (method, path) = (line.next().unwrap_or(""), line.next().unwrap_or(""));
+                    drop_next = path == "/drop-next";
+                    if method == "POST" {
+                        // The tests' POSTs carry a 4-byte body.
+                        while pending.len() < 4 {
+                            let mut chunk = [0u8; 64];
+                            match socket.read(&mut chunk).await {
+                                Ok(n) if n > 0 => pending.extend_from_slice(&chunk[..n]),
+                                _ => return,
+                            }
+                        }
+                        pending.drain(..4);
+                    }
+                    let answer: &[u8] = match (method, path) {
+                        ("HEAD", _) => b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+                        (_, "/empty") => b"HTTP/1.1 204 No Content\r\n\r\n",
+                        (_, "/held") => {
+                            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst;\r\n"
+                        }
+                        _ => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                    };
+                    if socket.write_all(answer).await.is_err() {
+                        return;
+                    }
+                    match path {
+                        "/close" => return,
+                        "/held" => {
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                            return;
+                        }
+                        _ => {}
+                    }
+                }
+            });
+        }
+    });
+    (address, accepted)
+}
+
+/// Sends `request` on `socket` and reads one answer: its head and `body_len` bytes of body.
+async fn exchange(socket: &mut tokio::net::TcpStream, request: &str, body_len: usize) -> String {
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let complete = |answer: &[u8]| {
+        answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .is_some_and(|end| answer.len() >= end + 4 + body_len)
+    };
+    while !complete(&answer) {
+        let mut chunk = [0u8; 4096];
+        match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&chunk[..n]),
+            other => panic!("no whole answer to {request:?}: {other:?}, got {answer:?}"),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The gate's connections to the origin: kept alive and used by one answer at a time; answers
+/// with no body (`HEAD`, 204) give their connection back too; an answer whose reader went away
+/// mid-body takes its connection with it; a kept-alive connection the origin closed is not used
+/// again, and a bodyless idempotent request the origin dropped unanswered goes out once more on
+/// a new connection (no 502 for the keep-alive race), a POST never.
+#[tokio::test]
+async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unusable() {
+    use std::sync::atomic::Ordering;
+    let (origin, accepted) = counting_origin().await;
+    let upstream = format!("http://{origin}");
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--upstream", &upstream, "--serving-threads", "1"],
+    )
+    .await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut client = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\n\r\n");
+    for round in 0..20 {
+        let answer = exchange(&mut client, &get("/products"), 2).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "round {round}: {answer}"
+        );
+        let answer = exchange(
+            &mut client,
+            "HEAD /products HTTP/1.1\r\nHost: shop.example\r\n\r\n",
+            0,
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "round {round}: {answer}"
+        );
+        let answer = exchange(&mut client, &get("/empty"), 0).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 204"),
+            "round {round}: {answer}"
+        );
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "60 answers, one after another, over one kept-alive origin connection"
+    );
+
+    // The origin closes after each answer, unannounced: every request is still answered.
+    for round in 0..10 {
+        let answer = exchange(&mut client, &get("/close"), 2).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "round {round}: {answer}"
+        );
+    }
+    let after_closes = accepted.load(Ordering::SeqCst);
+    assert!(
+        (10..=12).contains(&after_closes),
+        "one connection per closed answer: {after_closes}"
+    );
+
+    // The keep-alive race, made certain: the origin drops the kept-alive connection as the
+    // next request arrives on it. A GET goes out once more on a new connection (as nginx does);
+    // a POST with a body is never sent twice: 502.
+    let answer = exchange(&mut client, &get("/drop-next"), 2).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer = exchange(&mut client, &get("/products"), 2).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "a GET on a connection the origin dropped: {answer}"
+    );
+    let answer = exchange(&mut client, &get("/drop-next"), 2).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let post = "POST /orders HTTP/1.1\r\nHost: shop.example\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nbody";
+    let answer = exchange(&mut client, post, 0).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 502"),
+        "a POST is not sent twice: {answer}"
+    );
+
+    // A reader that leaves mid-body: its origin connection (still sending) is not lent again.
+    let mut leaving = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let first = exchange(&mut leaving, &get("/held"), 0).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    drop(leaving);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let answer = exchange(&mut client, &get("/products"), 2).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("ok"), "{answer}");
+}

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::body::HttpBody as _;
 use axum::extract::Request;
 use axum::http::uri::{Authority, Scheme};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, Version};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
 use axum::response::Response;
 use http_body_util::BodyExt as _;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -124,6 +125,14 @@ impl Proxy {
         }
         set_forwarding_headers(&mut parts.headers, &parts.extensions, config);
         let method = parts.method.clone();
+        // What it takes to send the request again (see `send`): only without a body and with a
+        // method that means the same when sent twice.
+        let replay =
+            (upgrade.is_none() && is_idempotent(&method) && body.is_end_stream()).then(|| Replay {
+                method: method.clone(),
+                uri: parts.uri.clone(),
+                headers: parts.headers.clone(),
+            });
         // Whether the client's body broke (bad chunking, a hang-up mid-body): then the failure is
         // the client's (400), not the origin's (502), and no origin alert counts it.
         let body_failed = Arc::new(AtomicBool::new(false));
@@ -135,7 +144,7 @@ impl Proxy {
             }))
         };
         let outgoing = Request::from_parts(parts, body);
-        let answer = tokio::time::timeout(self.timeout, self.client.request(outgoing)).await;
+        let answer = tokio::time::timeout(self.timeout, self.send(outgoing, replay)).await;
         let mut response = match answer {
             Ok(Ok(response)) => response,
             Ok(Err(_)) if body_failed.load(Ordering::Relaxed) => {
@@ -189,6 +198,60 @@ impl Proxy {
         *response.version_mut() = client_version;
         response.map(Body::new)
     }
+}
+
+/// A bodyless idempotent request, kept to be sent once more.
+struct Replay {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+impl Proxy {
+    /// Sends `outgoing` to the origin; when the origin drops the connection without an answer
+    /// and `replay` is given (no body, an idempotent method: RFC 9110 §9.2.2), sends it once
+    /// more, on another connection.
+    ///
+    /// That is the keep-alive race: an origin closes a kept-alive connection (its idle timeout:
+    /// Node's default is 5 s, the gate keeps connections 60 s) just as the gate sends a request
+    /// on it. hyper's pool sends again by itself only a request that was never written; one
+    /// written to the closing socket fails with the connection, and without this the shopper
+    /// would get a 502 from an origin that is up. nginx retries such requests the same way. A
+    /// request with a body, or a `POST`, is never sent twice: the origin may have acted on it.
+    async fn send(
+        &self,
+        outgoing: Request,
+        replay: Option<Replay>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        match self.client.request(outgoing).await {
+            Err(error) if !error.is_connect() => {
+                let Some(Replay {
+                    method,
+                    uri,
+                    headers,
+                }) = replay
+                else {
+                    return Err(error);
+                };
+                tracing::debug!(%method, %error, "the origin dropped a connection unanswered: sent once more");
+                metrics::counter!("vestibule_gate_upstream_retries_total").increment(1);
+                let mut again = Request::new(Body::empty());
+                *again.method_mut() = method;
+                *again.uri_mut() = uri;
+                *again.headers_mut() = headers;
+                self.client.request(again).await
+            }
+            answer => answer,
+        }
+    }
+}
+
+/// Whether sending `method` twice means the same as sending it once (RFC 9110 §9.2.2).
+fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
 }
 
 /// Copies bytes both ways between an upgraded client connection and the origin's, until either
