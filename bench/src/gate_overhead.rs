@@ -31,6 +31,8 @@ const FIXED_RATE: f64 = 2_000.0;
 /// One way to reach the origin.
 struct Route {
     name: &'static str,
+    /// Its figures' key in the JSON report (`gate_{key}_per_sec`, …).
+    key: &'static str,
     client: HttpClient,
     path: &'static str,
     headers: Vec<(&'static str, String)>,
@@ -69,6 +71,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
     let routes = [
         Route {
             name: "straight to the origin",
+            key: "straight",
             client: HttpClient::new(&origin.base(), connections),
             path: "/checkout",
             headers: vec![],
@@ -76,6 +79,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
         },
         Route {
             name: "through nginx (proxy_pass, keepalive upstream)",
+            key: "nginx",
             client: HttpClient::new(&nginx.base(), connections),
             path: "/checkout",
             headers: vec![],
@@ -83,6 +87,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
         },
         Route {
             name: "through the gate, a path no rule names",
+            key: "ungated",
             client: HttpClient::new(&gate.base(), connections),
             path: "/",
             headers: vec![],
@@ -90,6 +95,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
         },
         Route {
             name: "through the gate, gated path with X-Entry-Token",
+            key: "gated",
             client: HttpClient::new(&gate.base(), connections),
             path: "/checkout",
             headers: vec![("x-entry-token", token)],
@@ -132,11 +138,11 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
             })
             .unwrap_or_default();
         report.value(
-            &format!("gate_{}_per_sec", slug(route.name)),
+            &format!("gate_{}_per_sec", route.key),
             saturated.rate(),
         );
-        report.value(&format!("gate_{}_p99_ms", slug(route.name)), latency.p99_ms);
-        report.value(&format!("gate_{}_proxy_cpu_us", slug(route.name)), proxy_us);
+        report.value(&format!("gate_{}_p99_ms", route.key), latency.p99_ms);
+        report.value(&format!("gate_{}_proxy_cpu_us", route.key), proxy_us);
         let proxy_cpu = if route.proxy_pid.is_some() {
             format!("; proxy CPU {proxy_us:.0} µs/request")
         } else {
@@ -226,15 +232,6 @@ fn send(
 
 fn errors(result: &LoadResult) -> u64 {
     result.errors
-}
-
-fn slug(name: &str) -> String {
-    name.split(',')
-        .next()
-        .unwrap_or(name)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join("_")
 }
 
 /// Joins the gate's room and waits for the entry token (the room admits 1,000/s).
