@@ -137,10 +137,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
                 )
             })
             .unwrap_or_default();
-        report.value(
-            &format!("gate_{}_per_sec", route.key),
-            saturated.rate(),
-        );
+        report.value(&format!("gate_{}_per_sec", route.key), saturated.rate());
         report.value(&format!("gate_{}_p99_ms", route.key), latency.p99_ms);
         report.value(&format!("gate_{}_proxy_cpu_us", route.key), proxy_us);
         let proxy_cpu = if route.proxy_pid.is_some() {

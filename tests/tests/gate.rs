@@ -1275,16 +1275,33 @@ async fn an_http_1_0_origin_is_answered_in_the_clients_version_on_a_kept_alive_c
 /// keep-alive timeout fires just then), `/empty` is 204, `HEAD` has no body, `/held` sends one
 /// chunk and holds the rest; `/drop-next` answers, then closes the connection unanswered when
 /// the next request arrives on it (an origin whose keep-alive timeout fires as that request is
-/// sent); anything else is `200 ok`.
-async fn counting_origin() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+/// sent); `/clte` has both `Content-Length: 100` and a 3-byte chunked body, `/many` 150
+/// `Set-Cookie` lines, `/nolength` a chunked body (and no length for `HEAD`), `/malformed` an
+/// obsolete folded header line (unreadable); anything else is `200 ok`. Every request line it
+/// read is kept, in order.
+async fn counting_origin() -> (
+    SocketAddr,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<Mutex<Vec<String>>>,
+) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let counter = accepted.clone();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let many = format!(
+        "HTTP/1.1 200 OK\r\n{}Content-Length: 2\r\n\r\nok",
+        (0..150)
+            .map(|i| format!("Set-Cookie: c{i}=v{i}\r\n"))
+            .collect::<String>()
+    );
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             counter.fetch_add(1, Ordering::SeqCst);
+            let seen = seen.clone();
+            let many = many.clone();
             tokio::spawn(async move {
                 let mut pending = Vec::new();
                 let mut drop_next = false;
@@ -1305,6 +1322,7 @@ async fn counting_origin() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) 
                     let mut line = head.split(' ');
                     let (method, path) = (line.next().unwrap_or(""), line.next().unwrap_or(""));
                     drop_next = path == "/drop-next";
+                    seen.lock().unwrap().push(format!("{method} {path}"));
                     if method == "POST" {
                         // The tests' POSTs carry a 4-byte body.
                         while pending.len() < 4 {
@@ -1317,7 +1335,18 @@ async fn counting_origin() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) 
                         pending.drain(..4);
                     }
                     let answer: &[u8] = match (method, path) {
+                        ("HEAD", "/nolength") => {
+                            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        }
                         ("HEAD", _) => b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+                        (_, "/clte") => b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+                        (_, "/nolength") => {
+                            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+                        }
+                        (_, "/many") => many.as_bytes(),
+                        (_, "/malformed") => {
+                            b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok"
+                        }
                         (_, "/empty") => b"HTTP/1.1 204 No Content\r\n\r\n",
                         (_, "/held") => {
                             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst;\r\n"
@@ -1339,7 +1368,7 @@ async fn counting_origin() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) 
             });
         }
     });
-    (address, accepted)
+    (address, accepted, requests)
 }
 
 /// Sends `request` on `socket` and reads one answer: its head and `body_len` bytes of body.
@@ -1370,7 +1399,7 @@ async fn exchange(socket: &mut tokio::net::TcpStream, request: &str, body_len: u
 #[tokio::test]
 async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unusable() {
     use std::sync::atomic::Ordering;
-    let (origin, accepted) = counting_origin().await;
+    let (origin, accepted, _) = counting_origin().await;
     let upstream = format!("http://{origin}");
     let app = TestApp::spawn(
         Backend::Memory,
@@ -1450,4 +1479,160 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
     let answer = exchange(&mut client, &get("/products"), 2).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok"), "{answer}");
+}
+
+/// Faults a black-box probe found by putting real origins and clients behind the gate, each
+/// kept fixed here: what the origin sends and what the client gets are what HTTP says an
+/// intermediary passes on (and what nginx does).
+#[tokio::test]
+async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
+    let (origin, _, requests) = counting_origin().await;
+    let upstream = format!("http://{origin}");
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--upstream", &upstream, "--serving-threads", "1"],
+    )
+    .await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let mut client = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\n\r\n");
+
+    // Content-Length beside Transfer-Encoding: the length is dropped (RFC 9112 §6.3), the
+    // 3-byte body arrives whole and the connection stays usable.
+    let answer = exchange(&mut client, &get("/clte"), 0).await;
+    let answer = if answer.ends_with("\r\n0\r\n\r\n") {
+        answer
+    } else {
+        let mut rest = answer.into_bytes();
+        while !rest.ends_with(b"\r\n0\r\n\r\n") {
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout(Duration::from_secs(5), client.read(&mut chunk))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                n > 0,
+                "closed mid-answer: {:?}",
+                String::from_utf8_lossy(&rest)
+            );
+            rest.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8(rest).unwrap()
+    };
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        !answer.to_ascii_lowercase().contains("content-length"),
+        "{answer}"
+    );
+    assert!(answer.contains("abc"), "{answer}");
+    let next = exchange(&mut client, &get("/products"), 2).await;
+    assert!(next.starts_with("HTTP/1.1 200"), "{next}");
+
+    // 150 Set-Cookie lines: all passed on, none folded (hyper's default limit is 100 lines).
+    let answer = exchange(&mut client, &get("/many"), 2).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(answer.matches("set-cookie: c").count(), 150, "{answer}");
+
+    // HEAD with no length from the origin: no invented `Content-Length: 0` (RFC 9110 §8.6), and
+    // the connection goes on.
+    let answer = exchange(
+        &mut client,
+        "HEAD /nolength HTTP/1.1\r\nHost: shop.example\r\n\r\n",
+        0,
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        !answer.to_ascii_lowercase().contains("content-length"),
+        "{answer}"
+    );
+    let next = exchange(&mut client, &get("/products"), 2).await;
+    assert!(next.starts_with("HTTP/1.1 200"), "{next}");
+
+    // An unreadable answer is the origin's answer, not a dropped connection: 502 that says so,
+    // and the GET is not sent twice.
+    let answer = exchange(&mut client, &get("/malformed"), 0).await;
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(answer.contains("cannot be passed on"), "{answer}");
+    let sent = requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| *line == "GET /malformed")
+        .count();
+    assert_eq!(sent, 1, "a GET the origin answered is sent once");
+
+    // An HTTP/1.1 request without Host: 400 (RFC 9112 §3.2), never the origin's own address.
+    let answer = raw_exchange(&app, "GET /products HTTP/1.1\r\nAccept: */*\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    // The origin behind a gate with rules: cookies, preflights, `Expect`, `Location`.
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    // Cookies sent on separate lines over HTTP/2 reach the HTTP/1.1 origin as one line.
+    let output = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--http2-prior-knowledge",
+            "-H",
+            "Cookie: session_id=S123",
+            "-H",
+            "Cookie: cart=C9",
+        ])
+        .arg(app.url("/account"))
+        .output()
+        .await
+        .expect("curl is installed");
+    let echo: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(
+        echo["headers"]["cookie"],
+        json!(["session_id=S123; cart=C9"]),
+        "{echo}"
+    );
+
+    // A CORS preflight of a gated path goes to the origin (it carries no credentials).
+    let client = no_redirects();
+    let preflight = client
+        .request(reqwest::Method::OPTIONS, app.url("/checkout"))
+        .header("origin", "https://shop.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "x-entry-token")
+        .send()
+        .await
+        .unwrap();
+    let (status, _, echo) = json_of(preflight).await;
+    assert_eq!(status, StatusCode::OK, "{echo}");
+    assert_eq!(echo["method"], "OPTIONS");
+    // The request it clears still meets the gate.
+    let refused = client.post(app.url("/checkout")).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+
+    // `Expect: 100-continue` to a gated path without a token: refused at once, no `100
+    // Continue` asking for the body first.
+    let answer = raw_exchange(
+        &app,
+        "POST /checkout HTTP/1.1\r\nHost: shop.example\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000000\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+
+    // A new ticket's Location is under the mount prefix, where the API is.
+    let joined = reqwest::Client::new()
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/main/tickets")))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(joined.status(), StatusCode::CREATED);
+    let location = joined.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.starts_with("/_vestibule/api/v1/rooms/main/tickets/"),
+        "{location}"
+    );
+    let followed = reqwest::get(app.url(&location)).await.unwrap();
+    assert_eq!(followed.status(), StatusCode::OK, "{location}");
+    assert!(origin.paths().iter().all(|path| !path.contains("tickets")));
 }

@@ -67,6 +67,7 @@ pub fn router(state: AppState, app: Router) -> anyhow::Result<Router> {
     }
     let bare = prefix.trim_end_matches('/').to_owned();
     let to_prefix = prefix.clone();
+    let located: Arc<str> = prefix.trim_end_matches('/').into();
     Ok(router
         .route(
             &bare,
@@ -79,9 +80,31 @@ pub fn router(state: AppState, app: Router) -> anyhow::Result<Router> {
                 Redirect::permanent(&format!("{to_prefix}{query}"))
             }),
         )
-        .nest_service(&prefix, app)
+        .nest_service(
+            &prefix,
+            app.layer(axum::middleware::map_response(move |response| {
+                under_prefix(response, located.clone())
+            })),
+        )
         .fallback(pass)
         .with_state(gate))
+}
+
+/// An answer of Vestibule's own app with its `Location` (a path of the app, which believes it
+/// is at `/`) moved under the mount prefix `prefix` (no trailing `/`): a new ticket's
+/// `/api/v1/rooms/main/tickets/…` is `/_vestibule/api/v1/…` to the client (RFC 9110 §10.2.2:
+/// resolved against the request's URI), not a path of the storefront.
+async fn under_prefix(mut response: Response, prefix: Arc<str>) -> Response {
+    let moved = response
+        .headers()
+        .get(header::LOCATION)
+        .and_then(|location| location.to_str().ok())
+        .filter(|location| location.starts_with('/') && !location.starts_with("//"))
+        .and_then(|location| HeaderValue::from_str(&format!("{prefix}{location}")).ok());
+    if let Some(location) = moved {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
 }
 
 /// Every request outside the mount prefix: stripped of `X-Vestibule-*`, admitted when a rule
@@ -113,7 +136,16 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
         );
         return drained(request, answer, config).await;
     }
-    if let Some(room) = gated_room(&gate.rules, request.uri().path()) {
+    // A CORS preflight carries no credentials and no custom headers (Fetch standard): it cannot
+    // show admission, and refusing it would keep a storefront on another origin from ever
+    // sending `X-Entry-Token`. The origin answers it (its CORS policy); the request it clears
+    // meets the gate.
+    let preflight = request.method() == Method::OPTIONS
+        && request.headers().contains_key(header::ORIGIN)
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    if let Some(room) = gated_room(&gate.rules, request.uri().path()).filter(|_| !preflight) {
         let back = request
             .uri()
             .path_and_query()
@@ -140,6 +172,16 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
 /// `--request-timeout-secs`): a keep-alive client then always gets the answer, never a reset
 /// for bytes left unread. A larger or slower body closes the connection after the answer.
 async fn drained(request: Request, mut answer: Response, config: &crate::Config) -> Response {
+    if request.headers().contains_key(header::EXPECT) {
+        // The client waits for `100 Continue` before sending its body: reading the body would
+        // ask for it. The answer goes out at once, and the connection closes (the client may
+        // send the body anyway after its wait, RFC 9110 §10.1.1).
+        answer.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
+        return answer;
+    }
     let read = axum::body::to_bytes(request.into_body(), config.max_body_bytes);
     let limit = std::time::Duration::from_secs(config.request_timeout_secs);
     if !matches!(tokio::time::timeout(limit, read).await, Ok(Ok(_))) {
@@ -152,14 +194,19 @@ async fn drained(request: Request, mut answer: Response, config: &crate::Config)
 }
 
 /// Why a request is refused before any rule is checked, if it is: a path the origin could read
-/// as another path than the gate does ([`rules::is_ambiguous_path`]), or more than one `Host`
-/// (RFC 9112 §3.2: 400).
+/// as another path than the gate does ([`rules::is_ambiguous_path`]), more than one `Host`, or
+/// none over HTTP/1.1 (RFC 9112 §3.2: 400).
 fn refused_shape(request: &Request) -> Option<&'static str> {
     if rules::is_ambiguous_path(request.uri().path()) {
         return Some("this path has dot segments, control characters or double escapes");
     }
     if request.headers().get_all(header::HOST).iter().count() > 1 {
         return Some("this request names more than one host");
+    }
+    if request.version() == axum::http::Version::HTTP_11
+        && !request.headers().contains_key(header::HOST)
+    {
+        return Some("an HTTP/1.1 request must name its host (RFC 9112 §3.2)");
     }
     None
 }

@@ -41,6 +41,10 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// Header lines an origin's answer may have (their bytes are bounded by hyper's read buffer,
+/// ~400 KB). Past it the answer is 502 with a message that says it was unreadable.
+pub const MAX_RESPONSE_HEADERS: usize = 1_000;
+
 /// The origin and the client that reaches it.
 #[derive(Clone)]
 pub struct Proxy {
@@ -65,6 +69,8 @@ impl Proxy {
         connector.set_connect_timeout(Some(timeout));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
+            // hyper's default is 100 lines: a shop page setting many cookies has more.
+            .http1_max_headers(MAX_RESPONSE_HEADERS)
             .build(connector);
         Ok(Self {
             client,
@@ -124,6 +130,7 @@ impl Proxy {
             parts.headers.insert(header::UPGRADE, protocol.clone());
         }
         set_forwarding_headers(&mut parts.headers, &parts.extensions, config);
+        join_cookie_lines(&mut parts.headers);
         let method = parts.method.clone();
         // What it takes to send the request again (see `send`): only without a body and with a
         // method that means the same when sent twice.
@@ -156,6 +163,19 @@ impl Proxy {
                     config.retry_after_secs,
                 );
             }
+            Ok(Err(error)) if unreadable(&error) => {
+                tracing::warn!(%method, error = %error, source = ?std::error::Error::source(&error), "origin answered with a response that cannot be read");
+                metrics::counter!("vestibule_gate_upstream_errors_total", "kind" => "invalid")
+                    .increment(1);
+                return fault(
+                    StatusCode::BAD_GATEWAY,
+                    error_code::UPSTREAM_UNAVAILABLE,
+                    "the shop behind the waiting room answered with a response that cannot be \
+                     passed on (malformed, or too many header lines)",
+                    navigation,
+                    config.retry_after_secs,
+                );
+            }
             Ok(Err(error)) => {
                 tracing::warn!(%method, error = %error, "origin unreachable");
                 metrics::counter!("vestibule_gate_upstream_errors_total", "kind" => "unavailable")
@@ -183,6 +203,10 @@ impl Proxy {
         };
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let protocol = response.headers().get(header::UPGRADE).cloned();
+        if response.headers().contains_key(header::TRANSFER_ENCODING) {
+            // Both: the length is not the body's (RFC 9112 §6.3: an intermediary removes it).
+            response.headers_mut().remove(header::CONTENT_LENGTH);
+        }
         remove_hop_by_hop(response.headers_mut());
         if let (true, Some(client_side), Some(protocol)) = (switching, client_side, protocol) {
             response
@@ -196,8 +220,99 @@ impl Proxy {
         // (Python's http.server, say) must not turn a kept-alive HTTP/1.1 client connection into
         // an HTTP/1.0 one that closes after this answer.
         *response.version_mut() = client_version;
+        if method == Method::HEAD && !response.headers().contains_key(header::CONTENT_LENGTH) {
+            // The origin named no length: neither may the answer (RFC 9110 §8.6). An empty body
+            // of known size would make the server layers write `Content-Length: 0`.
+            return response.map(|_| Body::new(NoLength));
+        }
         response.map(Body::new)
     }
+}
+
+/// The body of an answer to `HEAD` whose length the origin did not give: ends at once, of no
+/// stated size.
+struct NoLength;
+
+impl hyper::body::Body for NoLength {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        true
+    }
+}
+
+/// Joins a request's `Cookie` lines into one, `; `-separated: an HTTP/2 client sends each cookie
+/// on its own line, and an HTTP/1.1 origin reads only one (RFC 9113 §8.2.3, RFC 6265 §5.4).
+fn join_cookie_lines(headers: &mut HeaderMap) {
+    let mut lines = headers.get_all(header::COOKIE).iter();
+    if lines.nth(1).is_none() {
+        return;
+    }
+    let mut joined = Vec::new();
+    for line in headers.get_all(header::COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(line.as_bytes());
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
+/// Whether the origin's answer could not be read (malformed, too many header lines): the
+/// origin is up, its answer is the fault.
+fn unreadable(error: &hyper_util::client::legacy::Error) -> bool {
+    hyper_error(error).is_some_and(hyper::Error::is_parse)
+}
+
+/// The hyper error under a client error, if any.
+fn hyper_error(error: &hyper_util::client::legacy::Error) -> Option<&hyper::Error> {
+    let mut source = std::error::Error::source(error);
+    while let Some(error) = source {
+        if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
+            return Some(hyper);
+        }
+        source = error.source();
+    }
+    None
+}
+
+/// Whether the origin dropped the connection without an answer (closed or reset it): the
+/// keep-alive race, where sending again is right. A malformed answer is not: the origin got the
+/// request and answered.
+fn dropped_unanswered(error: &hyper_util::client::legacy::Error) -> bool {
+    if error.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(error) = source {
+        if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
+            if hyper.is_incomplete_message() {
+                return true;
+            }
+        }
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionAborted
+            ) {
+                return true;
+            }
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// A bodyless idempotent request, kept to be sent once more.
@@ -224,7 +339,7 @@ impl Proxy {
         replay: Option<Replay>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         match self.client.request(outgoing).await {
-            Err(error) if !error.is_connect() => {
+            Err(error) if dropped_unanswered(&error) => {
                 let Some(Replay {
                     method,
                     uri,
