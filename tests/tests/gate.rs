@@ -1276,7 +1276,7 @@ async fn an_http_1_0_origin_is_answered_in_the_clients_version_on_a_kept_alive_c
 /// chunk and holds the rest; `/drop-next` answers, then closes the connection unanswered when
 /// the next request arrives on it (an origin whose keep-alive timeout fires as that request is
 /// sent); `/clte` has both `Content-Length: 100` and a 3-byte chunked body, `/many` 150
-/// `Set-Cookie` lines, `/nolength` a chunked body (and no length for `HEAD`), `/malformed` an
+/// `Set-Cookie` lines, `/cl33` `Content-Length: 3, 3`, `/nolength` a chunked body (and no length for `HEAD`), `/malformed` an
 /// obsolete folded header line (unreadable); anything else is `200 ok`. Every request line it
 /// read is kept, in order.
 async fn counting_origin() -> (
@@ -1344,6 +1344,7 @@ async fn counting_origin() -> (
                             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
                         }
                         (_, "/many") => many.as_bytes(),
+                        (_, "/cl33") => b"HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\nabc",
                         (_, "/malformed") => {
                             b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n\r\nok"
                         }
@@ -1527,6 +1528,12 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
     assert!(answer.contains("abc"), "{answer}");
     let next = exchange(&mut client, &get("/products"), 2).await;
     assert!(next.starts_with("HTTP/1.1 200"), "{next}");
+
+    // A repeated length from the origin (`3, 3`, all agreeing) reaches the client as one.
+    let answer = exchange(&mut client, &get("/cl33"), 3).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("content-length: 3\r\n"), "{answer}");
+    assert!(answer.ends_with("abc"), "{answer}");
 
     // 150 Set-Cookie lines: all passed on, none folded (hyper's default limit is 100 lines).
     let answer = exchange(&mut client, &get("/many"), 2).await;

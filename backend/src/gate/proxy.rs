@@ -206,6 +206,18 @@ impl Proxy {
         if response.headers().contains_key(header::TRANSFER_ENCODING) {
             // Both: the length is not the body's (RFC 9112 §6.3: an intermediary removes it).
             response.headers_mut().remove(header::CONTENT_LENGTH);
+        } else if response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes().contains(&b','))
+        {
+            // A repeated length (`3, 3`), which hyper read as one (RFC 9110 §8.6: all agree):
+            // the client gets that one, not a list it may refuse.
+            if let Some(length) = response.body().size_hint().exact() {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_LENGTH, length.into());
+            }
         }
         remove_hop_by_hop(response.headers_mut());
         if let (true, Some(client_side), Some(protocol)) = (switching, client_side, protocol) {
