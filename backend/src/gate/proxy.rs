@@ -29,16 +29,17 @@ use crate::config::Config;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1, plus the
 /// non-standard `Proxy-Connection` and `Keep-Alive`).
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Names, not strings: a removal by `&str` parses the name again on every request.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
 ];
 
 /// Header lines an origin's answer may have (their bytes are bounded by hyper's read buffer,
@@ -436,8 +437,8 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             }
         }
     }
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
     }
 }
 
