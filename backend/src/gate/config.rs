@@ -25,7 +25,8 @@ pub struct GateConfig {
     pub upstream: Option<String>,
 
     /// Where Vestibule's page and API live in gate mode (`/healthz`, `/readyz`, `/metrics` and
-    /// `/.well-known/jwks.json` stay at the root, the keys under the prefix too). Path segments of `[A-Za-z0-9._~-]`, e.g. `/_vestibule/`.
+    /// `/.well-known/jwks.json` stay at the root, the keys under the prefix too). Path segments
+    /// of `[A-Za-z0-9._~-]`, e.g. `/_vestibule/`.
     #[arg(long, env = "VESTIBULE_MOUNT_PREFIX", default_value = DEFAULT_MOUNT_PREFIX)]
     pub mount_prefix: String,
 

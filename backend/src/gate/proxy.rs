@@ -284,48 +284,36 @@ fn join_cookie_lines(headers: &mut HeaderMap) {
 /// Whether the origin's answer could not be read (malformed, too many header lines): the
 /// origin is up, its answer is the fault.
 fn unreadable(error: &hyper_util::client::legacy::Error) -> bool {
-    hyper_error(error).is_some_and(hyper::Error::is_parse)
-}
-
-/// The hyper error under a client error, if any.
-fn hyper_error(error: &hyper_util::client::legacy::Error) -> Option<&hyper::Error> {
-    let mut source = std::error::Error::source(error);
-    while let Some(error) = source {
-        if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
-            return Some(hyper);
-        }
-        source = error.source();
-    }
-    None
+    causes(error)
+        .filter_map(|cause| cause.downcast_ref::<hyper::Error>())
+        .any(hyper::Error::is_parse)
 }
 
 /// Whether the origin dropped the connection without an answer (closed or reset it): the
 /// keep-alive race, where sending again is right. A malformed answer is not: the origin got the
 /// request and answered.
 fn dropped_unanswered(error: &hyper_util::client::legacy::Error) -> bool {
-    if error.is_connect() {
-        return false;
-    }
-    let mut source = std::error::Error::source(error);
-    while let Some(error) = source {
-        if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
-            if hyper.is_incomplete_message() {
-                return true;
-            }
-        }
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::BrokenPipe
-                    | std::io::ErrorKind::ConnectionAborted
-            ) {
-                return true;
-            }
-        }
-        source = error.source();
-    }
-    false
+    !error.is_connect()
+        && causes(error).any(|cause| {
+            cause
+                .downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_incomplete_message)
+                || cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                    matches!(
+                        io.kind(),
+                        std::io::ErrorKind::ConnectionReset
+                            | std::io::ErrorKind::BrokenPipe
+                            | std::io::ErrorKind::ConnectionAborted
+                    )
+                })
+        })
+}
+
+/// The chain of causes under a client error.
+fn causes(
+    error: &hyper_util::client::legacy::Error,
+) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(error), |cause| cause.source())
 }
 
 /// A bodyless idempotent request, kept to be sent once more.
