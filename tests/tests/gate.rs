@@ -1569,9 +1569,17 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
         .count();
     assert_eq!(sent, 1, "a GET the origin answered is sent once");
 
-    // An HTTP/1.1 request without Host: 400 (RFC 9112 §3.2), never the origin's own address.
+    // An HTTP/1.1 request without Host: 400 (RFC 9112 §3.2), never the origin's own address;
+    // the asterisk form for another method than OPTIONS: 400 (RFC 9112 §3.2.4).
     let answer = raw_exchange(&app, "GET /products HTTP/1.1\r\nAccept: */*\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let answer = raw_exchange(&app, "GET * HTTP/1.1\r\nHost: shop.example\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(!requests
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|line| line.ends_with(" *")));
 
     // The origin behind a gate with rules: cookies, preflights, `Expect`, `Location`.
     let origin = Origin::start().await;
@@ -1597,6 +1605,16 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
         json!(["session_id=S123; cart=C9"]),
         "{echo}"
     );
+
+    // An escaped slash in a `{room}` segment: an origin routing on raw segments reads
+    // /rooms/{main%2Fx}/pay, so the gate does too (no such room: refused, never proxied).
+    let answer = raw_exchange(
+        &app,
+        "GET /rooms/main%2Fx/pay HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(origin.paths().iter().all(|path| !path.contains("pay")));
 
     // A CORS preflight of a gated path goes to the origin (it carries no credentials).
     let client = no_redirects();

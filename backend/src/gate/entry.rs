@@ -83,8 +83,9 @@ pub fn request_tokens(headers: &HeaderMap, room: &str) -> Vec<(String, TokenSour
             .filter_map(|value| value.to_str().ok())
             .flat_map(cookie::Cookie::split_parse)
             .filter_map(Result::ok)
-            .filter(|cookie| cookie.name() == name && !cookie.value().is_empty())
-            .map(|cookie| (cookie.value().to_owned(), TokenSource::Cookie)),
+            // A quoted value (`"…"`) is the same value (RFC 6265 §4.1.1).
+            .filter(|cookie| cookie.name() == name && !cookie.value_trimmed().is_empty())
+            .map(|cookie| (cookie.value_trimmed().to_owned(), TokenSource::Cookie)),
     );
     found.truncate(MAX_TOKEN_CANDIDATES);
     found
@@ -117,10 +118,11 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(
             axum::http::header::COOKIE,
-            "a=1; vestibule_entry_other=x.y; vestibule_entry_main=planted; vestibule_entry_main=main.tok"
+            "a=1; vestibule_entry_other=x.y; vestibule_entry_main=planted; vestibule_entry_main=\"main.tok\""
                 .parse()
                 .unwrap(),
         );
+        // A quoted value is the same value (RFC 6265 §4.1.1).
         assert_eq!(
             request_tokens(&headers, "main"),
             vec![

@@ -194,8 +194,9 @@ async fn drained(request: Request, mut answer: Response, config: &crate::Config)
 }
 
 /// Why a request is refused before any rule is checked, if it is: a path the origin could read
-/// as another path than the gate does ([`rules::is_ambiguous_path`]), more than one `Host`, or
-/// none over HTTP/1.1 (RFC 9112 §3.2: 400).
+/// as another path than the gate does ([`rules::is_ambiguous_path`]), more than one `Host`,
+/// none over HTTP/1.1 (RFC 9112 §3.2: 400), one that differs from HTTP/2's `:authority`, or the
+/// asterisk form with another method than `OPTIONS`.
 fn refused_shape(request: &Request) -> Option<&'static str> {
     if rules::is_ambiguous_path(request.uri().path()) {
         return Some("this path has dot segments, control characters or double escapes");
@@ -207,6 +208,23 @@ fn refused_shape(request: &Request) -> Option<&'static str> {
         && !request.headers().contains_key(header::HOST)
     {
         return Some("an HTTP/1.1 request must name its host (RFC 9112 §3.2)");
+    }
+    // Over HTTP/2 the host is `:authority`; a `Host` field that says otherwise would reach the
+    // origin as the host (RFC 9113 §8.3.1: a mismatch is malformed; nginx answers 400 too).
+    if let (Some(authority), Some(host)) = (
+        request.uri().authority(),
+        request.headers().get(header::HOST),
+    ) {
+        if !host
+            .as_bytes()
+            .eq_ignore_ascii_case(authority.as_str().as_bytes())
+        {
+            return Some("the Host field and :authority name different hosts");
+        }
+    }
+    // The asterisk form is for OPTIONS only (RFC 9112 §3.2.4).
+    if request.uri().path() == "*" && request.method() != Method::OPTIONS {
+        return Some("only OPTIONS may ask for *");
     }
     None
 }
@@ -332,5 +350,59 @@ impl Gate {
                 Err(response)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(
+        version: axum::http::Version,
+        method: Method,
+        uri: &str,
+        host: Option<&str>,
+    ) -> Request {
+        let mut request = Request::builder()
+            .version(version)
+            .method(method)
+            .uri(uri)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        if let Some(host) = host {
+            request
+                .headers_mut()
+                .insert(header::HOST, HeaderValue::from_str(host).unwrap());
+        }
+        request
+    }
+
+    /// Requests whose host or target the origin could read otherwise than the gate (found by
+    /// black-box probes): refused before any rule is checked.
+    #[test]
+    fn hosts_and_targets_an_origin_could_read_otherwise_are_refused() {
+        use axum::http::Version;
+        let h2 = "http://shop.example/checkout";
+        assert!(refused_shape(&request(Version::HTTP_2, Method::GET, h2, None)).is_none());
+        assert!(refused_shape(&request(
+            Version::HTTP_2,
+            Method::GET,
+            h2,
+            Some("SHOP.example")
+        ))
+        .is_none());
+        assert!(refused_shape(&request(
+            Version::HTTP_2,
+            Method::GET,
+            h2,
+            Some("other.example")
+        ))
+        .is_some());
+        assert!(refused_shape(&request(Version::HTTP_11, Method::GET, "/x", None)).is_some());
+        assert!(refused_shape(&request(Version::HTTP_10, Method::GET, "/x", None)).is_none());
+        assert!(refused_shape(&request(Version::HTTP_11, Method::GET, "*", Some("s"))).is_some());
+        assert!(
+            refused_shape(&request(Version::HTTP_11, Method::OPTIONS, "*", Some("s"))).is_none()
+        );
     }
 }

@@ -118,27 +118,58 @@ impl GateRule {
 
 /// The room the first matching rule gates `raw_path` for (see the module docs for how the path
 /// is read).
+///
+/// A path is read two ways when it has escapes: decoded, then split on `/` (an origin that
+/// decodes before routing), and split first, then each segment decoded (an origin that routes
+/// on the raw path: Express's `/drops/:id/buy`, Go's `{id}`, where `a%2Fb` is one segment).
+/// A rule that matches either reading gates it: otherwise `/drops/a%2Fb/buy` would pass a
+/// `/drops/*/buy` rule (four segments once decoded) and reach an origin that reads three.
 pub fn gated_room(rules: &[GateRule], raw_path: &str) -> Option<String> {
     let path = normalize_path(raw_path);
-    rules.iter().find_map(|rule| rule.room_for(&path))
+    rules
+        .iter()
+        .find_map(|rule| rule.room_for(&path))
+        .or_else(|| {
+            let by_raw_segments = raw_path
+                .contains('%')
+                .then(|| normalize_raw_segments(raw_path))?;
+            rules
+                .iter()
+                .find_map(|rule| rule.room_for(&by_raw_segments))
+        })
+}
+
+/// The segments of `raw_path` split before decoding (an escaped `/` stays in its segment), each
+/// then read as [`normalize_path`] reads one.
+fn normalize_raw_segments(raw_path: &str) -> Vec<String> {
+    read_segments(
+        raw_path
+            .split(['/', '\\'])
+            .map(|raw| percent_decode_str(raw).decode_utf8_lossy()),
+    )
 }
 
 /// The segments of `raw_path` as an origin might read it: percent-decoded once, `\` as `/`,
 /// empty and `.` segments dropped, `..` resolved, `;params` cut, ASCII lowercase.
 pub fn normalize_path(raw_path: &str) -> Vec<String> {
     let decoded = percent_decode_str(raw_path).decode_utf8_lossy();
-    let mut segments: Vec<String> = Vec::new();
-    for segment in decoded.split(['/', '\\']) {
-        let segment = segment.split(';').next().unwrap_or_default();
-        match segment {
+    read_segments(decoded.split(['/', '\\']).map(std::borrow::Cow::Borrowed))
+}
+
+/// Path segments as a router reads them: `;params` cut, empty and `.` dropped, `..` resolved,
+/// ASCII lowercase.
+fn read_segments<'a>(segments: impl Iterator<Item = std::borrow::Cow<'a, str>>) -> Vec<String> {
+    let mut read: Vec<String> = Vec::new();
+    for segment in segments {
+        match segment.split(';').next().unwrap_or_default() {
             "" | "." => {}
             ".." => {
-                segments.pop();
+                read.pop();
             }
-            other => segments.push(other.to_ascii_lowercase()),
+            other => read.push(other.to_ascii_lowercase()),
         }
     }
-    segments
+    read
 }
 
 /// Whether `raw_path` can mean another path to some origin than to the gate: a dot segment
@@ -232,6 +263,22 @@ mod tests {
         assert_eq!(room("/drops/sneaker"), None);
         assert_eq!(room("/rooms/flash/pay/now").as_deref(), Some("flash"));
         assert_eq!(room("/rooms/flash"), None);
+    }
+
+    #[test]
+    fn an_escaped_slash_in_a_wildcard_segment_is_gated_both_ways() {
+        let rules = rules(&["/drops/*/buy=main", "/rooms/{room}/checkout"]);
+        // Decoded first it is /drops/a/b/buy (no match); an origin routing on raw segments
+        // reads /drops/{a%2Fb}/buy: gated.
+        for path in ["/drops/a%2Fb/buy", "/drops/%2F/buy", "/drops/a%2fb/BUY"] {
+            assert_eq!(gated_room(&rules, path).as_deref(), Some("main"), "{path}");
+        }
+        assert_eq!(
+            gated_room(&rules, "/rooms/main%2Fx/checkout").as_deref(),
+            Some("main/x")
+        );
+        assert_eq!(gated_room(&rules, "/drops/a/b/buy"), None);
+        assert_eq!(gated_room(&rules, "/drops/a%2Fb/view"), None);
     }
 
     #[test]
