@@ -8,18 +8,25 @@ use std::process::Child;
 /// A child process that is killed (SIGKILL) and reaped when dropped, so a failing test or an
 /// aborted benchmark leaves no server behind. Derefs to the [`Child`] (`id`, `try_wait`, …).
 #[derive(Debug)]
-pub struct ChildGuard(Child);
+pub struct ChildGuard(Child, bool);
 
 impl ChildGuard {
     /// Takes charge of `child`.
     pub fn new(child: Child) -> Self {
-        Self(child)
+        Self(child, false)
+    }
+
+    /// Takes charge of `child` and of every process in its process group, which `child` leads
+    /// (spawned with `process_group(0)`): chromedriver's Chromium, which outlives chromedriver
+    /// when a test ends without closing its browser session.
+    pub fn with_group(child: Child) -> Self {
+        Self(child, true)
     }
 }
 
 impl From<Child> for ChildGuard {
     fn from(child: Child) -> Self {
-        Self(child)
+        Self(child, false)
     }
 }
 
@@ -39,6 +46,13 @@ impl DerefMut for ChildGuard {
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
+        if self.1 {
+            // `kill -KILL -- -PGID`: the whole group, before its leader is reaped.
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.0.id())])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
         // Errors mean it already ended (and was reaped): nothing left to stop.
         let _ = self.0.kill();
         let _ = self.0.wait();

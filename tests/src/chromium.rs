@@ -1,6 +1,7 @@
 //! Debian's headless Chromium driven over WebDriver (chromedriver + fantoccini), and the waits
 //! the page tests share (`tests/tests/browser.rs`, `tests/tests/mounted_page.rs`).
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,7 +32,7 @@ pub fn screenshot_dir() -> PathBuf {
     dir
 }
 
-/// A chromedriver process on a free port, killed on drop.
+/// A chromedriver process on a free port, killed on drop with the Chromium it started.
 pub struct ChromeDriver {
     _child: ChildGuard,
     port: u16,
@@ -44,7 +45,9 @@ impl ChromeDriver {
     /// When it is not installed (`scripts/setup-tools.sh --test` installs it) or never listens.
     pub fn start() -> Self {
         let port = free_port().expect("a free port");
+        // Its own process group, so that dropping it also ends the Chromium it started.
         let child = Command::new("/usr/bin/chromedriver")
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -61,7 +64,7 @@ impl ChromeDriver {
             std::thread::sleep(Duration::from_millis(50));
         }
         Self {
-            _child: ChildGuard::new(child),
+            _child: ChildGuard::with_group(child),
             port,
         }
     }
