@@ -628,6 +628,40 @@ async fn the_session_endpoint_sets_the_entry_cookie_and_the_cookie_passes_the_ga
         .await
         .unwrap();
     assert_eq!(wrong_body.status(), StatusCode::BAD_REQUEST);
+
+    // The browser ends its own session with its cookie (HttpOnly: the page cannot read the
+    // token), only on a JSON request (a cross-site form cannot send one): the cookie is cleared
+    // and the gate stops passing it at once.
+    let release = |content_type: &'static str| {
+        app.client
+            .post(app.url(&format!("{PREFIX}api/v1/rooms/main/entries/release")))
+            .header("cookie", pair.to_owned())
+            .header("content-type", content_type)
+            .body(if content_type == "application/json" {
+                "{}"
+            } else {
+                ""
+            })
+            .send()
+    };
+    let form = release("application/x-www-form-urlencoded").await.unwrap();
+    assert_eq!(form.status(), StatusCode::UNAUTHORIZED);
+    let (status, headers, body) = json_of(release("application/json").await.unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["released"], true, "{body}");
+    let cleared = headers["set-cookie"].to_str().unwrap();
+    assert!(
+        cleared.starts_with("vestibule_entry_main=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    let after = no_redirects()
+        .get(app.url("/checkout"))
+        .header("accept", "text/html")
+        .header("cookie", pair.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), StatusCode::SEE_OTHER, "a released session");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,15 +29,20 @@ pub fn refusal(
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if clear_cookie {
-        let expired = format!(
-            "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax",
-            cookie_name(room)
-        );
-        if let Ok(value) = HeaderValue::from_str(&expired) {
+        if let Some(value) = cleared_cookie(room) {
             headers.insert(header::SET_COOKIE, value);
         }
     }
     response
+}
+
+/// `Set-Cookie` that ends `room`'s session cookie in the browser (a refused or released token).
+pub fn cleared_cookie(room: &str) -> Option<HeaderValue> {
+    let expired = format!(
+        "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax",
+        cookie_name(room)
+    );
+    HeaderValue::from_str(&expired).ok()
 }
 
 /// A fault answered by the gate (`status` 404, 502, 503 or 504): the JSON error body, or for a

@@ -7,7 +7,11 @@
 //! store by its `jti` — one store step for consume (the same step as the demo order, so a token
 //! works once across every replica), the ticket's leave for release (which gives the token back).
 //! Consume needs `Authorization: Bearer <--origin-api-key>`; release takes that key with the token
-//! in the body, or the token's holder sending it in `X-Entry-Token`.
+//! in the body, or the token's holder sending it in `X-Entry-Token`, or (a browser, whose session
+//! cookie is HttpOnly) the room's session cookie on a `Content-Type: application/json` request:
+//! a cross-site form cannot send that type, and a cross-site script needs a CORS preflight the
+//! server does not grant, so another site cannot end a shopper's session (SameSite=Lax already
+//! keeps the cookie off cross-site POSTs).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -116,8 +120,47 @@ pub(super) fn no_unit_left() -> ApiError {
     )
 }
 
-/// The token of a release: the body's `entryToken` (origin key), else `X-Entry-Token` (holder).
-fn release_token(headers: &HeaderMap, body: &Bytes, origin: bool) -> Result<String, ApiError> {
+/// The token of a release and whether it came from the session cookie: the body's
+/// `entryToken` (origin key), else `X-Entry-Token` (holder), else the room's session cookie on a
+/// JSON request (the first that verifies offline, as the gate tries them).
+fn release_token(
+    state: &AppState,
+    room: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+    origin: bool,
+) -> Result<(String, bool), ApiError> {
+    match release_header_token(headers, body, origin) {
+        Err(ApiError::OriginUnauthorized) => {
+            let json = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.split(';').next())
+                .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"));
+            let cookies: Vec<String> = crate::gate::entry::request_tokens(headers, room)
+                .into_iter()
+                .filter(|(_, source)| *source == crate::gate::entry::TokenSource::Cookie)
+                .map(|(token, _)| token)
+                .collect();
+            if !json || cookies.is_empty() {
+                return Err(ApiError::OriginUnauthorized);
+            }
+            let token = cookies
+                .iter()
+                .find(|token| verify_offline(state, room, token).is_ok())
+                .unwrap_or(&cookies[0]);
+            Ok((token.clone(), true))
+        }
+        other => other.map(|token| (token, false)),
+    }
+}
+
+/// The token of a release sent by the origin (body) or the holder (`X-Entry-Token`).
+fn release_header_token(
+    headers: &HeaderMap,
+    body: &Bytes,
+    origin: bool,
+) -> Result<String, ApiError> {
     if origin && !body.iter().all(u8::is_ascii_whitespace) {
         let parsed: EntryTokenBody = serde_json::from_slice(body)
             .map_err(|error| ApiError::BadRequest(format!("release body: {error}")))?;
@@ -141,13 +184,13 @@ fn release_token(headers: &HeaderMap, body: &Bytes, origin: bool) -> Result<Stri
     operation_id = "release_entry",
     params(
         ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
-        ("X-Entry-Token" = Option<String>, Header, description = "The holder's own token (instead of the origin key and a body)"),
+        ("X-Entry-Token" = Option<String>, Header, description = "The holder's own token (instead of the origin key and a body); a browser may instead send the room's session cookie (`vestibule_entry_{room}`) with `Content-Type: application/json`, and gets it cleared"),
     ),
     request_body(content = Option<EntryTokenBody>, content_type = "application/json", description = "With the origin API key: the token to release"),
     responses(
         (status = 200, body = EntryReleased, description = "Released now (`released: true`) or already ended (`false`)"),
         (status = 400, description = "Malformed body (`bad_request`)", body = ErrorBody),
-        (status = 401, description = "Neither the origin API key nor `X-Entry-Token` (`unauthorized`)", body = ErrorBody),
+        (status = 401, description = "Neither the origin API key, `X-Entry-Token` nor the session cookie on a JSON request (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong origin key (`forbidden`); token not issued here, expired or another room's (`entry_token_*`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
@@ -159,13 +202,13 @@ pub async fn release(
     Path(room): Path<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Json<EntryReleased>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     state.room(&room)?;
     let origin = has_authorization(&headers);
     if origin {
         authorize_origin(&state, &headers)?;
     }
-    let token = release_token(&headers, &body, origin)?;
+    let (token, from_cookie) = release_token(&state, &room, &headers, &body, origin)?;
     let claims = verify_offline(&state, &room, &token)?;
     let now = now_ms();
     let released = match state.store.check_token(&room, &claims.jti, now).await? {
@@ -182,5 +225,14 @@ pub async fn release(
     if released {
         metrics::counter!("vestibule_entries_released_total", "room" => room.clone()).increment(1);
     }
-    Ok(Json(EntryReleased { room, released }))
+    // The browser's cookie holds a token that no longer works: it goes too.
+    let cleared = from_cookie
+        .then(|| crate::gate::answers::cleared_cookie(&room))
+        .flatten();
+    let mut response =
+        axum::response::IntoResponse::into_response(Json(EntryReleased { room, released }));
+    if let Some(cleared) = cleared {
+        response.headers_mut().insert(header::SET_COOKIE, cleared);
+    }
+    Ok(response)
 }
