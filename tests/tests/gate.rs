@@ -690,7 +690,8 @@ async fn every_open_redirect_variant_is_refused() {
         assert_eq!(status, StatusCode::OK, "{evil:?}: {session}");
         assert_eq!(session["returnTo"], "/", "{evil:?}");
     }
-    // A gated request whose own path would make a protocol-relative return gets `/`.
+    // A gated request whose own path would make a protocol-relative return comes back to the
+    // same path with its slashes collapsed: same origin, never `//host`.
     let navigation = no_redirects()
         .get(app.url("//checkout"))
         .header("accept", "text/html")
@@ -700,7 +701,7 @@ async fn every_open_redirect_variant_is_refused() {
     assert_eq!(navigation.status(), StatusCode::SEE_OTHER);
     assert_eq!(
         navigation.headers()["location"],
-        "/_vestibule/?room=main&return=%2F"
+        "/_vestibule/?room=main&return=%2Fcheckout"
     );
     assert!(
         origin.paths().is_empty(),
@@ -1639,6 +1640,16 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
         json!(["session_id=S123; cart=C9"]),
         "{echo}"
     );
+
+    // `//checkout` is gated like `/checkout`, and the way back is `/checkout`.
+    let answer = raw_exchange(
+        &app,
+        "GET //checkout?step=2 HTTP/1.1\r\nHost: shop.example\r\nAccept: text/html\r\n\
+         Connection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 303"), "{answer}");
+    assert!(answer.contains("return=%2Fcheckout%3Fstep%3D2"), "{answer}");
 
     // An escaped slash in a `{room}` segment: an origin routing on raw segments reads
     // /rooms/{main%2Fx}/pay, so the gate does too (no such room: refused, never proxied).

@@ -146,11 +146,17 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
     if let Some(room) = gated_room(&gate.rules, request.uri().path()).filter(|_| !preflight) {
-        let back = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |path| path.as_str())
-            .to_owned();
+        // The way back to this very path. Leading slashes collapse to one: `//checkout` (gated
+        // like `/checkout`) must come back to `/checkout`, not to `/` as a protocol-relative
+        // `return` would be refused.
+        let back = format!(
+            "/{}",
+            request
+                .uri()
+                .path_and_query()
+                .map_or("/", |path| path.as_str())
+                .trim_start_matches('/')
+        );
         match gate
             .admit(&room, request.headers(), &back, navigation)
             .await
