@@ -9,9 +9,9 @@
 //! Consume needs `Authorization: Bearer <--origin-api-key>`; release takes that key with the token
 //! in the body, or the token's holder sending it in `X-Entry-Token`, or (a browser, whose session
 //! cookie is HttpOnly) the room's session cookie on a `Content-Type: application/json` request:
-//! a cross-site form cannot send that type, and a cross-site script needs a CORS preflight the
-//! server does not grant, so another site cannot end a shopper's session (SameSite=Lax already
-//! keeps the cookie off cross-site POSTs).
+//! a cross-site form cannot send that type and a cross-site script needs a granted CORS
+//! preflight, so another site cannot end a shopper's session (SameSite=Lax already keeps the
+//! cookie off cross-site POSTs).
 
 use axum::body::Bytes;
 use axum::extract::State;
