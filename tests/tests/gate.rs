@@ -1407,6 +1407,32 @@ async fn counting_origin() -> (
     (address, accepted, requests)
 }
 
+/// The gate on one serving thread (so one client connection's requests share its origin
+/// connections) in front of [`counting_origin`], a raw client connection to it, and the origin's
+/// counts.
+async fn gate_on_counting_origin() -> (
+    TestApp,
+    tokio::net::TcpStream,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<Mutex<Vec<String>>>,
+) {
+    let (origin, accepted, requests) = counting_origin().await;
+    let upstream = format!("http://{origin}");
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--upstream", &upstream, "--serving-threads", "1"],
+    )
+    .await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let client = tokio::net::TcpStream::connect(&address).await.unwrap();
+    (app, client, accepted, requests)
+}
+
+/// `GET path` to the storefront, as a raw HTTP/1.1 request.
+fn raw_get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\n\r\n")
+}
+
 /// Sends `request` on `socket` and reads one answer: its head and `body_len` bytes of body.
 async fn exchange(socket: &mut tokio::net::TcpStream, request: &str, body_len: usize) -> String {
     socket.write_all(request.as_bytes()).await.unwrap();
@@ -1435,18 +1461,10 @@ async fn exchange(socket: &mut tokio::net::TcpStream, request: &str, body_len: u
 #[tokio::test]
 async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unusable() {
     use std::sync::atomic::Ordering;
-    let (origin, accepted, _) = counting_origin().await;
-    let upstream = format!("http://{origin}");
-    let app = TestApp::spawn(
-        Backend::Memory,
-        &["--upstream", &upstream, "--serving-threads", "1"],
-    )
-    .await;
+    let (app, mut client, accepted, _) = gate_on_counting_origin().await;
     let address = app.base.trim_start_matches("http://").to_owned();
-    let mut client = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\n\r\n");
     for round in 0..20 {
-        let answer = exchange(&mut client, &get("/products"), 2).await;
+        let answer = exchange(&mut client, &raw_get("/products"), 2).await;
         assert!(
             answer.starts_with("HTTP/1.1 200"),
             "round {round}: {answer}"
@@ -1461,7 +1479,7 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
             answer.starts_with("HTTP/1.1 200"),
             "round {round}: {answer}"
         );
-        let answer = exchange(&mut client, &get("/empty"), 0).await;
+        let answer = exchange(&mut client, &raw_get("/empty"), 0).await;
         assert!(
             answer.starts_with("HTTP/1.1 204"),
             "round {round}: {answer}"
@@ -1475,7 +1493,7 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
 
     // The origin closes after each answer, unannounced: every request is still answered.
     for round in 0..10 {
-        let answer = exchange(&mut client, &get("/close"), 2).await;
+        let answer = exchange(&mut client, &raw_get("/close"), 2).await;
         assert!(
             answer.starts_with("HTTP/1.1 200"),
             "round {round}: {answer}"
@@ -1490,14 +1508,14 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
     // The keep-alive race, made certain: the origin drops the kept-alive connection as the
     // next request arrives on it. A GET goes out once more on a new connection (as nginx does);
     // a POST with a body is never sent twice: 502.
-    let answer = exchange(&mut client, &get("/drop-next"), 2).await;
+    let answer = exchange(&mut client, &raw_get("/drop-next"), 2).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let answer = exchange(&mut client, &get("/products"), 2).await;
+    let answer = exchange(&mut client, &raw_get("/products"), 2).await;
     assert!(
         answer.starts_with("HTTP/1.1 200"),
         "a GET on a connection the origin dropped: {answer}"
     );
-    let answer = exchange(&mut client, &get("/drop-next"), 2).await;
+    let answer = exchange(&mut client, &raw_get("/drop-next"), 2).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let post = "POST /orders HTTP/1.1\r\nHost: shop.example\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nbody";
     let answer = exchange(&mut client, post, 0).await;
@@ -1508,11 +1526,11 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
 
     // A reader that leaves mid-body: its origin connection (still sending) is not lent again.
     let mut leaving = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let first = exchange(&mut leaving, &get("/held"), 0).await;
+    let first = exchange(&mut leaving, &raw_get("/held"), 0).await;
     assert!(first.starts_with("HTTP/1.1 200"), "{first}");
     drop(leaving);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let answer = exchange(&mut client, &get("/products"), 2).await;
+    let answer = exchange(&mut client, &raw_get("/products"), 2).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok"), "{answer}");
 }
@@ -1522,20 +1540,11 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
 /// intermediary passes on (and what nginx does).
 #[tokio::test]
 async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
-    let (origin, _, requests) = counting_origin().await;
-    let upstream = format!("http://{origin}");
-    let app = TestApp::spawn(
-        Backend::Memory,
-        &["--upstream", &upstream, "--serving-threads", "1"],
-    )
-    .await;
-    let address = app.base.trim_start_matches("http://").to_owned();
-    let mut client = tokio::net::TcpStream::connect(&address).await.unwrap();
-    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\n\r\n");
+    let (app, mut client, _, requests) = gate_on_counting_origin().await;
 
     // Content-Length beside Transfer-Encoding: the length is dropped (RFC 9112 §6.3), the
     // 3-byte body arrives whole and the connection stays usable.
-    let answer = exchange(&mut client, &get("/clte"), 0).await;
+    let answer = exchange(&mut client, &raw_get("/clte"), 0).await;
     let answer = if answer.ends_with("\r\n0\r\n\r\n") {
         answer
     } else {
@@ -1561,17 +1570,17 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
         "{answer}"
     );
     assert!(answer.contains("abc"), "{answer}");
-    let next = exchange(&mut client, &get("/products"), 2).await;
+    let next = exchange(&mut client, &raw_get("/products"), 2).await;
     assert!(next.starts_with("HTTP/1.1 200"), "{next}");
 
     // A repeated length from the origin (`3, 3`, all agreeing) reaches the client as one.
-    let answer = exchange(&mut client, &get("/cl33"), 3).await;
+    let answer = exchange(&mut client, &raw_get("/cl33"), 3).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("content-length: 3\r\n"), "{answer}");
     assert!(answer.ends_with("abc"), "{answer}");
 
     // 150 Set-Cookie lines: all passed on, none folded (hyper's default limit is 100 lines).
-    let answer = exchange(&mut client, &get("/many"), 2).await;
+    let answer = exchange(&mut client, &raw_get("/many"), 2).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert_eq!(answer.matches("set-cookie: c").count(), 150, "{answer}");
 
@@ -1588,12 +1597,12 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
         !answer.to_ascii_lowercase().contains("content-length"),
         "{answer}"
     );
-    let next = exchange(&mut client, &get("/products"), 2).await;
+    let next = exchange(&mut client, &raw_get("/products"), 2).await;
     assert!(next.starts_with("HTTP/1.1 200"), "{next}");
 
     // An unreadable answer is the origin's answer, not a dropped connection: 502 that says so,
     // and the GET is not sent twice.
-    let answer = exchange(&mut client, &get("/malformed"), 0).await;
+    let answer = exchange(&mut client, &raw_get("/malformed"), 0).await;
     assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
     assert!(answer.contains("cannot be passed on"), "{answer}");
     let sent = requests
