@@ -10,7 +10,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::http::{short, HttpClient};
-use crate::load::{closed_loop, open_loop, LoadResult};
+use crate::load::{at_poll_rate, closed_loop, LoadResult};
 use crate::procs::{CpuMeter, RedisProcess, ServerProcess};
 use crate::profile::Profile;
 use crate::report::{Report, Verdict};
@@ -149,13 +149,7 @@ pub async fn run(profile: &Profile, report: &mut Report) -> anyhow::Result<Ceili
     // the box, the load generator and axum alone give at that rate.
     let open = hello_request(HttpClient::new(&hello.base(), profile.capacity_connections));
     let cpu = CpuMeter::start(&[("hello", hello.pid()), ("bench", std::process::id())]);
-    let at_rate = open_loop(
-        profile.poll_rate,
-        Profile::secs(profile.poll_rate_secs),
-        4_096,
-        move |n| open(0, n),
-    )
-    .await;
+    let at_rate = at_poll_rate(profile, move |n| open(0, n)).await;
     let p = at_rate.percentiles();
     ceilings.http_p99_ms_at_poll_rate = Some(p.p99_ms);
     report.value("http_p99_ms_at_poll_rate", p.p99_ms);

@@ -12,7 +12,7 @@ use vestibule_shared::{paths, TicketState, TicketStatus};
 
 use crate::baselines::Ceilings;
 use crate::http::{short, HttpClient};
-use crate::load::{closed_loop, open_loop};
+use crate::load::{at_poll_rate, closed_loop};
 use crate::procs::{start_vestibule, CpuMeter, RedisProcess};
 use crate::profile::Profile;
 use crate::redis_probe::{key, memory_usage, zcard, RedisSample};
@@ -197,13 +197,7 @@ pub async fn run(
         ("bench", std::process::id()),
     ]);
     let open = poll.clone();
-    let at_rate = open_loop(
-        profile.poll_rate,
-        Profile::secs(profile.poll_rate_secs),
-        4_096,
-        move |n| open(n),
-    )
-    .await;
+    let at_rate = at_poll_rate(profile, move |n| open(n)).await;
     let p = at_rate.percentiles();
     report.value("poll_p99_ms_at_rate", p.p99_ms);
     report.value("poll_rate_offered", profile.poll_rate);
@@ -245,13 +239,7 @@ pub async fn run(
             async move { poll_admitting(&client, ROOM, &ticket, admitting_since, rate).await }
         }
     };
-    let admitting = open_loop(
-        profile.poll_rate,
-        Profile::secs(profile.poll_rate_secs),
-        4_096,
-        moving,
-    )
-    .await;
+    let admitting = at_poll_rate(profile, moving).await;
     let p = admitting.percentiles();
     report.value("poll_p99_ms_at_rate_admitting", p.p99_ms);
     report.row(

@@ -111,6 +111,23 @@ where
     finish(&tally, started, latency, 0)
 }
 
+/// The open loop of the poll-latency figures: `profile.poll_rate` requests/s for
+/// `profile.poll_rate_secs` (at most 4,096 in flight). The capacity stage's polls and the
+/// baselines' bare-axum floor both run it, so the floor is measured at the same rate and length.
+pub async fn at_poll_rate<F, Fut>(profile: &crate::profile::Profile, request: F) -> LoadResult
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    open_loop(
+        profile.poll_rate,
+        crate::profile::Profile::secs(profile.poll_rate_secs),
+        4_096,
+        request,
+    )
+    .await
+}
+
 /// Sends requests at `rate` per second for `duration` (at most `rate × duration` requests), never
 /// more than `max_in_flight` at once (the rest count as dropped). Each latency counts from the
 /// moment its request was due.
