@@ -68,6 +68,14 @@ impl RedisCluster {
                  --test installs redis-server and redis-tools)"
             );
         }
+        // Clusters of tests running at once pick their ports one after another, each only once
+        // the one before listens: a port found free is released before its redis-server binds
+        // it, so another cluster could pick it meanwhile, and its nodes would then join ours (a
+        // CI rehearsal saw one test's rooms in another's catalog, and a failover never come).
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let starting = STARTING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let started = Instant::now();
         let dir = tempfile::tempdir().expect("temp dir");
         let mut cluster = Self {
@@ -84,6 +92,7 @@ impl RedisCluster {
         for node in &cluster.nodes {
             wait_for_port(node.port);
         }
+        drop(starting);
         let addresses: Vec<String> = cluster
             .nodes
             .iter()
