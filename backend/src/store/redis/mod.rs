@@ -30,6 +30,7 @@ mod queue;
 mod reply;
 mod safety;
 mod settings;
+mod siblings;
 mod tokens;
 
 use async_trait::async_trait;
@@ -39,6 +40,7 @@ pub use self::connection::{key_slot, RedisConnection};
 use crate::config::RedisTarget;
 
 use self::reply::as_array;
+use self::siblings::Member;
 use super::{
     AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
     JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor, RoomCounts,
@@ -79,6 +81,9 @@ pub struct RedisStore {
     /// Rooms this process knows to be random (docs/DESIGN.md "Random queueing"): their joins
     /// carry lottery keys from the first try (`lottery.rs`).
     lottery_rooms: RwLock<std::collections::HashSet<String>>,
+    /// This connection's part among the other connections of this process to the same Redis,
+    /// which it tells when it finds Redis gone or back (`siblings.rs`; none on a Redis Cluster).
+    family: Option<Member>,
 }
 
 /// A room secret, and when a join last checked it against Redis (the upkeep round trip of
@@ -148,7 +153,14 @@ impl RedisStore {
             .await
             .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
             .map_err(unavailable)?;
-        let store = Self::with_connection(connection, timeout);
+        let family = match (target, &connection) {
+            (RedisTarget::Single(url), RedisConnection::Single(manager)) => {
+                Some(Member::join(url, manager.clone(), timeout))
+            }
+            _ => None,
+        };
+        let mut store = Self::with_connection(connection, timeout);
+        store.family = family;
         store.move_old_catalog().await?;
         Ok(store)
     }
@@ -175,6 +187,7 @@ impl RedisStore {
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
             lottery_rooms: RwLock::new(std::collections::HashSet::new()),
+            family: None,
         }
     }
 
@@ -200,7 +213,12 @@ impl RedisStore {
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map_err(unavailable),
+            Ok(result) => {
+                if let Some(member) = &self.family {
+                    member.saw(&result);
+                }
+                result.map_err(unavailable)
+            }
             Err(_) => Err(StoreError::OutcomeUnknown(format!(
                 "Redis did not answer within {} ms",
                 self.timeout.as_millis()
