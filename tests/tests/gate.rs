@@ -1310,7 +1310,7 @@ async fn an_http_1_0_origin_is_answered_in_the_clients_version_on_a_kept_alive_c
 /// keep-alive timeout fires just then), `/empty` is 204, `HEAD` has no body, `/held` sends one
 /// chunk and holds the rest; `/drop-next` answers, then closes the connection unanswered when
 /// the next request arrives on it (an origin whose keep-alive timeout fires as that request is
-/// sent); `/clte` has both `Content-Length: 100` and a 3-byte chunked body, `/many` 150
+/// sent); `/crash` is read and its connection closed unanswered (an origin failing on it); `/clte` has both `Content-Length: 100` and a 3-byte chunked body, `/many` 150
 /// `Set-Cookie` lines, `/cl33` `Content-Length: 3, 3`, `/nolength` a chunked body (and no length for `HEAD`), `/malformed` an
 /// obsolete folded header line (unreadable); anything else is `200 ok`. Every request line it
 /// read is kept, in order.
@@ -1358,6 +1358,9 @@ async fn counting_origin() -> (
                     let (method, path) = (line.next().unwrap_or(""), line.next().unwrap_or(""));
                     drop_next = path == "/drop-next";
                     seen.lock().unwrap().push(format!("{method} {path}"));
+                    if path == "/crash" {
+                        return;
+                    }
                     if method == "POST" {
                         // The tests' POSTs carry a 4-byte body.
                         while pending.len() < 4 {
@@ -1457,11 +1460,12 @@ async fn exchange(socket: &mut tokio::net::TcpStream, request: &str, body_len: u
 /// with no body (`HEAD`, 204) give their connection back too; an answer whose reader went away
 /// mid-body takes its connection with it; a kept-alive connection the origin closed is not used
 /// again, and a bodyless idempotent request the origin dropped unanswered goes out once more on
-/// a new connection (no 502 for the keep-alive race), a POST never.
+/// a new connection (no 502 for the keep-alive race), a POST never, nor a GET that a fresh
+/// connection dropped.
 #[tokio::test]
 async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unusable() {
     use std::sync::atomic::Ordering;
-    let (app, mut client, accepted, _) = gate_on_counting_origin().await;
+    let (app, mut client, accepted, requests) = gate_on_counting_origin().await;
     let address = app.base.trim_start_matches("http://").to_owned();
     for round in 0..20 {
         let answer = exchange(&mut client, &raw_get("/products"), 2).await;
@@ -1523,6 +1527,22 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
         answer.starts_with("HTTP/1.1 502"),
         "a POST is not sent twice: {answer}"
     );
+    // A GET that a fresh connection drops unanswered is the origin failing on that request,
+    // not the race: not sent twice either (nginx resends on a cached connection only). The
+    // origin closes the connection of `/close`; the pause lets the gate see it, so `/crash`
+    // goes out on a new connection.
+    let answer = exchange(&mut client, &raw_get("/close"), 2).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let answer = exchange(&mut client, &raw_get("/crash"), 0).await;
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    let crashes = requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| *line == "GET /crash")
+        .count();
+    assert_eq!(crashes, 1, "sent once");
 
     // A reader that leaves mid-body: its origin connection (still sending) is not lent again.
     let mut leaving = tokio::net::TcpStream::connect(&address).await.unwrap();

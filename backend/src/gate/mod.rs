@@ -18,6 +18,7 @@ pub mod answers;
 pub mod config;
 pub mod entry;
 pub mod forwarding;
+pub mod origin_connection;
 pub mod proxy;
 pub mod rules;
 pub mod session;

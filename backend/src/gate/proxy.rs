@@ -25,6 +25,7 @@ use vestibule_shared::error_code;
 
 use super::answers::fault;
 use super::forwarding::set_forwarding_headers;
+use super::origin_connection::{Answered, MarkingConnector};
 use crate::config::Config;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1, plus the
@@ -49,7 +50,7 @@ pub const MAX_RESPONSE_HEADERS: usize = 1_000;
 /// The origin and the client that reaches it.
 #[derive(Clone)]
 pub struct Proxy {
-    client: Client<HttpConnector, Body>,
+    client: Client<MarkingConnector, Body>,
     authority: Authority,
     timeout: Duration,
 }
@@ -72,7 +73,7 @@ impl Proxy {
             .pool_idle_timeout(Duration::from_secs(60))
             // hyper's default is 100 lines: a shop page setting many cookies has more.
             .http1_max_headers(MAX_RESPONSE_HEADERS)
-            .build(connector);
+            .build(MarkingConnector(connector));
         Ok(Self {
             client,
             authority,
@@ -324,23 +325,28 @@ struct Replay {
 }
 
 impl Proxy {
-    /// Sends `outgoing` to the origin; when the origin drops the connection without an answer
-    /// and `replay` is given (no body, an idempotent method: RFC 9110 §9.2.2), sends it once
-    /// more, on another connection.
+    /// Sends `outgoing` to the origin; when the origin drops the connection without an answer,
+    /// `replay` is given (no body, an idempotent method: RFC 9110 §9.2.2) and that connection
+    /// had answered before (`origin_connection.rs`), sends it once more, on another connection.
     ///
     /// That is the keep-alive race: an origin closes a kept-alive connection (its idle timeout:
     /// Node's default is 5 s, the gate keeps connections 60 s) just as the gate sends a request
     /// on it. hyper's pool sends again by itself only a request that was never written; one
     /// written to the closing socket fails with the connection, and without this the shopper
     /// would get a 502 from an origin that is up. nginx retries such requests the same way. A
-    /// request with a body, or a `POST`, is never sent twice: the origin may have acted on it.
+    /// request with a body, or a `POST`, is never sent twice: the origin may have acted on it;
+    /// nor one that a fresh connection dropped: the origin failed on that very request.
     async fn send(
         &self,
         outgoing: Request,
         replay: Option<Replay>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
         match self.client.request(outgoing).await {
-            Err(error) if dropped_unanswered(&error) => {
+            Ok(response) => {
+                Answered::note(response.extensions());
+                Ok(response)
+            }
+            Err(error) if dropped_unanswered(&error) && Answered::before(error.connect_info()) => {
                 let Some(Replay {
                     method,
                     uri,
@@ -355,9 +361,13 @@ impl Proxy {
                 *again.method_mut() = method;
                 *again.uri_mut() = uri;
                 *again.headers_mut() = headers;
-                self.client.request(again).await
+                let answer = self.client.request(again).await;
+                if let Ok(response) = &answer {
+                    Answered::note(response.extensions());
+                }
+                answer
             }
-            answer => answer,
+            Err(error) => Err(error),
         }
     }
 }
