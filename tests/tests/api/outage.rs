@@ -93,3 +93,57 @@ async fn a_redis_outage_answers_503_fast_and_service_resumes_after_it() {
     }
     assert!(!app.log().contains("panicked"), "{}", app.log());
 }
+
+/// A connection cut while Redis stays up (`CLIENT KILL`, as a proxy or a failover does) fails no
+/// poll and no keyed join: a call that finds its connection dropped goes once more on the new
+/// one when sending it twice means the same. Before, the first such call on each serving
+/// thread's connection got 503 or 504 (a black-box probe: 7 of 40 requests sent just after a
+/// `CLIENT KILL`). Ticks 2 s apart, so that the scheduler's own calls do not find the cut first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_cut_while_redis_stays_up_fails_no_poll_and_no_keyed_join() {
+    let app = TestApp::spawn(Backend::Redis, &["--tick-ms", "2000", "--lease-ms", "5000"]).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let (_, waiting) = app.join("main", None).await;
+    // One client per serving thread and one more: each new connection goes to the thread with
+    // the fewest, so the calls meet every thread's cut connection.
+    let clients: Vec<_> = (0..4).map(|_| reqwest::Client::new()).collect();
+    for client in &clients {
+        let status = client
+            .get(app.url(paths::HEALTHZ))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::OK);
+    }
+    let redis = app.redis.as_ref().unwrap();
+    for round in 0..3 {
+        let killed = redis.cli(&["CLIENT", "KILL", "TYPE", "normal"]);
+        assert!(
+            killed.trim().parse::<u32>().unwrap_or(0) >= 2,
+            "round {round}: {killed}"
+        );
+        let calls = clients.iter().enumerate().map(|(index, client)| {
+            let app = &app;
+            let ticket = &waiting.ticket_id;
+            async move {
+                let request = if index % 2 == 0 {
+                    client.get(app.url(&paths::ticket("main", ticket)))
+                } else {
+                    client
+                        .post(app.url(&paths::tickets("main")))
+                        .header("Idempotency-Key", format!("cut-{index}"))
+                };
+                let response = request.send().await.expect("an answer");
+                (response.status(), response.text().await.unwrap_or_default())
+            }
+        });
+        for (status, body) in futures_util::future::join_all(calls).await {
+            assert!(
+                status.is_success(),
+                "round {round}: {status} {body}\n{}",
+                app.log()
+            );
+        }
+    }
+}

@@ -208,22 +208,81 @@ impl RedisStore {
         )
     }
 
+    /// Runs `script` like [`Self::run_script`], once more if the connection turns out to have
+    /// dropped ([`Self::bounded_repeatable`]): only for a script that means the same when run
+    /// twice.
+    pub(super) async fn run_script_repeatable(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<Vec<Value>, StoreError> {
+        as_array(
+            self.bounded_repeatable(|| {
+                let mut connection = self.connection.clone();
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?,
+        )
+    }
+
     pub(super) async fn bounded<T>(
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => {
-                if let Some(member) = &self.family {
-                    member.saw(&result);
-                }
+                self.saw(&result);
                 result.map_err(unavailable)
             }
-            Err(_) => Err(StoreError::OutcomeUnknown(format!(
-                "Redis did not answer within {} ms",
-                self.timeout.as_millis()
-            ))),
+            Err(_) => Err(self.timed_out()),
         }
+    }
+
+    /// [`Self::bounded`] for a call that means the same when sent twice (a read; a join with a
+    /// key, which finds its ticket again): when its connection turns out to have dropped, the
+    /// call goes once more, on the connection the `ConnectionManager` starts making at that
+    /// failure, within what is left of the store timeout. A connection cut while Redis stays up
+    /// (`CLIENT KILL`, a proxy or a failover closing connections) then costs no failed answer;
+    /// before, the first such call on each serving thread's connection failed (a black-box probe:
+    /// 7 of 40 requests sent just after a `CLIENT KILL` got 503 or 504). When the second try
+    /// fails too, the first failure is the answer (that one may have been sent). One server only:
+    /// the cluster client resends by itself.
+    pub(super) async fn bounded_repeatable<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let started = Instant::now();
+        let first = tokio::time::timeout(self.timeout, call())
+            .await
+            .map_err(|_| self.timed_out())?;
+        self.saw(&first);
+        let dropped = match first {
+            Ok(value) => return Ok(value),
+            Err(error) if self.family.is_some() && siblings::is_news_of_a_drop(&error) => error,
+            Err(error) => return Err(unavailable(error)),
+        };
+        let left = self.timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, call()).await {
+            Ok(second) => {
+                self.saw(&second);
+                second.map_err(|_| unavailable(dropped))
+            }
+            Err(_) => Err(unavailable(dropped)),
+        }
+    }
+
+    /// Tells this connection's family what a call found (`siblings.rs`).
+    fn saw<T>(&self, result: &redis::RedisResult<T>) {
+        if let Some(member) = &self.family {
+            member.saw(result);
+        }
+    }
+
+    fn timed_out(&self) -> StoreError {
+        StoreError::OutcomeUnknown(format!(
+            "Redis did not answer within {} ms",
+            self.timeout.as_millis()
+        ))
     }
 
     /// This process's copy of a room's secret, if it has one.
@@ -309,8 +368,14 @@ impl RedisStore {
             .ignore()
             .cmd("GET")
             .arg(&key);
-        let mut connection = self.connection.clone();
-        let (value,): (Value,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        // SET NX, EXPIRE and GET mean the same sent twice.
+        let pipe = &pipe;
+        let (value,): (Value,) = self
+            .bounded_repeatable(|| {
+                let mut connection = self.connection.clone();
+                async move { pipe.query_async(&mut connection).await }
+            })
+            .await?;
         self.remember_secret(room, &value, true)?;
         self.cached_secret(room)
             .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))

@@ -87,9 +87,10 @@ impl RedisStore {
             invocation.arg(id);
         }
         // Being heard from is not a change the client must confirm: like a read, an
-        // unanswered call is reported as unavailable (503), never 504.
+        // unanswered call is reported as unavailable (503), never 504. Heard twice is heard
+        // once: it may go again when the connection drops.
         let reply = self
-            .run_script(&invocation)
+            .run_script_repeatable(&invocation)
             .await
             .map_err(StoreError::for_read)?;
         let expected = match mode {

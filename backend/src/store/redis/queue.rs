@@ -112,7 +112,13 @@ impl RedisStore {
             .key(keys.key("lottery_mac"))
             .key(keys.key("lottery_filing"))
             .key(keys.key(super::settings::GONE));
-        let reply = self.run_script(&invocation).await?;
+        // With a key, a join run twice finds the ticket the first made: it may go again when
+        // the connection drops (`bounded_repeatable`). Without one it would make a second.
+        let reply = if dedup_key.is_some() {
+            self.run_script_repeatable(&invocation).await?
+        } else {
+            self.run_script(&invocation).await?
+        };
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
             return Ok(JoinReply::Joined(JoinOutcome {
@@ -235,7 +241,6 @@ impl RedisStore {
             .hget(keys.key("settings"), "qmethod")
             .exists(keys.key("lottery_filing"))
             .hget(keys.key("lottery_mac"), id);
-        let mut connection = self.connection.clone();
         type Read = (
             Option<u64>,
             bool,
@@ -244,10 +249,15 @@ impl RedisStore {
             bool,
             Option<String>,
         );
+        let pipe = &pipe;
         let (rank, prequeue, fields, method, filing, member): Read = self
-            .bounded(pipe.query_async(&mut connection))
+            .bounded_repeatable(|| {
+                let mut connection = self.connection.clone();
+                async move { pipe.query_async(&mut connection).await }
+            })
             .await
             .map_err(StoreError::for_read)?;
+        let mut connection = self.connection.clone();
         if let Some(mut rank) = rank {
             // A random room's position is the rank in its lottery (docs/DESIGN.md "Random
             // queueing"), once every waiting ticket is filed.
