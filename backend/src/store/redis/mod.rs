@@ -224,6 +224,19 @@ impl RedisStore {
         )
     }
 
+    /// Runs `pipe` bounded by the store timeout, once more if the connection turns out to have
+    /// dropped ([`Self::bounded_repeatable`]): only for commands that mean the same sent twice.
+    pub(super) async fn query_repeatable<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StoreError> {
+        self.bounded_repeatable(|| {
+            let mut connection = self.connection.clone();
+            async move { pipe.query_async(&mut connection).await }
+        })
+        .await
+    }
+
     pub(super) async fn bounded<T>(
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
@@ -369,13 +382,7 @@ impl RedisStore {
             .cmd("GET")
             .arg(&key);
         // SET NX, EXPIRE and GET mean the same sent twice.
-        let pipe = &pipe;
-        let (value,): (Value,) = self
-            .bounded_repeatable(|| {
-                let mut connection = self.connection.clone();
-                async move { pipe.query_async(&mut connection).await }
-            })
-            .await?;
+        let (value,): (Value,) = self.query_repeatable(&pipe).await?;
         self.remember_secret(room, &value, true)?;
         self.cached_secret(room)
             .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))

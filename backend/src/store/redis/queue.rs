@@ -249,12 +249,8 @@ impl RedisStore {
             bool,
             Option<String>,
         );
-        let pipe = &pipe;
         let (rank, prequeue, fields, method, filing, member): Read = self
-            .bounded_repeatable(|| {
-                let mut connection = self.connection.clone();
-                async move { pipe.query_async(&mut connection).await }
-            })
+            .query_repeatable(&pipe)
             .await
             .map_err(StoreError::for_read)?;
         let mut connection = self.connection.clone();
