@@ -341,11 +341,7 @@ impl Proxy {
         outgoing: Request,
         replay: Option<Replay>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
-        match self.client.request(outgoing).await {
-            Ok(response) => {
-                Answered::note(response.extensions());
-                Ok(response)
-            }
+        let answer = match self.client.request(outgoing).await {
             Err(error) if dropped_unanswered(&error) && Answered::before(error.connect_info()) => {
                 let Some(Replay {
                     method,
@@ -361,14 +357,14 @@ impl Proxy {
                 *again.method_mut() = method;
                 *again.uri_mut() = uri;
                 *again.headers_mut() = headers;
-                let answer = self.client.request(again).await;
-                if let Ok(response) = &answer {
-                    Answered::note(response.extensions());
-                }
-                answer
+                self.client.request(again).await
             }
-            Err(error) => Err(error),
+            answer => answer,
+        };
+        if let Ok(response) = &answer {
+            Answered::note(response.extensions());
         }
+        answer
     }
 }
 
