@@ -82,6 +82,14 @@ fn describe() {
         "vestibule_instant_admissions_total",
         "Shoppers admitted by their own join with nobody waiting (not in vestibule_admissions_total)"
     );
+    describe_counter!(
+        "vestibule_redis_join_calls_total",
+        "join.lua calls to Redis (each carries one or more joins of one room)"
+    );
+    describe_counter!(
+        "vestibule_redis_joins_sent_total",
+        "Joins sent to Redis in join.lua calls (÷ the calls: joins per call)"
+    );
 }
 
 /// Installs the tracing subscriber: `RUST_LOG` filter, default `info`.

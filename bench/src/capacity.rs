@@ -57,6 +57,7 @@ pub async fn run(
     let queue = key(ROOM, "queue");
     let dedup = key(ROOM, "dedup");
     let before = RedisSample::take(&mut probe)?;
+    let calls_before = join_calls(&client).await?;
     let waiting_before = zcard(&mut probe, &queue)?;
     let cpu = CpuMeter::start(&[
         ("vestibule", server.pid()),
@@ -73,12 +74,15 @@ pub async fn run(
     .await;
     let after = RedisSample::take(&mut probe)?;
     let cpu_joins = cpu.summary();
+    let calls_after = join_calls(&client).await?;
+    let per_call = (calls_after.1 - calls_before.1) / (calls_after.0 - calls_before.0).max(1.0);
     let waiting_after = zcard(&mut probe, &queue)?;
     let added = waiting_after.saturating_sub(waiting_before).max(1);
     let per_join_cmds =
         (after.commands.saturating_sub(before.commands + 1)) as f64 / joins.ok.max(1) as f64;
     let joins_p = joins.percentiles();
     report.value("joins_per_sec", joins.rate());
+    report.value("joins_per_join_call", per_call);
     report.value("join_p99_ms", joins_p.p99_ms);
     report.row(
         "Joins/s at saturation (closed loop), p50/p99/p99.9",
@@ -86,12 +90,13 @@ pub async fn run(
         "≥ 20,000 /s",
         Verdict::from(joins.rate() >= 20_000.0),
         format!(
-            "{} connections; {}; CPU: {cpu_joins}; Redis {} cmd/s ({:.1} per join, {:.0}% CPU); errors {}{}",
+            "{} connections; {}; CPU: {cpu_joins}; Redis {} cmd/s ({:.1} per join, {:.0}% CPU); {:.1} joins per join.lua call; errors {}{}",
             profile.capacity_connections,
             ceilings.share_of_http(joins.rate()),
             short(after.commands_per_sec_since(&before)),
             per_join_cmds,
             after.cpu_percent_since(&before),
+            per_call,
             joins.errors,
             joins.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
         ),
@@ -376,4 +381,22 @@ pub async fn poll_once(client: &HttpClient, room: &str, ticket: &Joined) -> Resu
         ));
     }
     Ok(())
+}
+
+/// The server's `join.lua` calls and the joins sent in them so far (`/metrics`; the group commit
+/// sends a room's waiting joins together).
+async fn join_calls(client: &HttpClient) -> anyhow::Result<(f64, f64)> {
+    let answer = client.get(vestibule_shared::paths::METRICS).await?;
+    let text = String::from_utf8_lossy(&answer.body);
+    let value = |series: &str| {
+        text.lines()
+            .filter_map(|line| line.split_once(' '))
+            .find(|(name, _)| *name == series)
+            .and_then(|(_, value)| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((
+        value("vestibule_redis_join_calls_total"),
+        value("vestibule_redis_joins_sent_total"),
+    ))
 }

@@ -7,7 +7,7 @@
 /// change may have happened, so the client must re-read (or retry with its idempotency key)
 /// before trying again. Reads never return `OutcomeUnknown`: a read that was not answered changed
 /// nothing.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The call never reached the store, or the store refused it (no connection, connection
     /// refused, an error reply): nothing was changed. Answered 503 `store_unavailable`.

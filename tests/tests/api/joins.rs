@@ -62,6 +62,67 @@ async fn concurrent_joins_get_every_position_exactly_once(backend: Backend) {
     assert_eq!(info["waiting"], 500);
 }
 
+// Redis's group commit (backend/src/store/redis/group_commit.rs): many joins of one room at once
+// go to Redis several per `join.lua` call. The embedded stores have no calls to group.
+mod sent_together {
+    use vestibule_tests::Backend;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_redis_store() {
+        super::joins_sent_together_keep_every_guarantee(Backend::Redis).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_redis_cluster() {
+        super::joins_sent_together_keep_every_guarantee(Backend::RedisCluster).await;
+    }
+}
+
+/// 150 keys each sent twice at once and 150 joins without a key, all at the same time: every
+/// key makes one ticket (one answer 201, the other 200 with the same id and position), the 300
+/// tickets hold the positions 1…300 once each, and the joins really went several per call.
+async fn joins_sent_together_keep_every_guarantee(backend: Backend) {
+    let app = paused_app(backend, &[]).await;
+    let calls_before = app.metric("vestibule_redis_join_calls_total").await;
+    let sent_before = app.metric("vestibule_redis_joins_sent_total").await;
+    let keyed = (0..300).map(|i| {
+        let app = &app;
+        async move { app.join("main", Some(&format!("twice-{}", i / 2))).await }
+    });
+    let keyless = (0..150).map(|_| {
+        let app = &app;
+        async move { app.join("main", None).await }
+    });
+    let (keyed, keyless) = futures_util::join!(join_all(keyed), join_all(keyless));
+    let mut positions = Vec::new();
+    for pair in keyed.chunks_exact(2) {
+        let [(first_status, first), (second_status, second)] = pair else {
+            unreachable!()
+        };
+        assert_eq!(first.ticket_id, second.ticket_id, "one ticket per key");
+        assert_eq!(first.position, second.position);
+        let mut statuses = [*first_status, *second_status];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [StatusCode::OK, StatusCode::CREATED]);
+        positions.push(first.position.unwrap());
+    }
+    for (status, ticket) in &keyless {
+        assert_eq!(*status, StatusCode::CREATED);
+        positions.push(ticket.position.unwrap());
+    }
+    positions.sort_unstable();
+    assert_eq!(positions, (1..=300).collect::<Vec<_>>());
+    let info = app.get_json(&paths::room("main")).await.1;
+    assert_eq!(info["waiting"], 300);
+    let calls = app.metric("vestibule_redis_join_calls_total").await - calls_before;
+    let sent = app.metric("vestibule_redis_joins_sent_total").await - sent_before;
+    assert_eq!(sent, 450.0, "each join sent once");
+    assert!(
+        calls < sent,
+        "450 joins at once went in {calls} calls: none went together"
+    );
+}
+
 async fn leaving_moves_everyone_behind_up_by_one(backend: Backend) {
     let app = paused_app(backend, &[]).await;
     let mut tickets = Vec::new();

@@ -44,7 +44,7 @@ impl RedisStore {
         for token in request.tokens {
             invocation.arg(token);
         }
-        let reply = self.run_script(&invocation).await?;
+        let reply = self.link.run_script(&invocation).await?;
         if reply.len() != 32 {
             return Err(StoreError::Corrupt("admit reply needs 32 fields".into()));
         }

@@ -20,6 +20,7 @@ impl RedisStore {
         let ttl_ms = expires_at_ms.saturating_sub(now_ms) + MARK_SLACK_MS;
         let mut connection = self.connection();
         let set: Option<String> = self
+            .link
             .bounded(
                 redis::cmd("SET")
                     .arg(keys.key(&format!("pow:{id}")))

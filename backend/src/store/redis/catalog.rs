@@ -44,8 +44,9 @@ impl RedisStore {
     /// exist and the old one does; then the old keys are deleted (README "Upgrading"). Otherwise
     /// one `EXISTS` per connection (and one `SMEMBERS` while no catalog exists yet).
     pub(super) async fn move_old_catalog(&self) -> Result<(), StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let exists: bool = self
+            .link
             .bounded(
                 redis::cmd("EXISTS")
                     .arg(ROOMS_KEY)
@@ -57,6 +58,7 @@ impl RedisStore {
         }
         let [(old_rooms, _), (old_deleted, _), (old_incarnations, _)] = OLD_CATALOG;
         let rooms: Vec<String> = self
+            .link
             .bounded(
                 redis::cmd("SMEMBERS")
                     .arg(old_rooms)
@@ -67,6 +69,7 @@ impl RedisStore {
             return Ok(());
         }
         let deleted: Vec<(String, String)> = self
+            .link
             .bounded(
                 redis::cmd("HGETALL")
                     .arg(old_deleted)
@@ -74,6 +77,7 @@ impl RedisStore {
             )
             .await?;
         let incarnations: Vec<(String, String)> = self
+            .link
             .bounded(
                 redis::cmd("HGETALL")
                     .arg(old_incarnations)
@@ -101,9 +105,10 @@ impl RedisStore {
                 .arg(id)
                 .ignore();
         }
-        let _: () = self.bounded(pipe.query_async(&mut connection)).await?;
+        let _: () = self.link.bounded(pipe.query_async(&mut connection)).await?;
         for (old, _) in OLD_CATALOG {
             let _: i64 = self
+                .link
                 .bounded(redis::cmd("DEL").arg(old).query_async(&mut connection))
                 .await?;
         }
@@ -116,8 +121,9 @@ impl RedisStore {
 
     /// Adds `room` to the set of rooms; true when it was not there.
     pub(super) async fn register_room(&self, room: &str) -> Result<bool, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let (added, _): (i64, i64) = self
+            .link
             .bounded(
                 redis::pipe()
                     .cmd("SADD")
@@ -149,7 +155,7 @@ impl RedisStore {
         let audit = keys.key(AUDIT);
         let tombstone = keys.key(GONE);
         let pattern = format!("{}*", keys.prefix);
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let mut cursor = 0u64;
         loop {
             // On a cluster, SCAN has no key to be routed by: it goes to the master of the room's
@@ -161,6 +167,7 @@ impl RedisStore {
                 .arg("COUNT")
                 .arg(1000);
             let reply = self
+                .link
                 .bounded(connection.on_slot_master(&keys.prefix, scan))
                 .await?;
             let (next, found): (u64, Vec<String>) =
@@ -173,6 +180,7 @@ impl RedisStore {
                 .collect();
             if !doomed.is_empty() {
                 let _: i64 = self
+                    .link
                     .bounded(
                         redis::cmd("UNLINK")
                             .arg(&doomed)
@@ -191,8 +199,9 @@ impl RedisStore {
 #[async_trait]
 impl Catalog for RedisStore {
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let mut rooms: Vec<String> = self
+            .link
             .bounded(
                 redis::cmd("SMEMBERS")
                     .arg(ROOMS_KEY)
@@ -215,8 +224,9 @@ impl Catalog for RedisStore {
         if !self.register_room(room).await? {
             return Ok(None);
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let _: () = self
+            .link
             .bounded(
                 redis::pipe()
                     .cmd("HDEL")
@@ -236,6 +246,7 @@ impl Catalog for RedisStore {
         self.init_room_in_redis(room, settings).await?;
         // Its versions start above every version an earlier room of the slug had.
         let _: i64 = self
+            .link
             .bounded(
                 redis::cmd("HSET")
                     .arg(Keys::new(room).key("settings"))
@@ -260,8 +271,9 @@ impl Catalog for RedisStore {
         force: bool,
         now_ms: u64,
     ) -> Result<RoomDeletion, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let member: i64 = self
+            .link
             .bounded(
                 redis::cmd("SISMEMBER")
                     .arg(ROOMS_KEY)
@@ -286,6 +298,7 @@ impl Catalog for RedisStore {
         // the room's (a Redis Cluster refuses a pipeline across slots). Stopped between them,
         // the room is still listed and works; the delete, retried, finishes it.
         let _: i64 = self
+            .link
             .bounded(
                 redis::cmd("HSET")
                     .arg(DELETED_KEY)
@@ -295,6 +308,7 @@ impl Catalog for RedisStore {
             )
             .await?;
         let _: () = self
+            .link
             .bounded(
                 redis::cmd("SET")
                     .arg(Keys::new(room).key(GONE))
@@ -303,6 +317,7 @@ impl Catalog for RedisStore {
             )
             .await?;
         let removed: i64 = self
+            .link
             .bounded(
                 redis::cmd("SREM")
                     .arg(ROOMS_KEY)
@@ -320,14 +335,15 @@ impl Catalog for RedisStore {
     }
 
     async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
-        self.bounded(
-            redis::cmd("HKEYS")
-                .arg(DELETED_KEY)
-                .query_async(&mut connection),
-        )
-        .await
-        .map_err(StoreError::for_read)
+        let mut connection = self.link.connection.clone();
+        self.link
+            .bounded(
+                redis::cmd("HKEYS")
+                    .arg(DELETED_KEY)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)
     }
 
     fn forget_room(&self, room: &str) {
@@ -340,14 +356,15 @@ impl Catalog for RedisStore {
     }
 
     async fn incarnations(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
-        let mut connection = self.connection.clone();
-        self.bounded(
-            redis::cmd("HGETALL")
-                .arg(INCARNATIONS_KEY)
-                .query_async(&mut connection),
-        )
-        .await
-        .map_err(StoreError::for_read)
+        let mut connection = self.link.connection.clone();
+        self.link
+            .bounded(
+                redis::cmd("HGETALL")
+                    .arg(INCARNATIONS_KEY)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)
     }
 
     async fn append_audit(
@@ -369,14 +386,15 @@ impl Catalog for RedisStore {
                 .arg("entry")
                 .arg(json);
         }
-        let mut connection = self.connection.clone();
-        self.bounded(pipe.query_async(&mut connection)).await
+        let mut connection = self.link.connection.clone();
+        self.link.bounded(pipe.query_async(&mut connection)).await
     }
 
     async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         let key = Keys::new(room).key("audit");
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let reply: Value = self
+            .link
             .bounded(
                 redis::cmd("XREVRANGE")
                     .arg(&key)
@@ -415,6 +433,7 @@ impl Catalog for RedisStore {
         let last = first.saturating_add(limit.max(1) - 1).min(i64::MAX as u64);
         invocation.arg(&keys.prefix).arg(first).arg(last);
         let reply = self
+            .link
             .run_script(&invocation)
             .await
             .map_err(StoreError::for_read)?;

@@ -75,8 +75,8 @@ impl RedisStore {
             .cmd("HMGET")
             .arg(&key)
             .arg(&["seed", "drawn_ms", "count"]);
-        let mut connection = self.connection.clone();
-        let (fields,): (Vec<Value>,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        let mut connection = self.link.connection.clone();
+        let (fields,): (Vec<Value>,) = self.link.bounded(pipe.query_async(&mut connection)).await?;
         parse_record(&fields)?.ok_or_else(|| StoreError::Corrupt("the draw seed vanished".into()))
     }
 
@@ -84,8 +84,9 @@ impl RedisStore {
         &self,
         room: &str,
     ) -> Result<Option<DrawRecord>, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let fields: Vec<Value> = self
+            .link
             .bounded(
                 redis::cmd("HMGET")
                     .arg(Keys::new(room).key("draw"))
@@ -111,30 +112,32 @@ impl RedisStore {
             return Ok(Vec::new());
         };
         let stop = isize::try_from(offset.saturating_add(limit - 1)).unwrap_or(isize::MAX);
-        let mut connection = self.connection.clone();
-        self.bounded(
-            redis::cmd("LRANGE")
-                .arg(Keys::new(room).key("draw_tags"))
-                .arg(start)
-                .arg(stop)
-                .query_async(&mut connection),
-        )
-        .await
-        .map_err(StoreError::for_read)
+        let mut connection = self.link.connection.clone();
+        self.link
+            .bounded(
+                redis::cmd("LRANGE")
+                    .arg(Keys::new(room).key("draw_tags"))
+                    .arg(start)
+                    .arg(stop)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)
     }
 
     pub(super) async fn prequeue_ids_in_redis(
         &self,
         room: &str,
     ) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
-        self.bounded(
-            redis::cmd("SMEMBERS")
-                .arg(Keys::new(room).key("prequeue"))
-                .query_async(&mut connection),
-        )
-        .await
-        .map_err(StoreError::for_read)
+        let mut connection = self.link.connection.clone();
+        self.link
+            .bounded(
+                redis::cmd("SMEMBERS")
+                    .arg(Keys::new(room).key("prequeue"))
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)
     }
 
     pub(super) async fn draw_in_redis(
@@ -159,7 +162,7 @@ impl RedisStore {
             .arg(request.now_ms)
             .arg(request.places_per_step.max(1))
             .arg(request.lease_ms.max(1));
-        let reply = self.run_script(&invocation).await?;
+        let reply = self.link.run_script(&invocation).await?;
         let outcome = reply
             .first()
             .map(as_string)

@@ -49,8 +49,9 @@ impl RedisStore {
         let keys = Keys::new(room);
         // Nothing to file unless a switch (or a return of a ticket skipped before it) asked:
         // a patch that leaves a random room random scans nothing.
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let filing: bool = self
+            .link
             .bounded(
                 redis::cmd("EXISTS")
                     .arg(keys.key("lottery_filing"))
@@ -64,8 +65,9 @@ impl RedisStore {
         let seed = self.seed_for_joins(room).await?;
         let mut from = "-inf".to_owned();
         loop {
-            let mut connection = self.connection.clone();
+            let mut connection = self.link.connection.clone();
             let page: Vec<Value> = self
+                .link
                 .bounded(
                     redis::cmd("ZRANGE")
                         .arg(keys.key("queue"))
@@ -99,7 +101,7 @@ impl RedisStore {
                 invocation.arg(&id).arg(member);
                 from = format!("({}", as_string(seq)?);
             }
-            let reply = as_array(Value::Array(self.run_script(&invocation).await?))?;
+            let reply = as_array(Value::Array(self.link.run_script(&invocation).await?))?;
             if reply.first().map(as_i64).transpose()? == Some(-1) {
                 // Switched back to FIFO meanwhile: nothing to file.
                 self.note_lottery(room, false);

@@ -24,6 +24,7 @@ mod bots;
 pub mod catalog;
 mod connection;
 mod draw;
+mod group_commit;
 mod lottery;
 mod presence;
 mod queue;
@@ -52,7 +53,6 @@ use super::{
 pub(super) const DEDUP_TTL_SECS: u64 = 24 * 3600;
 
 struct Scripts {
-    join: Script,
     lease: Script,
     admit: Script,
     token: Script,
@@ -67,10 +67,22 @@ struct Scripts {
     lottery_file: Script,
 }
 
+/// One connection to Redis with its store timeout, and its part in its family: what every call
+/// goes through (bounded by the timeout, resent once where that is safe). Shared with the task
+/// that sends a room's joins together (`group_commit.rs`).
+pub(super) struct Link {
+    pub(super) connection: RedisConnection,
+    pub(super) timeout: Duration,
+    /// This connection's part among the other connections of this process to the same Redis,
+    /// which it tells when it finds Redis gone or back (`siblings.rs`; none on a Redis Cluster).
+    family: Option<Member>,
+}
+
 /// The Redis-backed store.
 pub struct RedisStore {
-    connection: RedisConnection,
-    timeout: Duration,
+    link: Arc<Link>,
+    /// Joins sent to Redis together, per room (`join.lua` takes several in one call).
+    joins: Arc<group_commit::GroupCommit>,
     scripts: Scripts,
     /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
     /// last read from Redis; written back there if Redis lost it. Never logged.
@@ -81,9 +93,6 @@ pub struct RedisStore {
     /// Rooms this process knows to be random (docs/DESIGN.md "Random queueing"): their joins
     /// carry lottery keys from the first try (`lottery.rs`).
     lottery_rooms: RwLock<std::collections::HashSet<String>>,
-    /// This connection's part among the other connections of this process to the same Redis,
-    /// which it tells when it finds Redis gone or back (`siblings.rs`; none on a Redis Cluster).
-    family: Option<Member>,
 }
 
 /// A room secret, and when a join last checked it against Redis (the upkeep round trip of
@@ -127,75 +136,7 @@ pub(super) fn unavailable(error: redis::RedisError) -> StoreError {
     }
 }
 
-impl RedisStore {
-    /// Connects to `url` (`redis://…`, `rediss://…` or `redis+unix://…`).
-    ///
-    /// # Errors
-    /// [`StoreError::Unavailable`] when the URL is invalid or Redis does not answer within
-    /// `timeout` × 5.
-    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        Self::open(&RedisTarget::Single(url), timeout).await
-    }
-
-    /// Connects to one Redis or to a Redis Cluster (its seed nodes).
-    ///
-    /// # Errors
-    /// [`StoreError::Unavailable`] when a URL is invalid or Redis does not answer within
-    /// `timeout` × 5.
-    pub async fn open(target: &RedisTarget<'_>, timeout: Duration) -> Result<Self, StoreError> {
-        let connecting = async {
-            match target {
-                RedisTarget::Single(url) => RedisConnection::single(url, timeout).await,
-                RedisTarget::Cluster(seeds) => RedisConnection::cluster(seeds, timeout).await,
-            }
-        };
-        let connection = tokio::time::timeout(timeout * 5, connecting)
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
-            .map_err(unavailable)?;
-        let family = match (target, &connection) {
-            (RedisTarget::Single(url), RedisConnection::Single(manager)) => {
-                Some(Member::join(url, manager.clone(), timeout))
-            }
-            _ => None,
-        };
-        let mut store = Self::with_connection(connection, timeout);
-        store.family = family;
-        store.move_old_catalog().await?;
-        Ok(store)
-    }
-
-    fn with_connection(connection: RedisConnection, timeout: Duration) -> Self {
-        Self {
-            connection,
-            timeout,
-            scripts: Scripts {
-                join: Script::new(include_str!("lua/join.lua")),
-                lease: Script::new(include_str!("lua/lease.lua")),
-                admit: Script::new(include_str!("lua/admit.lua")),
-                token: Script::new(include_str!("lua/token.lua")),
-                leave: Script::new(include_str!("lua/leave.lua")),
-                sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
-                hear: Script::new(include_str!("lua/hear.lua")),
-                init_room: Script::new(include_str!("lua/init_room.lua")),
-                update_room: Script::new(include_str!("lua/update_room.lua")),
-                release_lease: Script::new(include_str!("lua/release_lease.lua")),
-                draw: Script::new(include_str!("lua/draw.lua")),
-                waiters: Script::new(include_str!("lua/waiters.lua")),
-                lottery_file: Script::new(include_str!("lua/lottery_file.lua")),
-            },
-            secrets: RwLock::new(HashMap::new()),
-            seeds: RwLock::new(HashMap::new()),
-            lottery_rooms: RwLock::new(std::collections::HashSet::new()),
-            family: None,
-        }
-    }
-
-    /// A clone of the connection, for tools that read Redis directly (benchmarks, tests).
-    pub fn connection(&self) -> RedisConnection {
-        self.connection.clone()
-    }
-
+impl Link {
     /// Runs a script, bounded by the store timeout, expecting an array reply.
     pub(super) async fn run_script(
         &self,
@@ -285,7 +226,7 @@ impl RedisStore {
     }
 
     /// Tells this connection's family what a call found (`siblings.rs`).
-    fn saw<T>(&self, result: &redis::RedisResult<T>) {
+    pub(super) fn saw<T>(&self, result: &redis::RedisResult<T>) {
         if let Some(member) = &self.family {
             member.saw(result);
         }
@@ -296,6 +237,82 @@ impl RedisStore {
             "Redis did not answer within {} ms",
             self.timeout.as_millis()
         ))
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://…`, `rediss://…` or `redis+unix://…`).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the URL is invalid or Redis does not answer within
+    /// `timeout` × 5.
+    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        Self::open(&RedisTarget::Single(url), timeout).await
+    }
+
+    /// Connects to one Redis or to a Redis Cluster (its seed nodes).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when a URL is invalid or Redis does not answer within
+    /// `timeout` × 5.
+    pub async fn open(target: &RedisTarget<'_>, timeout: Duration) -> Result<Self, StoreError> {
+        let connecting = async {
+            match target {
+                RedisTarget::Single(url) => RedisConnection::single(url, timeout).await,
+                RedisTarget::Cluster(seeds) => RedisConnection::cluster(seeds, timeout).await,
+            }
+        };
+        let connection = tokio::time::timeout(timeout * 5, connecting)
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
+            .map_err(unavailable)?;
+        let family = match (target, &connection) {
+            (RedisTarget::Single(url), RedisConnection::Single(manager)) => {
+                Some(Member::join(url, manager.clone(), timeout))
+            }
+            _ => None,
+        };
+        let store = Self::with_connection(connection, timeout, family);
+        store.move_old_catalog().await?;
+        Ok(store)
+    }
+
+    fn with_connection(
+        connection: RedisConnection,
+        timeout: Duration,
+        family: Option<Member>,
+    ) -> Self {
+        let link = Arc::new(Link {
+            connection,
+            timeout,
+            family,
+        });
+        Self {
+            joins: Arc::new(group_commit::GroupCommit::new(link.clone())),
+            link,
+            scripts: Scripts {
+                lease: Script::new(include_str!("lua/lease.lua")),
+                admit: Script::new(include_str!("lua/admit.lua")),
+                token: Script::new(include_str!("lua/token.lua")),
+                leave: Script::new(include_str!("lua/leave.lua")),
+                sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
+                hear: Script::new(include_str!("lua/hear.lua")),
+                init_room: Script::new(include_str!("lua/init_room.lua")),
+                update_room: Script::new(include_str!("lua/update_room.lua")),
+                release_lease: Script::new(include_str!("lua/release_lease.lua")),
+                draw: Script::new(include_str!("lua/draw.lua")),
+                waiters: Script::new(include_str!("lua/waiters.lua")),
+                lottery_file: Script::new(include_str!("lua/lottery_file.lua")),
+            },
+            secrets: RwLock::new(HashMap::new()),
+            seeds: RwLock::new(HashMap::new()),
+            lottery_rooms: RwLock::new(std::collections::HashSet::new()),
+        }
+    }
+
+    /// A clone of the connection, for tools that read Redis directly (benchmarks, tests).
+    pub fn connection(&self) -> RedisConnection {
+        self.link.connection.clone()
     }
 
     /// This process's copy of a room's secret, if it has one.
@@ -382,7 +399,7 @@ impl RedisStore {
             .cmd("GET")
             .arg(&key);
         // SET NX, EXPIRE and GET mean the same sent twice.
-        let (value,): (Value,) = self.query_repeatable(&pipe).await?;
+        let (value,): (Value,) = self.link.query_repeatable(&pipe).await?;
         self.remember_secret(room, &value, true)?;
         self.cached_secret(room)
             .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))
@@ -397,8 +414,9 @@ impl Store for RedisStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut connection = self.connection.clone();
-        self.bounded(connection.ping())
+        let mut connection = self.link.connection.clone();
+        self.link
+            .bounded(connection.ping())
             .await
             .map_err(StoreError::for_read)
     }

@@ -90,6 +90,7 @@ impl RedisStore {
         // unanswered call is reported as unavailable (503), never 504. Heard twice is heard
         // once: it may go again when the connection drops.
         let reply = self
+            .link
             .run_script_repeatable(&invocation)
             .await
             .map_err(StoreError::for_read)?;

@@ -3,8 +3,9 @@
 
 use redis::Value;
 
+use super::group_commit::Join;
 use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
-use super::{Keys, RedisStore, DEDUP_TTL_SECS};
+use super::{Keys, RedisStore};
 use crate::ids::derived_id;
 use crate::room::opening::draw_key;
 use crate::store::{
@@ -15,10 +16,10 @@ use crate::store::{
 /// How `join.lua` is asked to join.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct JoinMode<'a> {
-    /// The room's draw seed for a join in the pre-queue window (`ARGV[13]`, and the ticket's
-    /// place in the drawn order, `ARGV[15..16]`); `None` for an ordinary join.
+    /// The room's draw seed for a join in the pre-queue window (`A[13]`, and the ticket's
+    /// place in the drawn order, `A[15..16]`); `None` for an ordinary join.
     pub prequeue_seed: Option<&'a [u8]>,
-    /// The settings version the join was decided on (`ARGV[14]`; `None` checks nothing).
+    /// The settings version the join was decided on (`A[14]`; `None` checks nothing).
     pub settings_version: Option<u64>,
 }
 
@@ -32,7 +33,6 @@ impl RedisStore {
         instant: Option<&InstantAdmission>,
         mode: JoinMode<'_>,
     ) -> Result<JoinReply, StoreError> {
-        let keys = Keys::new(room);
         // A key's first ticket takes an id derived from the key, so that a retry finds it without
         // a dedup entry (join.lua); `new_id` serves joins without a key and re-joins after LEFT
         // or EXPIRED.
@@ -48,35 +48,6 @@ impl RedisStore {
         } else {
             None
         };
-        let mut invocation = self.scripts.join.key(keys.key("queue"));
-        invocation
-            .key(keys.key("seq"))
-            .key(keys.key("dedup"))
-            .arg(new_id)
-            .arg(dedup_key.unwrap_or(""))
-            .arg(&keys.prefix)
-            .arg(DEDUP_TTL_SECS)
-            .arg(&derived)
-            .arg(now_ms);
-        match limit {
-            Some(limit) => invocation
-                .arg(&limit.client)
-                .arg(limit.period_ms())
-                .arg(limit.per_minute),
-            None => invocation.arg("").arg(0).arg(0),
-        };
-        invocation
-            .key(keys.key("settings"))
-            .key(keys.key("active"))
-            .key(keys.key("bank"))
-            .key(keys.key("popped"));
-        match instant {
-            Some(instant) => invocation
-                .arg(&instant.token)
-                .arg(instant.token_ttl_ms)
-                .arg(instant.keep_ms),
-            None => invocation.arg("").arg(0).arg(0),
-        };
         // A pre-queue join carries its place in the drawn order (join.lua, draw.lua): one for the
         // fresh id and one for the key's derived id, whichever the script gives the ticket.
         let (order_new, order_derived) = match mode.prequeue_seed.or(lottery_seed.as_deref()) {
@@ -90,35 +61,51 @@ impl RedisStore {
             ),
             None => (String::new(), String::new()),
         };
-        invocation
-            .key(keys.key("prequeue"))
-            .key(keys.key("draw"))
-            .arg(if mode.prequeue_seed.is_some() {
-                "1"
-            } else {
-                "0"
-            })
-            .arg(
+        let (client, period, burst) = match limit {
+            Some(limit) => (
+                limit.client.clone(),
+                limit.period_ms().to_string(),
+                limit.per_minute.to_string(),
+            ),
+            None => (String::new(), "0".into(), "0".into()),
+        };
+        let (token, token_ttl, keep) = match instant {
+            Some(instant) => (
+                instant.token.clone(),
+                instant.token_ttl_ms.to_string(),
+                instant.keep_ms.to_string(),
+            ),
+            None => (String::new(), "0".into(), "0".into()),
+        };
+        // join.lua's `A[1] A[2] A[5] A[7..16]` (the shared A[3], A[4], A[6] go once per call).
+        let join = Join {
+            args: [
+                new_id.to_owned(),
+                dedup_key.unwrap_or("").to_owned(),
+                derived.clone(),
+                client,
+                period,
+                burst,
+                token,
+                token_ttl,
+                keep,
+                if mode.prequeue_seed.is_some() {
+                    "1"
+                } else {
+                    "0"
+                }
+                .to_owned(),
                 mode.settings_version
                     .map(|v| v.to_string())
                     .unwrap_or_default(),
-            )
-            .key(keys.key("prequeue_order"))
-            .key(keys.key("prequeue_mac"))
-            .key(keys.key("prequeue_seqs"))
-            .arg(order_new)
-            .arg(order_derived)
-            .key(keys.key("lottery"))
-            .key(keys.key("lottery_mac"))
-            .key(keys.key("lottery_filing"))
-            .key(keys.key(super::settings::GONE));
-        // With a key, a join run twice finds the ticket the first made: it may go again when
-        // the connection drops (`bounded_repeatable`). Without one it would make a second.
-        let reply = if dedup_key.is_some() {
-            self.run_script_repeatable(&invocation).await?
-        } else {
-            self.run_script(&invocation).await?
+                order_new,
+                order_derived,
+            ],
+            // With a key, a join run twice finds the ticket the first made: it may go again
+            // when the connection drops. Without one it would make a second.
+            keyed: dedup_key.is_some(),
         };
+        let reply = self.joins.join(room, join).await?;
         if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
             // Admitted at once (join.lua's fourth field: the token's expiry).
             return Ok(JoinReply::Joined(JoinOutcome {
@@ -198,8 +185,9 @@ impl RedisStore {
         key: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let mapped: Option<String> = self
+            .link
             .bounded(
                 redis::cmd("HGET")
                     .arg(Keys::new(room).key("dedup"))
@@ -250,15 +238,17 @@ impl RedisStore {
             Option<String>,
         );
         let (rank, prequeue, fields, method, filing, member): Read = self
+            .link
             .query_repeatable(&pipe)
             .await
             .map_err(StoreError::for_read)?;
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         if let Some(mut rank) = rank {
             // A random room's position is the rank in its lottery (docs/DESIGN.md "Random
             // queueing"), once every waiting ticket is filed.
             if let (Some("random"), false, Some(member)) = (method.as_deref(), filing, member) {
                 let in_lottery: Option<u64> = self
+                    .link
                     .bounded(
                         redis::cmd("ZRANK")
                             .arg(keys.key("lottery"))
@@ -312,6 +302,7 @@ impl RedisStore {
             invocation.arg(id);
         }
         let reply = self
+            .link
             .run_script(&invocation)
             .await
             .map_err(StoreError::for_read)?;
@@ -394,7 +385,7 @@ impl RedisStore {
             .arg(now_ms)
             .arg(keep_ms)
             .arg(&keys.prefix);
-        let reply = self.run_script(&invocation).await?;
+        let reply = self.link.run_script(&invocation).await?;
         let (outcome, state) = two_strings(&reply)?;
         Ok(match outcome.as_str() {
             "LEFT" => LeaveOutcome::Left,
@@ -412,8 +403,9 @@ impl RedisStore {
         let mut pipe = redis::pipe();
         pipe.zcard(keys.key("queue"))
             .zcount(keys.key("active"), format!("({now_ms}"), "+inf");
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let (waiting, active): (u64, u64) = self
+            .link
             .bounded(pipe.query_async(&mut connection))
             .await
             .map_err(StoreError::for_read)?;

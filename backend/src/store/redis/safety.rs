@@ -9,10 +9,11 @@ use crate::store::{StoreError, StoreSafety};
 
 impl RedisStore {
     pub(super) async fn safety_in_redis(&self) -> Result<Option<StoreSafety>, StoreError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let mut info = redis::cmd("INFO");
         info.arg("memory").arg("persistence");
         let replies = self
+            .link
             .bounded(connection.on_every_node(info))
             .await
             .map_err(StoreError::for_read)?;
@@ -20,6 +21,7 @@ impl RedisStore {
         let mut config = redis::cmd("CONFIG");
         config.arg("GET").arg("save");
         let saves = self
+            .link
             .bounded(connection.on_every_node(config))
             .await
             .unwrap_or_default();

@@ -18,7 +18,7 @@ impl RedisStore {
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
         invocation.key(keys.key("secret")).key(keys.key(GONE));
         config_args(&mut invocation, defaults);
@@ -26,6 +26,7 @@ impl RedisStore {
         config_args_added(&mut invocation, defaults);
         invocation.arg(crate::store::catalog::first_version());
         let fields: Vec<Value> = self
+            .link
             .bounded(invocation.invoke_async(&mut connection))
             .await?;
         let (fields, sale, labels, method) = split_sale(&fields)?;
@@ -50,8 +51,9 @@ impl RedisStore {
         room: &str,
     ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
-        let mut connection = self.connection.clone();
+        let mut connection = self.link.connection.clone();
         let fields: Vec<Value> = self
+            .link
             .bounded(
                 redis::cmd("HMGET")
                     .arg(keys.key("settings"))
@@ -79,6 +81,7 @@ impl RedisStore {
         if matches!(fields.first(), Some(Value::Nil)) {
             // No settings: deleted (its tombstone says so) or lost by a Redis restart.
             let gone: bool = self
+                .link
                 .bounded(
                     redis::cmd("EXISTS")
                         .arg(keys.key(GONE))
@@ -207,7 +210,7 @@ impl RedisStore {
                 .queueing_method
                 .map_or_else(unchanged, |method| method.as_str().to_owned()),
         );
-        let reply = self.run_script(&invocation).await?;
+        let reply = self.link.run_script(&invocation).await?;
         match reply.as_slice() {
             [code] if as_i64(code)? == -1 => return Err(StoreError::RoomDeleted(room.to_owned())),
             [code] if as_i64(code)? == -2 => return Err(settings_lost(room)),
@@ -261,7 +264,7 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
         config_args_added(&mut invocation, defaults);
-        let reply = self.run_script(&invocation).await?;
+        let reply = self.link.run_script(&invocation).await?;
         if is_gone_reply(&reply) {
             return Err(StoreError::RoomDeleted(room.to_owned()));
         }
@@ -294,8 +297,9 @@ impl RedisStore {
         let keys = Keys::new(room);
         let mut invocation = self.scripts.release_lease.key(keys.key("leader"));
         invocation.arg(holder);
-        let mut connection = self.connection.clone();
-        self.bounded(invocation.invoke_async::<i64>(&mut connection))
+        let mut connection = self.link.connection.clone();
+        self.link
+            .bounded(invocation.invoke_async::<i64>(&mut connection))
             .await
             .map(drop)
     }

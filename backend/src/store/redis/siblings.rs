@@ -14,7 +14,7 @@
 //! reconnect: answered 503 while Redis is away, served once it is back. What is left for a 504:
 //! the calls in flight as the connection broke, and those that meet their own cut connection
 //! before the alarm reaches it (the ones that mean the same sent twice then go once more:
-//! `RedisStore::bounded_repeatable`).
+//! `Link::bounded_repeatable`).
 //!
 //! The same goes the other way: a connection that reconnects does not retry by itself, it waits
 //! for its next call, which gets the last failure (503) and only then starts reconnecting. So the

@@ -25,7 +25,7 @@ impl RedisStore {
             .arg(&keys.prefix)
             .arg(order.and_then(|o| o.idempotency_key).unwrap_or_default())
             .arg(order.map(|o| o.receipt).unwrap_or_default());
-        let reply = self.run_script(&invocation).await?;
+        let reply = self.link.run_script(&invocation).await?;
         let (verdict, ticket_id) = two_strings(&reply)?;
         Ok(match verdict.as_str() {
             "VALID" => TokenUse::Consumed { ticket_id },
@@ -93,7 +93,8 @@ impl RedisStore {
             .ignore()
             .cmd("GET")
             .arg(key);
-        let (value,): (Option<String>,) = self.bounded(pipe.query_async(&mut connection)).await?;
+        let (value,): (Option<String>,) =
+            self.link.bounded(pipe.query_async(&mut connection)).await?;
         value.ok_or_else(|| StoreError::Corrupt(format!("{key} vanished right after SET NX")))
     }
 }

@@ -1,0 +1,210 @@
+//! Joins of one room sent to Redis together (a group commit).
+//!
+//! A join costs Redis one `join.lua` run and the server one script call (its 16 keys and 16
+//! arguments encoded, a trip through the multiplexed connection, a wake-up when the answer
+//! comes). In a rush most of that is the same for every join of a room. So a serving thread's
+//! joins of one room queue in a lane here; one task per busy lane sends what is waiting as one
+//! `join.lua` call (the keys and the shared arguments once, then each join's own), and while that
+//! call is out the next joins gather for the one after it. A join that comes to an idle lane goes
+//! at once: nothing waits for a batch to fill.
+//!
+//! What does not change: `join.lua` runs the joins of a batch one after another, each exactly as
+//! it would run alone (Redis runs nothing else in between), so arrival seqs follow the lane's
+//! order, idempotency keys and limits hold across a batch as across calls, and each join gets
+//! its own answer. A failure of the call (Redis gone, the timeout) is every join's answer. Joins
+//! with an idempotency key go in batches of their own, which are resent once when their
+//! connection turns out to have dropped ([`Link::run_script_repeatable`]); a join without one is
+//! never sent twice. The sending task is spawned, so a shopper who hangs up does not stop the
+//! joins that came after theirs; a join whose shopper hung up before its batch left is dropped.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use redis::{Script, Value};
+use tokio::sync::oneshot;
+
+use super::reply::as_array;
+use super::{Keys, Link, DEDUP_TTL_SECS};
+use crate::store::StoreError;
+
+/// Arguments of one join in a `join.lua` call (its `PER_JOIN`).
+pub(super) const PER_JOIN: usize = 13;
+
+/// The most joins in one call: Redis runs a batch without a break (~10 µs per join), so this
+/// bounds how long one call holds it (well under a millisecond).
+const MOST_PER_CALL: usize = 64;
+
+/// One join's own arguments to `join.lua`, in its order (`A[1] A[2] A[5] A[7..16]`, see the
+/// script's header).
+pub(super) struct Join {
+    pub args: [String; PER_JOIN],
+    /// It carries an idempotency key: sending it twice makes one ticket.
+    pub keyed: bool,
+}
+
+/// The joins of every room waiting to be sent on one connection.
+pub(super) struct GroupCommit {
+    link: Arc<Link>,
+    script: Script,
+    lanes: Mutex<HashMap<String, Lane>>,
+}
+
+#[derive(Default)]
+struct Lane {
+    waiting: VecDeque<Waiting>,
+    /// A task is sending this lane's joins (it goes on until the lane is empty).
+    sending: bool,
+}
+
+struct Waiting {
+    join: Join,
+    answer: oneshot::Sender<Result<Vec<Value>, StoreError>>,
+}
+
+impl GroupCommit {
+    pub(super) fn new(link: Arc<Link>) -> Self {
+        Self {
+            link,
+            script: Script::new(include_str!("lua/join.lua")),
+            lanes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs `join` in `room` with whatever other joins of the room go at the same time; answers
+    /// `join.lua`'s reply for this join (`{id, created, position[, expiry]}`).
+    ///
+    /// # Errors
+    /// The call's error ([`StoreError::Unavailable`], [`StoreError::OutcomeUnknown`]), or
+    /// [`StoreError::Corrupt`] when the reply does not have one entry per join.
+    pub(super) async fn join(
+        self: &Arc<Self>,
+        room: &str,
+        join: Join,
+    ) -> Result<Vec<Value>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        let start = {
+            let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+            let lane = match lanes.get_mut(room) {
+                Some(lane) => lane,
+                None => lanes.entry(room.to_owned()).or_default(),
+            };
+            lane.waiting.push_back(Waiting { join, answer });
+            !std::mem::replace(&mut lane.sending, true)
+        };
+        if start {
+            tokio::spawn(self.clone().send(room.to_owned()));
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(StoreError::OutcomeUnknown(
+                "the join's call to Redis ended without an answer".into(),
+            ))
+        })
+    }
+
+    /// Sends the lane's joins, a batch per call, until none wait.
+    async fn send(self: Arc<Self>, room: String) {
+        let keys = Keys::new(&room);
+        loop {
+            let batch = self.next_batch(&room);
+            if batch.is_empty() {
+                return;
+            }
+            match self.call(&keys, &batch).await {
+                Ok(replies) => {
+                    for (waiting, reply) in batch.into_iter().zip(replies) {
+                        let _ = waiting.answer.send(as_array(reply));
+                    }
+                }
+                Err(error) => {
+                    for waiting in batch {
+                        let _ = waiting.answer.send(Err(error.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes the next batch from `room`'s lane: the joins of the first one's kind (keyed or not)
+    /// in their order, at most [`MOST_PER_CALL`], leaving out those whose shopper hung up. An
+    /// empty batch ends the sending task (the lane is marked idle under the same lock).
+    fn next_batch(&self, room: &str) -> Vec<Waiting> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(lane) = lanes.get_mut(room) else {
+            return Vec::new();
+        };
+        lane.waiting.retain(|waiting| !waiting.answer.is_closed());
+        let Some(keyed) = lane.waiting.front().map(|first| first.join.keyed) else {
+            lanes.remove(room);
+            return Vec::new();
+        };
+        let mut batch = Vec::new();
+        let mut others = VecDeque::new();
+        while let Some(waiting) = lane.waiting.pop_front() {
+            if batch.len() == MOST_PER_CALL {
+                lane.waiting.push_front(waiting);
+                break;
+            }
+            if waiting.join.keyed == keyed {
+                batch.push(waiting);
+            } else {
+                others.push_back(waiting);
+            }
+        }
+        // The other kind keeps its place at the head of the lane.
+        while let Some(waiting) = others.pop_back() {
+            lane.waiting.push_front(waiting);
+        }
+        batch
+    }
+
+    /// One `join.lua` call for `batch`; one reply per join.
+    async fn call(&self, keys: &Keys, batch: &[Waiting]) -> Result<Vec<Value>, StoreError> {
+        let mut invocation = self.script.prepare_invoke();
+        for name in [
+            "queue",
+            "seq",
+            "dedup",
+            "settings",
+            "active",
+            "bank",
+            "popped",
+            "prequeue",
+            "draw",
+            "prequeue_order",
+            "prequeue_mac",
+            "prequeue_seqs",
+            "lottery",
+            "lottery_mac",
+            "lottery_filing",
+            super::settings::GONE,
+        ] {
+            invocation.key(keys.key(name));
+        }
+        invocation
+            .arg(&keys.prefix)
+            .arg(DEDUP_TTL_SECS)
+            .arg(crate::store::now_ms());
+        for waiting in batch {
+            for arg in &waiting.join.args {
+                invocation.arg(arg);
+            }
+        }
+        // Looked up per call, not kept: a store may open before the recorder is installed.
+        metrics::counter!("vestibule_redis_join_calls_total").increment(1);
+        metrics::counter!("vestibule_redis_joins_sent_total").increment(batch.len() as u64);
+        // All of one kind (`next_batch`): keyed joins mean the same sent twice.
+        let replies = if batch.iter().all(|waiting| waiting.join.keyed) {
+            self.link.run_script_repeatable(&invocation).await?
+        } else {
+            self.link.run_script(&invocation).await?
+        };
+        if replies.len() != batch.len() {
+            return Err(StoreError::Corrupt(format!(
+                "join.lua answered {} joins of {}",
+                replies.len(),
+                batch.len()
+            )));
+        }
+        Ok(replies)
+    }
+}
