@@ -252,3 +252,82 @@ both_stores!(
     a_retried_order_returns_the_first_receipt,
     a_retried_join_is_never_refused_by_the_join_limit,
 );
+
+/// Joins sent to Redis together (docs/DESIGN.md "Joins sent together") wait their turn in a
+/// lane while a call is out; in a stall each call takes the whole store timeout, so a join behind
+/// several calls would wait several timeouts. Each waits at most one: 500 joins at once on one
+/// serving thread while Redis is frozen all answer within the timeout and a margin (8 calls of
+/// 64 would take 8 × 300 ms). Those never sent answer 503 and changed nothing: their keys make
+/// new tickets afterwards. Every key holds one ticket in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_waiting_behind_a_stalled_call_answer_within_the_store_timeout() {
+    let app = TestApp::spawn(
+        Backend::Redis,
+        &["--store-timeout-ms", "300", "--serving-threads", "1"],
+    )
+    .await;
+    let redis = app.redis.as_ref().unwrap();
+    app.patch_room("main", json!({"paused": true})).await;
+    // The join script is loaded, the room's secret cached.
+    assert_eq!(app.join("main", Some("warm")).await.0, StatusCode::CREATED);
+
+    redis.pause();
+    let joins = (0..500).map(|i| {
+        let request = app
+            .join_request("main")
+            .header("Idempotency-Key", format!("stall-{i}"));
+        async move {
+            let sent = std::time::Instant::now();
+            let answer = request.send().await.expect("an answer during the stall");
+            let waited = sent.elapsed();
+            let status = answer.status();
+            let retry_after = answer.headers().contains_key("retry-after");
+            let body: Value = answer.json().await.unwrap_or(Value::Null);
+            (status, retry_after, body, waited)
+        }
+    });
+    let answers = futures_util::future::join_all(joins).await;
+    redis.resume();
+
+    let longest = answers.iter().map(|a| a.3).max().unwrap();
+    assert!(
+        longest < std::time::Duration::from_millis(1_500),
+        "a join waited {longest:?} with a store timeout of 300 ms"
+    );
+    let mut unsent = Vec::new();
+    for (i, (status, retry_after, body, _)) in answers.iter().enumerate() {
+        match (status.as_u16(), body["error"].as_str()) {
+            (503, Some("store_unavailable")) => unsent.push(i),
+            (504, Some("store_timeout")) => {}
+            other => panic!("join {i} answered {other:?}: {body}"),
+        }
+        assert!(
+            retry_after,
+            "join {i} answered {status} without Retry-After"
+        );
+    }
+    assert!(
+        !unsent.is_empty(),
+        "every join was sent: none waited in the lane"
+    );
+    // Redis ran the calls that were out when it woke; the joins never sent changed nothing.
+    for i in &unsent {
+        let (status, _) = app.join("main", Some(&format!("stall-{i}"))).await;
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "join {i} answered 503 but had been made"
+        );
+    }
+    let mut ids = std::collections::HashSet::new();
+    for i in 0..500 {
+        let (status, ticket) = app.join("main", Some(&format!("stall-{i}"))).await;
+        assert!(status.is_success(), "join {i} after the stall: {status}");
+        assert!(ids.insert(ticket.ticket_id), "two keys share a ticket");
+    }
+    let info = app.get_json(&paths::room("main")).await.1;
+    assert_eq!(
+        info["waiting"], 501,
+        "one ticket per key (and the warm-up's)"
+    );
+}

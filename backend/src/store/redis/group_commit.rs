@@ -16,8 +16,15 @@
 //! connection turns out to have dropped ([`Link::run_script_repeatable`]); a join without one is
 //! never sent twice. The sending task is spawned, so a shopper who hangs up does not stop the
 //! joins that came after theirs; a join whose shopper hung up before its batch left is dropped.
+//!
+//! A join waits at most the store timeout in all, however many calls are ahead of it in the lane
+//! (while Redis hangs each call takes the whole timeout, and a lane of 500 joins would otherwise
+//! wait 8 calls' worth): one still in the lane then answers [`StoreError::Unavailable`] (it was
+//! not sent: nothing changed, 503) and is left out of the calls, one whose call is out answers
+//! [`StoreError::OutcomeUnknown`] (504), as a join alone would.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use redis::{Script, Value};
@@ -59,6 +66,8 @@ struct Lane {
 struct Waiting {
     join: Join,
     answer: oneshot::Sender<Result<Vec<Value>, StoreError>>,
+    /// Taken into a call (set under the lanes' lock, as the waiter reads it when its time is up).
+    taken: Arc<AtomicBool>,
 }
 
 impl GroupCommit {
@@ -81,29 +90,57 @@ impl GroupCommit {
         room: &str,
         join: Join,
     ) -> Result<Vec<Value>, StoreError> {
-        let (answer, answered) = oneshot::channel();
+        let (answer, mut answered) = oneshot::channel();
+        let taken = Arc::new(AtomicBool::new(false));
         let start = {
             let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
             let lane = match lanes.get_mut(room) {
                 Some(lane) => lane,
                 None => lanes.entry(room.to_owned()).or_default(),
             };
-            lane.waiting.push_back(Waiting { join, answer });
+            lane.waiting.push_back(Waiting {
+                join,
+                answer,
+                taken: taken.clone(),
+            });
             !std::mem::replace(&mut lane.sending, true)
         };
         if start {
             tokio::spawn(self.clone().send(room.to_owned()));
         }
-        answered.await.unwrap_or_else(|_| {
-            Err(StoreError::OutcomeUnknown(
-                "the join's call to Redis ended without an answer".into(),
-            ))
-        })
+        let unanswered = || {
+            StoreError::OutcomeUnknown("the join's call to Redis ended without an answer".into())
+        };
+        match tokio::time::timeout(self.link.timeout, &mut answered).await {
+            Ok(answer) => answer.unwrap_or_else(|_| Err(unanswered())),
+            Err(_) => {
+                // Closed under the lock that `next_batch` takes: either it was taken already
+                // (its call is out: unknown) or it never will be (not sent: nothing changed).
+                let _lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+                answered.close();
+                if let Ok(answer) = answered.try_recv() {
+                    // Answered just as the time ran out.
+                    return answer;
+                }
+                if taken.load(Ordering::Relaxed) {
+                    Err(self.link.timed_out())
+                } else {
+                    Err(StoreError::Unavailable(format!(
+                        "Redis took no join of this room within {} ms",
+                        self.link.timeout.as_millis()
+                    )))
+                }
+            }
+        }
     }
 
     /// Sends the lane's joins, a batch per call, until none wait.
     async fn send(self: Arc<Self>, room: String) {
         let keys = Keys::new(&room);
+        let _unwinding = ForgetLaneOnPanic {
+            commit: &self,
+            room: &room,
+        };
         loop {
             let batch = self.next_batch(&room);
             if batch.is_empty() {
@@ -145,6 +182,7 @@ impl GroupCommit {
                 break;
             }
             if waiting.join.keyed == keyed {
+                waiting.taken.store(true, Ordering::Relaxed);
                 batch.push(waiting);
             } else {
                 others.push_back(waiting);
@@ -206,5 +244,25 @@ impl GroupCommit {
             )));
         }
         Ok(replies)
+    }
+}
+
+/// Were the sending task to panic, its lane would stay marked busy and no join of the room on
+/// this connection would be sent again: the lane goes (its waiting joins answer 504 at once; the
+/// next join starts a fresh one).
+struct ForgetLaneOnPanic<'a> {
+    commit: &'a GroupCommit,
+    room: &'a str,
+}
+
+impl Drop for ForgetLaneOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.commit
+                .lanes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(self.room);
+        }
     }
 }

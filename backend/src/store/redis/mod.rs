@@ -232,7 +232,7 @@ impl Link {
         }
     }
 
-    fn timed_out(&self) -> StoreError {
+    pub(super) fn timed_out(&self) -> StoreError {
         StoreError::OutcomeUnknown(format!(
             "Redis did not answer within {} ms",
             self.timeout.as_millis()
