@@ -82,7 +82,7 @@ impl RedisStore {
             args: [
                 new_id.to_owned(),
                 dedup_key.unwrap_or("").to_owned(),
-                derived.clone(),
+                derived,
                 client,
                 period,
                 burst,
