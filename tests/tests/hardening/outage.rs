@@ -147,3 +147,57 @@ async fn the_pass_policy_keeps_checkout_open_while_the_store_is_down() {
         "reject room: {status} {body}"
     );
 }
+
+/// Joins sent together (docs/DESIGN.md "Joins sent together") while Redis is down: a call meets
+/// the connection's reconnect and its retries (up to ~0.6 s) before it is refused; the joins
+/// waiting behind it used to meet the same, call after call, and with each join's wait bounded
+/// by the store timeout those still out at their deadline answered 504 (a probe: 128 of 400).
+/// Nothing was sent: every one of 400 joins at once answers 503 `store_unavailable` with
+/// `Retry-After`, within the store timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_at_once_while_redis_is_down_all_answer_503_within_the_store_timeout() {
+    let mut redis = RedisServer::start();
+    let app = TestApp::spawn_with_url(
+        Some(&redis.url()),
+        &["--store-timeout-ms", "1000", "--serving-threads", "1"],
+    )
+    .await;
+    app.patch_room("main", json!({"paused": true})).await;
+    assert_eq!(app.join("main", Some("warm")).await.0, StatusCode::CREATED);
+    redis.stop();
+    // The first call on the connection meets it cut and may have been sent: 503 or 504
+    // (docs/DESIGN.md "Thread per core"). From then on the connection knows.
+    let first = app.join_request("main").send().await.unwrap().status();
+    assert!(
+        matches!(first.as_u16(), 503 | 504),
+        "first join after the stop: {first}"
+    );
+    let joins = (0..400).map(|i| {
+        let mut request = app.join_request("main");
+        if i % 2 == 0 {
+            request = request.header("Idempotency-Key", format!("down-{i}"));
+        }
+        async move {
+            let started = Instant::now();
+            let answer = request.send().await.expect("an answer while Redis is down");
+            let waited = started.elapsed();
+            let status = answer.status();
+            let retry_after = answer.headers().contains_key("retry-after");
+            let body: serde_json::Value = answer.json().await.unwrap_or_default();
+            (status, retry_after, body, waited)
+        }
+    });
+    let answers = futures_util::future::join_all(joins).await;
+    for (i, (status, retry_after, body, waited)) in answers.iter().enumerate() {
+        assert_eq!(
+            (status.as_u16(), body["error"].as_str()),
+            (503, Some("store_unavailable")),
+            "join {i}: {body}"
+        );
+        assert!(retry_after, "join {i}: 503 without Retry-After");
+        assert!(
+            *waited < Duration::from_millis(1_500),
+            "join {i} waited {waited:?} with a store timeout of 1 s"
+        );
+    }
+}

@@ -21,7 +21,9 @@
 //! (while Redis hangs each call takes the whole timeout, and a lane of 500 joins would otherwise
 //! wait 8 calls' worth): one still in the lane then answers [`StoreError::Unavailable`] (it was
 //! not sent: nothing changed, 503) and is left out of the calls, one whose call is out answers
-//! [`StoreError::OutcomeUnknown`] (504), as a join alone would.
+//! [`StoreError::OutcomeUnknown`] (504), as a join alone would. When Redis refuses a call or
+//! cannot be reached (nothing ran: 503), the joins waiting behind it get that answer at once
+//! instead of meeting it one call after another.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,7 +155,14 @@ impl GroupCommit {
                     }
                 }
                 Err(error) => {
-                    for waiting in batch {
+                    // Redis refused or could not be reached (nothing of the call ran): the joins
+                    // still waiting would only meet the same in calls of their own, one after
+                    // another (a reconnect's retries each); they get the answer now, unsent.
+                    let unsent = match &error {
+                        StoreError::Unavailable(_) => self.take_waiting(&room),
+                        _ => Vec::new(),
+                    };
+                    for waiting in batch.into_iter().chain(unsent) {
                         let _ = waiting.answer.send(Err(error.clone()));
                     }
                 }
@@ -193,6 +202,15 @@ impl GroupCommit {
             lane.waiting.push_front(waiting);
         }
         batch
+    }
+
+    /// Every join waiting in `room`'s lane (none of them sent).
+    fn take_waiting(&self, room: &str) -> Vec<Waiting> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        lanes
+            .get_mut(room)
+            .map(|lane| lane.waiting.drain(..).collect())
+            .unwrap_or_default()
     }
 
     /// One `join.lua` call for `batch`; one reply per join.
