@@ -83,6 +83,22 @@ pub struct Config {
     #[arg(long, env = "VESTIBULE_TICK_MS", default_value_t = 100)]
     pub tick_ms: u64,
 
+    /// Nice value (−20–19, lower is more CPU priority) the scheduler thread asks for on Linux.
+    /// The default, −10, keeps ticks on time while request handling, Redis and whatever else
+    /// share the cores: a tick that wakes late is owed more than one tick's quota, which the cap
+    /// of ⌈rate × tick⌉ cannot pay at once, so its 1-s window falls short (BENCHMARKS.md
+    /// "Admission windows"). Below 0 needs `CAP_SYS_NICE` (root, or a container's
+    /// `--cap-add SYS_NICE`); without it the thread keeps the process's priority and the log
+    /// says so once. 0 leaves the thread as it is. The gauge `vestibule_scheduler_nice` shows
+    /// what it got.
+    #[arg(
+        long,
+        env = "VESTIBULE_SCHEDULER_NICE",
+        default_value_t = -10,
+        allow_negative_numbers = true
+    )]
+    pub scheduler_nice: i32,
+
     /// Entry token TTL in seconds (1–86400). A room setting like `--admission-rate`.
     #[arg(
         long,
@@ -408,6 +424,12 @@ impl Config {
             return Err(format!(
                 "--shutdown-grace-secs must be 0–3600, got {}",
                 self.shutdown_grace_secs
+            ));
+        }
+        if !(-20..=19).contains(&self.scheduler_nice) {
+            return Err(format!(
+                "--scheduler-nice must be -20–19, got {}",
+                self.scheduler_nice
             ));
         }
         if self.serving_threads > 256 {

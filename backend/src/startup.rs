@@ -279,6 +279,7 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
     std::thread::Builder::new()
         .name("vestibule-scheduler".into())
         .spawn(move || {
+            ask_scheduler_priority(state.config.scheduler_nice);
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -300,6 +301,38 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
             });
         })
         .context("starting the scheduler thread")
+}
+
+/// Gives the calling thread (the schedulers') the nice value `nice` (`--scheduler-nice`; 0 leaves
+/// it as it is) and publishes the one it has as `vestibule_scheduler_nice`. On Linux a thread's
+/// nice value is its own (`setpriority(PRIO_PROCESS, 0, …)` names the calling thread), so the
+/// serving threads keep theirs. Refused (no `CAP_SYS_NICE` for a value below the current one):
+/// logged once, and the schedulers run on at the process's priority.
+fn ask_scheduler_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        if nice != 0 {
+            if let Err(error) = setpriority_process(None, nice) {
+                // Info, not a warning: most deployments run without CAP_SYS_NICE, and on a box
+                // with cores to spare the ticks are on time anyway.
+                tracing::info!(
+                    nice,
+                    %error,
+                    "the scheduler thread keeps the process's priority (a nice value below 0 \
+                     needs CAP_SYS_NICE): on a busy box its ticks may wake late and a 1-s window \
+                     admit less than the rate"
+                );
+            }
+        }
+        if let Ok(got) = getpriority_process(None) {
+            metrics::gauge!("vestibule_scheduler_nice").set(f64::from(got));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    if nice != 0 {
+        tracing::info!(nice, "--scheduler-nice applies on Linux only; ignored here");
+    }
 }
 
 /// A connection to Redis of `whose` own (made on the runtime this runs on, whose driver task it

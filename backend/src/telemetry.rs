@@ -61,6 +61,18 @@ fn describe() {
         "vestibule_tokens_expired_total",
         "Entry tokens whose TTL passed unused"
     );
+    describe_counter!(
+        "vestibule_late_ticks_total",
+        "Scheduler ticks that started 5 ms or more after their point on the tick grid"
+    );
+    describe_gauge!(
+        "vestibule_largest_tick_lateness_ms",
+        "Most a scheduler tick of this process started after its point on the grid, ms"
+    );
+    describe_gauge!(
+        "vestibule_scheduler_nice",
+        "The scheduler thread's nice value (--scheduler-nice; Linux)"
+    );
     describe_gauge!(
         "vestibule_largest_tick_admissions",
         "Most shoppers admitted in one tick by this process"

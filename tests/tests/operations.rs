@@ -227,6 +227,55 @@ async fn connections_are_spread_over_the_serving_threads_and_each_thread_serves_
     }
 }
 
+/// The nice value of each thread of process `pid`, by thread name, the main thread first
+/// (Linux `/proc`).
+fn thread_nice_values(pid: u32) -> Vec<(String, i64)> {
+    // The main thread first (its id is the process's).
+    let mut paths = vec![std::path::PathBuf::from(format!("/proc/{pid}/task/{pid}"))];
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads") {
+        let path = task.expect("a thread").path();
+        if !path.ends_with(pid.to_string()) {
+            paths.push(path);
+        }
+    }
+    let mut threads = Vec::new();
+    for path in paths {
+        let stat = std::fs::read_to_string(path.join("stat")).expect("a thread's stat");
+        // `pid (name) state ppid …`: the name may hold spaces, so split after its `)`.
+        let (head, rest) = stat.rsplit_once(')').expect("stat has a name");
+        let name = head.split_once('(').map_or("", |(_, name)| name).to_owned();
+        // After the name: state is field 3 and nice field 19 of the whole line.
+        let nice = rest.split_whitespace().nth(16).expect("a nice field");
+        threads.push((name, nice.parse().expect("a nice value")));
+    }
+    threads
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_thread_alone_takes_the_asked_nice_value_and_reports_it() {
+    // Raising a nice value needs no privilege, so this holds for any user; the default (-10,
+    // lowering it) takes CAP_SYS_NICE, which a test cannot count on.
+    let app = TestApp::spawn(Backend::Memory, &["--scheduler-nice", "7"]).await;
+    let threads = thread_nice_values(app.pid());
+    println!("threads and nice values: {threads:?}");
+    let scheduler: Vec<_> = threads
+        .iter()
+        .filter(|(name, _)| name.starts_with("vestibule-sched"))
+        .collect();
+    assert_eq!(scheduler.len(), 1, "{threads:?}");
+    assert_eq!(scheduler[0].1, 7, "{threads:?}");
+    // The process's own (main thread's) value, whatever the test runs at.
+    let main = &threads[0].1;
+    assert!(
+        threads
+            .iter()
+            .filter(|(name, _)| !name.starts_with("vestibule-sched"))
+            .all(|(_, nice)| nice == main),
+        "only the scheduler thread changes priority: {threads:?}"
+    );
+    assert_eq!(app.metric("vestibule_scheduler_nice").await, 7.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
     let app = TestApp::spawn(Backend::Memory, &["--write-timeout-secs", "2"]).await;

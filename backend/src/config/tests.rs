@@ -184,3 +184,18 @@ fn a_redis_url_and_a_cluster_exclude_each_other() {
     );
     assert!(!format!("{config:?}").contains("pw-123"));
 }
+
+#[test]
+fn the_scheduler_nice_value_is_minus_10_by_default_takes_negatives_and_is_bounded() {
+    assert_eq!(parse(&[]).scheduler_nice, -10);
+    let config = parse(&["--scheduler-nice", "-20"]);
+    assert_eq!(config.scheduler_nice, -20);
+    config.validate().unwrap();
+    let mut config = parse(&["--scheduler-nice", "0"]);
+    assert_eq!(config.scheduler_nice, 0);
+    config.scheduler_nice = 20;
+    assert_eq!(
+        config.validate().unwrap_err(),
+        "--scheduler-nice must be -20–19, got 20"
+    );
+}

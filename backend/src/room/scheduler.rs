@@ -84,10 +84,12 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     // ticks then averages exactly `tick`, and a late tick's debt is paid by the next, early one.
     let mut ticker = tokio::time::interval(tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    ticker.tick().await;
+    let mut due = ticker.tick().await.into_std();
+    let mut lateness = TickLateness::new(&labels);
 
     loop {
         let started = Instant::now();
+        lateness.record(started.saturating_duration_since(due));
         let result = match leader.as_mut() {
             // The lease goes over the scheduler's own connection like the admissions: a
             // follower's tick must not wait behind request traffic either, or it would take
@@ -104,13 +106,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
                         room.counters.set_leader_epoch(Some(epoch));
-                        // The first tick as leader admits one tick's worth, not the time since the
-                        // last leader's tick (unknown here).
-                        leader = Some(Leadership {
-                            epoch,
-                            last_tick: started - tick,
-                            popped: None,
-                        });
+                        leader = Some(Leadership::taken(epoch, started));
                         quota.reset();
                         meter.lost_track();
                     }
@@ -119,8 +115,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 Err(error) => Err(error),
             },
             Some(leadership) => {
-                let elapsed = started - leadership.last_tick;
-                leadership.last_tick = started;
+                let elapsed = leadership.owed_since_last_tick(started);
                 let settings = room.settings();
                 let now = now_ms();
                 let lease_ms = state.config.lease_ms;
@@ -236,7 +231,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             Err(_) => {}
         }
         tokio::select! {
-            _ = ticker.tick() => {}
+            next = ticker.tick() => due = next.into_std(),
             _ = shutdown.changed() => break,
             () = room.retired() => break,
         }
@@ -298,14 +293,72 @@ async fn opening_step(
     }
 }
 
+/// How late ticks start after their point on the grid: the admission windows' enemy (a tick
+/// owed more than one tick's quota cannot pay it at once: BENCHMARKS.md "Admission windows").
+/// Counts ticks [`LATE_TICK`] or more behind (`vestibule_late_ticks_total`) and keeps the
+/// largest lateness seen (`vestibule_largest_tick_lateness_ms`).
+struct TickLateness {
+    late: metrics::Counter,
+    largest_gauge: metrics::Gauge,
+    largest: Duration,
+}
+
+/// A tick this much behind its grid point counts as late: at 175 /s, 5 ms is 0.9 shoppers, about
+/// what a 1-s window may be off (±1%, 1.75 shoppers) with the quota's rounding besides.
+const LATE_TICK: Duration = Duration::from_millis(5);
+
+impl TickLateness {
+    fn new(labels: &[(&'static str, String); 1]) -> Self {
+        Self {
+            late: metrics::counter!("vestibule_late_ticks_total", labels),
+            largest_gauge: metrics::gauge!("vestibule_largest_tick_lateness_ms", labels),
+            largest: Duration::ZERO,
+        }
+    }
+
+    fn record(&mut self, behind: Duration) {
+        if behind >= LATE_TICK {
+            self.late.increment(1);
+        }
+        if behind > self.largest {
+            self.largest = behind;
+            self.largest_gauge.set(behind.as_secs_f64() * 1000.0);
+        }
+    }
+}
+
 /// What the leader keeps between ticks.
 struct Leadership {
     /// Fencing epoch of the lease.
     epoch: u64,
-    /// When the last admission tick started.
+    /// When the last admission tick started (or the lease was taken).
     last_tick: Instant,
     /// Shoppers ever admitted in the room after the last tick (`None` before the first).
     popped: Option<u64>,
+}
+
+impl Leadership {
+    /// The lease with fencing `epoch`, taken by the tick that started `at`.
+    fn taken(epoch: u64, at: Instant) -> Self {
+        Self {
+            epoch,
+            // The first admission comes at the next tick and is owed the time since this one:
+            // one tick's worth, not the time since the last leader's tick (unknown here).
+            // (Counted from a tick before this one, it was owed two: its surplus, carried, made
+            // the first second after every change of leader admit 2.4% over the rate in the
+            // flash-sale benchmark.)
+            last_tick: at,
+            popped: None,
+        }
+    }
+
+    /// The time a tick that started at `now` is owed admissions for: since the last admission
+    /// tick (or since the lease was taken).
+    fn owed_since_last_tick(&mut self, now: Instant) -> Duration {
+        let owed = now.saturating_duration_since(self.last_tick);
+        self.last_tick = now;
+        owed
+    }
 }
 
 /// Most instant admissions a tick may bank for joins that find nobody waiting: one tick's quota
@@ -370,6 +423,22 @@ mod tests {
         let granted = quota.take(175.0, TICK, TICK);
         quota.settle_short(granted, 0);
         assert!(quota.take(175.0, TICK, TICK) <= 18);
+    }
+
+    #[test]
+    fn the_first_tick_after_taking_the_lease_is_owed_one_tick_so_the_rate_holds_from_the_start() {
+        let taken_at = Instant::now();
+        let mut leadership = Leadership::taken(7, taken_at);
+        let mut quota = Quota::default();
+        let first = leadership.owed_since_last_tick(taken_at + TICK);
+        assert_eq!(first, TICK);
+        // The first second as leader, with a backlog: exactly the rate, 17 or 18 a tick.
+        let mut per_tick = vec![quota.take(175.0, first, TICK)];
+        for n in 2..=10 {
+            let elapsed = leadership.owed_since_last_tick(taken_at + TICK * n);
+            per_tick.push(quota.take(175.0, elapsed, TICK));
+        }
+        assert_eq!(per_tick.iter().sum::<u64>(), 175, "{per_tick:?}");
     }
 
     #[test]
