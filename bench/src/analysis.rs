@@ -87,6 +87,9 @@ pub struct RateFit {
     pub worst_window_at_secs: f64,
     /// Where the worst ~1 s window starts, Unix ms (the tick's timestamp).
     pub worst_window_unix_ms: u64,
+    /// Shoppers the worst ~1 s window admitted, its ticks (after its start) and what its span
+    /// owed at the rate.
+    pub worst_window: (u64, usize, f64),
     /// Longest time between two ticks that admitted, ms (nominal: the tick).
     pub largest_tick_gap_ms: u64,
     /// Ticks that admitted more than their own elapsed time's worth plus one carried shopper.
@@ -111,9 +114,10 @@ pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64, full_tick: u64) -> Rate
     }
     let span_ms = backlogged[backlogged.len() - 1].0 - backlogged[0].0;
     let after_first: u64 = backlogged[1..].iter().map(|t| t.1).sum();
-    let deviation = |window_ms: u64| -> (f64, u64, u64) {
+    let deviation = |window_ms: u64| -> (f64, u64, u64, (u64, usize, f64)) {
         let mut worst = 0.0f64;
         let mut worst_at = 0;
+        let mut worst_window = (0, 0, 0.0);
         let mut windows = 0;
         let mut end = 0;
         for start in 0..backlogged.len() {
@@ -134,13 +138,14 @@ pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64, full_tick: u64) -> Rate
             if off > worst {
                 worst = off;
                 worst_at = backlogged[start].0 - backlogged[0].0;
+                worst_window = (admitted, end - start, expected);
             }
             windows += 1;
         }
-        (worst, windows, worst_at)
+        (worst, windows, worst_at, worst_window)
     };
-    let (max_1s, windows_1s, worst_at) = deviation(1000);
-    let (max_10s, _, _) = deviation(10_000);
+    let (max_1s, windows_1s, worst_at, worst_window) = deviation(1000);
+    let (max_10s, _, _, _) = deviation(10_000);
     let gaps = backlogged.windows(2).map(|w| (w[1].0 - w[0].0, w[1].1));
     let largest_tick_gap_ms = gaps.clone().map(|(gap, _)| gap).max().unwrap_or(0);
     let ticks_above_own_quota = gaps
@@ -154,6 +159,7 @@ pub fn rate_fit(ticks: &[(u64, u64)], rate_per_sec: f64, full_tick: u64) -> Rate
         span_secs: span_ms as f64 / 1000.0,
         worst_window_at_secs: worst_at as f64 / 1000.0,
         worst_window_unix_ms: backlogged[0].0 + worst_at,
+        worst_window,
         largest_tick_gap_ms,
         ticks_above_own_quota,
     }

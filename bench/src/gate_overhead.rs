@@ -51,6 +51,17 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
         &["hello".into(), "--bind".into(), "127.0.0.1:0".into()],
     )?;
     let nginx = Nginx::start(&origin.base(), false)?;
+    // The libraries' floor: hyper's server and hyper-util's client with nothing of the gate's.
+    let bare = ServerProcess::start(
+        &exe,
+        &[
+            "bare-proxy".into(),
+            "--bind".into(),
+            "127.0.0.1:0".into(),
+            "--upstream".into(),
+            origin.base(),
+        ],
+    )?;
     let gate = start_vestibule_on(
         vestibule,
         &["--data-dir", "none"],
@@ -84,6 +95,15 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
             path: "/checkout",
             headers: vec![],
             proxy_pid: Some(nginx.pid()),
+        },
+        Route {
+            name:
+                "through a bare hyper proxy (hyper server + hyper-util client, a runtime per core)",
+            key: "bare_hyper",
+            client: HttpClient::new(&bare.base(), connections),
+            path: "/checkout",
+            headers: vec![],
+            proxy_pid: Some(bare.pid()),
         },
         Route {
             name: "through the gate, a path no rule names",
@@ -164,7 +184,7 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
         );
         fixed.push(latency);
     }
-    if let [straight, through_nginx, ungated, gated] = fixed.as_slice() {
+    if let [straight, through_nginx, _, ungated, gated] = fixed.as_slice() {
         let nginx_added = through_nginx.p99_ms - straight.p99_ms;
         let worst_gate = (ungated.p99_ms - straight.p99_ms).max(gated.p99_ms - straight.p99_ms);
         report.row(
@@ -179,14 +199,17 @@ pub async fn run(profile: &Profile, vestibule: &Path, report: &mut Report) -> an
             "the worse of the gate's two paths; 0.5 ms of grace for timer noise",
         );
     }
-    if let [_, nginx_us, ungated_us, gated_us] = cpu_per_request.as_slice() {
+    if let [_, nginx_us, bare_us, ungated_us, gated_us] = cpu_per_request.as_slice() {
         report.row(
             "Gate overhead vs nginx: proxy CPU per request (closed loop)",
             format!(
-                "gate {ungated_us:.0} µs ungated ({:.2}× nginx), {gated_us:.0} µs gated ({:.2}×); \
-                 nginx {nginx_us:.0} µs",
+                "gate {ungated_us:.0} µs ungated ({:.2}× nginx, {:.2}× bare hyper), {gated_us:.0} µs \
+                 gated ({:.2}×, {:.2}×); nginx {nginx_us:.0} µs, bare hyper {bare_us:.0} µs ({:.2}× nginx)",
                 ungated_us / nginx_us.max(1e-9),
-                gated_us / nginx_us.max(1e-9)
+                ungated_us / bare_us.max(1e-9),
+                gated_us / nginx_us.max(1e-9),
+                gated_us / bare_us.max(1e-9),
+                bare_us / nginx_us.max(1e-9),
             ),
             "–",
             Verdict::Info,

@@ -10,13 +10,15 @@
 //!   [`embedded_inprocess`]: the same through the `Store` trait, and snapshot and restart times.
 //! - [`position_cost`]: poll latency with 1K vs 1M waiting.
 //! - [`sse_capacity`]: SSE streams per process, RSS per stream, Redis load as they grow.
-//! - [`gate_overhead`]: gate mode's requests/s and added p99 vs straight and vs nginx.
+//! - [`gate_overhead`]: gate mode's requests/s and added p99 vs straight and vs nginx;
+//!   [`bare_proxy`]: the libraries' floor it is also measured against.
 //! - [`analysis`]: Kendall-tau distance, admission-rate fit, tick bursts.
 //! - [`http`], [`sse`], [`load`]: the client, the SSE reader, closed and open load loops.
 //! - [`procs`], [`redis_probe`]: the processes under test and direct reads of Redis.
 //! - [`report`]: the Markdown table and its JSON twin.
 
 pub mod analysis;
+pub mod bare_proxy;
 pub mod baselines;
 pub mod calibration;
 pub mod capacity;

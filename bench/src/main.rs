@@ -66,15 +66,38 @@ enum Commands {
         #[arg(long, default_value = "127.0.0.1:0")]
         bind: std::net::SocketAddr,
     },
+    /// Serves a reverse proxy of bare hyper (server) and hyper-util (client) to `--upstream`
+    /// until killed: the gate stage's library floor.
+    BareProxy {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: std::net::SocketAddr,
+        /// The origin, `http://HOST:PORT`.
+        #[arg(long)]
+        upstream: String,
+        /// Serving threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Commands::BareProxy {
+        bind,
+        upstream,
+        threads,
+    } = &cli.command
+    {
+        // Its own runtimes, one per serving thread, as the gate's.
+        return vestibule_bench::bare_proxy::serve(*bind, upstream, *threads);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     match cli.command {
         Commands::Hello { bind } => runtime.block_on(vestibule_bench::baselines::serve_hello(bind)),
+        Commands::BareProxy { .. } => unreachable!("served above"),
         Commands::Run {
             profile,
             vestibule_bin,

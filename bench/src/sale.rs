@@ -208,6 +208,18 @@ pub async fn run(
         &metrics,
         &format!("vestibule_largest_tick_admissions{{room=\"{ROOM}\"}}"),
     );
+    // The server's own view of its ticks: how many started 5 ms or more behind the grid.
+    let late_ticks = metric_value(
+        &metrics,
+        &format!("vestibule_late_ticks_total{{room=\"{ROOM}\"}}"),
+    );
+    let largest_lateness_ms = metric_value(
+        &metrics,
+        &format!("vestibule_largest_tick_lateness_ms{{room=\"{ROOM}\"}}"),
+    );
+    let scheduler_nice = metric_value(&metrics, "vestibule_scheduler_nice");
+    report.value("late_ticks", late_ticks);
+    report.value("largest_tick_lateness_ms", largest_lateness_ms);
     // Other processes around the worst window (the intervals that overlap it).
     let worst_start = fit.worst_window_unix_ms;
     let others_at_worst = others_percent
@@ -242,9 +254,12 @@ pub async fn run(
                 && (fit.overall_rate / profile.admission_rate - 1.0).abs() <= 0.01,
         ),
         format!(
-            "{} ticks while backlogged (from the first full tick); worst 1-s window at +{:.1} s, when other processes on the box used {:.0}% CPU (peak over the sale {:.0}%); longest gap between ticks {} ms (nominal {} ms); windows run tick to tick",
+            "{} ticks while backlogged (from the first full tick); worst 1-s window at +{:.1} s ({} admitted in {} ticks for {:.1} owed), when other processes on the box used {:.0}% CPU (peak over the sale {:.0}%); longest gap between ticks {} ms (nominal {} ms); the server counts {late_ticks:.0} ticks ≥ 5 ms behind the grid, the latest {largest_lateness_ms:.1} ms (scheduler thread nice {scheduler_nice:.0}); windows run tick to tick",
             tick_list.len().saturating_sub(1),
             fit.worst_window_at_secs,
+            fit.worst_window.0,
+            fit.worst_window.1,
+            fit.worst_window.2,
             others_at_worst,
             others_peak,
             fit.largest_tick_gap_ms,
