@@ -121,6 +121,38 @@ async fn joins_sent_together_keep_every_guarantee(backend: Backend) {
         calls < sent,
         "450 joins at once went in {calls} calls: none went together"
     );
+
+    // Every keyed ticket leaves, and its key joins again, twice at once: a re-join after LEFT
+    // takes a fresh id, remembered in the dedup hash, which did not exist before this batch;
+    // the second join of a key (often in the same call) must find it there, not make another.
+    let left: Vec<_> = keyed.iter().step_by(2).map(|(_, t)| t.clone()).collect();
+    for ticket in &left {
+        assert_eq!(
+            app.leave("main", &ticket.ticket_id).await,
+            StatusCode::NO_CONTENT
+        );
+    }
+    let again = (0..300).map(|i| {
+        let app = &app;
+        async move { app.join("main", Some(&format!("twice-{}", i / 2))).await }
+    });
+    let again = join_all(again).await;
+    let mut positions = Vec::new();
+    for (pair, old) in again.chunks_exact(2).zip(&left) {
+        let [(first_status, first), (second_status, second)] = pair else {
+            unreachable!()
+        };
+        assert_eq!(first.ticket_id, second.ticket_id, "one new ticket per key");
+        assert_ne!(first.ticket_id, old.ticket_id, "a fresh id after LEFT");
+        let mut statuses = [*first_status, *second_status];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [StatusCode::OK, StatusCode::CREATED]);
+        positions.push(first.position.unwrap());
+    }
+    positions.sort_unstable();
+    assert_eq!(positions, (151..=300).collect::<Vec<_>>());
+    let info = app.get_json(&paths::room("main")).await.1;
+    assert_eq!(info["waiting"], 300);
 }
 
 async fn leaving_moves_everyone_behind_up_by_one(backend: Backend) {

@@ -63,6 +63,25 @@ end
 -- The settings a join reads, in one call for the batch (nothing else runs meanwhile): version,
 -- queueing method, sold out, closed. A join admitted at once does not change them.
 local sale = redis.call('HMGET', KEYS[4], 'ver', 'qmethod', 'soldout', 'closed')
+-- Whether the dedup hash exists, once for the batch: it holds only re-joins after LEFT or
+-- EXPIRED, so in a rush it is usually absent and a key's look-up there is skipped. A join of the
+-- batch that writes it sets this.
+local dedup_exists = redis.call('EXISTS', KEYS[3]) == 1
+-- How many wait, read once for the batch (ZCARD) when a join first needs it, then kept by the
+-- batch's own changes to the queue (a ticket added, one admitted at once): nothing else runs
+-- between the joins of a call.
+local queued = nil
+local function queue_size()
+  if queued == nil then
+    queued = redis.call('ZCARD', KEYS[1])
+  end
+  return queued
+end
+local function queue_changed(by)
+  if queued ~= nil then
+    queued = queued + by
+  end
+end
 
 local function join(A)
   if A[14] ~= '' and (sale[1] or '0') ~= A[14] then
@@ -88,7 +107,7 @@ local function join(A)
   local remember = false
   local order = A[15]
   if key ~= '' then
-    local mapped = redis.call('HGET', KEYS[3], key)
+    local mapped = dedup_exists and redis.call('HGET', KEYS[3], key) or nil
     local candidate = mapped or A[5]
     local rank = redis.call('ZRANK', KEYS[1], candidate)
     if rank then
@@ -148,7 +167,7 @@ local function join(A)
   end
   -- NX: a join never moves an existing member (belt and braces: a random id is fresh, a derived one
   -- was checked absent above).
-  redis.call('ZADD', KEYS[1], 'NX', seq_s, id)
+  queue_changed(redis.call('ZADD', KEYS[1], 'NX', seq_s, id))
   redis.call('BITFIELD', prefix .. 'seen:' .. bucket, 'SET', 'u32', slot, now_s)
   -- When it joined (the admin API's waiters list; issue 14), laid out as `seen:`.
   redis.call('BITFIELD', prefix .. 'born:' .. bucket, 'SET', 'u32', slot, now_s)
@@ -162,6 +181,7 @@ local function join(A)
     if remember then
       redis.call('HSET', KEYS[3], key, id)
       redis.call('EXPIRE', KEYS[3], A[4])
+      dedup_exists = true
     end
     return {id, 1, -3}
   end
@@ -174,11 +194,12 @@ local function join(A)
     redis.call('HSET', KEYS[3], key, id)
     -- The caller also renews this TTL every few seconds while keyed joins go on (RedisStore::join).
     redis.call('EXPIRE', KEYS[3], A[4])
+    dedup_exists = true
   end
   -- How many wait now, this ticket with them. Its seq is the largest ever handed out, so in arrival
-  -- order it is the last: its position is this count (ZCARD, O(1), not ZRANK's walk of the skip
-  -- list). Were some member's score ever larger, the count would only overstate the position.
-  local waiting = redis.call('ZCARD', KEYS[1])
+  -- order it is the last: its position is this count (the queue's size, not ZRANK's walk of the
+  -- skip list). Were some member's score ever larger, the count would only overstate the position.
+  local waiting = queue_size()
   -- Nobody else waiting, the room open, the cap not reached and the bank not empty: admit now, as
   -- admit.lua would, and spend one of the bank.
   if A[10] ~= '' and waiting == 1
@@ -199,7 +220,7 @@ local function join(A)
       local token = A[10]
       local secret = string.match(token, '([^.]+)$')
       local ticket = prefix .. 'ticket:' .. id
-      redis.call('ZREM', KEYS[1], id)
+      queue_changed(-redis.call('ZREM', KEYS[1], id))
       if random then
         redis.call('ZREM', KEYS[13], order .. id)
         redis.call('HDEL', KEYS[14], id)
