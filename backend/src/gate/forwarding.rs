@@ -65,6 +65,33 @@ pub fn came_over_https(headers: &HeaderMap, config: &Config) -> bool {
         .is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
 }
 
+/// An address as a header value: IPv4 written digit by digit (the formatting machinery of
+/// `Display` cost more than the rest of the forwarding headers together), IPv6 by `Display`.
+fn ip_value(ip: IpAddr) -> HeaderValue {
+    let IpAddr::V4(v4) = ip else {
+        return HeaderValue::from_str(&ip.to_string()).expect("an address is a header value");
+    };
+    let mut text = [0u8; 15];
+    let mut len = 0;
+    for (n, octet) in v4.octets().into_iter().enumerate() {
+        if n > 0 {
+            text[len] = b'.';
+            len += 1;
+        }
+        if octet >= 100 {
+            text[len] = b'0' + octet / 100;
+            len += 1;
+        }
+        if octet >= 10 {
+            text[len] = b'0' + octet / 10 % 10;
+            len += 1;
+        }
+        text[len] = b'0' + octet % 10;
+        len += 1;
+    }
+    HeaderValue::from_bytes(&text[..len]).expect("digits and dots are a header value")
+}
+
 /// The TCP peer of a request, if known.
 pub fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
     extensions
@@ -76,6 +103,26 @@ pub fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
 pub fn set_forwarding_headers(headers: &mut HeaderMap, extensions: &Extensions, config: &Config) {
     let peer = peer_ip(extensions);
     let trusted = trusted_header(config);
+    if trusted.is_none() {
+        // Facing clients directly (the default): nothing they sent in these headers is kept.
+        // The same rules as below without the lists, copies and formatting they need (the
+        // general path was 8% of a proxied request's instructions in a profile).
+        let host = headers
+            .get(header::HOST)
+            .filter(|value| value.to_str().is_ok())
+            .cloned();
+        match peer.map(ip_value) {
+            Some(value) => headers.insert(X_FORWARDED_FOR, value),
+            None => headers.remove(X_FORWARDED_FOR),
+        };
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        match host {
+            Some(value) => headers.insert(X_FORWARDED_HOST, value),
+            None => headers.remove(X_FORWARDED_HOST),
+        };
+        headers.remove(header::FORWARDED);
+        return;
+    }
     let mut chain: Vec<String> = match &trusted {
         Some(name) if *name == X_FORWARDED_FOR => {
             let list = entries(headers, name);
@@ -148,6 +195,44 @@ mod tests {
         let (mut headers, extensions) = request(lines);
         set_forwarding_headers(&mut headers, &extensions, config);
         headers
+    }
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        for text in [
+            "0.0.0.0",
+            "10.0.0.2",
+            "127.0.0.1",
+            "192.168.100.9",
+            "255.255.255.255",
+            "1.20.199.200",
+            "::1",
+            "2001:db8::7",
+            "::ffff:10.0.0.1",
+        ] {
+            let ip: IpAddr = text.parse().unwrap();
+            assert_eq!(ip_value(ip), ip.to_string().as_str(), "{text}");
+        }
+    }
+
+    #[test]
+    fn facing_clients_directly_without_a_host_or_a_peer_no_such_header_is_passed_on() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", "6.6.6.6".parse().unwrap());
+        headers.insert("x-forwarded-host", "evil.example".parse().unwrap());
+        set_forwarding_headers(&mut headers, &Extensions::new(), &config(&[]));
+        assert!(!headers.contains_key("x-forwarded-for"));
+        assert!(!headers.contains_key("x-forwarded-host"));
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        // A Host that is not visible ASCII is not copied.
+        let (mut headers, extensions) = request(&[("x-forwarded-host", "evil.example")]);
+        headers.insert(
+            header::HOST,
+            HeaderValue::from_bytes(b"caf\xe9.example").unwrap(),
+        );
+        set_forwarding_headers(&mut headers, &extensions, &config(&[]));
+        assert!(!headers.contains_key("x-forwarded-host"));
+        assert_eq!(headers["x-forwarded-for"], "10.0.0.2");
     }
 
     #[test]

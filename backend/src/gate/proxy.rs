@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::body::HttpBody as _;
 use axum::extract::Request;
-use axum::http::uri::{Authority, Scheme};
+use axum::http::uri::{Authority, PathAndQuery, Scheme};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
 use axum::response::Response;
 use http_body_util::BodyExt as _;
@@ -103,17 +103,18 @@ impl Proxy {
                 parts.headers.insert(header::HOST, host);
             }
         }
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |path| path.as_str())
-            .to_owned();
-        let uri = Uri::builder()
-            .scheme(Scheme::HTTP)
-            .authority(self.authority.clone())
-            .path_and_query(path)
-            .build();
-        let Ok(uri) = uri else {
+        // The request's own path and query (a shared buffer, not parsed again).
+        let mut target = axum::http::uri::Parts::default();
+        target.scheme = Some(Scheme::HTTP);
+        target.authority = Some(self.authority.clone());
+        target.path_and_query = Some(
+            parts
+                .uri
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
+        );
+        let Ok(uri) = Uri::from_parts(target) else {
             return fault(
                 StatusCode::BAD_REQUEST,
                 error_code::BAD_REQUEST,
@@ -422,6 +423,16 @@ fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
 
 /// Removes the hop-by-hop headers: the fixed list and every header `Connection` names.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    // One pass over the names present (a handful) instead of a hashed removal of each of the nine:
+    // most messages carry none of them, and `Connection` is one of them.
+    let present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP_BY_HOP.contains(name))
+        .cloned()
+        .collect();
+    if present.is_empty() {
+        return;
+    }
     for token in connection_tokens(headers) {
         if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
             // A client must not make the gate drop what it sets itself (its admission claims,
@@ -431,7 +442,7 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             }
         }
     }
-    for name in &HOP_BY_HOP {
+    for name in present {
         headers.remove(name);
     }
 }

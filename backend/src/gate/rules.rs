@@ -180,6 +180,11 @@ fn read_segments<'a>(segments: impl Iterator<Item = std::borrow::Cow<'a, str>>) 
 /// `/checkout/..%2fx`, read as `/x` by one side and as `/checkout/…` by the other). Browsers
 /// resolve dot segments before sending, so no page asks for one.
 pub fn is_ambiguous_path(raw_path: &str) -> bool {
+    if !raw_path.contains('%') {
+        // Nothing escaped (nearly every request): the path reads as it is, with no decoded and
+        // lowercased copy to make.
+        return raw_path.chars().any(char::is_control) || has_dot_segment(raw_path);
+    }
     let decoded = percent_decode_str(raw_path).decode_utf8_lossy();
     if decoded.chars().any(char::is_control) {
         return true;
@@ -191,7 +196,13 @@ pub fn is_ambiguous_path(raw_path: &str) -> bool {
     {
         return true;
     }
-    decoded.split(['/', '\\']).any(|segment| {
+    has_dot_segment(&decoded)
+}
+
+/// Whether a segment of `path` (split at `/` and `\`, each read up to its first `;`) is `.` or
+/// `..`.
+fn has_dot_segment(path: &str) -> bool {
+    path.split(['/', '\\']).any(|segment| {
         let segment = segment.split(';').next().unwrap_or_default();
         segment == "." || segment == ".."
     })
