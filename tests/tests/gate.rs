@@ -1258,6 +1258,113 @@ async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
     );
 }
 
+/// Faults a second black-box probe found (after Spring CVE-2016-5007, IIS trailing dots, Symfony
+/// CVE-2018-14773, host header poisoning, nginx's 501 for unknown transfer codings): each reached
+/// the origin, most without admission to a gated path.
+#[tokio::test]
+async fn paths_an_origin_may_trim_hosts_that_are_no_hosts_and_path_overrides_never_reach_the_origin(
+) {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+
+    // 1. Segments an origin may trim, and escapes that are not UTF-8 (`%C0%AF`: an overlong
+    //    `/`): 400, never forwarded.
+    for path in [
+        "/checkout%20",
+        "/checkout.",
+        "/checkout%2e",
+        "/checkout%C0%AF",
+        "/checkout./pay",
+        "/%20checkout",
+    ] {
+        let answer = raw_exchange(
+            &app,
+            &format!("GET {path} HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains("bad_request"), "{path}: {answer}");
+    }
+    assert!(origin.paths().is_empty(), "{:?}", origin.paths());
+
+    // 2. A format suffix names the same action (Rails, Spring MVC): gated with its path.
+    for path in ["/checkout.json", "/checkout.html?step=2"] {
+        let response = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{path}");
+    }
+    assert!(origin.paths().is_empty(), "{:?}", origin.paths());
+
+    // 3. A Host that is no host: 400 (the origin would build links from it, and it would be
+    //    copied into X-Forwarded-Host).
+    for host in [
+        "",
+        "a.example, b.example",
+        "shop.test/evil",
+        "user@shop.test",
+        "[::1",
+    ] {
+        let answer = raw_exchange(
+            &app,
+            &format!("GET /products HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 400"),
+            "Host {host:?}: {answer}"
+        );
+    }
+    for host in ["shop.test", "shop.test:8080", "127.0.0.1:3000", "[::1]:443"] {
+        let answer = raw_exchange(
+            &app,
+            &format!("GET /products HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "Host {host:?}: {answer}"
+        );
+    }
+
+    // 4. Path overrides and forwarding headers a client made up never arrive.
+    let (status, _, echoed) = json_of(
+        app.client
+            .get(app.url("/products"))
+            .header("x-original-url", "/checkout")
+            .header("x-rewrite-url", "/checkout")
+            .header("x-forwarded-port", "8443")
+            .header("x-forwarded-prefix", "/evil")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echoed}");
+    for name in [
+        "x-original-url",
+        "x-rewrite-url",
+        "x-forwarded-port",
+        "x-forwarded-prefix",
+    ] {
+        assert_eq!(seen_header(&echoed, name), "", "{name} reached the origin");
+    }
+
+    // 5. A transfer coding the gate cannot pass on: 501, not a body the origin misreads.
+    let forwarded_before = origin.paths().len();
+    let answer = raw_exchange(
+        &app,
+        "POST /products HTTP/1.1\r\nHost: shop.test\r\nTransfer-Encoding: gzip, chunked\r\n\
+         Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 501"), "{answer}");
+    assert_eq!(
+        origin.paths().len(),
+        forwarded_before,
+        "{:?}",
+        origin.paths()
+    );
+}
+
 // A black-box probe put Python's `http.server` (which answers HTTP/1.0) behind the gate: the gate
 // passed that version on, so an HTTP/1.1 client got `HTTP/1.0 200 OK` and its kept-alive
 // connection was closed after every answer. The gate answers in the client's own version.

@@ -34,8 +34,8 @@ pub struct GateConfig {
     /// in the environment): segments are literals, `*` (any one segment) or `{room}` (the
     /// room is that segment; `=ROOM` is then left out). A pattern matches the paths that start
     /// with its segments, e.g. `/checkout=main`, `/drops/*/buy=main`, `/rooms/{room}/checkout`.
-    /// Segments match whole: `/checkout.json` is another path (name it too if the shop routes
-    /// it to the same page).
+    /// Segments match whole, but a literal also names itself with a format suffix
+    /// (`/checkout=main` gates `/checkout.json`, which Rails and Spring route to the same action).
     #[arg(long = "gate", env = "VESTIBULE_GATES", value_delimiter = ',')]
     pub gates: Vec<String>,
 

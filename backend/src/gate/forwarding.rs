@@ -9,9 +9,16 @@
 //!   X-Forwarded-For` the chain is the last `--trusted-proxy-hops` entries of all its lines (what
 //!   the proxies wrote; anything a client put before them is dropped); with another header
 //!   (`Forwarded`, `X-Real-IP`) it is the client's address read from it.
-//! - `X-Forwarded-Proto`: a trusted proxy's value, else `http` (Vestibule serves plain HTTP).
-//! - `X-Forwarded-Host`: a trusted proxy's value, else the request's `Host`.
-//! - `Forwarded` (RFC 7239) is removed unless it is the trusted header (then passed as is).
+//! - `X-Forwarded-Proto`: a trusted proxy's value (with `--client-ip-header Forwarded`, the
+//!   `proto=` of the client's element), else `http` (Vestibule serves plain HTTP).
+//! - `X-Forwarded-Host`: a trusted proxy's value (with `Forwarded`, the client's element's
+//!   `host=`), else the request's `Host`.
+//! - `Forwarded` (RFC 7239) is removed unless it is the trusted header; then it goes on as the
+//!   trusted proxies' elements (the last `--trusted-proxy-hops`: anything a client put before them
+//!   is dropped) and one for this hop, `for=<peer>`, as `X-Forwarded-For` does.
+//! - Facing clients directly, every other `X-Forwarded-*` a client sent (`-Port`, `-Prefix`,
+//!   `-Server`, …, which origins build URLs from too) is dropped. Behind trusted proxies those
+//!   are the proxies' to set or overwrite.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -58,11 +65,50 @@ fn trusted_value(headers: &HeaderMap, name: &HeaderName, config: &Config) -> Opt
         .cloned()
 }
 
+/// The last `hops` entries of all lines of `name` (what the trusted proxies wrote), or none when
+/// the list is shorter (then it is not theirs).
+fn trusted_entries(headers: &HeaderMap, name: &HeaderName, hops: usize) -> Vec<String> {
+    let list = entries(headers, name);
+    list.len()
+        .checked_sub(hops.max(1))
+        .map(|start| list[start..].to_vec())
+        .unwrap_or_default()
+}
+
+/// A parameter of an RFC 7239 element (`for=…;proto=https;host=…`), unquoted; names compare
+/// without case.
+fn element_param(element: &str, name: &str) -> Option<String> {
+    element.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// The RFC 7239 element this hop adds: `for=192.0.2.1`, or `for="[2001:db8::1]"` (a colon
+/// needs quotes).
+fn element_for(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => format!("for={v4}"),
+        IpAddr::V6(v6) => format!("for=\"[{v6}]\""),
+    }
+}
+
 /// Whether the request reached the first trusted proxy over HTTPS (`X-Forwarded-Proto:
-/// https` from trusted proxies); always false without `--client-ip-header`.
+/// https`, or `proto=https` in the client's `Forwarded` element, from trusted proxies); always
+/// false without `--client-ip-header`.
 pub fn came_over_https(headers: &HeaderMap, config: &Config) -> bool {
-    trusted_value(headers, &X_FORWARDED_PROTO, config)
-        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
+    let proto = match trusted_header(config) {
+        None => None,
+        Some(name) if name == header::FORWARDED => {
+            trusted_entries(headers, &name, config.trusted_proxy_hops)
+                .first()
+                .and_then(|element| element_param(element, "proto"))
+        }
+        Some(_) => trusted_value(headers, &X_FORWARDED_PROTO, config),
+    };
+    proto.is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
 }
 
 /// An address as a header value: IPv4 written digit by digit (the formatting machinery of
@@ -102,47 +148,66 @@ pub fn peer_ip(extensions: &Extensions) -> Option<IpAddr> {
 /// Rewrites the forwarding headers of a request about to go to the origin (module docs).
 pub fn set_forwarding_headers(headers: &mut HeaderMap, extensions: &Extensions, config: &Config) {
     let peer = peer_ip(extensions);
-    let trusted = trusted_header(config);
-    if trusted.is_none() {
+    let Some(trusted) = trusted_header(config) else {
         // Facing clients directly (the default): nothing they sent in these headers is kept.
-        // The same rules as below without the lists, copies and formatting they need (the
-        // general path was 8% of a proxied request's instructions in a profile).
+        // Built without the lists, copies and formatting the trusted path needs (that path was
+        // 8% of a proxied request's instructions in a profile).
         let host = headers
             .get(header::HOST)
             .filter(|value| value.to_str().is_ok())
             .cloned();
-        match peer.map(ip_value) {
-            Some(value) => headers.insert(X_FORWARDED_FOR, value),
-            None => headers.remove(X_FORWARDED_FOR),
-        };
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
-        match host {
-            Some(value) => headers.insert(X_FORWARDED_HOST, value),
-            None => headers.remove(X_FORWARDED_HOST),
-        };
-        headers.remove(header::FORWARDED);
-        return;
-    }
-    let mut chain: Vec<String> = match &trusted {
-        Some(name) if *name == X_FORWARDED_FOR => {
-            let list = entries(headers, name);
-            let hops = config.trusted_proxy_hops.max(1);
-            list.len()
-                .checked_sub(hops)
-                .map(|start| list[start..].to_vec())
-                .unwrap_or_default()
+        let sent: Vec<HeaderName> = headers
+            .keys()
+            .filter(|name| name.as_str().starts_with("x-forwarded-"))
+            .cloned()
+            .collect();
+        for name in sent {
+            headers.remove(name);
         }
-        Some(_) => client_ip(headers, extensions, config.client_ip_source())
-            .filter(|ip| Some(*ip) != peer)
-            .map(|ip| vec![ip.to_string()])
-            .unwrap_or_default(),
-        None => Vec::new(),
+        headers.remove(header::FORWARDED);
+        if let Some(value) = peer.map(ip_value) {
+            headers.insert(X_FORWARDED_FOR, value);
+        }
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        if let Some(value) = host {
+            headers.insert(X_FORWARDED_HOST, value);
+        }
+        return;
+    };
+    let hops = config.trusted_proxy_hops.max(1);
+    // RFC 7239 elements the trusted proxies wrote, passed on with this hop's (`Forwarded` only).
+    let mut elements = None;
+    let (mut chain, proto, host) = if trusted == header::FORWARDED {
+        let kept = trusted_entries(headers, &trusted, hops);
+        let chain = kept
+            .iter()
+            .filter_map(|element| element_param(element, "for"))
+            .collect();
+        // The first of them is the client's: the scheme and host it asked for.
+        let proto = kept.first().and_then(|e| element_param(e, "proto"));
+        let host = kept.first().and_then(|e| element_param(e, "host"));
+        elements = Some(kept);
+        (chain, proto, host)
+    } else {
+        let chain = if trusted == X_FORWARDED_FOR {
+            trusted_entries(headers, &trusted, hops)
+        } else {
+            client_ip(headers, extensions, config.client_ip_source())
+                .filter(|ip| Some(*ip) != peer)
+                .map(|ip| vec![ip.to_string()])
+                .unwrap_or_default()
+        };
+        (
+            chain,
+            trusted_value(headers, &X_FORWARDED_PROTO, config),
+            trusted_value(headers, &X_FORWARDED_HOST, config),
+        )
     };
     chain.extend(peer.map(|ip| ip.to_string()));
-    let proto = trusted_value(headers, &X_FORWARDED_PROTO, config)
+    let proto = proto
         .filter(|proto| proto.eq_ignore_ascii_case("https") || proto.eq_ignore_ascii_case("http"))
         .unwrap_or_else(|| "http".to_owned());
-    let host = trusted_value(headers, &X_FORWARDED_HOST, config).or_else(|| {
+    let host = host.or_else(|| {
         headers
             .get(header::HOST)
             .and_then(|value| value.to_str().ok())
@@ -151,9 +216,7 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, extensions: &Extensions, 
     headers.remove(&X_FORWARDED_FOR);
     headers.remove(&X_FORWARDED_PROTO);
     headers.remove(&X_FORWARDED_HOST);
-    if trusted.as_ref() != Some(&header::FORWARDED) {
-        headers.remove(header::FORWARDED);
-    }
+    headers.remove(header::FORWARDED);
     if let Ok(value) = HeaderValue::from_str(&chain.join(", ")) {
         if !chain.is_empty() {
             headers.insert(X_FORWARDED_FOR, value);
@@ -164,6 +227,14 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, extensions: &Extensions, 
     }
     if let Some(value) = host.and_then(|host| HeaderValue::from_str(&host).ok()) {
         headers.insert(X_FORWARDED_HOST, value);
+    }
+    if let Some(mut elements) = elements {
+        elements.extend(peer.map(element_for));
+        if let Ok(value) = HeaderValue::from_str(&elements.join(", ")) {
+            if !elements.is_empty() {
+                headers.insert(header::FORWARDED, value);
+            }
+        }
     }
 }
 
@@ -289,6 +360,71 @@ mod tests {
             ],
         );
         assert_eq!(headers["x-forwarded-for"], "198.51.100.7, 10.0.0.2");
-        assert_eq!(headers["forwarded"], "for=198.51.100.7;proto=https");
+        assert_eq!(
+            headers["forwarded"],
+            "for=198.51.100.7;proto=https, for=10.0.0.2"
+        );
+        assert_eq!(headers["x-forwarded-proto"], "https");
+    }
+
+    #[test]
+    fn behind_trusted_forwarded_proxies_only_their_elements_go_on_and_the_clients_say_nothing() {
+        // A black-box probe: a client's own element, and its `proto=`/`host=`, reached the origin.
+        let trusted = config(&[
+            "--client-ip-header",
+            "Forwarded",
+            "--trusted-proxy-hops",
+            "2",
+        ]);
+        let lines = [
+            ("host", "shop.example"),
+            (
+                "forwarded",
+                "for=6.6.6.6;host=evil.example;proto=https, for=198.51.100.1;host=shop.example",
+            ),
+            ("forwarded", "for=\"[2001:db8::9]\""),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "evil.example"),
+        ];
+        let headers = forwarded(&trusted, &lines);
+        assert_eq!(
+            headers["forwarded"],
+            "for=198.51.100.1;host=shop.example, for=\"[2001:db8::9]\", for=10.0.0.2"
+        );
+        assert_eq!(
+            headers["x-forwarded-for"],
+            "198.51.100.1, [2001:db8::9], 10.0.0.2"
+        );
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-forwarded-host"], "shop.example");
+        let (raw, _) = request(&lines);
+        assert!(!came_over_https(&raw, &trusted));
+        // Fewer elements than trusted hops: none of them is the proxies'.
+        let headers = forwarded(&trusted, &[("forwarded", "garbage;;;")]);
+        assert_eq!(headers["forwarded"], "for=10.0.0.2");
+        assert_eq!(headers["x-forwarded-for"], "10.0.0.2");
+    }
+
+    #[test]
+    fn facing_clients_directly_no_forwarding_header_of_theirs_reaches_the_origin() {
+        let headers = forwarded(
+            &config(&[]),
+            &[
+                ("host", "shop.example"),
+                ("x-forwarded-port", "8443"),
+                ("x-forwarded-prefix", "/evil"),
+                ("x-forwarded-server", "evil"),
+            ],
+        );
+        let mut forwarding: Vec<_> = headers
+            .keys()
+            .map(HeaderName::as_str)
+            .filter(|name| name.starts_with("x-forwarded-") || *name == "forwarded")
+            .collect();
+        forwarding.sort_unstable();
+        assert_eq!(
+            forwarding,
+            ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"]
+        );
     }
 }

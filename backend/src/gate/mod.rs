@@ -127,9 +127,9 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
         );
         return drained(request, answer, config).await;
     }
-    if let Some(reason) = refused_shape(&request) {
+    if let Some((status, reason)) = refused_shape(&request) {
         let answer = answers::fault(
-            StatusCode::BAD_REQUEST,
+            status,
             error_code::BAD_REQUEST,
             reason,
             navigation,
@@ -204,47 +204,113 @@ async fn drained(request: Request, mut answer: Response, config: &crate::Config)
 /// as another path than the gate does ([`rules::is_ambiguous_path`]), more than one `Host`,
 /// none over HTTP/1.1 (RFC 9112 §3.2: 400), one that differs from HTTP/2's `:authority`, or the
 /// asterisk form with another method than `OPTIONS`.
-fn refused_shape(request: &Request) -> Option<&'static str> {
+fn refused_shape(request: &Request) -> Option<(StatusCode, &'static str)> {
+    let bad = |reason| Some((StatusCode::BAD_REQUEST, reason));
     if rules::is_ambiguous_path(request.uri().path()) {
-        return Some("this path has dot segments, control characters or double escapes");
+        return bad("this path has dot segments, segments an origin may trim, control characters, escapes that are not UTF-8, or double escapes");
     }
-    if request.headers().get_all(header::HOST).iter().count() > 1 {
-        return Some("this request names more than one host");
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return bad("this request names more than one host");
     }
-    if request.version() == axum::http::Version::HTTP_11
-        && !request.headers().contains_key(header::HOST)
-    {
-        return Some("an HTTP/1.1 request must name its host (RFC 9112 §3.2)");
+    if request.version() == axum::http::Version::HTTP_11 && host.is_none() {
+        return bad("an HTTP/1.1 request must name its host (RFC 9112 §3.2)");
+    }
+    // The origin builds links from the host (and the gate copies it into X-Forwarded-Host): an
+    // empty one, a list (`a.example, b.example`) or one with a path or user part is no host
+    // (RFC 9110 §7.2: uri-host [":" port]); nginx answers 400 too.
+    if host.is_some_and(|host| !is_host(host.as_bytes())) {
+        return bad("the Host field is not a host name or address with an optional port");
     }
     // Over HTTP/2 the host is `:authority`; a `Host` field that says otherwise would reach the
     // origin as the host (RFC 9113 §8.3.1: a mismatch is malformed; nginx answers 400 too).
-    if let (Some(authority), Some(host)) = (
-        request.uri().authority(),
-        request.headers().get(header::HOST),
-    ) {
+    if let (Some(authority), Some(host)) = (request.uri().authority(), host) {
         if !host
             .as_bytes()
             .eq_ignore_ascii_case(authority.as_str().as_bytes())
         {
-            return Some("the Host field and :authority name different hosts");
+            return bad("the Host field and :authority name different hosts");
         }
     }
     // The asterisk form is for OPTIONS only (RFC 9112 §3.2.4).
     if request.uri().path() == "*" && request.method() != Method::OPTIONS {
-        return Some("only OPTIONS may ask for *");
+        return bad("only OPTIONS may ask for *");
+    }
+    // hyper reads a chunked body whatever codings come before `chunked`, and the origin would
+    // get their bytes (gzip, say) with no word of them: a coding the gate cannot pass on is 501
+    // (RFC 9112 §6.1), as nginx answers.
+    let codings = request
+        .headers()
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|line| line.as_bytes().split(|byte| *byte == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|coding| !coding.is_empty());
+    if codings
+        .into_iter()
+        .any(|coding| !coding.eq_ignore_ascii_case(b"chunked"))
+    {
+        return Some((
+            StatusCode::NOT_IMPLEMENTED,
+            "this request's transfer coding cannot be passed on (only chunked)",
+        ));
     }
     None
 }
 
+/// Whether `value` is `uri-host [":" port]` (RFC 9110 §7.2, RFC 3986 §3.2.2): a non-empty
+/// registered name (unreserved, sub-delims but `,`, escapes) or IPv4 address, or an IP literal
+/// in brackets, and digits after a `:`. No list, no user part, no path, no white space.
+fn is_host(value: &[u8]) -> bool {
+    let (name, port) = match value.strip_prefix(b"[") {
+        Some(literal) => {
+            let Some(end) = literal.iter().position(|byte| *byte == b']') else {
+                return false;
+            };
+            let inside = &literal[..end];
+            if inside.is_empty()
+                || !inside
+                    .iter()
+                    .all(|byte| byte.is_ascii_hexdigit() || b":.vV".contains(byte))
+            {
+                return false;
+            }
+            (&value[..end + 2], &literal[end + 1..])
+        }
+        None => match value.iter().position(|byte| *byte == b':') {
+            Some(colon) => (&value[..colon], &value[colon..]),
+            None => (value, &b""[..]),
+        },
+    };
+    let port_ok = match port.strip_prefix(b":") {
+        Some(digits) => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
+        None => port.is_empty(),
+    };
+    let name_ok = name.starts_with(b"[")
+        || (!name.is_empty()
+            && name
+                .iter()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-._~!$&'()*+;=%".contains(byte)));
+    name_ok && port_ok
+}
+
+/// Headers some frameworks take as the request's path instead of the request line (Symfony and
+/// Zend read `X-Original-URL` / `X-Rewrite-URL`: CVE-2018-14773): a gated path asked for under
+/// an ungated one. No client may send them through the gate.
+const PATH_OVERRIDES: [&str; 3] = ["x-original-url", "x-rewrite-url", "x-original-uri"];
+
 /// Removes every client-sent header starting with `X-Vestibule-` (only the gate sets them) and
 /// every header with `_` in its name, as nginx does by default: CGI-style origins (WSGI, PHP)
 /// read `X_Vestibule_Entry` as `X-Vestibule-Entry`, so an underscore spelling would smuggle a
-/// forged claim or forwarding header past the checks.
+/// forged claim or forwarding header past the checks. Also the [`PATH_OVERRIDES`].
 fn strip_vestibule_headers(headers: &mut HeaderMap) {
     let names: Vec<_> = headers
         .keys()
         .filter(|name| {
-            name.as_str().starts_with(VESTIBULE_HEADER_PREFIX) || name.as_str().contains('_')
+            name.as_str().starts_with(VESTIBULE_HEADER_PREFIX)
+                || name.as_str().contains('_')
+                || PATH_OVERRIDES.contains(&name.as_str())
         })
         .cloned()
         .collect();

@@ -101,7 +101,7 @@ impl GateRule {
         let mut captured = None;
         for (segment, actual) in self.segments.iter().zip(path) {
             match segment {
-                Segment::Literal(literal) if literal != actual => return None,
+                Segment::Literal(literal) if !names_segment(literal, actual) => return None,
                 Segment::Literal(_) | Segment::Any => {}
                 Segment::Room => captured = Some(actual.clone()),
             }
@@ -114,6 +114,17 @@ impl GateRule {
         self.room_for(&normalize_path(&format!("{prefix}/x")))
             .is_some()
     }
+}
+
+/// Whether a rule's literal segment names the path's segment `actual`: the same, or the same
+/// with a format suffix (`checkout.json` for `checkout`), which Rails (`(.:format)`) and Spring
+/// MVC's suffix matching route to the same action. Gating a path the origin serves apart costs a
+/// shopper a detour through the waiting room; leaving one open it serves the same lets shoppers
+/// skip the line.
+fn names_segment(literal: &str, actual: &str) -> bool {
+    actual
+        .strip_prefix(literal)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 /// The room the first matching rule gates `raw_path` for (see the module docs for how the path
@@ -173,19 +184,26 @@ fn read_segments<'a>(segments: impl Iterator<Item = std::borrow::Cow<'a, str>>) 
 }
 
 /// Whether `raw_path` can mean another path to some origin than to the gate: a dot segment
-/// (`.`/`..`, in any encoding, also before `;params` or between `\`), a control character
-/// once decoded (`%00`, `%09`), or an escape left after one decoding (`%252e`, `%252f`: an
-/// origin that decodes twice would see `.`/`/`). Such paths are refused before any rule is
-/// checked, so the gate and the origin can never disagree on which path was asked (the class of
-/// `/checkout/..%2fx`, read as `/x` by one side and as `/checkout/…` by the other). Browsers
-/// resolve dot segments before sending, so no page asks for one.
+/// (`.`/`..`, in any encoding, also before `;params` or between `\`), a segment that an origin
+/// may trim (ending in `.`, or starting or ending with white space: IIS drops trailing dots and
+/// spaces, Spring's path matching trimmed spaces — CVE-2016-5007), a control character once
+/// decoded (`%00`, `%09`), escapes that do not decode to UTF-8 (`%C0%AF`, an overlong `/` that
+/// old decoders read as one; Latin-1 bytes that decoders read differently), or an escape left
+/// after one decoding (`%252e`, `%252f`: an origin that decodes twice would see `.`/`/`). Such
+/// paths are refused before any rule is checked, so the gate and the origin can never disagree
+/// on which path was asked (the class of `/checkout/..%2fx`, read as `/x` by one side and as
+/// `/checkout/…` by the other, and of `/checkout.` or `/checkout%20`, read as `/checkout` by an
+/// origin that trims). Browsers resolve dot segments before sending, so no page asks for one.
 pub fn is_ambiguous_path(raw_path: &str) -> bool {
     if !raw_path.contains('%') {
         // Nothing escaped (nearly every request): the path reads as it is, with no decoded and
         // lowercased copy to make.
-        return raw_path.chars().any(char::is_control) || has_dot_segment(raw_path);
+        return raw_path.chars().any(char::is_control) || has_unclear_segment(raw_path);
     }
-    let decoded = percent_decode_str(raw_path).decode_utf8_lossy();
+    let bytes: std::borrow::Cow<'_, [u8]> = percent_decode_str(raw_path).into();
+    let Ok(decoded) = std::str::from_utf8(&bytes) else {
+        return true;
+    };
     if decoded.chars().any(char::is_control) {
         return true;
     }
@@ -196,15 +214,18 @@ pub fn is_ambiguous_path(raw_path: &str) -> bool {
     {
         return true;
     }
-    has_dot_segment(&decoded)
+    has_unclear_segment(decoded)
 }
 
-/// Whether a segment of `path` (split at `/` and `\`, each read up to its first `;`) is `.` or
-/// `..`.
-fn has_dot_segment(path: &str) -> bool {
+/// Whether a segment of `path` (split at `/` and `\`, each read up to its first `;`) is a dot
+/// segment or one an origin may trim: ending in `.` (so `.` and `..` too), or starting or ending
+/// with white space.
+fn has_unclear_segment(path: &str) -> bool {
     path.split(['/', '\\']).any(|segment| {
         let segment = segment.split(';').next().unwrap_or_default();
-        segment == "." || segment == ".."
+        segment.ends_with('.')
+            || segment.starts_with(char::is_whitespace)
+            || segment.ends_with(char::is_whitespace)
     })
 }
 
@@ -268,6 +289,11 @@ mod tests {
         assert_eq!(room("/checkout/").as_deref(), Some("main"));
         assert_eq!(room("/checkout/pay?x=1").as_deref(), Some("main"));
         assert_eq!(room("/checkouts"), None);
+        assert_eq!(room("/checkout-old"), None);
+        // A format suffix names the same action in Rails and Spring MVC: gated too.
+        assert_eq!(room("/checkout.json").as_deref(), Some("main"));
+        assert_eq!(room("/CHECKOUT.html/x").as_deref(), Some("main"));
+        assert_eq!(room("/drops/sneaker/buy.json").as_deref(), Some("drop"));
         assert_eq!(room("/cart"), None);
         assert_eq!(room("/"), None);
         assert_eq!(room("/drops/sneaker/buy").as_deref(), Some("drop"));
@@ -326,6 +352,17 @@ mod tests {
             "/checkout%09",
             "/%252e%252e/checkout",
             "/checkout%252fpay",
+            // Segments an origin may trim, and escapes that are not UTF-8 (a black-box probe:
+            // each of these reached the origin as a path no rule named).
+            "/checkout.",
+            "/checkout%2e",
+            "/checkout%20",
+            "/checkout%09",
+            "/%20checkout",
+            "/checkout./pay",
+            "/checkout.;x",
+            "/checkout%C0%AF",
+            "/caf%E9",
         ] {
             assert!(is_ambiguous_path(path), "{path}");
         }
