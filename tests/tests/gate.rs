@@ -1119,6 +1119,11 @@ async fn with_the_store_down_the_pass_policy_checks_tokens_offline() {
 }
 
 /// One raw request on a fresh connection (`Connection: close` is the caller's); the whole answer.
+/// A raw `GET path` naming `host`, on a connection that closes after the answer.
+fn closing_get(path: &str, host: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
 async fn raw_exchange(app: &TestApp, request: &str) -> String {
     let address = app.base.trim_start_matches("http://").to_owned();
     let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
@@ -1146,11 +1151,7 @@ async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
         "/checkout%00",
         "/%252e%252e/checkout",
     ] {
-        let answer = raw_exchange(
-            &app,
-            &format!("GET {path} HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n"),
-        )
-        .await;
+        let answer = raw_exchange(&app, &closing_get(path, "shop.test")).await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
         assert!(answer.contains("bad_request"), "{path}: {answer}");
     }
@@ -1277,11 +1278,7 @@ async fn paths_an_origin_may_trim_hosts_that_are_no_hosts_and_path_overrides_nev
         "/checkout./pay",
         "/%20checkout",
     ] {
-        let answer = raw_exchange(
-            &app,
-            &format!("GET {path} HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n"),
-        )
-        .await;
+        let answer = raw_exchange(&app, &closing_get(path, "shop.test")).await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
         assert!(answer.contains("bad_request"), "{path}: {answer}");
     }
@@ -1303,22 +1300,14 @@ async fn paths_an_origin_may_trim_hosts_that_are_no_hosts_and_path_overrides_nev
         "user@shop.test",
         "[::1",
     ] {
-        let answer = raw_exchange(
-            &app,
-            &format!("GET /products HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
-        )
-        .await;
+        let answer = raw_exchange(&app, &closing_get("/products", host)).await;
         assert!(
             answer.starts_with("HTTP/1.1 400"),
             "Host {host:?}: {answer}"
         );
     }
     for host in ["shop.test", "shop.test:8080", "127.0.0.1:3000", "[::1]:443"] {
-        let answer = raw_exchange(
-            &app,
-            &format!("GET /products HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
-        )
-        .await;
+        let answer = raw_exchange(&app, &closing_get("/products", host)).await;
         assert!(
             answer.starts_with("HTTP/1.1 200"),
             "Host {host:?}: {answer}"
