@@ -200,10 +200,11 @@ async fn drained(request: Request, mut answer: Response, config: &crate::Config)
     answer
 }
 
-/// Why a request is refused before any rule is checked, if it is: a path the origin could read
-/// as another path than the gate does ([`rules::is_ambiguous_path`]), more than one `Host`,
-/// none over HTTP/1.1 (RFC 9112 §3.2: 400), one that differs from HTTP/2's `:authority`, or the
-/// asterisk form with another method than `OPTIONS`.
+/// Why a request is refused before any rule is checked, if it is, and with which status: a path
+/// the origin could read as another path than the gate does ([`rules::is_ambiguous_path`]),
+/// more than one `Host`, none over HTTP/1.1 (RFC 9112 §3.2), one that is no `uri-host[:port]`
+/// ([`is_host`]) or differs from HTTP/2's `:authority`, the asterisk form with another method
+/// than `OPTIONS` (all 400), or a transfer coding other than `chunked` (501).
 fn refused_shape(request: &Request) -> Option<(StatusCode, &'static str)> {
     let bad = |reason| Some((StatusCode::BAD_REQUEST, reason));
     if rules::is_ambiguous_path(request.uri().path()) {
@@ -240,17 +241,14 @@ fn refused_shape(request: &Request) -> Option<(StatusCode, &'static str)> {
     // hyper reads a chunked body whatever codings come before `chunked`, and the origin would
     // get their bytes (gzip, say) with no word of them: a coding the gate cannot pass on is 501
     // (RFC 9112 §6.1), as nginx answers.
-    let codings = request
+    let mut codings = request
         .headers()
         .get_all(header::TRANSFER_ENCODING)
         .iter()
         .flat_map(|line| line.as_bytes().split(|byte| *byte == b','))
         .map(<[u8]>::trim_ascii)
         .filter(|coding| !coding.is_empty());
-    if codings
-        .into_iter()
-        .any(|coding| !coding.eq_ignore_ascii_case(b"chunked"))
-    {
+    if codings.any(|coding| !coding.eq_ignore_ascii_case(b"chunked")) {
         return Some((
             StatusCode::NOT_IMPLEMENTED,
             "this request's transfer coding cannot be passed on (only chunked)",
