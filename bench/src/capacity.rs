@@ -10,10 +10,11 @@ use std::time::Duration;
 use hyper::Method;
 use vestibule_shared::{paths, TicketState, TicketStatus};
 
+use crate::bare_join::FloorScript;
 use crate::baselines::Ceilings;
 use crate::http::{short, HttpClient};
 use crate::load::{at_poll_rate, closed_loop};
-use crate::procs::{start_vestibule, CpuMeter, RedisProcess};
+use crate::procs::{start_vestibule, CpuMeter, RedisProcess, ServerProcess};
 use crate::profile::Profile;
 use crate::redis_probe::{key, memory_usage, zcard, RedisSample};
 use crate::report::{Report, Verdict};
@@ -101,6 +102,11 @@ pub async fn run(
             joins.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
         ),
     );
+
+    // The stack's floor for a join, against the same Redis (keys of its own), same client.
+    for script in [FloorScript::Join, FloorScript::Incr] {
+        join_floor(profile, &redis, script, joins.rate(), ceilings, report).await?;
+    }
 
     // Memory per waiting shopper as the server writes it: queue entry plus dedup entry.
     let memory_delta = after.used_memory.saturating_sub(before.used_memory) as f64 / added as f64;
@@ -264,6 +270,90 @@ pub async fn run(
             admitting.first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(),
             admitting.dropped,
             floor(ceilings)
+        ),
+    );
+    Ok(())
+}
+
+/// Measures `vestibule-bench bare-join --script SCRIPT` (bare axum, one Redis script call per
+/// join) with the joins' closed loop and reports it beside Vestibule's `joins_per_sec`.
+///
+/// # Errors
+/// When the floor does not start.
+async fn join_floor(
+    profile: &Profile,
+    redis: &RedisProcess,
+    script: FloorScript,
+    joins_per_sec: f64,
+    ceilings: &Ceilings,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let (name, what) = match script {
+        FloorScript::Join => (
+            "join",
+            "the per-join Redis commands of a keyed first join (7, one call per join)",
+        ),
+        FloorScript::Incr => ("incr", "one INCR per join"),
+    };
+    let floor = ServerProcess::start(
+        &std::env::current_exe()?,
+        &[
+            "bare-join".into(),
+            "--redis".into(),
+            redis.url(),
+            "--script".into(),
+            name.into(),
+        ],
+    )?;
+    let client = HttpClient::new(&floor.base(), profile.capacity_connections);
+    let ids: Arc<Mutex<Vec<Joined>>> = Arc::default();
+    let join = Arc::new(move |worker: usize, n: u64| {
+        let client = client.clone();
+        let ids = ids.clone();
+        async move { join_keeping_id(&client, ROOM, &format!("floor-{worker}-{n}"), &ids).await }
+    });
+    let warm = join.clone();
+    let _ = closed_loop(
+        profile.capacity_connections,
+        Duration::from_millis(300),
+        2_000,
+        move |w, n| warm(w, n),
+    )
+    .await;
+    let cpu = CpuMeter::start(&[
+        ("bare-join", floor.pid()),
+        ("redis", redis.pid()),
+        ("bench", std::process::id()),
+    ]);
+    let joins = closed_loop(
+        profile.capacity_connections,
+        Profile::secs(profile.capacity_secs),
+        u64::MAX,
+        move |w, n| join(w, 1_000_000_000 + n),
+    )
+    .await;
+    report.value(&format!("join_floor_{name}_per_sec"), joins.rate());
+    report.row(
+        format!("Join floor: bare axum + redis, {what}"),
+        format!(
+            "{} /s, {}",
+            short(joins.rate()),
+            joins.percentiles().triple()
+        ),
+        "peer",
+        Verdict::Info,
+        format!(
+            "{} connections; {}; Vestibule's joins above: {:.0}% of this; CPU: {}; errors {}{}",
+            profile.capacity_connections,
+            ceilings.share_of_http(joins.rate()),
+            joins_per_sec / joins.rate().max(1.0) * 100.0,
+            cpu.summary(),
+            joins.errors,
+            joins
+                .first_error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
         ),
     );
     Ok(())

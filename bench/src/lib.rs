@@ -5,7 +5,8 @@
 //! - [`baselines`]: the HTTP ceiling (bare axum hello) and the store ceiling (redis-benchmark).
 //! - [`sale`]: the flash-sale stage and its figures; [`flash_sale`]: the shopper model itself;
 //!   [`calibration`]: the ETA range shown vs the wait, per decile, steady and with the rate halved.
-//! - [`capacity`]: joins/s and polls/s at saturation, poll latency at a fixed rate, memory.
+//! - [`capacity`]: joins/s and polls/s at saturation, poll latency at a fixed rate, memory;
+//!   [`bare_join`]: the stack's floor for a join it is also measured against.
 //! - [`embedded`]: the embedded store's joins/s and polls/s, memory only vs durable;
 //!   [`embedded_inprocess`]: the same through the `Store` trait, and snapshot and restart times.
 //! - [`position_cost`]: poll latency with 1K vs 1M waiting.
@@ -18,6 +19,7 @@
 //! - [`report`]: the Markdown table and its JSON twin.
 
 pub mod analysis;
+pub mod bare_join;
 pub mod bare_proxy;
 pub mod baselines;
 pub mod calibration;

@@ -79,6 +79,23 @@ enum Commands {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// Serves joins of bare axum with one Redis script call each (`POST
+    /// /api/v1/rooms/{room}/tickets`, `Idempotency-Key` required) until killed: the capacity
+    /// stage's floor for a join.
+    BareJoin {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: std::net::SocketAddr,
+        /// The Redis URL.
+        #[arg(long)]
+        redis: String,
+        /// What a join asks of Redis: the per-join commands of `join.lua`, or one INCR.
+        #[arg(long, value_enum, default_value = "join")]
+        script: vestibule_bench::bare_join::FloorScript,
+        /// Serving threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -92,12 +109,22 @@ fn main() -> anyhow::Result<()> {
         // Its own runtimes, one per serving thread, as the gate's.
         return vestibule_bench::bare_proxy::serve(*bind, upstream, *threads);
     }
+    if let Commands::BareJoin {
+        bind,
+        redis,
+        script,
+        threads,
+    } = &cli.command
+    {
+        // Its own runtimes, one per serving thread, as Vestibule's.
+        return vestibule_bench::bare_join::serve(*bind, redis, *script, *threads);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     match cli.command {
         Commands::Hello { bind } => runtime.block_on(vestibule_bench::baselines::serve_hello(bind)),
-        Commands::BareProxy { .. } => unreachable!("served above"),
+        Commands::BareProxy { .. } | Commands::BareJoin { .. } => unreachable!("served above"),
         Commands::Run {
             profile,
             vestibule_bin,
