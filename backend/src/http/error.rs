@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use vestibule_shared::{error_code, ErrorBody};
@@ -281,37 +281,42 @@ impl IntoResponse for ApiError {
 /// Logs every error answer once, at a level that fits who must act: 5xx at `error` (our fault:
 /// `internal`, with its cause chain) or `warn` (store outages, with the store's reason), 4xx at
 /// `debug` (the client's mistake). Reads the [`ErrorReport`] an [`ApiError`] leaves on its
-/// response; errors made by layers (408, 413 …) are logged by status alone. Runs inside the
-/// request span, so each line carries the method and the redacted path.
+/// response; errors made by layers (408, 413 …) are logged by status alone. Each line carries
+/// the request's method and redacted path (`crate::http::redacted_path`) as fields of its own:
+/// the per-request span is at `debug`, so at the default level no span is made or formatted.
 pub async fn log_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
     let response = next.run(request).await;
-    log_error_answer(&response);
+    log_error_answer(&response, &method, uri.path());
     response
 }
 
-/// What [`log_errors`] does to one answer (the router's answer layer calls it directly).
-pub fn log_error_answer(response: &Response) {
+/// What [`log_errors`] does to one answer of `method` `path` (the router's answer layer calls
+/// it directly). The path is redacted only when a line is written.
+pub fn log_error_answer(response: &Response, method: &Method, path: &str) {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return;
     }
     let status = status.as_u16();
+    let path = || crate::http::redacted_path(path);
     match response
         .extensions()
         .get::<ErrorReport>()
         .map(|report| &*report.0)
     {
         Some(ApiError::Internal(error)) => {
-            tracing::error!(status, error = format!("{error:#}"), "internal error");
+            tracing::error!(status, %method, path = %path(), error = format!("{error:#}"), "internal error");
         }
         Some(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source }) => {
-            tracing::warn!(status, error = %source, "store call failed");
+            tracing::warn!(status, %method, path = %path(), error = %source, "store call failed");
         }
         Some(error) => {
-            tracing::debug!(status, code = error.code(), message = %error, "request refused");
+            tracing::debug!(status, %method, path = %path(), code = error.code(), message = %error, "request refused");
         }
-        None if status >= 500 => tracing::error!(status, "server error"),
-        None => tracing::debug!(status, "request refused"),
+        None if status >= 500 => tracing::error!(status, %method, path = %path(), "server error"),
+        None => tracing::debug!(status, %method, path = %path(), "request refused"),
     }
 }
 
@@ -524,6 +529,11 @@ mod tests {
         assert_eq!(log.lines().count(), 1, "{log}");
         assert!(
             log.contains("ERROR") && log.contains("disk on fire"),
+            "{log}"
+        );
+        // The request is named on the line itself (no span at the default level).
+        assert!(
+            log.contains("method=GET") && log.contains("path=/internal"),
             "{log}"
         );
 

@@ -62,6 +62,22 @@ async fn a_redis_outage_answers_503_fast_and_service_resumes_after_it() {
     }
     let (status, _) = app.get_json(paths::READYZ).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // At the default level (`info`) no request span is made: the outage's warning names the
+    // request on its own line, the ticket id redacted.
+    let log = app.log();
+    assert!(
+        log.lines().any(|line| line.contains("store call failed")
+            && line.contains("method=POST")
+            && line.contains("path=/api/v1/rooms/main/tickets")),
+        "{log}"
+    );
+    assert!(
+        log.lines().any(|line| line.contains("store call failed")
+            && line.contains("method=GET")
+            && line.contains("path=/api/v1/rooms/main/tickets/:id")),
+        "{log}"
+    );
+    assert!(!log.contains(&ticket.ticket_id), "{log}");
     app.redis.as_mut().unwrap().restart();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

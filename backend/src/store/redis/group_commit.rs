@@ -72,6 +72,26 @@ struct Waiting {
     taken: Arc<AtomicBool>,
 }
 
+/// `join.lua`'s keys in its order (`KEYS[1]` … `KEYS[16]`), as named under a room's prefix.
+const JOIN_KEYS: [&str; 16] = [
+    "queue",
+    "seq",
+    "dedup",
+    "settings",
+    "active",
+    "bank",
+    "popped",
+    "prequeue",
+    "draw",
+    "prequeue_order",
+    "prequeue_mac",
+    "prequeue_seqs",
+    "lottery",
+    "lottery_mac",
+    "lottery_filing",
+    super::settings::GONE,
+];
+
 impl GroupCommit {
     pub(super) fn new(link: Arc<Link>) -> Self {
         Self {
@@ -139,6 +159,8 @@ impl GroupCommit {
     /// Sends the lane's joins, a batch per call, until none wait.
     async fn send(self: Arc<Self>, room: String) {
         let keys = Keys::new(&room);
+        // The script's keys, named once for all the calls of this busy spell.
+        let names = JOIN_KEYS.map(|name| keys.key(name));
         let _unwinding = ForgetLaneOnPanic {
             commit: &self,
             room: &room,
@@ -148,7 +170,7 @@ impl GroupCommit {
             if batch.is_empty() {
                 return;
             }
-            match self.call(&keys, &batch).await {
+            match self.call(&keys, &names, &batch).await {
                 Ok(replies) => {
                     for (waiting, reply) in batch.into_iter().zip(replies) {
                         let _ = waiting.answer.send(as_array(reply));
@@ -213,28 +235,17 @@ impl GroupCommit {
             .unwrap_or_default()
     }
 
-    /// One `join.lua` call for `batch`; one reply per join.
-    async fn call(&self, keys: &Keys, batch: &[Waiting]) -> Result<Vec<Value>, StoreError> {
+    /// One `join.lua` call for `batch` with the script's keys `names` ([`JOIN_KEYS`] of the
+    /// room); one reply per join.
+    async fn call(
+        &self,
+        keys: &Keys,
+        names: &[String],
+        batch: &[Waiting],
+    ) -> Result<Vec<Value>, StoreError> {
         let mut invocation = self.script.prepare_invoke();
-        for name in [
-            "queue",
-            "seq",
-            "dedup",
-            "settings",
-            "active",
-            "bank",
-            "popped",
-            "prequeue",
-            "draw",
-            "prequeue_order",
-            "prequeue_mac",
-            "prequeue_seqs",
-            "lottery",
-            "lottery_mac",
-            "lottery_filing",
-            super::settings::GONE,
-        ] {
-            invocation.key(keys.key(name));
+        for name in names {
+            invocation.key(name);
         }
         invocation
             .arg(&keys.prefix)
