@@ -26,7 +26,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{header, Extensions, HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::Config;
-use crate::http::client_ip::client_ip;
+use crate::http::client_ip::{client_ip, Ipv4Text};
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -111,31 +111,14 @@ pub fn came_over_https(headers: &HeaderMap, config: &Config) -> bool {
     proto.is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
 }
 
-/// An address as a header value: IPv4 written digit by digit (the formatting machinery of
-/// `Display` cost more than the rest of the forwarding headers together), IPv6 by `Display`.
+/// An address as a header value: IPv4 written digit by digit ([`Ipv4Text`]: the formatting
+/// machinery of `Display` cost more than the rest of the forwarding headers together), IPv6 by
+/// `Display`.
 fn ip_value(ip: IpAddr) -> HeaderValue {
     let IpAddr::V4(v4) = ip else {
         return HeaderValue::from_str(&ip.to_string()).expect("an address is a header value");
     };
-    let mut text = [0u8; 15];
-    let mut len = 0;
-    for (n, octet) in v4.octets().into_iter().enumerate() {
-        if n > 0 {
-            text[len] = b'.';
-            len += 1;
-        }
-        if octet >= 100 {
-            text[len] = b'0' + octet / 100;
-            len += 1;
-        }
-        if octet >= 10 {
-            text[len] = b'0' + octet / 10 % 10;
-            len += 1;
-        }
-        text[len] = b'0' + octet % 10;
-        len += 1;
-    }
-    HeaderValue::from_bytes(&text[..len]).expect("digits and dots are a header value")
+    HeaderValue::from_str(Ipv4Text::new(v4).as_str()).expect("digits and dots are a header value")
 }
 
 /// The TCP peer of a request, if known.

@@ -352,9 +352,13 @@ async fn finish_join(
     } else {
         StatusCode::OK
     };
-    let created = if outcome.created { "new" } else { "existing" };
-    metrics::counter!("vestibule_joins_total", "room" => room.clone(), "outcome" => created)
-        .increment(1);
+    let joins = runtime.join_metrics();
+    if outcome.created {
+        &joins.new
+    } else {
+        &joins.existing
+    }
+    .increment(1);
     runtime.counters.joined();
     let body = ticket_status(&state.config, runtime, &outcome.ticket);
     let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);

@@ -38,6 +38,18 @@ pub struct RoomRuntime {
     pub incarnation: std::sync::OnceLock<String>,
     /// The room's per-poll Prometheus counters, registered at the first poll.
     poll_metrics: std::sync::OnceLock<PollMetrics>,
+    /// The room's per-join Prometheus counters, registered at the first join.
+    join_metrics: std::sync::OnceLock<JoinMetrics>,
+}
+
+/// Handles of a room's per-join counters, registered once as [`PollMetrics`] are (building and
+/// looking up the labelled key was ~2% of a join's instructions).
+#[derive(Debug)]
+pub struct JoinMetrics {
+    /// `vestibule_joins_total{room, outcome="new"}`: a join that made a ticket.
+    pub new: metrics::Counter,
+    /// `vestibule_joins_total{room, outcome="existing"}`: a join that found its ticket.
+    pub existing: metrics::Counter,
 }
 
 /// Handles of a room's per-poll counters: registered once, so a poll increments an atomic
@@ -66,6 +78,7 @@ impl RoomRuntime {
             retired: tokio::sync::watch::Sender::new(false),
             incarnation: std::sync::OnceLock::new(),
             poll_metrics: std::sync::OnceLock::new(),
+            join_metrics: std::sync::OnceLock::new(),
         }
     }
 
@@ -89,6 +102,23 @@ impl RoomRuntime {
                 "vestibule_polls_from_memory_total",
                 "room" => self.name.clone()
             ),
+        })
+    }
+
+    /// The room's per-join counters, registered on first use as [`RoomRuntime::poll_metrics`].
+    pub fn join_metrics(&self) -> &JoinMetrics {
+        self.join_metrics.get_or_init(|| {
+            let counter = |outcome: &'static str| {
+                metrics::counter!(
+                    "vestibule_joins_total",
+                    "room" => self.name.clone(),
+                    "outcome" => outcome
+                )
+            };
+            JoinMetrics {
+                new: counter("new"),
+                existing: counter("existing"),
+            }
         })
     }
 
