@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use redis::aio::ConnectionManager;
-use vestibule_shared::{RoomState, TicketState, TicketStatus};
+use vestibule_shared::{RoomState, TicketStatus};
 
 /// What one join asks of Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -182,29 +182,8 @@ async fn join(
         .invoke_async(&mut redis)
         .await
         .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-    let status = TicketStatus {
-        ticket_id: key.to_owned(),
-        room,
-        status: TicketState::Waiting,
-        position: Some(position),
-        eta_seconds: None,
-        eta_seconds_high: None,
-        reason: None,
-        next_poll_after_ms: 5_000,
-        entry_token: None,
-        token_expires_at: None,
-        checkout_url: None,
-        room_state: RoomState::Open,
-        place_kept: false,
-        heartbeat_after_ms: None,
-        sold_out_message: None,
-        opens_at: None,
-        ticket_tag: None,
-        message_en: None,
-        message_ko: None,
-        beyond_stock: false,
-        queueing_method: None,
-    };
+    let status =
+        crate::baselines::waiting_status(key.to_owned(), room, position, RoomState::Open, 5_000);
     let code = if created == 1 {
         StatusCode::CREATED
     } else {

@@ -37,19 +37,45 @@ pub async fn serve_hello(bind: std::net::SocketAddr) -> anyhow::Result<()> {
 async fn bare_sse() -> impl axum::response::IntoResponse {
     use axum::response::sse::{Event, KeepAlive, Sse};
     use futures_util::StreamExt as _;
-    let status = vestibule_shared::TicketStatus {
-        ticket_id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
-        room: "sse".into(),
+    let status = waiting_status(
+        "AAAAAAAAAAAAAAAAAAAAAA".into(),
+        "sse".into(),
+        1,
+        vestibule_shared::RoomState::Paused,
+        30_000,
+    );
+    let first = Event::default()
+        .event("status")
+        .id("0")
+        .data(serde_json::to_string(&status).unwrap_or_default());
+    let events =
+        futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(first) })
+            .chain(futures_util::stream::pending());
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// A waiting ticket's status with nothing else set: what the bench's peers answer (the SSE floor's
+/// first event, the join floor's answer), about the size of Vestibule's own.
+pub fn waiting_status(
+    ticket_id: String,
+    room: String,
+    position: u64,
+    room_state: vestibule_shared::RoomState,
+    next_poll_after_ms: u64,
+) -> vestibule_shared::TicketStatus {
+    vestibule_shared::TicketStatus {
+        ticket_id,
+        room,
         status: vestibule_shared::TicketState::Waiting,
-        position: Some(1),
+        position: Some(position),
         eta_seconds: None,
         eta_seconds_high: None,
         reason: None,
-        next_poll_after_ms: 30_000,
+        next_poll_after_ms,
         entry_token: None,
         token_expires_at: None,
         checkout_url: None,
-        room_state: vestibule_shared::RoomState::Paused,
+        room_state,
         place_kept: false,
         heartbeat_after_ms: None,
         sold_out_message: None,
@@ -59,15 +85,7 @@ async fn bare_sse() -> impl axum::response::IntoResponse {
         message_ko: None,
         beyond_stock: false,
         queueing_method: None,
-    };
-    let first = Event::default()
-        .event("status")
-        .id("0")
-        .data(serde_json::to_string(&status).unwrap_or_default());
-    let events =
-        futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(first) })
-            .chain(futures_util::stream::pending());
-    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    }
 }
 
 /// What the ceilings came to.

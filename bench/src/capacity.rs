@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::{BoxFuture, FutureExt as _};
 use hyper::Method;
 use vestibule_shared::{paths, TicketState, TicketStatus};
 
@@ -36,25 +37,8 @@ pub async fn run(
     let mut probe = redis.connection()?;
     let client = HttpClient::new(&server.base(), profile.capacity_connections);
     let ids: Arc<Mutex<Vec<Joined>>> = Arc::default();
-    let join = {
-        let client = client.clone();
-        let ids = ids.clone();
-        move |worker: usize, n: u64| {
-            let client = client.clone();
-            let ids = ids.clone();
-            async move { join_keeping_id(&client, ROOM, &format!("cap-{worker}-{n}"), &ids).await }
-        }
-    };
-    let join = Arc::new(join);
-    // Warm-up: connections open, scripts loaded.
-    let warm = join.clone();
-    let _ = closed_loop(
-        profile.capacity_connections,
-        Duration::from_millis(300),
-        2_000,
-        move |w, n| warm(w, n),
-    )
-    .await;
+    let join = joiner(&client, "cap", &ids);
+    warm_up(profile, &join).await;
     let queue = key(ROOM, "queue");
     let dedup = key(ROOM, "dedup");
     let before = RedisSample::take(&mut probe)?;
@@ -65,14 +49,7 @@ pub async fn run(
         ("redis", redis.pid()),
         ("bench", std::process::id()),
     ]);
-    let timed = join.clone();
-    let joins = closed_loop(
-        profile.capacity_connections,
-        Profile::secs(profile.capacity_secs),
-        u64::MAX,
-        move |w, n| timed(w, 1_000_000_000 + n),
-    )
-    .await;
+    let joins = timed_joins(profile, &join).await;
     let after = RedisSample::take(&mut probe)?;
     let cpu_joins = cpu.summary();
     let calls_after = join_calls(&client).await?;
@@ -275,6 +252,54 @@ pub async fn run(
     Ok(())
 }
 
+/// Joins `ROOM` through `client` with the key `{tag}-{worker}-{n}`, keeping each ticket in `ids`.
+fn joiner(
+    client: &HttpClient,
+    tag: &'static str,
+    ids: &Arc<Mutex<Vec<Joined>>>,
+) -> Arc<impl JoinFn> {
+    let client = client.clone();
+    let ids = ids.clone();
+    Arc::new(move |worker: usize, n: u64| {
+        let client = client.clone();
+        let ids = ids.clone();
+        async move { join_keeping_id(&client, ROOM, &format!("{tag}-{worker}-{n}"), &ids).await }
+            .boxed()
+    })
+}
+
+/// Warm-up of a join loop: connections open, scripts loaded (2,000 joins or 300 ms).
+async fn warm_up(profile: &Profile, join: &Arc<impl JoinFn>) {
+    let warm = join.clone();
+    let _ = closed_loop(
+        profile.capacity_connections,
+        Duration::from_millis(300),
+        2_000,
+        move |w, n| warm(w, n),
+    )
+    .await;
+}
+
+/// The timed closed loop of joins (keys past the warm-up's).
+async fn timed_joins(profile: &Profile, join: &Arc<impl JoinFn>) -> crate::load::LoadResult {
+    let timed = join.clone();
+    closed_loop(
+        profile.capacity_connections,
+        Profile::secs(profile.capacity_secs),
+        u64::MAX,
+        move |w, n| timed(w, 1_000_000_000 + n),
+    )
+    .await
+}
+
+/// One join of a loop, by worker and request number.
+trait JoinFn: Fn(usize, u64) -> BoxFuture<'static, Result<(), String>> + Send + Sync + 'static {}
+
+impl<F> JoinFn for F where
+    F: Fn(usize, u64) -> BoxFuture<'static, Result<(), String>> + Send + Sync + 'static
+{
+}
+
 /// Measures `vestibule-bench bare-join --script SCRIPT` (bare axum, one Redis script call per
 /// join) with the joins' closed loop and reports it beside Vestibule's `joins_per_sec`.
 ///
@@ -306,32 +331,14 @@ async fn join_floor(
         ],
     )?;
     let client = HttpClient::new(&floor.base(), profile.capacity_connections);
-    let ids: Arc<Mutex<Vec<Joined>>> = Arc::default();
-    let join = Arc::new(move |worker: usize, n: u64| {
-        let client = client.clone();
-        let ids = ids.clone();
-        async move { join_keeping_id(&client, ROOM, &format!("floor-{worker}-{n}"), &ids).await }
-    });
-    let warm = join.clone();
-    let _ = closed_loop(
-        profile.capacity_connections,
-        Duration::from_millis(300),
-        2_000,
-        move |w, n| warm(w, n),
-    )
-    .await;
+    let join = joiner(&client, "floor", &Arc::default());
+    warm_up(profile, &join).await;
     let cpu = CpuMeter::start(&[
         ("bare-join", floor.pid()),
         ("redis", redis.pid()),
         ("bench", std::process::id()),
     ]);
-    let joins = closed_loop(
-        profile.capacity_connections,
-        Profile::secs(profile.capacity_secs),
-        u64::MAX,
-        move |w, n| join(w, 1_000_000_000 + n),
-    )
-    .await;
+    let joins = timed_joins(profile, &join).await;
     report.value(&format!("join_floor_{name}_per_sec"), joins.rate());
     report.row(
         format!("Join floor: bare axum + redis, {what}"),
