@@ -287,7 +287,8 @@ struct AnswerPolicy {
 ///    the framing layer never saw, gets none of the headers of step 1, as before);
 /// 3. a 503/504 gets `Retry-After` ([`add_retry_after`]);
 /// 4. an error is logged once ([`log_error_answer`]) and every answer is counted
-///    ([`observe::count_answer`]).
+///    ([`observe::count_answer`]);
+/// 5. an answer to `HEAD` loses its body ([`without_body`]).
 async fn finish_answers(
     axum::extract::State(policy): axum::extract::State<std::sync::Arc<AnswerPolicy>>,
     request: Request,
@@ -305,7 +306,28 @@ async fn finish_answers(
     add_retry_after(&mut response, policy.retry_after_secs);
     log_error_answer(&response, &method, uri.path());
     observe::count_answer(&response);
+    if method == Method::HEAD {
+        return without_body(response);
+    }
     response
+}
+
+/// An answer to `HEAD` as it would be to `GET` but without its body (RFC 9110 §9.3.2): its
+/// `Content-Length` kept, or set from the body's exact size. The routes' own answers to `HEAD`
+/// come without one (axum), but one made by a layer in front of them (the token check's 403, a
+/// 413, 431 or 408) came with its JSON body, which HTTP/1.1 drops and HTTP/2 sends as `DATA`:
+/// a protocol error to the client (curl: "stream was not closed cleanly", no status).
+fn without_body(response: Response) -> Response {
+    use axum::body::HttpBody as _;
+    let (mut parts, body) = response.into_parts();
+    if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+        if let Some(length) = body.size_hint().exact() {
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        }
+    }
+    Response::from_parts(parts, axum::body::Body::empty())
 }
 
 /// Who may frame the page: the page itself and the configured storefront origins.
