@@ -314,11 +314,15 @@ async fn finish_answers(
 
 /// An answer to `HEAD` as it would be to `GET` but without its body (RFC 9110 §9.3.2): its
 /// `Content-Length` kept, or set from the body's exact size. The routes' own answers to `HEAD`
-/// come without one (axum), but one made by a layer in front of them (the token check's 403, a
-/// 413, 431 or 408) came with its JSON body, which HTTP/1.1 drops and HTTP/2 sends as `DATA`:
-/// a protocol error to the client (curl: "stream was not closed cleanly", no status).
+/// come without one (axum) and pass as they are (no length invented for a stream), but one made
+/// by a layer in front of them (the token check's 403, a 413, 431 or 408) came with its JSON
+/// body, which HTTP/1.1 drops and HTTP/2 sends as `DATA`: a protocol error to the client (curl:
+/// "stream was not closed cleanly", no status).
 fn without_body(response: Response) -> Response {
     use axum::body::HttpBody as _;
+    if response.body().size_hint().exact() == Some(0) {
+        return response;
+    }
     let (mut parts, body) = response.into_parts();
     if !parts.headers.contains_key(header::CONTENT_LENGTH) {
         if let Some(length) = body.size_hint().exact() {
