@@ -352,13 +352,7 @@ async fn finish_join(
     } else {
         StatusCode::OK
     };
-    let joins = runtime.join_metrics();
-    if outcome.created {
-        &joins.new
-    } else {
-        &joins.existing
-    }
-    .increment(1);
+    runtime.count_join(outcome.created);
     runtime.counters.joined();
     let body = ticket_status(&state.config, runtime, &outcome.ticket);
     let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);

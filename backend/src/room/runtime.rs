@@ -38,18 +38,9 @@ pub struct RoomRuntime {
     pub incarnation: std::sync::OnceLock<String>,
     /// The room's per-poll Prometheus counters, registered at the first poll.
     poll_metrics: std::sync::OnceLock<PollMetrics>,
-    /// The room's per-join Prometheus counters, registered at the first join.
-    join_metrics: std::sync::OnceLock<JoinMetrics>,
-}
-
-/// Handles of a room's per-join counters, registered once as [`PollMetrics`] are (building and
-/// looking up the labelled key was ~2% of a join's instructions).
-#[derive(Debug)]
-pub struct JoinMetrics {
-    /// `vestibule_joins_total{room, outcome="new"}`: a join that made a ticket.
-    pub new: metrics::Counter,
-    /// `vestibule_joins_total{room, outcome="existing"}`: a join that found its ticket.
-    pub existing: metrics::Counter,
+    /// The room's per-join Prometheus counters (`new`, `existing`), each registered at the
+    /// first join it counts.
+    join_metrics: [std::sync::OnceLock<metrics::Counter>; 2],
 }
 
 /// Handles of a room's per-poll counters: registered once, so a poll increments an atomic
@@ -78,7 +69,7 @@ impl RoomRuntime {
             retired: tokio::sync::watch::Sender::new(false),
             incarnation: std::sync::OnceLock::new(),
             poll_metrics: std::sync::OnceLock::new(),
-            join_metrics: std::sync::OnceLock::new(),
+            join_metrics: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
         }
     }
 
@@ -105,21 +96,24 @@ impl RoomRuntime {
         })
     }
 
-    /// The room's per-join counters, registered on first use as [`RoomRuntime::poll_metrics`].
-    pub fn join_metrics(&self) -> &JoinMetrics {
-        self.join_metrics.get_or_init(|| {
-            let counter = |outcome: &'static str| {
-                metrics::counter!(
-                    "vestibule_joins_total",
-                    "room" => self.name.clone(),
-                    "outcome" => outcome
-                )
-            };
-            JoinMetrics {
-                new: counter("new"),
-                existing: counter("existing"),
-            }
+    /// Counts one join in `vestibule_joins_total{room, outcome}`: `new` when it made a ticket,
+    /// `existing` when it found one. Each series is registered once, at the first join it counts
+    /// (as [`RoomRuntime::poll_metrics`]; a labelled key built and looked up per join was ~2% of
+    /// a join's instructions), so a series appears with its first count, as before.
+    pub fn count_join(&self, created: bool) {
+        let (slot, outcome) = if created {
+            (&self.join_metrics[0], "new")
+        } else {
+            (&self.join_metrics[1], "existing")
+        };
+        slot.get_or_init(|| {
+            metrics::counter!(
+                "vestibule_joins_total",
+                "room" => self.name.clone(),
+                "outcome" => outcome
+            )
         })
+        .increment(1);
     }
 
     /// Whether this process knows the room's draw seed exists.
