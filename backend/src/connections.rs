@@ -97,7 +97,7 @@ impl ConnectionLimits {
 /// How a serving thread builds the application it serves, on its own runtime (so that the store
 /// connection and the origin client it makes live there). Called once per serving thread.
 pub type MakeApp = Arc<
-    dyn Fn() -> futures_util::future::BoxFuture<'static, anyhow::Result<axum::Router>>
+    dyn Fn() -> futures_util::future::BoxFuture<'static, anyhow::Result<crate::http::App>>
         + Send
         + Sync,
 >;
@@ -283,7 +283,7 @@ fn start_serving_thread(
 /// channel, then lets them finish for up to the shutdown grace and closes the rest.
 async fn serve_handed(
     mut arrivals: mpsc::UnboundedReceiver<Handed>,
-    app: axum::Router,
+    app: crate::http::App,
     builder: Arc<Builder<TokioExecutor>>,
     open: Arc<OpenCount>,
     limits: ConnectionLimits,
@@ -374,7 +374,7 @@ async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     builder: Arc<Builder<TokioExecutor>>,
-    app: axum::Router,
+    app: crate::http::App,
     mut stopping: watch::Receiver<bool>,
     limits: ConnectionLimits,
 ) {

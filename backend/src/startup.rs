@@ -236,12 +236,12 @@ impl Application {
             let state = state.clone();
             Box::pin(async move {
                 let state = state.with_store(own_store(&state, "a serving thread").await);
-                let gated = state.config.gate.enabled().then(|| state.clone());
-                let mut app = http::router(state);
-                if let Some(state) = gated {
-                    app = crate::gate::router(state, app)?;
-                }
-                Ok(app)
+                // Served as it is, or inside gate mode's router.
+                Ok(if state.config.gate.enabled() {
+                    http::App::Routed(crate::gate::router(state.clone(), http::router(state))?)
+                } else {
+                    http::App::Own(http::edge(state))
+                })
             })
         });
         // The schedulers see the flag first and release their leases while connections drain.

@@ -25,6 +25,7 @@ pub mod audit;
 pub mod bots;
 pub mod client_ip;
 pub mod draw;
+mod edge;
 pub mod entries;
 pub mod error;
 pub mod events;
@@ -49,7 +50,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
@@ -58,8 +58,22 @@ use crate::http::error::{add_retry_after, json_error_body, log_error_answer, Api
 use crate::http::token_layer::require_entry_token;
 use crate::state::AppState;
 
-/// The whole application's router, without a socket (tests can `oneshot` it).
+/// The whole application's router, without a socket (tests can `oneshot` it): [`edge`] as the
+/// one service of a router.
 pub fn router(state: AppState) -> Router {
+    Router::new().fallback_service(edge(state))
+}
+
+/// The routes behind the layers every request passes, outermost first (`edge::Answers`).
+pub type Edge = edge::Answers<
+    tower_http::timeout::Timeout<
+        tower::util::Either<tower_http::cors::Cors<edge::Intake>, edge::Intake>,
+    >,
+>;
+
+/// The whole application as a service of its own: served as it is (no router around it, which
+/// would box and clone it on every request: [`App::Own`]), or wrapped by [`router`].
+pub fn edge(state: AppState) -> Edge {
     let config = state.config.clone();
     let (api, mut document) = documented_routes();
     if config.gate.enabled() {
@@ -92,36 +106,73 @@ pub fn router(state: AppState) -> Router {
     // of a router of its own. (Added with `Router::layer` they wrapped every route, each layer
     // boxed: every request cloned that nested stack of boxes once per middleware, ~7% of a
     // join's instructions.)
-    let layered = tower::ServiceBuilder::new()
-        .layer(
-            TraceLayer::new_for_http()
-                // At `debug` only: a span formatted for every request was ~8% of a join's
-                // instructions at the default level. Error lines name the request themselves
-                // (`error::log_error_answer`).
-                .make_span_with(|request: &Request| {
-                    tracing::debug_span!(
-                        "request",
-                        method = %request.method(),
-                        path = %redacted_path(request.uri().path()),
-                    )
-                })
-                // Every error answer is logged once, with its cause, by `finish_answers`.
-                .on_failure(()),
-        )
-        .layer(middleware::from_fn_with_state(answers, finish_answers))
+    // A request with a body, or under a protected prefix, goes through the body and entry-token
+    // middleware; the rest goes straight to the routes (`edge::Intake`).
+    let slow = Router::new().fallback_service(
+        tower::ServiceBuilder::new()
+            .layer(middleware::from_fn_with_state(
+                config.max_body_bytes,
+                read_whole_body,
+            ))
+            .layer(DefaultBodyLimit::max(config.max_body_bytes))
+            .layer(middleware::from_fn_with_state(state, require_entry_token))
+            .service(routes.clone()),
+    );
+    let layered: Edge = tower::ServiceBuilder::new()
+        // The request span (at `debug` only: a span formatted for every request was ~8% of a
+        // join's instructions at the default level) and what every answer gets. Error lines
+        // name the request themselves (`error::log_error_answer`).
+        .layer(edge::AnswerLayer { policy: answers })
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(config.request_timeout_secs),
         ))
         .option_layer((!config.cors_origins.is_empty()).then(|| cors(&config.cors_origins)))
-        .layer(middleware::from_fn_with_state(
-            config.max_body_bytes,
-            read_whole_body,
-        ))
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .layer(middleware::from_fn_with_state(state, require_entry_token))
+        .layer(edge::IntakeLayer {
+            slow,
+            protected: crate::http::token_layer::Prefixes::new(&config.protected_prefixes),
+        })
         .service(routes);
-    Router::new().fallback_service(layered)
+    layered
+}
+
+/// What a serving thread serves: Vestibule's own [`Edge`], or gate mode's router around it.
+///
+/// Cloned for every request (hyper-util's service glue does); a boxed [`Edge`] would make that
+/// clone an allocation, hence the variants' unequal sizes.
+#[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
+pub enum App {
+    /// The routes behind their layers, with nothing around them.
+    Own(Edge),
+    /// Any router (gate mode's).
+    Routed(Router),
+}
+
+impl tower::Service<Request> for App {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::Either<
+        <Edge as tower::Service<Request>>::Future,
+        <Router as tower::Service<Request>>::Future,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        match self {
+            Self::Own(edge) => edge.poll_ready(cx),
+            Self::Routed(router) => tower::Service::<Request>::poll_ready(router, cx),
+        }
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        match self {
+            Self::Own(edge) => futures_util::future::Either::Left(edge.call(request)),
+            Self::Routed(router) => futures_util::future::Either::Right(router.call(request)),
+        }
+    }
 }
 
 /// Every documented route and the OpenAPI document made from the same declarations.
@@ -222,9 +273,7 @@ async fn read_whole_body(
         }
     };
     if is_api {
-        response
-            .headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        edge::no_store(&mut response);
     }
     response
 }
@@ -268,7 +317,7 @@ fn media_type(value: &str) -> Option<String> {
     (token(kind) && token(subtype)).then(|| essence.to_ascii_lowercase())
 }
 
-/// What [`finish_answers`] adds to answers.
+/// What [`finish_answer`] adds to answers.
 struct AnswerPolicy {
     /// `Retry-After` of a 503/504 that has none.
     retry_after_secs: u64,
@@ -276,11 +325,11 @@ struct AnswerPolicy {
     frame_ancestors: HeaderValue,
 }
 
-/// Every answer, outermost but for the request span, as five separate layers did before, in
-/// their order (one layer instead of five: each layer is a boxed future and a clone of the stack
-/// behind it on every request). First, a request with too many or too large header fields is
-/// answered 431 here, without going further ([`error::check_header_size`]: the same limit over
-/// HTTP/1.1 and HTTP/2). Then every answer gets:
+/// Every answer, as five separate layers did before, in their order (one layer instead of five:
+/// each layer is a future of its own on every request). The answer layer ([`edge::Answers`])
+/// answers a request with too many or too large header fields 431 itself, without going further
+/// ([`error::check_header_size`]: the same limit over HTTP/1.1 and HTTP/2). Then every answer
+/// gets:
 /// 1. the page's framing and sniffing headers ([`add_frame_headers`]);
 /// 2. an error without a JSON body gets one ([`json_error_body`]), which keeps only
 ///    `Retry-After` and `Allow` of the answer it replaces (a 408 of the request timeout, which
@@ -289,22 +338,17 @@ struct AnswerPolicy {
 /// 4. an error is logged once ([`log_error_answer`]) and every answer is counted
 ///    ([`observe::count_answer`]);
 /// 5. an answer to `HEAD` loses its body ([`without_body`]).
-async fn finish_answers(
-    axum::extract::State(policy): axum::extract::State<std::sync::Arc<AnswerPolicy>>,
-    request: Request,
-    next: Next,
+fn finish_answer(
+    response: Response,
+    method: &Method,
+    path: &str,
+    policy: &AnswerPolicy,
 ) -> Response {
-    let method = request.method().clone();
-    // For an error's log line; a clone of the URI's shared bytes, not a copy.
-    let uri = request.uri().clone();
-    let mut response = match crate::http::error::check_header_size(request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(error) => error.into_response(),
-    };
+    let mut response = response;
     add_frame_headers(&mut response, &policy.frame_ancestors);
     let mut response = json_error_body(response);
     add_retry_after(&mut response, policy.retry_after_secs);
-    log_error_answer(&response, &method, uri.path());
+    log_error_answer(&response, method, path);
     observe::count_answer(&response);
     if method == Method::HEAD {
         return without_body(response);

@@ -41,6 +41,47 @@ pub fn match_prefix<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>>
     Some(room)
 }
 
+/// Whether a protected prefix pattern ([`match_prefix`]) matches `path`.
+pub fn is_protected(prefixes: &[String], path: &str) -> bool {
+    prefixes
+        .iter()
+        .any(|pattern| match_prefix(pattern, path).is_some())
+}
+
+/// The protected prefix patterns split into segments once (`None` for `{room}`): whether one
+/// matches a path, as [`is_protected`] says, without splitting the patterns on every request.
+#[derive(Clone, Debug)]
+pub struct Prefixes(std::sync::Arc<[Vec<Option<String>>]>);
+
+impl Prefixes {
+    /// `patterns` as [`match_prefix`] reads them.
+    pub fn new(patterns: &[String]) -> Self {
+        Self(
+            patterns
+                .iter()
+                .map(|pattern| {
+                    pattern
+                        .split('/')
+                        .filter(|segment| !segment.is_empty())
+                        .map(|segment| (segment != "{room}").then(|| segment.to_owned()))
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether a pattern matches `path` (its first segments are the pattern's).
+    pub fn matches(&self, path: &str) -> bool {
+        self.0.iter().any(|pattern| {
+            let mut segments = path.trim_start_matches('/').split('/');
+            pattern.iter().all(|expected| match segments.next() {
+                Some(actual) => expected.as_deref().is_none_or(|literal| literal == actual),
+                None => false,
+            })
+        })
+    }
+}
+
 /// Rejection for a token problem.
 fn refuse(code: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::EntryToken {
@@ -156,14 +197,7 @@ pub async fn require_entry_token(
     next: Next,
 ) -> Response {
     // Most requests are under no protected prefix: they pass without an allocation.
-    let protected = |path: &str| {
-        state
-            .config
-            .protected_prefixes
-            .iter()
-            .any(|pattern| match_prefix(pattern, path).is_some())
-    };
-    if !protected(request.uri().path()) {
+    if !is_protected(&state.config.protected_prefixes, request.uri().path()) {
         return next.run(request).await;
     }
     let path = request.uri().path().to_owned();
@@ -251,5 +285,37 @@ mod tests {
             match_prefix("/checkout-api", "/checkout-api/pay"),
             Some(None)
         );
+    }
+
+    /// The split-once patterns of the layers' fast path say what `match_prefix` says.
+    #[test]
+    fn split_prefixes_match_as_match_prefix_does() {
+        let patterns = [
+            "/api/v1/rooms/{room}/orders".to_owned(),
+            "/checkout-api".to_owned(),
+            "//shop//{room}/".to_owned(),
+        ];
+        let split = Prefixes::new(&patterns);
+        for path in [
+            "/api/v1/rooms/main/orders",
+            "/api/v1/rooms/main/orders/42",
+            "/api/v1/rooms/main/ordersx",
+            "/api/v1/rooms/main/tickets",
+            "/api/v1/rooms//orders",
+            "/api/v1/rooms",
+            "/checkout-api",
+            "/checkout-api/pay",
+            "/checkout-apix",
+            "/shop/main",
+            "/shop",
+            "shop/main/x",
+            "/",
+            "",
+        ] {
+            assert_eq!(split.matches(path), is_protected(&patterns, path), "{path}");
+        }
+        assert!(split.matches("/api/v1/rooms/main/orders"));
+        assert!(!split.matches("/api/v1/rooms/main/tickets"));
+        assert!(!Prefixes::new(&[]).matches("/api/v1/rooms/main/orders"));
     }
 }

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use redis::{Script, Value};
 use tokio::sync::oneshot;
 
-use super::reply::as_array;
+use super::reply::{as_array, corrupt};
 use super::{Keys, Link, DEDUP_TTL_SECS};
 use crate::store::StoreError;
 
@@ -260,11 +260,12 @@ impl GroupCommit {
         metrics::counter!("vestibule_redis_join_calls_total").increment(1);
         metrics::counter!("vestibule_redis_joins_sent_total").increment(batch.len() as u64);
         // All of one kind (`next_batch`): keyed joins mean the same sent twice.
-        let replies = if batch.iter().all(|waiting| waiting.join.keyed) {
-            self.link.run_script_repeatable(&invocation).await?
+        let reply = if batch.iter().all(|waiting| waiting.join.keyed) {
+            self.link.run_script_value_repeatable(&invocation).await?
         } else {
-            self.link.run_script(&invocation).await?
+            self.link.run_script_value(&invocation).await?
         };
+        let replies = unpack(&reply)?;
         if replies.len() != batch.len() {
             return Err(StoreError::Corrupt(format!(
                 "join.lua answered {} joins of {}",
@@ -274,6 +275,34 @@ impl GroupCommit {
         }
         Ok(replies)
     }
+}
+
+/// `join.lua`'s packed reply (one line per join, its fields joined by spaces: the id, then
+/// integers) as one array of values per join, as the script's callers read them: the id a bulk
+/// string, the rest [`Value::Int`].
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when the reply is not text of that shape.
+fn unpack(reply: &Value) -> Result<Vec<Value>, StoreError> {
+    let Value::BulkString(bytes) = reply else {
+        return Err(corrupt("join.lua's packed reply", reply));
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("text", reply))?;
+    text.split('\n')
+        .map(|line| {
+            let mut fields = line.split(' ');
+            let id = fields.next().unwrap_or_default();
+            let mut values = Vec::with_capacity(4);
+            values.push(Value::BulkString(id.as_bytes().to_vec()));
+            for field in fields {
+                let number = field
+                    .parse()
+                    .map_err(|_| corrupt("a join's answer: id, then integers", reply))?;
+                values.push(Value::Int(number));
+            }
+            Ok(Value::Array(values))
+        })
+        .collect()
 }
 
 /// Were the sending task to panic, its lane would stay marked busy and no join of the room on

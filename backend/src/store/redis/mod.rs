@@ -142,11 +142,16 @@ impl Link {
         &self,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<Vec<Value>, StoreError> {
+        as_array(self.run_script_value(invocation).await?)
+    }
+
+    /// Runs a script, bounded by the store timeout: its reply as it came.
+    pub(super) async fn run_script_value(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<Value, StoreError> {
         let mut connection = self.connection.clone();
-        as_array(
-            self.bounded(invocation.invoke_async(&mut connection))
-                .await?,
-        )
+        self.bounded(invocation.invoke_async(&mut connection)).await
     }
 
     /// Runs `script` like [`Self::run_script`], once more if the connection turns out to have
@@ -156,13 +161,19 @@ impl Link {
         &self,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<Vec<Value>, StoreError> {
-        as_array(
-            self.bounded_repeatable(|| {
-                let mut connection = self.connection.clone();
-                async move { invocation.invoke_async(&mut connection).await }
-            })
-            .await?,
-        )
+        as_array(self.run_script_value_repeatable(invocation).await?)
+    }
+
+    /// [`Self::run_script_repeatable`] with the reply as it came.
+    pub(super) async fn run_script_value_repeatable(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<Value, StoreError> {
+        self.bounded_repeatable(|| {
+            let mut connection = self.connection.clone();
+            async move { invocation.invoke_async(&mut connection).await }
+        })
+        .await
     }
 
     /// Runs `pipe` bounded by the store timeout, once more if the connection turns out to have

@@ -30,7 +30,11 @@
 -- A[14] the settings version (`ver` in KEYS[4]) the caller decided the join on ("" = any): when
 -- the settings have another version (an operator changed them through another replica since
 -- this one read them) nothing changes and the reply is {"", -5, 0}; the caller reads them again.
--- Returns, per join, {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
+-- The reply is one string: a line per join, in order, joined by "\n", each line the join's answer
+-- below with its fields joined by " " (the id is a ticket id or "", the rest integers): one bulk
+-- string costs Redis and the server's reply parser far less than an array of 3 or 4 values per
+-- join (`store/redis/group_commit.rs` reads it back).
+-- Answers, per join, {id, created (0|1), position (-1 when the existing ticket is no longer waiting)}, or
 -- {"", -2, ms to wait} when a join that would create a ticket is over the client's limit, or
 -- {"", -3, 0} / {"", -4, 0} when it would create one in a sold-out / closed room (settings
 -- `soldout` / `closed` = 1; nothing changed), or
@@ -56,9 +60,9 @@ local batch = {}
 local joins = (#ARGV - 3) / PER_JOIN
 if redis.call('EXISTS', KEYS[16]) == 1 then
   for n = 1, joins do
-    batch[n] = {'', -7, 0}
+    batch[n] = ' -7 0'
   end
-  return batch
+  return table.concat(batch, '\n')
 end
 -- The settings a join reads, in one call for the batch (nothing else runs meanwhile): version,
 -- queueing method, sold out, closed. A join admitted at once does not change them.
@@ -83,24 +87,69 @@ local function queue_changed(by)
   end
 end
 
+-- Now in Unix seconds (A[6] is in ms), as the u32 big-endian bytes a `seen:` / `born:` slot holds.
+local now_secs = math.floor(tonumber(ARGV[3]) / 1000)
+local now_bytes = string.char(math.floor(now_secs / 16777216) % 256,
+                              math.floor(now_secs / 65536) % 256, math.floor(now_secs / 256) % 256,
+                              now_secs % 256)
+-- The arrival seqs this call hands out are consecutive (nothing else runs meanwhile): the counter
+-- is read once (GET) when a join first takes one and moved once at the end (INCRBY), and the new
+-- tickets' `seen:` / `born:` slots (u32 big-endian at byte (seq mod 65536) * 4 of
+-- `seen:<seq / 65536>`, as BITFIELD writes them) are written at the end as one SETRANGE per run in
+-- a chunk, not one BITFIELD per ticket: a redis.call costs more than the command it runs.
+local seq_first, seq_last = nil, nil
+-- The `seen:` bytes of each seq handed out, at index seq - seq_first + 1.
+local seen_bytes = {}
+local function take_seq()
+  if seq_last == nil then
+    seq_last = tonumber(redis.call('GET', KEYS[2]) or '0')
+    seq_first = seq_last + 1
+  end
+  seq_last = seq_last + 1
+  seen_bytes[seq_last - seq_first + 1] = now_bytes
+  return seq_last
+end
+local function write_seqs()
+  if seq_last == nil then
+    return
+  end
+  redis.call('INCRBY', KEYS[2], string.format('%d', seq_last - seq_first + 1))
+  local from = seq_first
+  while from <= seq_last do
+    local chunk = math.floor(from / 65536)
+    local to = math.min(seq_last, chunk * 65536 + 65535)
+    local offset = string.format('%d', (from % 65536) * 4)
+    local chunk_s = string.format('%d', chunk)
+    redis.call('SETRANGE', ARGV[1] .. 'seen:' .. chunk_s, offset,
+               table.concat(seen_bytes, '', from - seq_first + 1, to - seq_first + 1))
+    -- When it joined (the admin API's waiters list; issue 14), laid out as `seen:`.
+    redis.call('SETRANGE', ARGV[1] .. 'born:' .. chunk_s, offset, string.rep(now_bytes, to - from + 1))
+    from = to + 1
+  end
+end
+
+-- A waiting ticket's position: its rank in the lottery when the room's positions are `ranked`
+-- there, else in arrival order.
+local function position(id, ranked)
+  if ranked then
+    local member = redis.call('HGET', KEYS[14], id)
+    if member then
+      return redis.call('ZRANK', KEYS[13], member) + 1
+    end
+  end
+  return redis.call('ZRANK', KEYS[1], id) + 1
+end
+
+-- One join; answers its reply's fields (see the header) as values, not a table.
 local function join(A)
   if A[14] ~= '' and (sale[1] or '0') ~= A[14] then
-    return {'', -5, 0}
+    return '', -5, 0
   end
   local random = sale[2] == 'random'
   if random and A[15] == '' then
-    return {'', -6, 0}
+    return '', -6, 0
   end
   local ranked = random and redis.call('EXISTS', KEYS[15]) == 0
-  local function position(id)
-    if ranked then
-      local member = redis.call('HGET', KEYS[14], id)
-      if member then
-        return redis.call('ZRANK', KEYS[13], member) + 1
-      end
-    end
-    return redis.call('ZRANK', KEYS[1], id) + 1
-  end
   local prefix = A[3]
   local key = A[2]
   local id = A[1]
@@ -112,9 +161,9 @@ local function join(A)
     local rank = redis.call('ZRANK', KEYS[1], candidate)
     if rank then
       if redis.call('SISMEMBER', KEYS[8], candidate) == 1 then
-        return {candidate, 0, -3}
+        return candidate, 0, -3
       end
-      return {candidate, 0, position(candidate)}
+      return candidate, 0, position(candidate, ranked)
     end
     local ticket = redis.call('HMGET', prefix .. 'ticket:' .. candidate, 'state', 'exp')
     local state = ticket[1]
@@ -123,7 +172,7 @@ local function join(A)
     -- SOLD_OUT: taken out of a sold-out room's line by admit.lua; its key still finds it.
     if state == 'COMPLETED' or state == 'SOLD_OUT'
         or ((state == 'TOKEN_ISSUED' or state == 'HELD') and live_until > tonumber(A[6])) then
-      return {candidate, 0, -1}
+      return candidate, 0, -1
     end
     if not mapped and not state then
       -- The key's first join (or its ticket has been forgotten): the derived id, no dedup entry.
@@ -135,10 +184,10 @@ local function join(A)
   end
   -- A sold-out or closed room makes no new tickets (a join that found its ticket was answered above).
   if sale[3] == '1' then
-    return {'', -3, 0}
+    return '', -3, 0
   end
   if sale[4] == '1' then
-    return {'', -4, 0}
+    return '', -4, 0
   end
   -- The client's join limit (GCRA, the arithmetic of store::gcra), checked only now: a join that
   -- found its ticket above never counts, and a refused one changes nothing.
@@ -149,28 +198,19 @@ local function join(A)
     local tat = math.max(tonumber(redis.call('GET', limit_key) or '0'), now)
     local allowed_at = tat + period - tonumber(A[9]) * period
     if now < allowed_at then
-      return {'', -2, allowed_at - now}
+      return '', -2, allowed_at - now
     end
     redis.call('SET', limit_key, string.format('%d', tat + period), 'PX',
                string.format('%d', tat + period - now))
   end
-  local seq = redis.call('INCR', KEYS[2])
-  -- The seq, its `seen:` / `born:` bucket and slot, and now in Unix seconds, as strings made once
-  -- with integer formatting (a number handed to redis.call or joined to a string is formatted as
-  -- a float; with the parsing of A[6] that was ~9% of Redis's time in a profile of joins).
+  -- Heard from now and born now: its slots are written with the call's others (write_seqs).
+  local seq = take_seq()
+  -- The seq as a string made with integer formatting (a number handed to redis.call or joined to
+  -- a string is formatted as a float).
   local seq_s = string.format('%d', seq)
-  local bucket = string.format('%d', math.floor(seq / 65536))
-  local slot = string.format('#%d', seq % 65536)
-  local now_s = string.sub(A[6], 1, -4)
-  if now_s == '' then
-    now_s = '0'
-  end
   -- NX: a join never moves an existing member (belt and braces: a random id is fresh, a derived one
   -- was checked absent above).
   queue_changed(redis.call('ZADD', KEYS[1], 'NX', seq_s, id))
-  redis.call('BITFIELD', prefix .. 'seen:' .. bucket, 'SET', 'u32', slot, now_s)
-  -- When it joined (the admin API's waiters list; issue 14), laid out as `seen:`.
-  redis.call('BITFIELD', prefix .. 'born:' .. bucket, 'SET', 'u32', slot, now_s)
   if A[13] == '1' and redis.call('HEXISTS', KEYS[9], 'started_ms') == 0
       and redis.call('HEXISTS', KEYS[9], 'drawn_ms') == 0 then
     redis.call('SADD', KEYS[8], id)
@@ -183,7 +223,7 @@ local function join(A)
       redis.call('EXPIRE', KEYS[3], A[4])
       dedup_exists = true
     end
-    return {id, 1, -3}
+    return id, 1, -3
   end
   if random then
     local member = order .. id
@@ -225,28 +265,38 @@ local function join(A)
         redis.call('ZREM', KEYS[13], order .. id)
         redis.call('HDEL', KEYS[14], id)
       end
-      redis.call('BITFIELD', prefix .. 'seen:' .. bucket, 'SET', 'u32', slot, 0)
+      -- Not waiting: its last-heard slot stays 0, as admit.lua leaves an admitted one's.
+      seen_bytes[seq - seq_first + 1] = '\0\0\0\0'
       redis.call('HSET', ticket, 'state', 'TOKEN_ISSUED', 'tok', token, 'exp', expires_at)
       redis.call('PEXPIRE', ticket, keep)
       redis.call('SET', prefix .. 'token:' .. secret, id, 'PX', keep)
       redis.call('ZADD', KEYS[5], expires_at, id)
       redis.call('INCR', KEYS[7])
       redis.call('DECR', KEYS[6])
-      return {id, 1, 0, expires_at}
+      return id, 1, 0, expires_at
     end
   end
   if ranked then
-    return {id, 1, position(id)}
+    return id, 1, position(id, ranked)
   end
-  return {id, 1, waiting}
+  return id, 1, waiting
 end
 
+-- One table for every join's arguments, filled again for each (join keeps none of it).
+local A = {}
+A[3], A[4], A[6] = ARGV[1], ARGV[2], ARGV[3]
 for n = 1, joins do
   local base = 3 + (n - 1) * PER_JOIN
-  local A = {ARGV[base + 1], ARGV[base + 2], ARGV[1], ARGV[2], ARGV[base + 3], ARGV[3]}
+  A[1], A[2], A[5] = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
   for i = 7, 16 do
     A[i] = ARGV[base + i - 3]
   end
-  batch[n] = join(A)
+  local id, created, place, expiry = join(A)
+  local line = id .. string.format(' %d %d', created, place)
+  if expiry then
+    line = line .. string.format(' %d', expiry)
+  end
+  batch[n] = line
 end
-return batch
+write_seqs()
+return table.concat(batch, '\n')
