@@ -285,18 +285,26 @@ end
 -- One table for every join's arguments, filled again for each (join keeps none of it).
 local A = {}
 A[3], A[4], A[6] = ARGV[1], ARGV[2], ARGV[3]
-for n = 1, joins do
-  local base = 3 + (n - 1) * PER_JOIN
-  A[1], A[2], A[5] = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
-  for i = 7, 16 do
-    A[i] = ARGV[base + i - 3]
+local ran, failure = pcall(function()
+  for n = 1, joins do
+    local base = 3 + (n - 1) * PER_JOIN
+    A[1], A[2], A[5] = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
+    for i = 7, 16 do
+      A[i] = ARGV[base + i - 3]
+    end
+    local id, created, place, expiry = join(A)
+    local line = id .. string.format(' %d %d', created, place)
+    if expiry then
+      line = line .. string.format(' %d', expiry)
+    end
+    batch[n] = line
   end
-  local id, created, place, expiry = join(A)
-  local line = id .. string.format(' %d %d', created, place)
-  if expiry then
-    line = line .. string.format(' %d', expiry)
-  end
-  batch[n] = line
-end
+end)
+-- Written even when a join failed partway (a command's error, e.g. a key of the wrong type: Redis
+-- keeps what a script wrote before its error): the tickets made before it keep seqs the counter
+-- has counted, and their slots.
 write_seqs()
+if not ran then
+  error(failure)
+end
 return table.concat(batch, '\n')
