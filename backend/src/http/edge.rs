@@ -10,11 +10,10 @@
 //!
 //! - [`AnswerLayer`] (outermost): the request span at `debug` (built only when `debug` is on for
 //!   this module), the 431 of oversized header fields, and what every answer gets
-//!   ([`super::finish_answer`]).
+//!   ([`super::finish_answer`]: security headers, `no-store` under `/api/`, JSON errors, …).
 //! - [`IntakeLayer`] (innermost, in front of the routes): a request whose body is known to be empty
-//!   and whose path no protected prefix matches goes straight to the routes (an API answer gets
-//!   `Cache-Control: no-store`); any other goes through `read_whole_body`, the default body limit
-//!   and `require_entry_token`, as before.
+//!   and whose path no protected prefix matches goes straight to the routes; any other goes
+//!   through `read_whole_body`, the default body limit and `require_entry_token`, as before.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -172,7 +171,7 @@ pub struct Intake {
 impl Service<Request> for Intake {
     type Response = Response;
     type Error = Infallible;
-    type Future = Either<NoStore<<Router as Service<Request>>::Future>, Oneshot<Router, Request>>;
+    type Future = Either<<Router as Service<Request>>::Future, Oneshot<Router, Request>>;
 
     /// Always ready: a `Router` is.
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
@@ -180,43 +179,13 @@ impl Service<Request> for Intake {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let path = request.uri().path();
-        if request.body().size_hint().exact() == Some(0) && !self.protected.matches(path) {
-            let api = path.starts_with("/api/");
-            Either::Left(NoStore {
-                inner: self.routes.call(request),
-                api,
-            })
+        if request.body().size_hint().exact() == Some(0)
+            && !self.protected.matches(request.uri().path())
+        {
+            Either::Left(self.routes.call(request))
         } else {
             Either::Right(self.slow.clone().oneshot(request))
         }
-    }
-}
-
-pin_project! {
-    /// An answer that gets `Cache-Control: no-store` when it is the API's (`api`).
-    pub struct NoStore<F> {
-        #[pin]
-        inner: F,
-        api: bool,
-    }
-}
-
-impl<F> Future for NoStore<F>
-where
-    F: Future<Output = Result<Response, Infallible>>,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Poll::Ready(Ok(mut response)) = this.inner.poll(cx) else {
-            return Poll::Pending;
-        };
-        if *this.api {
-            no_store(&mut response);
-        }
-        Poll::Ready(Ok(response))
     }
 }
 

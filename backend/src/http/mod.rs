@@ -241,11 +241,8 @@ fn cors(origins: &[String]) -> CorsLayer {
 /// Reads every request body (up to the limit) before routing, so an early answer (404, 403, …)
 /// never leaves unread bytes on the connection: the client always gets its answer and keeps its
 /// connection. Over the limit: 413, and the connection closes. A body known to be empty (a GET
-/// without one) has nothing to read and goes on as it is.
-///
-/// API answers carry tickets and tokens: every answer under `/api/` (the 413 too) says
-/// `Cache-Control: no-store`, never to be cached anywhere. (One layer for both: each layer is a
-/// boxed future and a clone of the stack behind it on every request.)
+/// without one) has nothing to read and goes on as it is (`edge::Intake` sends such a request
+/// here only under a protected prefix).
 async fn read_whole_body(
     axum::extract::State(limit): axum::extract::State<usize>,
     request: Request,
@@ -253,7 +250,7 @@ async fn read_whole_body(
 ) -> Response {
     use axum::body::HttpBody as _;
     let is_api = request.uri().path().starts_with("/api/");
-    let mut response = if request.body().size_hint().exact() == Some(0) {
+    if request.body().size_hint().exact() == Some(0) {
         next.run(request).await
     } else {
         let (parts, body) = request.into_parts();
@@ -271,11 +268,7 @@ async fn read_whole_body(
             }
             Err(_) => ApiError::PayloadTooLarge.into_response(),
         }
-    };
-    if is_api {
-        edge::no_store(&mut response);
     }
-    response
 }
 
 /// Whether an API request's `body` is well-formed JSON (RFC 8259: UTF-8, no lone surrogates)
@@ -330,10 +323,12 @@ struct AnswerPolicy {
 /// answers a request with too many or too large header fields 431 itself, without going further
 /// ([`error::check_header_size`]: the same limit over HTTP/1.1 and HTTP/2). Then every answer
 /// gets:
-/// 1. the page's framing and sniffing headers ([`add_frame_headers`]);
-/// 2. an error without a JSON body gets one ([`json_error_body`]), which keeps only
-///    `Retry-After` and `Allow` of the answer it replaces (a 408 of the request timeout, which
-///    the framing layer never saw, gets none of the headers of step 1, as before);
+/// 1. an error without a JSON body gets one ([`json_error_body`]), which keeps only
+///    `Retry-After` and `Allow` of the answer it replaces;
+/// 2. the page's framing, sniffing and referrer headers ([`add_frame_headers`]), and under
+///    `/api/` `Cache-Control: no-store`, whichever layer made the answer (a 408 of the request
+///    timeout, a 405 of the page's routes, a 431, a CORS preflight: they once lost or never got
+///    them, as a probe found);
 /// 3. a 503/504 gets `Retry-After` ([`add_retry_after`]);
 /// 4. an error is logged once ([`log_error_answer`]) and every answer is counted
 ///    ([`observe::count_answer`]);
@@ -344,9 +339,11 @@ fn finish_answer(
     path: &str,
     policy: &AnswerPolicy,
 ) -> Response {
-    let mut response = response;
-    add_frame_headers(&mut response, &policy.frame_ancestors);
     let mut response = json_error_body(response);
+    add_frame_headers(&mut response, &policy.frame_ancestors);
+    if path.starts_with("/api/") {
+        edge::no_store(&mut response);
+    }
     add_retry_after(&mut response, policy.retry_after_secs);
     log_error_answer(&response, method, path);
     observe::count_answer(&response);

@@ -545,3 +545,92 @@ async fn answers_to_head_carry_no_body_over_both_protocols() {
         }
     }
 }
+
+/// Sends `request` (with `Connection: close`) on a fresh connection to `app` and reads the whole
+/// answer, or what came within 5 s.
+async fn raw_answer(address: &str, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Every answer carries the page's security headers and every answer under `/api/`
+/// `Cache-Control: no-store`, whichever layer made it: a probe found a 408 of the request
+/// timeout, a 405 of the page's routes, a 431 and a CORS preflight without some of them (the
+/// answer layer added the headers before replacing a bodiless error with a JSON one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_has_the_security_headers_and_every_api_answer_no_store() {
+    let shop = "https://shop.example";
+    let app = TestApp::spawn(
+        Backend::Memory,
+        &["--request-timeout-secs", "1", "--cors-origins", shop],
+    )
+    .await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let many: String = (0..90).map(|n| format!("X-Field-{n}: {n}\r\n")).collect();
+    let cases = [
+        (
+            "408 of a slow body",
+            format!(
+                "PATCH {} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{{\"pau",
+                paths::admin_room("main")
+            ),
+            "HTTP/1.1 408",
+            true,
+        ),
+        (
+            "405 of the page's routes",
+            format!("POST / HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+            "HTTP/1.1 405",
+            false,
+        ),
+        (
+            "431 on the API",
+            format!("GET /api/v1/rooms/main HTTP/1.1\r\nHost: {address}\r\n{many}Connection: close\r\n\r\n"),
+            "HTTP/1.1 431",
+            true,
+        ),
+        (
+            "CORS preflight on the API",
+            format!("OPTIONS /api/v1/rooms/main/tickets HTTP/1.1\r\nHost: {address}\r\nOrigin: {shop}\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n"),
+            "HTTP/1.1 200",
+            true,
+        ),
+        (
+            "a poll of an unknown ticket",
+            format!("GET /api/v1/rooms/main/tickets/AAAAAAAAAAAAAAAAAAAAAA HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"),
+            "HTTP/1.1 404",
+            true,
+        ),
+        (
+            "a room's status",
+            format!("GET /api/v1/rooms/main HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"),
+            "HTTP/1.1 200",
+            true,
+        ),
+    ];
+    for (what, request, status, api) in cases {
+        let answer = raw_answer(&address, &request).await;
+        assert!(answer.starts_with(status), "{what}: {answer}");
+        let head = answer
+            .split("\r\n\r\n")
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        for header in [
+            "content-security-policy: frame-ancestors 'self' https://shop.example",
+            "x-content-type-options: nosniff",
+            "referrer-policy: no-referrer",
+        ] {
+            assert!(head.contains(header), "{what}: no `{header}` in {head}");
+        }
+        assert_eq!(
+            head.contains("cache-control: no-store"),
+            api,
+            "{what}: no-store on API answers only: {head}"
+        );
+    }
+}
