@@ -8,29 +8,10 @@
 //! written whatever happens.
 
 use redis::AsyncCommands as _;
+use vestibule::store::redis::JOIN_KEYS;
 use vestibule_tests::RedisServer;
 
 const ROOM: &str = "err1";
-
-/// `join.lua`'s keys in its order (`store/redis/group_commit.rs` `JOIN_KEYS`).
-const KEYS: [&str; 16] = [
-    "queue",
-    "seq",
-    "dedup",
-    "settings",
-    "active",
-    "bank",
-    "popped",
-    "prequeue",
-    "draw",
-    "prequeue_order",
-    "prequeue_mac",
-    "prequeue_seqs",
-    "lottery",
-    "lottery_mac",
-    "lottery_filing",
-    "gone",
-];
 
 fn prefix() -> String {
     format!("vestibule:{{{ROOM}}}:")
@@ -52,7 +33,7 @@ async fn call(
 ) -> redis::RedisResult<String> {
     let script = redis::Script::new(include_str!("../src/store/redis/lua/join.lua"));
     let mut invocation = script.prepare_invoke();
-    for key in KEYS {
+    for key in JOIN_KEYS {
         invocation.key(format!("{}{key}", prefix()));
     }
     let now_ms = std::time::SystemTime::now()

@@ -72,8 +72,9 @@ struct Waiting {
     taken: Arc<AtomicBool>,
 }
 
-/// `join.lua`'s keys in its order (`KEYS[1]` … `KEYS[16]`), as named under a room's prefix.
-const JOIN_KEYS: [&str; 16] = [
+/// `join.lua`'s keys in its order (`KEYS[1]` … `KEYS[16]`), as named under a room's prefix
+/// (`vestibule:{room}:`).
+pub const JOIN_KEYS: [&str; 16] = [
     "queue",
     "seq",
     "dedup",

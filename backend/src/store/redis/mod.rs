@@ -38,6 +38,7 @@ use async_trait::async_trait;
 use redis::{Script, Value};
 
 pub use self::connection::{key_slot, RedisConnection};
+pub use self::group_commit::JOIN_KEYS;
 use crate::config::RedisTarget;
 
 use self::reply::as_array;
