@@ -63,11 +63,19 @@ async fn slot(connection: &mut redis::aio::MultiplexedConnection, what: &str, se
     u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }
 
+/// A connection of its own to `redis`.
+async fn connect(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_join_failing_partway_leaves_the_tickets_before_it_counted_and_heard() {
     let redis = RedisServer::start();
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let mut connection = connect(&redis).await;
     // The second join's ticket key holds a string: its state read answers WRONGTYPE.
     let _: () = connection
         .set(format!("{}ticket:derived-two", prefix()), "corrupt")
@@ -134,8 +142,7 @@ async fn a_join_failing_partway_leaves_the_tickets_before_it_counted_and_heard()
 #[tokio::test]
 async fn a_call_across_a_chunk_boundary_writes_both_chunks() {
     let redis = RedisServer::start();
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let mut connection = connect(&redis).await;
     let _: () = connection
         .set(format!("{}seq", prefix()), 65_533)
         .await
