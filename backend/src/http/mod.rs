@@ -44,12 +44,11 @@ pub mod widget;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::timeout::TimeoutLayer;
 
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
@@ -65,11 +64,8 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The routes behind the layers every request passes, outermost first (`edge::Answers`).
-pub type Edge = edge::Answers<
-    tower_http::timeout::Timeout<
-        tower::util::Either<tower_http::cors::Cors<edge::Intake>, edge::Intake>,
-    >,
->;
+pub type Edge =
+    edge::Answers<tower::util::Either<tower_http::cors::Cors<edge::Intake>, edge::Intake>>;
 
 /// The whole application as a service of its own: served as it is (no router around it, which
 /// would box and clone it on every request: [`App::Own`]), or wrapped by [`router`].
@@ -115,22 +111,25 @@ pub fn edge(state: AppState) -> Edge {
                 read_whole_body,
             ))
             .layer(DefaultBodyLimit::max(config.max_body_bytes))
-            .layer(middleware::from_fn_with_state(state, require_entry_token))
+            .layer(middleware::from_fn_with_state(
+                state.clone(),
+                require_entry_token,
+            ))
             .service(routes.clone()),
     );
     let layered: Edge = tower::ServiceBuilder::new()
         // The request span (at `debug` only: a span formatted for every request was ~8% of a
-        // join's instructions at the default level) and what every answer gets. Error lines
-        // name the request themselves (`error::log_error_answer`).
-        .layer(edge::AnswerLayer { policy: answers })
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(config.request_timeout_secs),
-        ))
+        // join's instructions at the default level), the request timeout and what every answer
+        // gets. Error lines name the request themselves (`error::log_error_answer`).
+        .layer(edge::AnswerLayer {
+            policy: answers,
+            timeout: Duration::from_secs(config.request_timeout_secs),
+        })
         .option_layer((!config.cors_origins.is_empty()).then(|| cors(&config.cors_origins)))
         .layer(edge::IntakeLayer {
             slow,
             protected: crate::http::token_layer::Prefixes::new(&config.protected_prefixes),
+            state: state.clone(),
         })
         .service(routes);
     layered

@@ -53,7 +53,7 @@ fn dedup_key(
             .map_err(|error| ApiError::UserAssertion(error.to_string()))?;
         return Ok(Some(format!("u:{user}")));
     }
-    Ok(idempotency_key(headers)?.map(|key| format!("k:{key}")))
+    Ok(idempotency_key(headers)?.map(|key| ["k:", &key].concat()))
 }
 
 /// The current status of a ticket named in a path (poll and the first SSE event); the ticket is
@@ -355,7 +355,7 @@ async fn finish_join(
     runtime.count_join(outcome.created);
     runtime.counters.joined();
     let body = ticket_status(&state.config, runtime, &outcome.ticket);
-    let location = format!("/api/v1/rooms/{room}/tickets/{}", body.ticket_id);
+    let location = vestibule_shared::paths::ticket(&room, &body.ticket_id);
     let mut response = (status_code, Json(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {
         response.headers_mut().insert(header::LOCATION, value);

@@ -12,6 +12,7 @@ both_stores!(
     joins_get_positions_in_arrival_order_and_rejoins_keep_their_place,
     concurrent_joins_get_every_position_exactly_once,
     leaving_moves_everyone_behind_up_by_one,
+    the_hot_routes_answer_as_the_router_does,
 );
 
 // The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
@@ -187,4 +188,81 @@ async fn leaving_moves_everyone_behind_up_by_one(backend: Backend) {
         app.leave("main", "AAAAAAAAAAAAAAAAAAAAAA").await,
         StatusCode::NOT_FOUND
     );
+}
+
+/// A poll and a join are called without the router (`http::edge::hot_route`); the same request
+/// with a percent-encoded room (`m%61in` is `main`) still goes through the router. Both must
+/// answer alike: status, body and header names (`date` aside), for a join, a repeated join, a
+/// poll, and the handlers' own errors.
+async fn the_hot_routes_answer_as_the_router_does(backend: Backend) {
+    let app = paused_app(backend, &[]).await;
+    let encoded = "m%61in";
+    async fn answer(
+        request: reqwest::RequestBuilder,
+    ) -> (
+        StatusCode,
+        std::collections::BTreeSet<String>,
+        serde_json::Value,
+    ) {
+        let response = request.send().await.expect("request");
+        let status = response.status();
+        let names = response
+            .headers()
+            .keys()
+            .map(|name| name.as_str().to_owned())
+            .filter(|name| name != "date")
+            .collect();
+        let body = response.json().await.expect("a JSON body");
+        (status, names, body)
+    }
+    let join = |room: &str, key: &str| {
+        app.client
+            .post(app.url(&paths::tickets(room)))
+            .header("Idempotency-Key", key)
+    };
+    // The first join through one, the repeat through the other, both ways round.
+    let (hot_status, hot_names, hot_body) = answer(join("main", "hot-first")).await;
+    let (routed_status, routed_names, routed_body) = answer(join(encoded, "hot-first")).await;
+    assert_eq!(
+        (hot_status, routed_status),
+        (StatusCode::CREATED, StatusCode::OK)
+    );
+    assert_eq!(hot_names, routed_names);
+    assert_eq!(hot_body, routed_body, "the same ticket, the same place");
+    let (routed_status, routed_names, routed_body) = answer(join(encoded, "routed-first")).await;
+    let (hot_status, hot_names, hot_body) = answer(join("main", "routed-first")).await;
+    assert_eq!(
+        (routed_status, hot_status),
+        (StatusCode::CREATED, StatusCode::OK)
+    );
+    assert_eq!(hot_names, routed_names);
+    assert_eq!(hot_body, routed_body);
+    assert_eq!(hot_body["position"], 2);
+
+    let ticket_id = hot_body["ticketId"]
+        .as_str()
+        .expect("a ticket id")
+        .to_owned();
+    let poll =
+        |room: &str, ticket_id: &str| app.client.get(app.url(&paths::ticket(room, ticket_id)));
+    let cases = [
+        (ticket_id.as_str(), StatusCode::OK),
+        ("not-an-id", StatusCode::BAD_REQUEST),
+        ("Zb3n0W6m1q8VqL2pX9cT4A", StatusCode::NOT_FOUND),
+    ];
+    for (id, expected) in cases {
+        let hot = answer(poll("main", id)).await;
+        let routed = answer(poll(encoded, id)).await;
+        assert_eq!(hot.0, expected, "{id}: {:?}", hot.2);
+        assert_eq!(hot, routed, "{id}");
+    }
+    // An unknown room: the same 404 both ways, for a poll and a join.
+    let hot = answer(poll("nowhere", &ticket_id)).await;
+    let routed = answer(poll("n%6Fwhere", &ticket_id)).await;
+    assert_eq!(hot.0, StatusCode::NOT_FOUND);
+    assert_eq!(hot, routed);
+    let hot = answer(join("nowhere", "k")).await;
+    let routed = answer(join("n%6Fwhere", "k")).await;
+    assert_eq!(hot.0, StatusCode::NOT_FOUND);
+    assert_eq!(hot, routed);
 }
