@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt as _};
 use hyper::Method;
-use vestibule_shared::{paths, TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState};
 
 use crate::bare_join::FloorScript;
 use crate::baselines::Ceilings;
@@ -404,12 +404,13 @@ pub async fn poll_admitting(
     }
 }
 
-/// What the bench checks of a poll's answer, borrowed from its body: a whole [`TicketStatus`]
-/// (its strings copied out, every field kept) made the load generator's share of a poll ~20%
-/// larger than of a bare axum request, on the two cores it shares with the server.
+/// What the bench checks of a join's or a poll's answer, borrowed from its body: a whole
+/// [`vestibule_shared::TicketStatus`] (its strings copied out, every field kept) made the load
+/// generator's share of a poll ~20% larger than of a bare axum request, on the two cores it
+/// shares with the server.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PollAnswer<'a> {
+struct StatusAnswer<'a> {
     ticket_id: &'a str,
     status: TicketState,
     position: Option<u64>,
@@ -430,7 +431,8 @@ async fn polled(client: &HttpClient, room: &str, ticket: &Joined) -> Result<Poll
     if !answer.status.is_success() {
         return Err(format!("poll answered {}", answer.status));
     }
-    let polled: PollAnswer<'_> = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let polled: StatusAnswer<'_> =
+        serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
     if polled.ticket_id != ticket.id {
         return Err(format!(
             "a poll of {} answered for {}",
@@ -472,7 +474,8 @@ pub async fn join_keeping_id(
     if answer.status.as_u16() != 201 {
         return Err(format!("join answered {}", answer.status));
     }
-    let ticket: TicketStatus = serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    let ticket: StatusAnswer<'_> =
+        serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
     let (TicketState::Waiting, Some(position)) = (ticket.status, ticket.position) else {
         return Err(format!(
             "join answered {} without a waiting position",
@@ -482,7 +485,7 @@ pub async fn join_keeping_id(
     let mut ids = ids.lock().unwrap_or_else(|p| p.into_inner());
     if ids.len() < 200_000 {
         ids.push(Joined {
-            id: ticket.ticket_id,
+            id: ticket.ticket_id.to_owned(),
             position,
         });
     }

@@ -351,11 +351,14 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
         let mut body = Vec::with_capacity(512);
         match serde_json::to_writer(&mut body, &self.0) {
             Ok(()) => {
+                let length = HeaderValue::from(body.len());
                 let mut response = Response::new(axum::body::Body::from(body));
-                response.headers_mut().insert(
+                let headers = response.headers_mut();
+                headers.insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
                 );
+                headers.insert(header::CONTENT_LENGTH, length);
                 response
             }
             Err(error) => ApiError::Internal(anyhow::Error::new(error)).into_response(),
