@@ -11,9 +11,10 @@
 //! - [`AnswerLayer`] (outermost): the request span at `debug` (built only when `debug` is on for
 //!   this module), the 431 of oversized header fields, the request timeout (408), and what every
 //!   answer gets ([`super::finish_answer`]: security headers, `no-store` under `/api/`, JSON
-//!   errors, …). The timeout's timer is made only when the routes do not answer at once: most
-//!   polls are answered from memory on their first poll, and `tower_http`'s timeout layer made
-//!   and dropped a timer for each (~2.2k instructions of a poll's ~25k, callgrind).
+//!   errors, …). The timeout counts from the request's arrival, but its timer is made only when
+//!   the routes do not answer at once: most polls are answered from memory on their first poll,
+//!   and `tower_http`'s timeout layer made and dropped a timer for each (~0.8k instructions of a
+//!   poll's ~32k, callgrind).
 //! - [`IntakeLayer`] (innermost, in front of the routes): a request whose body is known to be empty
 //!   and whose path no protected prefix matches goes straight to the routes; any other goes
 //!   through `read_whole_body`, the default body limit and `require_entry_token`, as before. Of
@@ -52,8 +53,8 @@ use crate::state::AppState;
 #[derive(Clone)]
 pub(super) struct AnswerLayer {
     pub policy: Arc<AnswerPolicy>,
-    /// How long the routes may take to answer (`--request-timeout-secs`), counted from the first
-    /// time they do not answer at once; then 408 `request_timeout`.
+    /// How long the routes may take to answer (`--request-timeout-secs`), counted from the
+    /// request's arrival; then 408 `request_timeout`.
     pub timeout: Duration,
 }
 
@@ -114,7 +115,7 @@ where
             uri,
             policy: self.policy.clone(),
             span,
-            timeout: self.timeout,
+            deadline_at: tokio::time::Instant::now() + self.timeout,
             deadline: None,
         }
     }
@@ -126,10 +127,10 @@ pin_project! {
     pub struct Answering<F> {
         #[pin]
         inner: Option<F>,
-        // Set the first time `inner` is pending.
+        // The timer of `deadline_at`, made the first time `inner` is pending.
         #[pin]
         deadline: Option<Sleep>,
-        timeout: Duration,
+        deadline_at: tokio::time::Instant,
         early: Option<Response>,
         method: Method,
         uri: Uri,
@@ -147,28 +148,41 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let _entered = this.span.as_ref().map(tracing::Span::enter);
-        let response = match this.inner.as_mut().as_pin_mut() {
-            Some(inner) => match inner.poll(cx) {
-                Poll::Ready(Ok(response)) => response,
-                Poll::Ready(Err(never)) => match never {},
-                Poll::Pending => {
-                    if this.deadline.is_none() {
-                        this.deadline.set(Some(tokio::time::sleep(*this.timeout)));
-                    }
-                    let deadline = this.deadline.as_pin_mut();
-                    match deadline.map(|deadline| deadline.poll(cx)) {
-                        Some(Poll::Ready(())) => {
-                            this.inner.set(None);
-                            StatusCode::REQUEST_TIMEOUT.into_response()
-                        }
-                        _ => return Poll::Pending,
-                    }
-                }
-            },
-            None => this
-                .early
+        // The deadline is looked at before the routes, as `tower_http`'s timeout did: when a
+        // store timeout of the same length falls due in the same timer tick, the answer is the
+        // request's 408, not the store's 503/504.
+        let due = |deadline: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>| {
+            deadline
+                .as_pin_mut()
+                .is_some_and(|deadline| deadline.poll(cx).is_ready())
+        };
+        let response = if this.inner.is_none() {
+            this.early
                 .take()
-                .expect("an answering future without an inner one holds its early answer"),
+                .expect("an answering future without an inner one holds its early answer")
+        } else if due(this.deadline.as_mut(), cx) {
+            this.inner.set(None);
+            StatusCode::REQUEST_TIMEOUT.into_response()
+        } else {
+            let inner = this.inner.as_mut().as_pin_mut();
+            match inner.map(|inner| inner.poll(cx)) {
+                Some(Poll::Ready(Ok(response))) => response,
+                Some(Poll::Ready(Err(never))) => match never {},
+                _ => {
+                    if this.deadline.is_some() {
+                        return Poll::Pending;
+                    }
+                    // The timer of the first wait (registered by this poll; due already if the
+                    // routes took the whole timeout to get here).
+                    this.deadline
+                        .set(Some(tokio::time::sleep_until(*this.deadline_at)));
+                    if !due(this.deadline.as_mut(), cx) {
+                        return Poll::Pending;
+                    }
+                    this.inner.set(None);
+                    StatusCode::REQUEST_TIMEOUT.into_response()
+                }
+            }
         };
         let response = super::finish_answer(response, this.method, this.uri.path(), this.policy);
         if this.span.is_some() {
@@ -316,7 +330,76 @@ pub(super) fn no_store(response: &mut Response) {
 mod tests {
     use super::*;
 
+    /// The request timeout counts from the request's arrival, not from the first time the routes
+    /// are waited on (a probe found a store timeout equal to the request timeout winning the race
+    /// when the timer started late: 504 instead of 408).
+    #[tokio::test(start_paused = true)]
+    async fn the_request_timeout_counts_from_the_arrival() {
+        let never = tower::service_fn(|_request: Request| {
+            std::future::pending::<Result<Response, Infallible>>()
+        });
+        let policy = Arc::new(AnswerPolicy {
+            retry_after_secs: 2,
+            frame_ancestors: HeaderValue::from_static("frame-ancestors 'self'"),
+        });
+        let mut answers = AnswerLayer {
+            policy,
+            timeout: Duration::from_millis(50),
+        }
+        .layer(never);
+        let request = Request::builder()
+            .uri("/api/v1/rooms/main/tickets")
+            .body(axum::body::Body::empty())
+            .expect("a request");
+        let mut answer = Box::pin(answers.call(request));
+        // Not polled for 40 ms after it arrived (a busy thread), then waited on.
+        tokio::time::advance(Duration::from_millis(40)).await;
+        assert!(futures_util::poll!(answer.as_mut()).is_pending());
+        tokio::time::advance(Duration::from_millis(11)).await;
+        let answer = match futures_util::poll!(answer.as_mut()) {
+            Poll::Ready(Ok(answer)) => answer,
+            Poll::Ready(Err(never)) => match never {},
+            Poll::Pending => panic!("still pending 51 ms after the arrival, with a 50-ms timeout"),
+        };
+        assert_eq!(answer.status(), StatusCode::REQUEST_TIMEOUT);
+        let body = axum::body::to_bytes(answer.into_body(), 1024)
+            .await
+            .expect("a body");
+        assert!(String::from_utf8_lossy(&body).contains("request_timeout"));
+    }
+
     const ID: &str = "Zb3n0W6m1q8VqL2pX9cT4A";
+
+    /// At a tie (the routes' own timeout of the same length, as a store timeout equal to the
+    /// request timeout), the answer is the request's 408, as with `tower_http`'s timeout.
+    #[tokio::test(start_paused = true)]
+    async fn at_a_tie_the_request_timeout_answers() {
+        let store_timeout = tower::service_fn(|_request: Request| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok::<_, Infallible>(StatusCode::SERVICE_UNAVAILABLE.into_response())
+        });
+        let policy = Arc::new(AnswerPolicy {
+            retry_after_secs: 2,
+            frame_ancestors: HeaderValue::from_static("frame-ancestors 'self'"),
+        });
+        let mut answers = AnswerLayer {
+            policy,
+            timeout: Duration::from_millis(50),
+        }
+        .layer(store_timeout);
+        let request = Request::builder()
+            .uri("/api/v1/rooms/main/tickets")
+            .body(axum::body::Body::empty())
+            .expect("a request");
+        let mut answer = Box::pin(answers.call(request));
+        assert!(futures_util::poll!(answer.as_mut()).is_pending());
+        tokio::time::advance(Duration::from_millis(50)).await;
+        match futures_util::poll!(answer.as_mut()) {
+            Poll::Ready(Ok(answer)) => assert_eq!(answer.status(), StatusCode::REQUEST_TIMEOUT),
+            Poll::Ready(Err(never)) => match never {},
+            Poll::Pending => panic!("both timers are due"),
+        }
+    }
 
     #[test]
     fn hot_routes_are_only_what_the_router_would_route_alike() {
