@@ -330,6 +330,28 @@ pub(super) fn no_store(response: &mut Response) {
 mod tests {
     use super::*;
 
+    /// [`Answers`] around `inner` with a request timeout of 50 ms.
+    fn with_timeout_of_50_ms<S>(inner: S) -> Answers<S> {
+        let policy = Arc::new(AnswerPolicy {
+            retry_after_secs: 2,
+            frame_ancestors: HeaderValue::from_static("frame-ancestors 'self'"),
+        });
+        AnswerLayer {
+            policy,
+            timeout: Duration::from_millis(50),
+        }
+        .layer(inner)
+    }
+
+    /// A bodiless join request.
+    fn a_join() -> Request {
+        Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/rooms/main/tickets")
+            .body(axum::body::Body::empty())
+            .expect("a request")
+    }
+
     /// The request timeout counts from the request's arrival, not from the first time the routes
     /// are waited on (a probe found a store timeout equal to the request timeout winning the race
     /// when the timer started late: 504 instead of 408).
@@ -338,20 +360,8 @@ mod tests {
         let never = tower::service_fn(|_request: Request| {
             std::future::pending::<Result<Response, Infallible>>()
         });
-        let policy = Arc::new(AnswerPolicy {
-            retry_after_secs: 2,
-            frame_ancestors: HeaderValue::from_static("frame-ancestors 'self'"),
-        });
-        let mut answers = AnswerLayer {
-            policy,
-            timeout: Duration::from_millis(50),
-        }
-        .layer(never);
-        let request = Request::builder()
-            .uri("/api/v1/rooms/main/tickets")
-            .body(axum::body::Body::empty())
-            .expect("a request");
-        let mut answer = Box::pin(answers.call(request));
+        let mut answers = with_timeout_of_50_ms(never);
+        let mut answer = Box::pin(answers.call(a_join()));
         // Not polled for 40 ms after it arrived (a busy thread), then waited on.
         tokio::time::advance(Duration::from_millis(40)).await;
         assert!(futures_util::poll!(answer.as_mut()).is_pending());
@@ -378,20 +388,8 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             Ok::<_, Infallible>(StatusCode::SERVICE_UNAVAILABLE.into_response())
         });
-        let policy = Arc::new(AnswerPolicy {
-            retry_after_secs: 2,
-            frame_ancestors: HeaderValue::from_static("frame-ancestors 'self'"),
-        });
-        let mut answers = AnswerLayer {
-            policy,
-            timeout: Duration::from_millis(50),
-        }
-        .layer(store_timeout);
-        let request = Request::builder()
-            .uri("/api/v1/rooms/main/tickets")
-            .body(axum::body::Body::empty())
-            .expect("a request");
-        let mut answer = Box::pin(answers.call(request));
+        let mut answers = with_timeout_of_50_ms(store_timeout);
+        let mut answer = Box::pin(answers.call(a_join()));
         assert!(futures_util::poll!(answer.as_mut()).is_pending());
         tokio::time::advance(Duration::from_millis(50)).await;
         match futures_util::poll!(answer.as_mut()) {
