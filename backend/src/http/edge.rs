@@ -399,6 +399,44 @@ mod tests {
         }
     }
 
+    /// `hot_route` takes every `GET /api/v1/rooms/{a}/tickets/{b}` and `POST
+    /// /api/v1/rooms/{a}/tickets` for the two handlers: a documented route the router would
+    /// prefer for some of those paths (a static segment where they have a parameter) would be
+    /// shadowed. None may exist.
+    #[test]
+    fn no_documented_route_is_shadowed_by_a_hot_route() {
+        let (_, document) = crate::http::documented_routes();
+        let hot_shape = |path: &str, method: &Method| {
+            let segments: Vec<&str> = path.split('/').collect();
+            match segments.as_slice() {
+                ["", "api", "v1", "rooms", _, "tickets", _] => *method == Method::GET,
+                ["", "api", "v1", "rooms", _, "tickets"] => *method == Method::POST,
+                _ => false,
+            }
+        };
+        let mut hot = 0;
+        for (path, item) in &document.paths.paths {
+            let methods = [
+                (Method::GET, item.get.is_some()),
+                (Method::POST, item.post.is_some()),
+            ];
+            for (method, declared) in methods {
+                if declared && hot_shape(path, &method) {
+                    hot += 1;
+                    assert!(
+                        path == "/api/v1/rooms/{room}/tickets/{ticketId}"
+                            || path == "/api/v1/rooms/{room}/tickets",
+                        "{method} {path} would be taken by a hot route"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            hot, 2,
+            "the poll and the join are declared where hot_route expects them"
+        );
+    }
+
     #[test]
     fn hot_routes_are_only_what_the_router_would_route_alike() {
         let poll = |room, ticket_id| Some(HotRoute::Poll { room, ticket_id });
