@@ -77,7 +77,9 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
                 .mark_heard(&room.name, &polled, now_ms())
                 .await
             {
-                Ok(()) => room.hub.heard(&polled, sent),
+                Ok(()) => room
+                    .hub
+                    .heard(polled.iter().map(|ticket| ticket.id.as_str()), sent),
                 Err(error) => {
                     tracing::warn!(room = %room.name, %error, "presence of polls answered from memory not recorded");
                 }
@@ -95,7 +97,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
                     Ok(records) => {
                         let kept = records.iter().flatten().filter(|record| record.place_kept);
                         hearing.answered(kept.map(|_| None));
-                        room.hub.heard(&ids, sent);
+                        room.hub.heard(ids.iter().map(String::as_str), sent);
                     }
                     Err(error) => {
                         tracing::warn!(room = %room.name, %error, "SSE presence not recorded");

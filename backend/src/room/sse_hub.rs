@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 use vestibule_shared::{TicketState, TicketStatus};
 
-use crate::store::{now_ms, PollAnchor, QueueCursor, Settings, Store, StoreError, TicketRecord};
+use crate::store::{
+    now_ms, PollAnchor, PolledTicket, QueueCursor, Settings, Store, StoreError, TicketRecord,
+};
 
 /// Most exact reads in one refresh, so one store call never blocks Redis for long.
 const EXACT_BATCH: usize = 2000;
@@ -297,7 +299,7 @@ struct Watchers {
     /// When the last refresh that succeeded was sent (its read of the queue came after).
     refreshed_at: Option<Instant>,
     /// Tickets answered here since the last batch of "heard from".
-    to_hear: Vec<String>,
+    to_hear: Vec<PolledTicket>,
     /// Returns to the line heard in this process (when the store answered, and the returning
     /// ticket's arrival sequence when known) that the last refresh may not have seen: each may
     /// be ahead of a followed ticket, whose answer then counts it.
@@ -445,7 +447,10 @@ impl SseHub {
             entry.polled_until = now + rules.lease;
             if !entry.hear_pending {
                 entry.hear_pending = true;
-                to_hear.push(ticket_id.to_owned());
+                to_hear.push(PolledTicket {
+                    id: ticket_id.to_owned(),
+                    seq: entry.seq,
+                });
             }
             return Some(PolledPosition {
                 position: position + returns_ahead(entry.seq),
@@ -467,7 +472,10 @@ impl SseHub {
         };
         if !watched.hear_pending {
             watched.hear_pending = true;
-            to_hear.push(ticket_id.to_owned());
+            to_hear.push(PolledTicket {
+                id: ticket_id.to_owned(),
+                seq,
+            });
         }
         Some(answer)
     }
@@ -617,21 +625,21 @@ impl SseHub {
 
     /// The tickets answered here since the last call: the caller writes them heard in one store
     /// call, then calls [`SseHub::heard`].
-    pub fn take_heard(&self) -> Vec<String> {
+    pub fn take_heard(&self) -> Vec<PolledTicket> {
         let mut watchers = self.lock();
-        let ids = std::mem::take(&mut watchers.to_hear);
-        for id in &ids {
+        let tickets = std::mem::take(&mut watchers.to_hear);
+        for PolledTicket { id, .. } in &tickets {
             if let Some(polled) = watchers.polled.get_mut(id) {
                 polled.hear_pending = false;
             } else if let Some(watched) = watchers.by_ticket.get_mut(id) {
                 watched.hear_pending = false;
             }
         }
-        ids
+        tickets
     }
 
     /// The store wrote `ids` heard, in a call sent at `sent`.
-    pub fn heard(&self, ids: &[String], sent: Instant) {
+    pub fn heard<'a>(&self, ids: impl IntoIterator<Item = &'a str>, sent: Instant) {
         let mut watchers = self.lock();
         for id in ids {
             if let Some(polled) = watchers.polled.get_mut(id) {

@@ -280,6 +280,17 @@ pub struct PollAnchor {
     pub cursor: QueueCursor,
 }
 
+/// A ticket whose poll was answered from memory (docs/DESIGN.md "Polls answered from memory"):
+/// its id and its arrival sequence (its score in the queue, from the [`PollAnchor`] it is
+/// followed by), for [`Store::mark_heard`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolledTicket {
+    /// The ticket id.
+    pub id: String,
+    /// Its arrival sequence.
+    pub seq: u64,
+}
+
 /// [`Store::hear_polled`] without an anchor: [`Store::hear`] of one ticket with its position.
 ///
 /// # Errors
@@ -418,14 +429,23 @@ pub trait Store: Catalog + Send + Sync + 'static {
         positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
 
-    /// [`Store::hear`] without reading anything back: the SSE hub's batch for the polls it
-    /// answered from memory (docs/DESIGN.md "Polls answered from memory"), which needs only
-    /// the writes. The default calls [`Store::hear`] and drops its records.
+    /// The SSE hub's batch for the polls it answered from memory (docs/DESIGN.md "Polls
+    /// answered from memory"): each ticket still waiting is heard from now, and nothing is read
+    /// back. A ticket that has stopped waiting since its answer is left as it is (the skip rule
+    /// cannot have passed it meanwhile: it was heard within half the abandon time). The default
+    /// calls [`Store::hear`] with the ids and drops its records; the Redis store writes the
+    /// `seen:` slots of the seqs in one step per chunk.
     ///
     /// # Errors
     /// As [`Store::hear`].
-    async fn mark_heard(&self, room: &str, ids: &[String], now_ms: u64) -> Result<(), StoreError> {
-        self.hear(room, ids, now_ms, false).await.map(|_| ())
+    async fn mark_heard(
+        &self,
+        room: &str,
+        polled: &[PolledTicket],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<String> = polled.iter().map(|ticket| ticket.id.clone()).collect();
+        self.hear(room, &ids, now_ms, false).await.map(|_| ())
     }
 
     /// A poll's read: [`Store::hear`] of one ticket with its position, plus its

@@ -88,7 +88,8 @@ async fn eta_and_poll_hints_follow_the_design_formulas(backend: Backend) {
     );
 }
 
-const FROM_MEMORY: &str = "vestibule_polls_from_memory_total{room=\"main\"}";
+/// The counter of polls answered from memory in room `main`.
+pub(crate) const FROM_MEMORY: &str = "vestibule_polls_from_memory_total{room=\"main\"}";
 
 /// Polls every ticket of `ids` once, in order; the statuses.
 async fn poll_each(app: &TestApp, ids: &[String]) -> Vec<TicketStatus> {

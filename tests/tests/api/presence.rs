@@ -9,6 +9,8 @@ use serde_json::json;
 use vestibule_shared::{paths, TicketState, TicketStatus};
 use vestibule_tests::{both_stores, on_redis_cluster_too, Backend, RedisServer, TestApp};
 
+use crate::polls::FROM_MEMORY;
+
 /// One poll tier of 1 s: the abandon time in force is then max(abandonAfterSecs, 3 s).
 const FAST_POLLS: [&str; 2] = ["--poll-tiers", "*:1000"];
 const ABANDON_SECS: u64 = 3;
@@ -202,4 +204,137 @@ async fn a_skipped_ticket_expires_after_its_hold_and_heartbeats_keep_a_place(bac
     let body: serde_json::Value = body.json().await.unwrap();
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"], "invalid_field");
+}
+
+/// `vestibule:{main}:` key `name`.
+fn main_key(name: &str) -> String {
+    format!("vestibule:{{main}}:{name}")
+}
+
+/// The `seen:` slot (Unix seconds) of `ticket` in `main`, read from Redis.
+fn seen_slot_of(redis: &RedisServer, ticket: &str) -> u64 {
+    let seq: u64 = redis
+        .cli(&["ZSCORE", &main_key("queue"), ticket])
+        .parse()
+        .expect("a waiting ticket's seq");
+    let chunk = main_key(&format!("seen:{}", seq / 65_536));
+    let slot = format!("#{}", seq % 65_536);
+    redis
+        .cli(&["BITFIELD", &chunk, "GET", "u32", &slot])
+        .parse()
+        .expect("a slot")
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}
+
+/// docs/DESIGN.md "Polls answered from memory": the batch that records the polls answered from
+/// memory writes each ticket's `seen:` slot (here, a second after its last store read), and a
+/// ticket that left right after its answer stays `LEFT` (the batch names slots, not tickets).
+#[tokio::test]
+async fn polls_answered_from_memory_write_their_slots_and_bring_back_nobody() {
+    let app = TestApp::spawn(
+        Backend::Redis,
+        &["--sse-refresh-ms", "100", FAST_POLLS[0], FAST_POLLS[1]],
+    )
+    .await;
+    app.patch_room(
+        "main",
+        json!({"paused": true, "admissionRatePerSec": 1, "abandonAfterSecs": 4}),
+    )
+    .await;
+    let redis = app.redis.as_ref().expect("a Redis app");
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.push(app.join("main", None).await.1.ticket_id);
+    }
+    for id in &ids {
+        app.poll("main", id).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let before = app.metric(FROM_MEMORY).await;
+    let polled_at = unix_secs();
+    for id in &ids {
+        assert_eq!(app.poll("main", id).await.status, TicketState::Waiting);
+    }
+    let leaver = ids.pop().expect("twelve");
+    assert_eq!(app.leave("main", &leaver).await, StatusCode::NO_CONTENT);
+    assert!(
+        app.metric(FROM_MEMORY).await - before >= 8.0,
+        "the second polls were answered from memory"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    for id in &ids {
+        let seen = seen_slot_of(redis, id);
+        assert!(
+            (polled_at..=unix_secs()).contains(&seen),
+            "{id} heard at {seen}, polled from memory at {polled_at}"
+        );
+    }
+    assert_eq!(app.poll("main", &leaver).await.status, TicketState::Left);
+    let (_, room) = app.get_json(&paths::room("main")).await;
+    assert_eq!(room["waiting"], 11, "{room}");
+}
+
+/// `hear.lua`'s mode 3 (the batch of polls answered from memory) run on its own: slots of two
+/// chunks written by chunk; nothing written below `sweep_low` (a chunk `admit.lua` deleted would
+/// be made again, and never deleted) nor when nobody waits (a deleted room gets no key back).
+#[test]
+fn the_heard_batch_writes_no_chunk_admit_deleted_nor_a_gone_room() {
+    let redis = RedisServer::start();
+    let script = std::fs::read_to_string(
+        vestibule_tests::workspace_root().join("backend/src/store/redis/lua/hear.lua"),
+    )
+    .expect("hear.lua");
+    let keys = [
+        "queue",
+        "left",
+        "left_count",
+        "prequeue",
+        "settings",
+        "lottery",
+        "lottery_mac",
+        "lottery_filing",
+        "popped",
+        "sweep_low",
+    ]
+    .map(main_key);
+    let now_ms = "1800000000123";
+    let heard = |slots: &[&str]| {
+        let mut args = vec!["EVAL", script.as_str(), "10"];
+        args.extend(keys.iter().map(String::as_str));
+        let prefix = main_key("");
+        args.extend([prefix.as_str(), now_ms, "3"]);
+        args.extend_from_slice(slots);
+        redis.cli(&args)
+    };
+    let slot = |chunk: u64, index: u64| {
+        redis.cli(&[
+            "BITFIELD",
+            &main_key(&format!("seen:{chunk}")),
+            "GET",
+            "u32",
+            &format!("#{index}"),
+        ])
+    };
+    // Nobody waits (a gone room): nothing is made.
+    assert_eq!(heard(&["0", "1", "#5"]), "");
+    assert_eq!(redis.cli(&["EXISTS", &main_key("seen:0")]), "0");
+    // Somebody waits: two chunks, three slots.
+    redis.cli(&["ZADD", &main_key("queue"), "65541", "someone"]);
+    heard(&["0", "1", "#5", "1", "2", "#5", "#9"]);
+    assert_eq!(slot(0, 5), "1800000000");
+    assert_eq!(slot(1, 5), "1800000000");
+    assert_eq!(slot(1, 9), "1800000000");
+    assert_eq!(slot(1, 6), "0");
+    // Chunk 0 deleted by admit.lua's sweep (sweep_low 1): written no more.
+    redis.cli(&["DEL", &main_key("seen:0")]);
+    redis.cli(&["SET", &main_key("sweep_low"), "1"]);
+    heard(&["0", "1", "#7", "1", "1", "#6"]);
+    assert_eq!(redis.cli(&["EXISTS", &main_key("seen:0")]), "0");
+    assert_eq!(slot(1, 6), "1800000000");
 }

@@ -45,9 +45,9 @@ use self::reply::as_array;
 use self::siblings::Member;
 use super::{
     AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
-    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor, RoomCounts,
-    Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, StoreSafety,
-    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, PolledTicket, QueueCursor,
+    RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError,
+    StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
@@ -543,8 +543,13 @@ impl Store for RedisStore {
         self.hear_in_redis(room, ids, now_ms, positions).await
     }
 
-    async fn mark_heard(&self, room: &str, ids: &[String], now_ms: u64) -> Result<(), StoreError> {
-        self.mark_heard_in_redis(room, ids, now_ms).await
+    async fn mark_heard(
+        &self,
+        room: &str,
+        polled: &[PolledTicket],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.mark_heard_in_redis(room, polled, now_ms).await
     }
 
     async fn hear_polled(

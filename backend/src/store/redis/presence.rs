@@ -3,7 +3,7 @@
 
 use super::reply::{as_i64, as_string, as_u64, settled_record};
 use super::{Keys, RedisStore};
-use crate::store::{PollAnchor, QueueCursor, StoreError, TicketRecord};
+use crate::store::{PollAnchor, PolledTicket, QueueCursor, StoreError, TicketRecord};
 
 /// Most ids in one `hear.lua` call, so one call never blocks Redis for long.
 const HEAR_BATCH: usize = 1000;
@@ -25,15 +25,20 @@ impl RedisStore {
         Ok(records)
     }
 
-    /// `Store::mark_heard`: `hear.lua` in mode 3, which reads nothing back.
+    /// `Store::mark_heard`: `hear.lua` in mode 3, which writes the `seen:` slots of the seqs
+    /// (grouped by chunk: [`slots_by_chunk`]) and reads nothing back.
     pub(super) async fn mark_heard_in_redis(
         &self,
         room: &str,
-        ids: &[String],
+        polled: &[PolledTicket],
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        for batch in ids.chunks(HEAR_BATCH) {
-            self.run_hear(room, batch, now_ms, "3").await?;
+        let mut seqs: Vec<u64> = polled.iter().map(|ticket| ticket.seq).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        for batch in seqs.chunks(HEAR_BATCH) {
+            self.run_hear(room, &slots_by_chunk(batch), now_ms, "3")
+                .await?;
         }
         Ok(())
     }
@@ -80,6 +85,7 @@ impl RedisStore {
             .key(keys.key("lottery_mac"))
             .key(keys.key("lottery_filing"))
             .key(keys.key("popped"))
+            .key(keys.key("sweep_low"))
             .arg(&keys.prefix)
             .arg(now_ms)
             .arg(mode);
@@ -106,6 +112,33 @@ impl RedisStore {
         }
         Ok(reply)
     }
+}
+
+/// Most slots in one `BITFIELD` of `hear.lua`'s mode 3 (4 arguments each; Lua's `unpack` takes
+/// a few thousand values at most).
+const SLOTS_PER_GROUP: usize = 256;
+
+/// `hear.lua`'s mode-3 arguments for ascending `seqs`: per `seen:` chunk (`seq / 65536`), the
+/// chunk, how many slots follow, and each slot as BITFIELD's `#index` (`seq % 65536`); at most
+/// [`SLOTS_PER_GROUP`] slots per group.
+fn slots_by_chunk(seqs: &[u64]) -> Vec<String> {
+    let mut args = Vec::with_capacity(seqs.len() + 8);
+    let mut rest = seqs;
+    while let Some(&first) = rest.first() {
+        let chunk = first / 65_536;
+        let same = rest
+            .iter()
+            .take(SLOTS_PER_GROUP)
+            .take_while(|&&seq| seq / 65_536 == chunk)
+            .count();
+        args.push(chunk.to_string());
+        args.push(same.to_string());
+        for seq in &rest[..same] {
+            args.push(format!("#{}", seq % 65_536));
+        }
+        rest = &rest[same..];
+    }
+    args
 }
 
 /// The records of a `hear.lua` reply (5 entries per id).
@@ -135,4 +168,23 @@ fn parsed_records(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slots_by_chunk;
+
+    #[test]
+    fn slots_go_by_chunk_and_at_most_a_group_at_a_time() {
+        assert_eq!(
+            slots_by_chunk(&[5, 9, 65_541]),
+            ["0", "2", "#5", "#9", "1", "1", "#5"]
+        );
+        let many: Vec<u64> = (0..300).collect();
+        let args = slots_by_chunk(&many);
+        assert_eq!(args.len(), 300 + 4);
+        assert_eq!(args[..3], ["0", "256", "#0"]);
+        assert_eq!(args[257..261], ["#255", "0", "44", "#256"]);
+        assert!(slots_by_chunk(&[]).is_empty());
+    }
 }

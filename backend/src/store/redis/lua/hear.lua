@@ -7,7 +7,7 @@
 -- answer state PRE_QUEUE, position 0)
 -- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1), or 2: one polled id,
 -- with its anchor, or 3: heard only, nothing read back (the reply is empty)   ARGV[4..] ticket
--- ids   KEYS[9] popped
+-- ids (mode 3: `seen:` slots, see below)   KEYS[9] popped   KEYS[10] sweep_low
 -- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
 -- '', also without positions: a return tells the caller's SSE hub), state, token, expiry ('' for
 -- a waiting ticket). With ARGV[3] = 2, then the anchor of the (one) id, read in this same step:
@@ -27,9 +27,43 @@ local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local out = {}
 local anchor_seq = nil
+local quiet = ARGV[3] == '3'
+-- Heard only (mode 3): the batch of polls the caller answered from memory (docs/DESIGN.md "Polls
+-- answered from memory"), given as `seen:` slots, not ids: ARGV[4..] is, per chunk, the chunk
+-- number, a count n, then n slots `#<seq % 65536>`. Each chunk's slots are written by one
+-- BITFIELD, not two commands per id (a redis.call costs Redis more than the slot it writes), and
+-- nothing is read back. The tickets were waiting when answered, heard within half the abandon
+-- time, so the skip rule cannot have passed them since; one that has left or been admitted since
+-- gets a slot nobody reads (admit.lua's sweep finds no ticket at its seq). Nothing is written
+-- when nobody waits (the room is gone, or its line empty) nor below KEYS[10] sweep_low, the
+-- lowest chunk admit.lua has not deleted: a slot there would make the chunk again, for ever.
+if quiet then
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return out
+  end
+  local low = tonumber(redis.call('GET', KEYS[10]) or '0')
+  local secs = string.format('%d', math.floor(now / 1000))
+  local i = 4
+  while i <= #ARGV do
+    local chunk = ARGV[i]
+    local n = tonumber(ARGV[i + 1])
+    if tonumber(chunk) >= low then
+      local ops = {}
+      for j = i + 2, i + 1 + n do
+        ops[#ops + 1] = 'SET'
+        ops[#ops + 1] = 'u32'
+        ops[#ops + 1] = ARGV[j]
+        ops[#ops + 1] = secs
+      end
+      -- Best effort, as below: a full Redis answers the polls without recording them.
+      redis.pcall('BITFIELD', prefix .. 'seen:' .. chunk, unpack(ops))
+    end
+    i = i + 2 + n
+  end
+  return out
+end
 local random = redis.call('HGET', KEYS[5], 'qmethod') == 'random'
 local ranked = random and redis.call('EXISTS', KEYS[8]) == 0
-local quiet = ARGV[3] == '3'
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = prefix .. 'ticket:' .. id
@@ -62,31 +96,28 @@ for i = 4, #ARGV do
     -- Best effort for the same reason: a full Redis answers the poll without recording it.
     redis.pcall('BITFIELD', prefix .. 'seen:' .. math.floor(n / 65536), 'SET', 'u32',
                 '#' .. (n % 65536), math.floor(now / 1000))
-    -- Heard only (mode 3): nothing is read back.
-    if not quiet then
-      local state = 'WAITING'
-      if redis.call('SISMEMBER', KEYS[4], id) == 1 then
-        state = 'PRE_QUEUE'
-        out[#out + 1] = 0
-        out[#out + 1] = ''
-      elseif ARGV[3] ~= '0' then
-        anchor_seq = seq
-        local member = ranked and redis.call('HGET', KEYS[7], id)
-        if member then
-          out[#out + 1] = redis.call('ZRANK', KEYS[6], member) + 1
-        else
-          out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
-        end
-        out[#out + 1] = redis.call('HGET', key, 'kept') or ''
+    local state = 'WAITING'
+    if redis.call('SISMEMBER', KEYS[4], id) == 1 then
+      state = 'PRE_QUEUE'
+      out[#out + 1] = 0
+      out[#out + 1] = ''
+    elseif ARGV[3] ~= '0' then
+      anchor_seq = seq
+      local member = ranked and redis.call('HGET', KEYS[7], id)
+      if member then
+        out[#out + 1] = redis.call('ZRANK', KEYS[6], member) + 1
       else
-        out[#out + 1] = -1
-        out[#out + 1] = redis.call('HGET', key, 'kept') or ''
+        out[#out + 1] = redis.call('ZRANK', KEYS[1], id) + 1
       end
-      out[#out + 1] = state
-      out[#out + 1] = ''
-      out[#out + 1] = ''
+      out[#out + 1] = redis.call('HGET', key, 'kept') or ''
+    else
+      out[#out + 1] = -1
+      out[#out + 1] = redis.call('HGET', key, 'kept') or ''
     end
-  elseif not quiet then
+    out[#out + 1] = state
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+  else
     local t = redis.call('HMGET', key, 'state', 'tok', 'exp')
     out[#out + 1] = 0
     out[#out + 1] = ''
