@@ -29,6 +29,7 @@ impl RedisStore {
             .key(keys.key("lottery"))
             .key(keys.key("lottery_mac"))
             .key(keys.key("lottery_filing"))
+            .key(keys.key(super::settings::GONE))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(request.now_ms)

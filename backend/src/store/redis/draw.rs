@@ -156,6 +156,7 @@ impl RedisStore {
             .key(keys.key("prequeue_order"))
             .key(keys.key("prequeue_mac"))
             .key(keys.key("prequeue_seqs"))
+            .key(keys.key(super::settings::GONE))
             .arg(request.holder)
             .arg(request.epoch)
             .arg(&keys.prefix)

@@ -90,6 +90,7 @@ impl RedisStore {
                 .key(keys.key("lottery_mac"))
                 .key(keys.key("lottery_filing"))
                 .key(keys.key("prequeue"))
+                .key(keys.key(super::settings::GONE))
                 .arg(if last { "1" } else { "0" });
             for pair in page.chunks(2) {
                 let [id, seq] = pair else {

@@ -86,6 +86,7 @@ impl RedisStore {
             .key(keys.key("lottery_filing"))
             .key(keys.key("popped"))
             .key(keys.key("sweep_low"))
+            .key(keys.key(super::settings::GONE))
             .arg(&keys.prefix)
             .arg(now_ms)
             .arg(mode);

@@ -381,6 +381,7 @@ impl RedisStore {
             .key(keys.key("prequeue_mac"))
             .key(keys.key("lottery"))
             .key(keys.key("lottery_mac"))
+            .key(keys.key(super::settings::GONE))
             .arg(id)
             .arg(now_ms)
             .arg(keep_ms)

@@ -16,7 +16,9 @@ impl RedisStore {
     ) -> Result<TokenUse, StoreError> {
         let keys = Keys::new(room);
         let mut invocation = self.scripts.token.key(keys.key("active"));
-        invocation.key(keys.key("settings"));
+        invocation
+            .key(keys.key("settings"))
+            .key(keys.key(super::settings::GONE));
         invocation
             .arg(token)
             .arg(now_ms)

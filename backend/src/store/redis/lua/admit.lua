@@ -34,7 +34,10 @@
 -- of the lottery too (a skipped one keeps its member in its hash, `lot`, for its return). While
 -- lottery_filing exists (a switch to random whose waiting tickets are not all filed yet) nobody
 -- is admitted, and the reply's field after `popped` is 1: the caller files them.
-if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2] then
+-- KEYS[18] gone (the room's tombstone): a deleted room is led no more, as if fenced (its keys are
+-- being purged: tokens, slots or counters written behind the purge's SCAN would outlive it).
+if redis.call('GET', KEYS[3]) ~= ARGV[1] or redis.call('GET', KEYS[4]) ~= ARGV[2]
+    or redis.call('EXISTS', KEYS[18]) == 1 then
   return {-1, 0, 0, 0, 0, '', '', '', '', '', '', '', '', '', '', '', '', 0, 0, '', '', '', '', '', '', '', '',
           '', '', '', '', ''}
 end

@@ -25,7 +25,10 @@
 -- ARGV[6] lease ms: every step renews the leader's lease, as admit.lua does
 -- Returns {DRAWN, count} (the last step), {PLACED, placed so far} (call again), {ALREADY},
 -- {FENCED} or {NO_SEED}.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
+-- KEYS[10] gone (the room's tombstone): a deleted room is drawn no more, as if fenced (its keys
+-- are being purged: a place written behind the purge's SCAN would outlive it).
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2]
+    or redis.call('EXISTS', KEYS[10]) == 1 then
   return {'FENCED'}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[6])

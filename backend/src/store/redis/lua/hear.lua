@@ -7,7 +7,7 @@
 -- answer state PRE_QUEUE, position 0)
 -- ARGV[1] key prefix   ARGV[2] now ms   ARGV[3] positions wanted (0|1), or 2: one polled id,
 -- with its anchor, or 3: heard only, nothing read back (the reply is empty)   ARGV[4..] ticket
--- ids (mode 3: `seen:` slots, see below)   KEYS[9] popped   KEYS[10] sweep_low
+-- ids (mode 3: `seen:` slots, see below)   KEYS[9] popped   KEYS[10] sweep_low   KEYS[11] gone
 -- Returns 5 entries per id: position (0 = not waiting, -1 = waiting but not asked), kept ('1' or
 -- '', also without positions: a return tells the caller's SSE hub), state, token, expiry ('' for
 -- a waiting ticket). With ARGV[3] = 2, then the anchor of the (one) id, read in this same step:
@@ -28,6 +28,25 @@ local now = tonumber(ARGV[2])
 local out = {}
 local anchor_seq = nil
 local quiet = ARGV[3] == '3'
+-- A deleted room (KEYS[11], its tombstone, set before its keys are purged) is written no more: a
+-- slot, or a skipped ticket taken back, written while the purge runs could land behind its SCAN
+-- and outlive it. Its tickets answer unknown (as once the purge is done), and nothing is written.
+if redis.call('EXISTS', KEYS[11]) == 1 then
+  if not quiet then
+    for _ = 4, #ARGV do
+      for _ = 1, 5 do
+        out[#out + 1] = ''
+      end
+      out[#out - 4] = 0
+    end
+    if ARGV[3] == '2' then
+      out[#out + 1] = ''
+      out[#out + 1] = ''
+      out[#out + 1] = ''
+    end
+  end
+  return out
+end
 -- Heard only (mode 3): the batch of polls the caller answered from memory (docs/DESIGN.md "Polls
 -- answered from memory"), given as `seen:` slots, not ids: ARGV[4..] is, per chunk, the chunk
 -- number, a count n, then n slots `#<seq % 65536>`. Each chunk's slots are written by one
@@ -35,8 +54,8 @@ local quiet = ARGV[3] == '3'
 -- nothing is read back. The tickets were waiting when answered, heard within half the abandon
 -- time, so the skip rule cannot have passed them since; one that has left or been admitted since
 -- gets a slot nobody reads (admit.lua's sweep finds no ticket at its seq). Nothing is written
--- when nobody waits (the room is gone, or its line empty) nor below KEYS[10] sweep_low, the
--- lowest chunk admit.lua has not deleted: a slot there would make the chunk again, for ever.
+-- when nobody waits (the room's line is empty) nor below KEYS[10] sweep_low, the lowest chunk
+-- admit.lua has not deleted: a slot there would make the chunk again, for ever.
 if quiet then
   if redis.call('EXISTS', KEYS[1]) == 0 then
     return out

@@ -8,6 +8,12 @@
 -- A waiting leaver's seq is appended to `left` (the last 10,000 are kept) and `left_count`
 -- counted, so SSE hubs can move everyone behind up without re-reading their positions; its
 -- last-heard slot is cleared. A skipped ticket within its hold (HELD) leaves too.
+-- KEYS[10] gone (the room's tombstone): a deleted room, whose keys are being purged, is written
+-- no more (a leaver's slot or `left` entry written behind the purge's SCAN would outlive it): its
+-- tickets are NOT_FOUND.
+if redis.call('EXISTS', KEYS[10]) == 1 then
+  return {'NOT_FOUND', ''}
+end
 local prefix = ARGV[4]
 local key = prefix .. 'ticket:' .. ARGV[1]
 local seq = redis.call('ZSCORE', KEYS[1], ARGV[1])

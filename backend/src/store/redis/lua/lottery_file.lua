@@ -9,7 +9,9 @@
 -- last batch lottery_filing is deleted if the lottery holds every waiting ticket; else it stays
 -- (a skipped ticket came back unfiled behind the scan) and the leader's next tick files again.
 -- Returns {filed, done (1|0)}, or {-1, 0} when the room is not random any more.
-if redis.call('HGET', KEYS[2], 'qmethod') ~= 'random' then
+-- KEYS[7] gone (the room's tombstone): a deleted room is not random any more either (its keys are
+-- being purged: a ticket filed behind the purge's SCAN would outlive it).
+if redis.call('HGET', KEYS[2], 'qmethod') ~= 'random' or redis.call('EXISTS', KEYS[7]) == 1 then
   return {-1, 0}
 end
 local filed = 0

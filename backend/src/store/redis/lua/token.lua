@@ -7,6 +7,11 @@
 -- SOLD_OUT and the token stays live.
 -- Returns {verdict, ticket id, receipt}: verdict is VALID, REPLAY (a consume retried with the key
 -- that used the token: the receipt kept then), UNKNOWN, EXPIRED, USED or SOLD_OUT.
+-- KEYS[3] gone (the room's tombstone): a deleted room's tokens are UNKNOWN, and nothing of it is
+-- written (a consume's ticket or stock written behind the purge's SCAN would outlive it).
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'UNKNOWN', '', ''}
+end
 local prefix = ARGV[5]
 local secret = string.match(ARGV[1], '([^.]+)$')
 local id = redis.call('GET', prefix .. 'token:' .. secret)
