@@ -790,8 +790,16 @@ fn no_script_writes_a_deleted_room_while_its_keys_are_purged() {
     assert_eq!(main_keys(&redis), before, "no key made or removed");
     assert_eq!(dumped(&before), values, "no key changed");
 
+    let secret_keys = ["secret", "dedup", "gone"];
+    let secret = run_script(&redis, "room_secret", &secret_keys, &["fresh", "86400"]);
+    assert_eq!(secret, "", "no secret in a deleted room");
+    assert_eq!(main_keys(&redis), before, "no key made or removed");
+    assert_eq!(dumped(&before), values, "no key changed");
+
     // Without the tombstone the same calls do write (the checks above are not vacuous).
     redis.cli(&["DEL", &main_key("gone")]);
+    let secret = run_script(&redis, "room_secret", &secret_keys, &["fresh", "86400"]);
+    assert_eq!(secret, "fresh");
     let left = run_script(
         &redis,
         "leave",
@@ -804,4 +812,28 @@ fn no_script_writes_a_deleted_room_while_its_keys_are_purged() {
         "{:?}",
         main_keys(&redis)
     );
+}
+
+/// The same through the server: a keyed join through a replica that has not seen its room's
+/// deletion yet (the tombstone set and the keys purged, the room still listed here) answers 410
+/// `room_deleted` and writes no room secret back (a probe saw one stay for good so).
+#[tokio::test]
+async fn a_keyed_join_in_a_deleted_room_writes_no_secret_back() {
+    use crate::presence::main_key;
+    let app = TestApp::spawn(Backend::Redis, &[]).await;
+    let redis = app.redis.as_ref().expect("a Redis app");
+    // The process's copy of the secret is checked against Redis again after 5 s.
+    tokio::time::sleep(Duration::from_millis(5300)).await;
+    redis.cli(&["SET", &main_key("gone"), "1"]);
+    redis.cli(&["DEL", &main_key("secret")]);
+    let response = reqwest::Client::new()
+        .post(app.url(&paths::tickets("main")))
+        .header("Idempotency-Key", "late-key")
+        .send()
+        .await
+        .expect("join");
+    assert_eq!(response.status(), StatusCode::GONE);
+    let body: Value = response.json().await.expect("JSON error");
+    assert_eq!(body["error"], "room_deleted", "{body}");
+    assert_eq!(redis.cli(&["EXISTS", &main_key("secret")]), "0");
 }

@@ -66,6 +66,7 @@ struct Scripts {
     draw: Script,
     waiters: Script,
     lottery_file: Script,
+    room_secret: Script,
 }
 
 /// One connection to Redis with its store timeout, and its part in its family: what every call
@@ -315,6 +316,7 @@ impl RedisStore {
                 draw: Script::new(include_str!("lua/draw.lua")),
                 waiters: Script::new(include_str!("lua/waiters.lua")),
                 lottery_file: Script::new(include_str!("lua/lottery_file.lua")),
+                room_secret: Script::new(include_str!("lua/room_secret.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
@@ -376,10 +378,15 @@ impl RedisStore {
     }
 
     /// A room's secret for a keyed join: this process's copy while it was checked against Redis
-    /// within [`SECRET_RECHECK`]; else (one join per period does this) one round trip writes the
-    /// copy back with `SET NX`, reads the secret in force, and renews the dedup hash's TTL, which
-    /// thus lives [`DEDUP_TTL_SECS`] past the room's last keyed join without a command per join.
-    /// A store whose room was never initialised offers a fresh secret the same way.
+    /// within [`SECRET_RECHECK`]; else (one join per period does this) one round trip
+    /// (`room_secret.lua`) writes the copy back with `SET NX`, reads the secret in force, and
+    /// renews the dedup hash's TTL, which thus lives [`DEDUP_TTL_SECS`] past the room's last keyed
+    /// join without a command per join. A store whose room was never initialised offers a fresh
+    /// secret the same way.
+    ///
+    /// # Errors
+    /// [`StoreError::RoomDeleted`] when the room's tombstone is there (nothing written: a secret
+    /// written behind the purge's `SCAN` would outlive it); else the call's error.
     pub(super) async fn room_secret(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
         let offer = {
             let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
@@ -396,22 +403,18 @@ impl RedisStore {
             }
         };
         let keys = Keys::new(room);
-        let key = keys.key("secret");
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("SET")
-            .arg(&key)
+        let mut invocation = self.scripts.room_secret.key(keys.key("secret"));
+        invocation
+            .key(keys.key("dedup"))
+            .key(keys.key(settings::GONE))
             .arg(&*offer)
-            .arg("NX")
-            .ignore()
-            .cmd("EXPIRE")
-            .arg(keys.key("dedup"))
-            .arg(DEDUP_TTL_SECS)
-            .ignore()
-            .cmd("GET")
-            .arg(&key);
+            .arg(DEDUP_TTL_SECS);
         // SET NX, EXPIRE and GET mean the same sent twice.
-        let (value,): (Value,) = self.link.query_repeatable(&pipe).await?;
+        let value = self.link.run_script_value_repeatable(&invocation).await?;
+        if value == Value::Nil {
+            // Deleted through another replica (its tombstone): nothing was written.
+            return Err(StoreError::RoomDeleted(room.to_owned()));
+        }
         self.remember_secret(room, &value, true)?;
         self.cached_secret(room)
             .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))
