@@ -150,7 +150,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 };
                 match store.admit(&room.name, &request).await {
                     Ok(outcome) if outcome.fenced => {
-                        tracing::warn!(room = %room.name, epoch = leadership.epoch, "admission refused by the fencing epoch: another process leads now");
+                        tracing::warn!(room = %room.name, epoch = leadership.epoch, "admission refused by the fencing epoch: another process leads now, or the room was deleted");
                         metrics::counter!("vestibule_admissions_fenced_total", &labels)
                             .increment(1);
                         metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
