@@ -67,6 +67,8 @@ impl RedisStore {
         Ok(record.map(|record| (record, anchor)))
     }
 
+    /// One `hear.lua` call in `mode`; `batch` holds its ticket ids (mode 3: the slot groups of
+    /// [`slots_by_chunk`]).
     async fn run_hear(
         &self,
         room: &str,

@@ -28,21 +28,26 @@ local now = tonumber(ARGV[2])
 local out = {}
 local anchor_seq = nil
 local quiet = ARGV[3] == '3'
+-- Appends its arguments (none nil) to the reply.
+local function push(...)
+  for _, value in ipairs({...}) do
+    out[#out + 1] = value
+  end
+end
+-- Mode 2's anchor when there is none: three ''.
+local function no_anchor()
+  push('', '', '')
+end
 -- A deleted room (KEYS[11], its tombstone, set before its keys are purged) is written no more: a
 -- slot, or a skipped ticket taken back, written while the purge runs could land behind its SCAN
 -- and outlive it. Its tickets answer unknown (as once the purge is done), and nothing is written.
 if redis.call('EXISTS', KEYS[11]) == 1 then
   if not quiet then
     for _ = 4, #ARGV do
-      for _ = 1, 5 do
-        out[#out + 1] = ''
-      end
-      out[#out - 4] = 0
+      push(0, '', '', '', '')
     end
     if ARGV[3] == '2' then
-      out[#out + 1] = ''
-      out[#out + 1] = ''
-      out[#out + 1] = ''
+      no_anchor()
     end
   end
   return out
@@ -151,9 +156,7 @@ if ARGV[3] == '2' then
     out[#out + 1] = redis.call('GET', KEYS[3]) or '0'
     out[#out + 1] = anchor_seq
   else
-    out[#out + 1] = ''
-    out[#out + 1] = ''
-    out[#out + 1] = ''
+    no_anchor()
   end
 end
 return out
