@@ -95,14 +95,18 @@ impl Rooms {
 
     /// Replaces each running room of `listed` whose incarnation in the store is not the one it
     /// serves: the room was deleted and created again (through other replicas) between two
-    /// syncs. The old runtime retires (its scheduler, hub and streams end; its tickets are gone
-    /// from the store) and a new one starts on the new room's settings. A runtime that has not
-    /// learnt its incarnation yet takes the store's.
+    /// syncs. The new room's settings are read first and the new runtime takes the old one's
+    /// place in one step, so a request never finds the slug missing here (a CI run caught a
+    /// replica answering 404 `room_not_found` for a room that existed, while it read them); until
+    /// they can be read (the room is still being created), the old runtime stays and the next
+    /// sync tries again. The old runtime then retires (its scheduler, hub and streams end; its
+    /// tickets are gone from the store). A runtime that has not learnt its incarnation yet takes
+    /// the store's.
     async fn replace_recreated(
         &self,
         state: &AppState,
         listed: &[String],
-        incarnations: &std::collections::HashMap<String, String>,
+        incarnations: &HashMap<String, String>,
     ) {
         for name in listed {
             let (Some(room), Some(incarnation)) = (self.get(name), incarnations.get(name)) else {
@@ -112,34 +116,56 @@ impl Rooms {
             if held == incarnation {
                 continue;
             }
-            tracing::info!(room = %name, "room deleted and created again (through another replica): restarted here");
-            write(&self.running).remove(name.as_str());
-            room.retire();
-            state.forget_room(name);
             match state.store.room_settings(name).await {
                 Ok(settings) => {
                     let fresh = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
                     let _ = fresh.incarnation.set(incarnation.clone());
-                    self.add(Arc::new(fresh));
+                    // The old room's cached secret, seed and method go before the new runtime
+                    // serves: a join re-reads them from the store, where only the new room is.
+                    state.forget_room(name);
+                    if self.replace(&room, Arc::new(fresh)) {
+                        tracing::info!(room = %name, "room deleted and created again (through another replica): restarted here");
+                    }
                 }
                 Err(error) => {
-                    // Started by the next sync, like any room created elsewhere.
-                    tracing::warn!(room = %name, %error, "the new room's settings could not be read; retrying next tick");
+                    tracing::warn!(room = %name, %error, "a room created again elsewhere: its settings could not be read yet; the old runtime serves until the next tick");
                 }
             }
         }
     }
 
-    /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`) and
-    /// `deleted` (the rooms deleted through the admin API): starts the rooms missing here
-    /// (reading their settings), stops the deleted ones, and lists again a running room the
-    /// store lost without a deletion (Redis restarted without persistence), with the settings
-    /// this process last read.
+    /// Puts `fresh` in the place of `old` in one step, has its tasks started and retires `old`;
+    /// false (and nothing done) when `old` no longer runs under its slug (deleted or replaced
+    /// through this process meanwhile).
+    fn replace(&self, old: &Arc<RoomRuntime>, fresh: Arc<RoomRuntime>) -> bool {
+        {
+            let mut running = write(&self.running);
+            match running.get(&fresh.name) {
+                Some(current) if Arc::ptr_eq(current, old) => {}
+                _ => return false,
+            }
+            running.insert(fresh.name.clone(), fresh.clone());
+            write(&self.deleted).remove(&fresh.name);
+            lock(&self.starters).retain(|starter| starter.send(fresh.clone()).is_ok());
+        }
+        old.retire();
+        true
+    }
+
+    /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`),
+    /// `deleted` (the rooms deleted through the admin API) and `incarnations` (read after both):
+    /// starts the rooms missing here (reading their settings), stops the deleted ones, and lists
+    /// again a running room the store lost without a deletion (Redis restarted without
+    /// persistence), with the settings this process last read. A running room missing from the
+    /// list under another incarnation than its own was deleted and created again between the
+    /// reads (the list read before, the rest after): it is stopped like a deleted one, never
+    /// listed again with the old room's settings.
     async fn sync(
         &self,
         state: &AppState,
         listed: &[String],
         deleted: &[String],
+        incarnations: &HashMap<String, String>,
         read_at: Instant,
     ) {
         let listed_set: HashSet<&str> = listed.iter().map(String::as_str).collect();
@@ -149,7 +175,10 @@ impl Rooms {
             .cloned()
             .collect();
         for room in missing {
-            if deleted.contains(&room.name) {
+            let recreated = incarnations
+                .get(&room.name)
+                .is_some_and(|id| room.incarnation.get().is_some_and(|held| held != id));
+            if deleted.contains(&room.name) || recreated {
                 tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
                 self.remove(&room.name);
                 state.forget_room(&room.name);
@@ -234,7 +263,10 @@ pub async fn sync_loop(state: AppState) {
                     .rooms
                     .replace_recreated(&state, &listed, &incarnations)
                     .await;
-                state.rooms.sync(&state, &listed, &deleted, read_at).await;
+                state
+                    .rooms
+                    .sync(&state, &listed, &deleted, &incarnations, read_at)
+                    .await;
             }
             Err(error) if !outage_logged => {
                 tracing::warn!(%error, "the list of rooms cannot be read; rooms stay as they are");

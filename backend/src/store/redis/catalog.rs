@@ -119,28 +119,20 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Adds `room` to the set of rooms; true when it was not there.
-    pub(super) async fn register_room(&self, room: &str) -> Result<bool, StoreError> {
-        let mut connection = self.link.connection.clone();
-        let (added, _): (i64, i64) = self
-            .link
-            .bounded(
-                redis::pipe()
-                    .cmd("SADD")
-                    .arg(ROOMS_KEY)
-                    .arg(room)
-                    // A seeded room deleted earlier lives again (`--rooms`): no longer deleted.
-                    .cmd("HDEL")
-                    .arg(DELETED_KEY)
-                    .arg(room)
-                    .ignore()
-                    .cmd("HSETNX")
-                    .arg(INCARNATIONS_KEY)
-                    .arg(room)
-                    .arg(crate::ids::random_id())
-                    .query_async(&mut connection),
-            )
-            .await?;
+    /// Adds `room` to the set of rooms (`register_room.lua`, one step as other replicas read the
+    /// catalog); true when it was not there. With `create`, only a slug not listed is registered,
+    /// under a fresh incarnation; otherwise (a seeded room, or one the store lost) the slug is
+    /// listed, no longer marked deleted, and keeps its incarnation if it has one.
+    pub(super) async fn register_room(&self, room: &str, create: bool) -> Result<bool, StoreError> {
+        let mut invocation = self.scripts.register_room.key(ROOMS_KEY);
+        invocation
+            .key(DELETED_KEY)
+            .key(INCARNATIONS_KEY)
+            .arg(room)
+            .arg(crate::ids::random_id())
+            .arg(if create { "create" } else { "ensure" });
+        // Not resent: a creation sent twice would find its own slug listed and answer "exists".
+        let added = super::reply::as_i64(&self.link.run_script_value(&invocation).await?)?;
         Ok(added == 1)
     }
 
@@ -221,26 +213,10 @@ impl Catalog for RedisStore {
         // The set decides who creates: one SADD wins. Keys a deleted room's replicas may have
         // written back since (a follower's lease rewrites settings) are cleared before the
         // settings are written.
-        if !self.register_room(room).await? {
+        if !self.register_room(room, true).await? {
             return Ok(None);
         }
         let mut connection = self.link.connection.clone();
-        let _: () = self
-            .link
-            .bounded(
-                redis::pipe()
-                    .cmd("HDEL")
-                    .arg(DELETED_KEY)
-                    .arg(room)
-                    .ignore()
-                    .cmd("HSET")
-                    .arg(INCARNATIONS_KEY)
-                    .arg(room)
-                    .arg(crate::ids::random_id())
-                    .ignore()
-                    .query_async(&mut connection),
-            )
-            .await?;
         // The tombstone goes too: from here on the room's scripts work again.
         self.purge_room(room, false).await?;
         self.init_room_in_redis(room, settings).await?;
