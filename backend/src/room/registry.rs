@@ -182,7 +182,7 @@ impl Rooms {
                 tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
                 self.remove(&room.name);
                 state.forget_room(&room.name);
-            } else if let Err(error) = state.store.init_room(&room.name, &room.settings()).await {
+            } else if let Err(error) = relist(state, &room).await {
                 tracing::warn!(room = %room.name, %error, "a room the store lost could not be listed again");
             } else {
                 tracing::warn!(room = %room.name, "the store had lost this room: listed again");
@@ -211,6 +211,19 @@ impl Rooms {
             }
         }
     }
+}
+
+/// Lists again a running room the store lost, under the incarnation this process runs it under
+/// (if it learnt one) and with the settings it last read.
+async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store::StoreError> {
+    if let Some(incarnation) = room.incarnation.get() {
+        state
+            .store
+            .keep_incarnation(&room.name, incarnation)
+            .await?;
+    }
+    state.store.init_room(&room.name, &room.settings()).await?;
+    Ok(())
 }
 
 /// Runs `task` for each room running now and for every room added later, on the current runtime,

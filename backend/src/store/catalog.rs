@@ -124,6 +124,14 @@ pub trait Catalog: Send + Sync {
         Ok(std::collections::HashMap::new())
     }
 
+    /// Writes `incarnation` back as `room`'s, unless the room has one: a replica listing again a
+    /// room the store lost keeps the id it runs the room under, so that no replica (itself
+    /// included) takes the room for one created again and restarts it. A store without
+    /// incarnations does nothing.
+    async fn keep_incarnation(&self, _room: &str, _incarnation: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Forgets what this process cached of `room` (Redis: its secret, draw seed and queueing
     /// method), called for every handle of the process (`AppState::forget_room`) when the room
     /// stops here (deleted here or through another replica, or deleted and created again): the

@@ -331,6 +331,21 @@ impl Catalog for RedisStore {
             .remove(room);
     }
 
+    async fn keep_incarnation(&self, room: &str, incarnation: &str) -> Result<(), StoreError> {
+        let mut connection = self.link.connection.clone();
+        let _: i64 = self
+            .link
+            .bounded(
+                redis::cmd("HSETNX")
+                    .arg(INCARNATIONS_KEY)
+                    .arg(room)
+                    .arg(incarnation)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        Ok(())
+    }
+
     async fn incarnations(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
         let mut connection = self.link.connection.clone();
         self.link
