@@ -292,6 +292,7 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
             };
             runtime.block_on(async move {
                 let store = own_store(&state, "the schedulers").await;
+                state.note_store(&store);
                 // The rooms running now and every room added later (issue 14).
                 let each = state.clone();
                 registry::run_each_room(state, move |room| {

@@ -54,8 +54,9 @@ pub struct AppStateParts {
     pub bots: Arc<crate::bots::Bots>,
     /// The figures of the admin event stream, read once a second for every viewer.
     pub admin_feed: Arc<crate::http::admin_events::AdminFeed>,
-    /// Every store handle of this process: the one it started with and each serving thread's
-    /// own Redis connection (added by [`AppState::with_store`]). `/readyz` is ready only when all
+    /// Every store handle of this process: the one it started with, each serving thread's own
+    /// Redis connection (added by [`AppState::with_store`]) and the schedulers' (added by
+    /// [`AppState::note_store`]). `/readyz` is ready only when all
     /// of them answer; a deleted room is forgotten by all of them ([`AppState::forget_room`]).
     pub all_stores: Arc<RwLock<Vec<Arc<dyn Store>>>>,
 }
@@ -102,17 +103,24 @@ impl AppState {
         stores
     }
 
-    /// The same state with another store handle: a serving thread's own Redis connection, made on
-    /// its runtime (`connections::serve`), also noted in `all_stores`. Every other part is shared.
-    pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
-        let parts = &self.0;
-        if !Arc::ptr_eq(&store, &parts.store) {
-            parts
+    /// Notes `store`, a handle of this process other than the shared one, in `all_stores`, so
+    /// that [`AppState::forget_room`] reaches it (the schedulers' own handle offered a deleted
+    /// room's cached secret with every lease: found by a review).
+    pub fn note_store(&self, store: &Arc<dyn Store>) {
+        if !Arc::ptr_eq(store, &self.0.store) {
+            self.0
                 .all_stores
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(store.clone());
         }
+    }
+
+    /// The same state with another store handle: a serving thread's own Redis connection, made on
+    /// its runtime (`connections::serve`), also noted in `all_stores`. Every other part is shared.
+    pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
+        let parts = &self.0;
+        self.note_store(&store);
         Self::new(AppStateParts {
             store,
             config: parts.config.clone(),

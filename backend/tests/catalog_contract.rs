@@ -53,7 +53,7 @@ async fn rooms_are_created_listed_and_deleted() {
     for (store, _redis, _dir) in support::stores(&["main"], &defaults()).await {
         let kind = store.kind();
         let created = store
-            .create_room("drop-7", &labelled())
+            .create_room("drop-7", &labelled(), "i1")
             .await
             .unwrap()
             .expect("a new room");
@@ -64,12 +64,15 @@ async fn rooms_are_created_listed_and_deleted() {
             "{kind}"
         );
         assert_eq!(
-            store.create_room("drop-7", &defaults()).await.unwrap(),
+            store
+                .create_room("drop-7", &defaults(), "i1")
+                .await
+                .unwrap(),
             None,
             "{kind}: a second create"
         );
         assert_eq!(
-            store.create_room("main", &defaults()).await.unwrap(),
+            store.create_room("main", &defaults(), "i1").await.unwrap(),
             None,
             "{kind}: a seeded room exists"
         );
@@ -103,7 +106,7 @@ async fn rooms_are_created_listed_and_deleted() {
         );
         // The slug again: an empty room with the new settings, no longer deleted.
         store
-            .create_room("drop-7", &defaults())
+            .create_room("drop-7", &defaults(), "i2")
             .await
             .unwrap()
             .expect("created again");
@@ -267,8 +270,14 @@ async fn the_durable_store_keeps_rooms_and_their_audit_log() {
     let first = {
         let store = DurableStore::open(dir.path(), DurableOptions::default()).expect("open");
         store.init_room("main", &defaults()).await.unwrap();
-        store.create_room("drop-7", &labelled()).await.unwrap();
-        store.create_room("drop-8", &defaults()).await.unwrap();
+        store
+            .create_room("drop-7", &labelled(), "i1")
+            .await
+            .unwrap();
+        store
+            .create_room("drop-8", &defaults(), "i2")
+            .await
+            .unwrap();
         store.join("drop-8", None, &random_id()).await.unwrap();
         store.delete_room("drop-8", true, now_ms()).await.unwrap();
         store

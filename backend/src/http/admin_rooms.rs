@@ -137,7 +137,12 @@ pub async fn create_room(
     let defaults = state.default_settings();
     check_opening(&defaults, &patch)?;
     let settings = defaults.patched(&patch);
-    let Some(created) = state.store.create_room(&room, &settings).await? else {
+    let incarnation = crate::ids::random_id();
+    let Some(created) = state
+        .store
+        .create_room(&room, &settings, &incarnation)
+        .await?
+    else {
         return Err(ApiError::RoomExists(room));
     };
     // A random room's keys need its seed before the first join (docs/DESIGN.md "Random
@@ -148,11 +153,12 @@ pub async fn create_room(
             .draw_seed(&room, &crate::room::opening::fresh_seed())
             .await?;
     }
-    state.rooms.add(Arc::new(RoomRuntime::new(
-        room.clone(),
-        created.clone(),
-        state.tokens.clone(),
-    )));
+    // A runtime of the slug still here is a deleted room's (this create's `SADD` won, so the
+    // slug was not listed): the new one takes its place, under the incarnation just written.
+    let runtime = RoomRuntime::new(room.clone(), created.clone(), state.tokens.clone());
+    let _ = runtime.incarnation.set(incarnation);
+    state.forget_room(&room);
+    state.rooms.put(Arc::new(runtime));
     tracing::info!(%room, "room created");
     let mut entries = vec![audit::entry(
         "room",

@@ -74,6 +74,21 @@ impl Rooms {
         runtime
     }
 
+    /// Puts `runtime` under its slug and has its tasks started, in one step; a runtime the slug
+    /// had here (a deleted room's: the store just let this one be created) retires.
+    pub fn put(&self, runtime: Arc<RoomRuntime>) {
+        let old = {
+            let mut running = write(&self.running);
+            let old = running.insert(runtime.name.clone(), runtime.clone());
+            write(&self.deleted).remove(&runtime.name);
+            lock(&self.starters).retain(|starter| starter.send(runtime.clone()).is_ok());
+            old
+        };
+        if let Some(old) = old {
+            old.retire();
+        }
+    }
+
     /// Stops `room` (its scheduler gives up its lease, its hub and streams end) and forgets it.
     pub fn remove(&self, room: &str) -> Option<Arc<RoomRuntime>> {
         let removed = write(&self.running).remove(room)?;
@@ -156,10 +171,10 @@ impl Rooms {
     /// `deleted` (the rooms deleted through the admin API) and `incarnations` (read after both):
     /// starts the rooms missing here (reading their settings), stops the deleted ones, and lists
     /// again a running room the store lost without a deletion (Redis restarted without
-    /// persistence), with the settings this process last read. A running room missing from the
-    /// list under another incarnation than its own was deleted and created again between the
-    /// reads (the list read before, the rest after): it is stopped like a deleted one, never
-    /// listed again with the old room's settings.
+    /// persistence). A running room missing from the list under another incarnation than its
+    /// own was deleted and created again between the reads (the list read before, the rest
+    /// after): it is left to the next sync, which finds it listed and replaces it; a runtime
+    /// made here after `read_at` (a create through this process) is left alone.
     async fn sync(
         &self,
         state: &AppState,
@@ -175,10 +190,21 @@ impl Rooms {
             .cloned()
             .collect();
         for room in missing {
+            if room.made_at >= read_at {
+                // Made here (a create) after the list was read: the list cannot know it.
+                continue;
+            }
             let recreated = incarnations
                 .get(&room.name)
                 .is_some_and(|id| room.incarnation.get().is_some_and(|held| held != id));
-            if deleted.contains(&room.name) || recreated {
+            if recreated {
+                // Deleted and created again between the list's read and the incarnations':
+                // listed again by then (a creation lists and re-incarnates in one step), so the
+                // next sync replaces the runtime (`replace_recreated`); neither stopped here
+                // (a 410 for a room that exists) nor listed again with the old room's settings.
+                continue;
+            }
+            if deleted.contains(&room.name) {
                 tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
                 self.remove(&room.name);
                 state.forget_room(&room.name);
@@ -199,11 +225,13 @@ impl Rooms {
             match state.store.room_settings(name).await {
                 Ok(settings) => {
                     tracing::info!(room = %name, "room created (through another replica): started here");
-                    self.add(Arc::new(RoomRuntime::new(
-                        name.clone(),
-                        settings,
-                        state.tokens.clone(),
-                    )));
+                    let runtime = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
+                    // The incarnation read before the settings: if the room was created again
+                    // in between, the next sync finds it changed and restarts the room.
+                    if let Some(incarnation) = incarnations.get(name) {
+                        let _ = runtime.incarnation.set(incarnation.clone());
+                    }
+                    self.add(Arc::new(runtime));
                 }
                 Err(error) => {
                     tracing::warn!(room = %name, %error, "a new room's settings could not be read; retrying next tick");
@@ -214,7 +242,8 @@ impl Rooms {
 }
 
 /// Lists again a running room the store lost, under the incarnation this process runs it under
-/// (if it learnt one) and with the settings it last read.
+/// (if it has one), with the settings it holds (`init_room` writes the base ones if none are
+/// there; a lease may have written the defaults first).
 async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store::StoreError> {
     if let Some(incarnation) = room.incarnation.get() {
         state
@@ -262,8 +291,10 @@ pub async fn sync_loop(state: AppState) {
             _ = shutdown.wait_for(|stopping| *stopping) => return,
         }
         let read_at = Instant::now();
-        // The list first, then the deleted: a deletion writes its mark before it leaves the
-        // list, so a room missing from this list for a deletion is in the later read.
+        // The list first, then the deleted, then the incarnations: a deletion writes its mark
+        // before it leaves the list, so a room missing from this list for a deletion is in the
+        // later read, unless it was created again in between, which the incarnations then show
+        // (a creation lists it, removes the mark and writes its incarnation in one step).
         let listed = async {
             let listed = state.store.list_rooms().await?;
             let deleted = state.store.deleted_rooms().await?;

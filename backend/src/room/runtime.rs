@@ -33,9 +33,12 @@ pub struct RoomRuntime {
     drawn: AtomicBool,
     /// Flips to `true` when the room is deleted here: its scheduler, hub and streams end.
     retired: tokio::sync::watch::Sender<bool>,
-    /// Which creation of the slug this runtime serves (the store's incarnation id, learnt by
-    /// `room::registry` at its first sync; unset on stores without incarnations).
+    /// Which creation of the slug this runtime serves (the store's incarnation id: set by the
+    /// create that made it, by `room::registry` when it starts a room created elsewhere, else
+    /// learnt at its first sync; unset on stores without incarnations).
     pub incarnation: std::sync::OnceLock<String>,
+    /// When this runtime was made: a registry sync whose reads began earlier knows nothing of it.
+    pub made_at: std::time::Instant,
     /// The room's per-poll Prometheus counters, registered at the first poll.
     poll_metrics: std::sync::OnceLock<PollMetrics>,
     /// The room's per-join Prometheus counters (`new`, `existing`), each registered at the
@@ -68,6 +71,7 @@ impl RoomRuntime {
             drawn: AtomicBool::new(false),
             retired: tokio::sync::watch::Sender::new(false),
             incarnation: std::sync::OnceLock::new(),
+            made_at: std::time::Instant::now(),
             poll_metrics: std::sync::OnceLock::new(),
             join_metrics: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
         }

@@ -94,12 +94,15 @@ pub trait Catalog: Send + Sync {
     /// Every room's slug, sorted.
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError>;
 
-    /// Creates `room` with `settings` in one step as seen by other replicas (the room appears in
-    /// [`Catalog::list_rooms`] with its settings written); `None` when it exists.
+    /// Creates `room` with `settings` under `incarnation` (a fresh random id the caller's runtime
+    /// of the room holds; see [`Catalog::incarnations`]; a store without incarnations ignores
+    /// it), in one step as seen by other replicas (the room appears in [`Catalog::list_rooms`]
+    /// with its settings written); `None` when it exists.
     async fn create_room(
         &self,
         room: &str,
         settings: &Settings,
+        incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError>;
 
     /// Deletes `room`: refused while tickets wait or are active unless `force`; then every

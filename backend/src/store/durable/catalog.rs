@@ -20,6 +20,7 @@ impl Catalog for DurableStore {
         &self,
         room: &str,
         settings: &Settings,
+        _incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError> {
         let first_version = crate::store::catalog::first_version();
         self.change(|engine| {

@@ -114,6 +114,7 @@ impl Catalog for MemoryStore {
         &self,
         room: &str,
         settings: &Settings,
+        _incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError> {
         let (in_force, created) =
             self.create_room(room, settings, crate::store::catalog::first_version());

@@ -120,17 +120,30 @@ impl RedisStore {
     }
 
     /// Adds `room` to the set of rooms (`register_room.lua`, one step as other replicas read the
-    /// catalog); true when it was not there. With `create`, only a slug not listed is registered,
-    /// under a fresh incarnation; otherwise (a seeded room, or one the store lost) the slug is
-    /// listed, no longer marked deleted, and keeps its incarnation if it has one.
-    pub(super) async fn register_room(&self, room: &str, create: bool) -> Result<bool, StoreError> {
+    /// catalog); true when it was not there. With `create` (the new incarnation), only a slug
+    /// not listed is registered, under that incarnation; otherwise (a seeded room, or one the
+    /// store lost) the slug is listed, no longer marked deleted, and keeps its incarnation if it
+    /// has one (else a fresh one).
+    pub(super) async fn register_room(
+        &self,
+        room: &str,
+        create: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let fresh;
+        let (incarnation, mode) = match create {
+            Some(incarnation) => (incarnation, "create"),
+            None => {
+                fresh = crate::ids::random_id();
+                (fresh.as_str(), "ensure")
+            }
+        };
         let mut invocation = self.scripts.register_room.key(ROOMS_KEY);
         invocation
             .key(DELETED_KEY)
             .key(INCARNATIONS_KEY)
             .arg(room)
-            .arg(crate::ids::random_id())
-            .arg(if create { "create" } else { "ensure" });
+            .arg(incarnation)
+            .arg(mode);
         // Not resent: a creation sent twice would find its own slug listed and answer "exists".
         let added = super::reply::as_i64(&self.link.run_script_value(&invocation).await?)?;
         Ok(added == 1)
@@ -209,16 +222,20 @@ impl Catalog for RedisStore {
         &self,
         room: &str,
         settings: &Settings,
+        incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError> {
         // The set decides who creates: one SADD wins. Keys a deleted room's replicas may have
-        // written back since (a follower's lease rewrites settings) are cleared before the
-        // settings are written.
-        if !self.register_room(room, true).await? {
+        // written back since are cleared before the settings are written. A deleted room's
+        // tombstone stays through the purge: `init_room.lua` removes it in the same step as it
+        // writes the settings and the secret, so a replica still running the deleted room
+        // (it has not read the new incarnation yet) writes nothing meanwhile — with the
+        // tombstone gone first, its lease wrote default settings and the old room's secret,
+        // which the new room then kept (found by a review).
+        if !self.register_room(room, Some(incarnation)).await? {
             return Ok(None);
         }
         let mut connection = self.link.connection.clone();
-        // The tombstone goes too: from here on the room's scripts work again.
-        self.purge_room(room, false).await?;
+        self.purge_room(room, true).await?;
         self.init_room_in_redis(room, settings).await?;
         // Its versions start above every version an earlier room of the slug had.
         let _: i64 = self

@@ -35,7 +35,7 @@ impl RedisStore {
         };
         self.remember_secret(room, secret, true)?;
         // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
-        self.register_room(room, false).await?;
+        self.register_room(room, None).await?;
         let mut versioned = with_schedule(
             parse_versioned(settings)?,
             &[opens.clone(), preopens.clone()],
