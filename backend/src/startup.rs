@@ -113,12 +113,24 @@ impl Application {
                 .with_context(|| format!("initialising room {room}"))?;
         }
         let mut rooms = Vec::new();
-        for room in store.list_rooms().await.context("listing the rooms")? {
+        let listed = store.list_rooms().await.context("listing the rooms")?;
+        // Read before the settings, as a sync does: each runtime holds the incarnation of the
+        // room it runs from its start (a room created again before the first sync is then
+        // restarted by it, not taken for the one this runtime runs).
+        let incarnations = store
+            .incarnations()
+            .await
+            .context("reading the rooms' incarnations")?;
+        for room in listed {
             let in_force = store
                 .room_settings(&room)
                 .await
                 .with_context(|| format!("reading the settings of room {room}"))?;
-            rooms.push(Arc::new(RoomRuntime::new(room, in_force, tokens.clone())));
+            let runtime = RoomRuntime::new(room, in_force, tokens.clone());
+            if let Some(incarnation) = incarnations.get(&runtime.name) {
+                let _ = runtime.incarnation.set(incarnation.clone());
+            }
+            rooms.push(Arc::new(runtime));
         }
         let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
         {

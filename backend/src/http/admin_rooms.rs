@@ -257,6 +257,9 @@ pub async fn delete_room(
             };
         }
     }
+    // The runtime running now is the one this delete stops: a room created again through this
+    // process meanwhile keeps its own.
+    let running = state.rooms.get(&room);
     match state.store.delete_room(&room, force, now_ms()).await? {
         RoomDeletion::NotFound => Err(ApiError::RoomNotFound(room.chars().take(64).collect())),
         RoomDeletion::NotEmpty { waiting, active } => Err(ApiError::RoomNotEmpty {
@@ -265,7 +268,9 @@ pub async fn delete_room(
             active,
         }),
         RoomDeletion::Deleted { ended } => {
-            state.rooms.remove(&room);
+            if let Some(running) = &running {
+                state.rooms.remove(running);
+            }
             state.forget_room(&room);
             state.bots.forget_room(&room);
             tracing::info!(%room, ended, "room deleted");

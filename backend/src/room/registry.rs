@@ -89,12 +89,21 @@ impl Rooms {
         }
     }
 
-    /// Stops `room` (its scheduler gives up its lease, its hub and streams end) and forgets it.
-    pub fn remove(&self, room: &str) -> Option<Arc<RoomRuntime>> {
-        let removed = write(&self.running).remove(room)?;
-        write(&self.deleted).insert(room.to_owned(), Instant::now());
-        removed.retire();
-        Some(removed)
+    /// Stops `runtime` (its scheduler gives up its lease, its hub and streams end) and marks its
+    /// slug deleted, if it still runs under its slug; a runtime put there since (a room created
+    /// again through this process) stays. Whether it was removed.
+    pub fn remove(&self, runtime: &Arc<RoomRuntime>) -> bool {
+        {
+            let mut running = write(&self.running);
+            match running.get(&runtime.name) {
+                Some(current) if Arc::ptr_eq(current, runtime) => {}
+                _ => return false,
+            }
+            running.remove(&runtime.name);
+            write(&self.deleted).insert(runtime.name.clone(), Instant::now());
+        }
+        runtime.retire();
+        true
     }
 
     /// A channel of rooms to start: every running room at once, then each room added.
@@ -122,11 +131,16 @@ impl Rooms {
         state: &AppState,
         listed: &[String],
         incarnations: &HashMap<String, String>,
+        read_at: Instant,
     ) {
         for name in listed {
             let (Some(room), Some(incarnation)) = (self.get(name), incarnations.get(name)) else {
                 continue;
             };
+            if room.made_at >= read_at {
+                // Made here (a create) after the reads began: they may predate its incarnation.
+                continue;
+            }
             let held = room.incarnation.get_or_init(|| incarnation.clone());
             if held == incarnation {
                 continue;
@@ -205,9 +219,10 @@ impl Rooms {
                 continue;
             }
             if deleted.contains(&room.name) {
-                tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
-                self.remove(&room.name);
-                state.forget_room(&room.name);
+                if self.remove(&room) {
+                    tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
+                    state.forget_room(&room.name);
+                }
             } else if let Err(error) = relist(state, &room).await {
                 tracing::warn!(room = %room.name, %error, "a room the store lost could not be listed again");
             } else {
@@ -305,7 +320,7 @@ pub async fn sync_loop(state: AppState) {
                 outage_logged = false;
                 state
                     .rooms
-                    .replace_recreated(&state, &listed, &incarnations)
+                    .replace_recreated(&state, &listed, &incarnations, read_at)
                     .await;
                 state
                     .rooms

@@ -35,6 +35,19 @@ const OLD_CATALOG: [(&str, &str); 3] = [
     ("vestibule:rooms:incarnations", INCARNATIONS_KEY),
 ];
 
+/// The steps of `catalog.lua`.
+#[derive(Clone, Copy)]
+enum CatalogStep {
+    /// List a new slug under its incarnation (a create).
+    Create,
+    /// List a slug, keeping its incarnation (seeding, a room the store lost).
+    Ensure,
+    /// Unlist a slug and drop its incarnation (a delete, after its mark).
+    Delete,
+    /// Take back a creation that failed after registering.
+    Undo,
+}
+
 /// The key a room's purge always leaves: its audit log outlives it.
 const AUDIT: &str = "audit";
 
@@ -119,7 +132,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Adds `room` to the set of rooms (`register_room.lua`, one step as other replicas read the
+    /// Adds `room` to the set of rooms (`catalog.lua`, one step as other replicas read the
     /// catalog); true when it was not there. With `create` (the new incarnation), only a slug
     /// not listed is registered, under that incarnation; otherwise (a seeded room, or one the
     /// store lost) the slug is listed, no longer marked deleted, and keeps its incarnation if it
@@ -129,24 +142,74 @@ impl RedisStore {
         room: &str,
         create: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let fresh;
-        let (incarnation, mode) = match create {
-            Some(incarnation) => (incarnation, "create"),
-            None => {
-                fresh = crate::ids::random_id();
-                (fresh.as_str(), "ensure")
+        match create {
+            Some(incarnation) => {
+                self.catalog_step(room, CatalogStep::Create, incarnation)
+                    .await
             }
+            None => {
+                let fresh = crate::ids::random_id();
+                self.catalog_step(room, CatalogStep::Ensure, &fresh).await
+            }
+        }
+    }
+
+    /// One step of `catalog.lua` on `room`; whether it changed the list (see the script).
+    /// Not resent: a creation sent twice would find its own slug listed and answer "exists".
+    async fn catalog_step(
+        &self,
+        room: &str,
+        step: CatalogStep,
+        incarnation: &str,
+    ) -> Result<bool, StoreError> {
+        let mode = match step {
+            CatalogStep::Create => "create",
+            CatalogStep::Ensure => "ensure",
+            CatalogStep::Delete => "delete",
+            CatalogStep::Undo => "undo",
         };
-        let mut invocation = self.scripts.register_room.key(ROOMS_KEY);
+        let mut invocation = self.scripts.catalog.key(ROOMS_KEY);
         invocation
             .key(DELETED_KEY)
             .key(INCARNATIONS_KEY)
             .arg(room)
             .arg(incarnation)
-            .arg(mode);
-        // Not resent: a creation sent twice would find its own slug listed and answer "exists".
-        let added = super::reply::as_i64(&self.link.run_script_value(&invocation).await?)?;
-        Ok(added == 1)
+            .arg(mode)
+            .arg(crate::store::now_ms());
+        let changed = super::reply::as_i64(&self.link.run_script_value(&invocation).await?)?;
+        Ok(changed == 1)
+    }
+
+    /// The steps of a create after its slug is registered: the deleted room's keys purged (its
+    /// tombstone kept), the settings and secret written (`init_room.lua`, which removes the
+    /// tombstone in the same step), the versions started above every earlier room's of the
+    /// slug, the rest of `settings` applied. Returns the settings in force.
+    async fn write_new_room(
+        &self,
+        room: &str,
+        settings: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
+        self.purge_room(room, true).await?;
+        self.write_initial_settings(room, settings).await?;
+        let mut connection = self.link.connection.clone();
+        let _: i64 = self
+            .link
+            .bounded(
+                redis::cmd("HSET")
+                    .arg(Keys::new(room).key("settings"))
+                    .arg("ver")
+                    .arg(crate::store::catalog::first_version())
+                    .query_async(&mut connection),
+            )
+            .await?;
+        match self
+            .update_room_in_redis(room, &settings.as_patch(), None)
+            .await?
+        {
+            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
+                Ok(in_force)
+            }
+        }
     }
 
     /// Deletes every key of `room` but its audit log and, with `keep_tombstone`, its tombstone
@@ -234,26 +297,20 @@ impl Catalog for RedisStore {
         if !self.register_room(room, Some(incarnation)).await? {
             return Ok(None);
         }
-        let mut connection = self.link.connection.clone();
-        self.purge_room(room, true).await?;
-        self.init_room_in_redis(room, settings).await?;
-        // Its versions start above every version an earlier room of the slug had.
-        let _: i64 = self
-            .link
-            .bounded(
-                redis::cmd("HSET")
-                    .arg(Keys::new(room).key("settings"))
-                    .arg("ver")
-                    .arg(crate::store::catalog::first_version())
-                    .query_async(&mut connection),
-            )
-            .await?;
-        match self
-            .update_room_in_redis(room, &settings.as_patch(), None)
-            .await?
-        {
-            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
-                Ok(Some(in_force))
+        match self.write_new_room(room, settings).await {
+            Ok(in_force) => Ok(Some(in_force)),
+            Err(error) => {
+                // Listed with no settings (or not all of them), the slug would be stuck: every
+                // replica failing to start it, a retried create answered 409. Taken back instead
+                // (if still this creation's), the slug is deleted as before and can be created
+                // again; if Redis cannot take even that, a delete does it.
+                if let Err(undo) = self
+                    .catalog_step(room, CatalogStep::Undo, incarnation)
+                    .await
+                {
+                    tracing::warn!(%room, error = %undo, "a failed create could not be taken back; delete the room to free its slug");
+                }
+                Err(error)
             }
         }
     }
@@ -309,16 +366,10 @@ impl Catalog for RedisStore {
                     .query_async(&mut connection),
             )
             .await?;
-        let removed: i64 = self
-            .link
-            .bounded(
-                redis::cmd("SREM")
-                    .arg(ROOMS_KEY)
-                    .arg(room)
-                    .query_async(&mut connection),
-            )
-            .await?;
-        if removed == 0 {
+        // Unlisted with its incarnation in one step: a replica that then finds the slug
+        // missing under another incarnation knows it was created again, never deleted twice.
+        let removed = self.catalog_step(room, CatalogStep::Delete, "").await?;
+        if !removed {
             return Ok(RoomDeletion::NotFound);
         }
         self.purge_room(room, true).await?;

@@ -67,7 +67,7 @@ struct Scripts {
     waiters: Script,
     lottery_file: Script,
     room_secret: Script,
-    register_room: Script,
+    catalog: Script,
 }
 
 /// One connection to Redis with its store timeout, and its part in its family: what every call
@@ -318,7 +318,7 @@ impl RedisStore {
                 waiters: Script::new(include_str!("lua/waiters.lua")),
                 lottery_file: Script::new(include_str!("lua/lottery_file.lua")),
                 room_secret: Script::new(include_str!("lua/room_secret.lua")),
-                register_room: Script::new(include_str!("lua/register_room.lua")),
+                catalog: Script::new(include_str!("lua/catalog.lua")),
             },
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),

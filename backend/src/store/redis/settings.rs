@@ -12,7 +12,22 @@ use crate::store::{
 };
 
 impl RedisStore {
+    /// A room's settings and secret written unless present (`init_room.lua`), and the slug
+    /// listed (a seeded room, or one the store lost). Returns the settings in force.
     pub(super) async fn init_room_in_redis(
+        &self,
+        room: &str,
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
+        let in_force = self.write_initial_settings(room, defaults).await?;
+        // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
+        self.register_room(room, None).await?;
+        Ok(in_force)
+    }
+
+    /// `init_room.lua`: the settings and secret written unless present (the tombstone removed in
+    /// the same step), the ones in force read back; the slug's listing is the caller's.
+    pub(super) async fn write_initial_settings(
         &self,
         room: &str,
         defaults: &Settings,
@@ -34,8 +49,6 @@ impl RedisStore {
             return Err(StoreError::Corrupt("init_room reply is short".into()));
         };
         self.remember_secret(room, secret, true)?;
-        // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
-        self.register_room(room, None).await?;
         let mut versioned = with_schedule(
             parse_versioned(settings)?,
             &[opens.clone(), preopens.clone()],
