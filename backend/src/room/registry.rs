@@ -257,8 +257,9 @@ impl Rooms {
 }
 
 /// Lists again a running room the store lost, under the incarnation this process runs it under
-/// (if it has one), with the settings it holds (`init_room` writes the base ones if none are
-/// there; a lease may have written the defaults first).
+/// (if it has one), with the settings it holds: `init_room` writes the base ones if none are
+/// there (a lease may have written them first, from the same held settings), then every field
+/// (the sale, labels, schedule and queueing method too) is written as held.
 async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store::StoreError> {
     if let Some(incarnation) = room.incarnation.get() {
         state
@@ -266,7 +267,16 @@ async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store
             .keep_incarnation(&room.name, incarnation)
             .await?;
     }
-    state.store.init_room(&room.name, &room.settings()).await?;
+    let held = room.settings();
+    state.store.init_room(&room.name, &held).await?;
+    match state
+        .store
+        .update_room(&room.name, &held.as_patch(), None)
+        .await?
+    {
+        crate::store::SettingsUpdate::Applied(in_force)
+        | crate::store::SettingsUpdate::VersionMismatch(in_force) => room.set_settings(in_force),
+    }
     Ok(())
 }
 

@@ -72,7 +72,6 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     let holder = random_id();
     let tick = state.config.tick();
     let labels = [("room", room.name.clone())];
-    let defaults = state.default_settings();
     let mut quota = Quota::default();
     let mut meter = PaceMeter::default();
     let mut leader: Option<Leadership> = None;
@@ -94,8 +93,16 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             // The lease goes over the scheduler's own connection like the admissions: a
             // follower's tick must not wait behind request traffic either, or it would take
             // over late when the leader dies.
+            // Settings a Redis restarted without persistence lost are written back as this
+            // process holds them, not as the command line's defaults (found by a probe: every
+            // room came back at the default rate, unpaused).
             None => match store
-                .lease(&room.name, &holder, state.config.lease_ms, &defaults)
+                .lease(
+                    &room.name,
+                    &holder,
+                    state.config.lease_ms,
+                    &room.shared_settings().settings,
+                )
                 .await
             {
                 Ok(lease) => {

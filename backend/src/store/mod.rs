@@ -474,8 +474,8 @@ pub trait Store: Catalog + Send + Sync + 'static {
     async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError>;
 
     /// Takes or renews the room's scheduler lease for `holder` (`lease_ms` long) and reads the
-    /// room's settings in the same step (writing `defaults` if they are gone). A new holder gets
-    /// a new, larger fencing epoch.
+    /// room's settings in the same step (writing `defaults` if they are gone: the scheduler
+    /// passes the settings its runtime holds). A new holder gets a new, larger fencing epoch.
     async fn lease(
         &self,
         room: &str,

@@ -52,6 +52,12 @@ pub(crate) async fn admin(
     )
 }
 
+/// `GET /api/v1/admin/rooms/{room}`: its status and body.
+pub(crate) async fn room_settings(app: &TestApp, room: &str) -> (StatusCode, Value) {
+    let (status, _, body) = admin(app, reqwest::Method::GET, &paths::admin_room(room), None).await;
+    (status, body)
+}
+
 /// The slugs `GET /api/v1/admin/rooms` lists, in its order (asserts it answers 200).
 pub(crate) async fn listed_rooms(app: &TestApp) -> Vec<String> {
     let (status, _, list) = admin(app, reqwest::Method::GET, &paths::admin_rooms(), None).await;
@@ -112,13 +118,7 @@ async fn a_room_is_created_listed_read_and_deleted(backend: Backend) {
     assert_eq!(body["displayNameKo"], "드롭 7");
     // Listed, sorted by slug, beside the seeded room.
     assert_eq!(listed_rooms(&app).await, ["drop-7", "main"]);
-    let (status, _, read) = admin(
-        &app,
-        reqwest::Method::GET,
-        &paths::admin_room("drop-7"),
-        None,
-    )
-    .await;
+    let (status, read) = room_settings(&app, "drop-7").await;
     assert_eq!(
         (status, &read["displayNameEn"]),
         (StatusCode::OK, &json!("Drop 7"))

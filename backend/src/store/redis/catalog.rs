@@ -180,30 +180,37 @@ impl RedisStore {
         Ok(changed == 1)
     }
 
-    /// The steps of a create after its slug is registered: the deleted room's keys purged (its
-    /// tombstone kept), the settings and secret written (`init_room.lua`, which removes the
-    /// tombstone in the same step), the versions started above every earlier room's of the
-    /// slug, the rest of `settings` applied. Returns the settings in force.
+    /// The steps of a create after its slug is registered, under the room's tombstone (the
+    /// deleted room's, or one set here for a new slug) so that no script writes the room and
+    /// nobody reads its settings until they are all written: the deleted room's keys purged,
+    /// the settings and secret written (`init_room.lua`, the tombstone kept), then the rest of
+    /// `settings`, the first version (above every earlier room's of the slug) and the removal of
+    /// the tombstone in one last step (`update_room.lua`). Returns the settings in force.
     async fn write_new_room(
         &self,
         room: &str,
         settings: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
-        self.purge_room(room, true).await?;
-        self.write_initial_settings(room, settings).await?;
         let mut connection = self.link.connection.clone();
-        let _: i64 = self
+        let _: Value = self
             .link
             .bounded(
-                redis::cmd("HSET")
-                    .arg(Keys::new(room).key("settings"))
-                    .arg("ver")
-                    .arg(crate::store::catalog::first_version())
+                redis::cmd("SET")
+                    .arg(Keys::new(room).key(GONE))
+                    .arg(crate::store::now_ms())
+                    .arg("NX")
                     .query_async(&mut connection),
             )
             .await?;
+        self.purge_room(room, true).await?;
+        self.write_initial_settings(room, settings, true).await?;
         match self
-            .update_room_in_redis(room, &settings.as_patch(), None)
+            .update_room_in_redis(
+                room,
+                &settings.as_patch(),
+                None,
+                Some(crate::store::catalog::first_version()),
+            )
             .await?
         {
             SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
@@ -212,8 +219,12 @@ impl RedisStore {
         }
     }
 
-    /// Deletes every key of `room` but its audit log and, with `keep_tombstone`, its tombstone
-    /// (`SCAN` + `UNLINK`, a batch at a time).
+    /// Deletes every key of `room` but its audit log, its secret and, with `keep_tombstone`, its
+    /// tombstone (`SCAN` + `UNLINK`, a batch at a time). The secret stays with the slug: a room
+    /// created again derives the same ticket id for an `Idempotency-Key` on every replica, those
+    /// that have not yet learnt of the new room (and still hold the secret) included (found by
+    /// a probe: within a tick of a create, a replica made a second ticket for a key with the
+    /// deleted room's secret).
     async fn purge_room(&self, room: &str, keep_tombstone: bool) -> Result<(), StoreError> {
         let keys = Keys::new(room);
         // This process's copies of the room's seed and queueing method go with it (another
@@ -221,6 +232,7 @@ impl RedisStore {
         self.forget_seed(room);
         self.note_lottery(room, false);
         let audit = keys.key(AUDIT);
+        let secret = keys.key("secret");
         let tombstone = keys.key(GONE);
         let pattern = format!("{}*", keys.prefix);
         let mut connection = self.link.connection.clone();
@@ -244,7 +256,9 @@ impl RedisStore {
                 })?;
             let doomed: Vec<&String> = found
                 .iter()
-                .filter(|key| **key != audit && !(keep_tombstone && **key == tombstone))
+                .filter(|key| {
+                    **key != audit && **key != secret && !(keep_tombstone && **key == tombstone)
+                })
                 .collect();
             if !doomed.is_empty() {
                 let _: i64 = self

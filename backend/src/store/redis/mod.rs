@@ -456,7 +456,7 @@ impl Store for RedisStore {
         patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
-        self.update_room_in_redis(room, patch, expected_version)
+        self.update_room_in_redis(room, patch, expected_version, None)
             .await
     }
 

@@ -19,18 +19,21 @@ impl RedisStore {
         room: &str,
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
-        let in_force = self.write_initial_settings(room, defaults).await?;
+        let in_force = self.write_initial_settings(room, defaults, false).await?;
         // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
         self.register_room(room, None).await?;
         Ok(in_force)
     }
 
-    /// `init_room.lua`: the settings and secret written unless present (the tombstone removed in
-    /// the same step), the ones in force read back; the slug's listing is the caller's.
+    /// `init_room.lua`: the settings and secret written unless present, the ones in force read
+    /// back; the tombstone removed in the same step, or with `creating` kept (a create removes it
+    /// with its last step, [`RedisStore::update_room_in_redis`]'s `create_version`). The slug's
+    /// listing is the caller's.
     pub(super) async fn write_initial_settings(
         &self,
         room: &str,
         defaults: &Settings,
+        creating: bool,
     ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.link.connection.clone();
@@ -39,7 +42,9 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(&fresh_secret()[..]);
         config_args_added(&mut invocation, defaults);
-        invocation.arg(crate::store::catalog::first_version());
+        invocation
+            .arg(crate::store::catalog::first_version())
+            .arg(if creating { "1" } else { "" });
         let fields: Vec<Value> = self
             .link
             .bounded(invocation.invoke_async(&mut connection))
@@ -65,10 +70,14 @@ impl RedisStore {
     ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.link.connection.clone();
-        let fields: Vec<Value> = self
+        // With the tombstone, in one round trip (one slot): a room being deleted, or created
+        // and not written whole yet, has no settings to show (found by a probe: a create's first
+        // step was read as the room's settings, the command line's defaults).
+        let (fields, gone): (Vec<Value>, bool) = self
             .link
             .bounded(
-                redis::cmd("HMGET")
+                redis::pipe()
+                    .cmd("HMGET")
                     .arg(keys.key("settings"))
                     .arg(&[
                         "rate",
@@ -87,26 +96,18 @@ impl RedisStore {
                         "preopens_ms",
                     ])
                     .arg(&SALE_FIELDS)
+                    .cmd("EXISTS")
+                    .arg(keys.key(GONE))
                     .query_async(&mut connection),
             )
             .await
             .map_err(StoreError::for_read)?;
+        if gone {
+            return Err(StoreError::RoomDeleted(room.to_owned()));
+        }
         if matches!(fields.first(), Some(Value::Nil)) {
-            // No settings: deleted (its tombstone says so) or lost by a Redis restart.
-            let gone: bool = self
-                .link
-                .bounded(
-                    redis::cmd("EXISTS")
-                        .arg(keys.key(GONE))
-                        .query_async(&mut connection),
-                )
-                .await
-                .map_err(StoreError::for_read)?;
-            return Err(if gone {
-                StoreError::RoomDeleted(room.to_owned())
-            } else {
-                settings_lost(room)
-            });
+            // No settings and no tombstone: lost by a Redis restart.
+            return Err(settings_lost(room));
         }
         let (fields, sale, labels, method) = split_sale(&fields)?;
         let [settings @ .., opens, preopens] = fields else {
@@ -122,11 +123,15 @@ impl RedisStore {
         Ok(versioned)
     }
 
+    /// `update_room.lua`: `patch` applied (only at `expected_version`, if given). With
+    /// `create_version`, a create's last step: the version set to it, the settings written and
+    /// the tombstone the create kept removed, in one step.
     pub(super) async fn update_room_in_redis(
         &self,
         room: &str,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
+        create_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
         let keys = Keys::new(room);
         let unchanged = || "-".to_owned();
@@ -218,11 +223,13 @@ impl RedisStore {
                 format!("={}", text.as_deref().unwrap_or_default())
             }));
         }
-        invocation.arg(
-            patch
-                .queueing_method
-                .map_or_else(unchanged, |method| method.as_str().to_owned()),
-        );
+        invocation
+            .arg(
+                patch
+                    .queueing_method
+                    .map_or_else(unchanged, |method| method.as_str().to_owned()),
+            )
+            .arg(create_version.map(|v| v.to_string()).unwrap_or_default());
         let reply = self.link.run_script(&invocation).await?;
         match reply.as_slice() {
             [code] if as_i64(code)? == -1 => return Err(StoreError::RoomDeleted(room.to_owned())),

@@ -13,7 +13,12 @@
 -- KEYS[3] gone (the room's tombstone): an init makes the room live again (`--rooms` seeding a
 -- room deleted earlier), so the tombstone goes, and the revived room's versions start at ARGV[13]
 -- (the time in Unix µs, as a created room's: above every version the deleted room had).
-local revived = redis.call('DEL', KEYS[3]) == 1
+-- ARGV[14] "1" = a create's step: the tombstone stays (`update_room.lua` removes it with the
+-- create's last step, which also sets the version).
+local revived = false
+if ARGV[14] ~= '1' then
+  revived = redis.call('DEL', KEYS[3]) == 1
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'paused', ARGV[2], 'ttl_ms', ARGV[3], 'cap', ARGV[4],
              'checkout', ARGV[5], 'share', ARGV[6], 'abandon_ms', ARGV[7], 'hold_ms', ARGV[8],

@@ -20,11 +20,21 @@
 -- unfollowable (KEYS[5] left_count jumps past the kept leaves): positions change order.
 -- KEYS[6] gone (the room's tombstone): a deleted room is not written ({-1}); nor is a room whose
 -- settings are missing (a Redis that lost them: {-2}; the scheduler's lease writes them back).
-if redis.call('EXISTS', KEYS[6]) == 1 then
+-- ARGV[25] a create's last step ("" = an ordinary change): the room's first settings version
+-- (Unix µs, above every version an earlier room of the slug had). The tombstone a create keeps
+-- while it writes is then no reason to refuse: the version is set, the settings written, and
+-- the tombstone removed in this one step, so nobody sees (nor joins) the room with only some of
+-- its settings (found by a probe: a room created closed took a join between two steps).
+local creating = ARGV[25] ~= nil and ARGV[25] ~= ''
+if not creating and redis.call('EXISTS', KEYS[6]) == 1 then
   return {-1}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {-2}
+end
+if creating then
+  redis.call('HSET', KEYS[1], 'ver', ARGV[25])
+  redis.call('DEL', KEYS[6])
 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
