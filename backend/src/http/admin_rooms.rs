@@ -203,8 +203,11 @@ pub async fn list_rooms(
         };
         match read.await {
             Ok((settings, counts)) => rooms.push(view(&room, settings.settings, counts)),
-            // Deleted between the list and this read: left out.
-            Err(crate::store::StoreError::NoSuchRoom(_)) => {}
+            // Deleted between the list and this read, or being created (its tombstone is there
+            // until the create's last step): left out.
+            Err(
+                crate::store::StoreError::NoSuchRoom(_) | crate::store::StoreError::RoomDeleted(_),
+            ) => {}
             Err(error) => return Err(error.into()),
         }
     }

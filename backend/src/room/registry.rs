@@ -25,6 +25,9 @@ pub struct Rooms {
     deleted: RwLock<HashMap<String, Instant>>,
     /// Who starts the tasks of a room added (see [`Rooms::starts`]).
     starters: Mutex<Vec<mpsc::UnboundedSender<Arc<RoomRuntime>>>>,
+    /// Rooms whose settings a sync could not read, warned of once until they can be (a slug
+    /// left listed with no settings would otherwise log every tick: found by a probe).
+    unreadable: Mutex<HashSet<String>>,
 }
 
 impl Rooms {
@@ -106,6 +109,17 @@ impl Rooms {
         true
     }
 
+    /// Whether `room`'s settings are newly unreadable (to be warned of); `readable` clears it.
+    fn unreadable_now(&self, room: &str, readable: bool) -> bool {
+        let mut unreadable = lock(&self.unreadable);
+        if readable {
+            unreadable.remove(room);
+            false
+        } else {
+            unreadable.insert(room.to_owned())
+        }
+    }
+
     /// A channel of rooms to start: every running room at once, then each room added.
     pub fn starts(&self) -> mpsc::UnboundedReceiver<Arc<RoomRuntime>> {
         let (sender, receiver) = mpsc::unbounded_channel();
@@ -147,6 +161,7 @@ impl Rooms {
             }
             match state.store.room_settings(name).await {
                 Ok(settings) => {
+                    self.unreadable_now(name, true);
                     let fresh = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
                     let _ = fresh.incarnation.set(incarnation.clone());
                     // The old room's cached secret, seed and method go before the new runtime
@@ -156,9 +171,10 @@ impl Rooms {
                         tracing::info!(room = %name, "room deleted and created again (through another replica): restarted here");
                     }
                 }
-                Err(error) => {
-                    tracing::warn!(room = %name, %error, "a room created again elsewhere: its settings could not be read yet; the old runtime serves until the next tick");
+                Err(error) if self.unreadable_now(name, false) => {
+                    tracing::warn!(room = %name, %error, "a room created again elsewhere: its settings could not be read yet; the old runtime stays until they can be (retried every tick)");
                 }
+                Err(_) => {}
             }
         }
     }
@@ -239,6 +255,7 @@ impl Rooms {
             }
             match state.store.room_settings(name).await {
                 Ok(settings) => {
+                    self.unreadable_now(name, true);
                     tracing::info!(room = %name, "room created (through another replica): started here");
                     let runtime = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
                     // The incarnation read before the settings: if the room was created again
@@ -248,18 +265,20 @@ impl Rooms {
                     }
                     self.add(Arc::new(runtime));
                 }
-                Err(error) => {
-                    tracing::warn!(room = %name, %error, "a new room's settings could not be read; retrying next tick");
+                Err(error) if self.unreadable_now(name, false) => {
+                    tracing::warn!(room = %name, %error, "a new room's settings could not be read; retrying every tick");
                 }
+                Err(_) => {}
             }
         }
     }
 }
 
 /// Lists again a running room the store lost, under the incarnation this process runs it under
-/// (if it has one), with the settings it holds: `init_room` writes the base ones if none are
-/// there (a lease may have written them first, from the same held settings), then every field
-/// (the sale, labels, schedule and queueing method too) is written as held.
+/// (if it has one), with every field of the settings it holds ([`Store::restore_room`]; a lease
+/// may have written the base ones first, from the same held settings).
+///
+/// [`Store::restore_room`]: crate::store::Store::restore_room
 async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store::StoreError> {
     if let Some(incarnation) = room.incarnation.get() {
         state
@@ -267,16 +286,11 @@ async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store
             .keep_incarnation(&room.name, incarnation)
             .await?;
     }
-    let held = room.settings();
-    state.store.init_room(&room.name, &held).await?;
-    match state
+    let in_force = state
         .store
-        .update_room(&room.name, &held.as_patch(), None)
-        .await?
-    {
-        crate::store::SettingsUpdate::Applied(in_force)
-        | crate::store::SettingsUpdate::VersionMismatch(in_force) => room.set_settings(in_force),
-    }
+        .restore_room(&room.name, &room.settings())
+        .await?;
+    room.set_settings(in_force);
     Ok(())
 }
 

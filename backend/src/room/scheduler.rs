@@ -231,6 +231,12 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
         };
         match result {
             Ok(()) => outage_logged = false,
+            Err(crate::store::StoreError::RoomDeleted(_)) if !outage_logged => {
+                // Not an outage: the room was deleted (this process stops it within a tick) or
+                // is being created again (its tombstone goes with the create's last step).
+                tracing::info!(room = %room.name, "the room's tombstone is there (deleted, or being created again): the scheduler waits");
+                outage_logged = true;
+            }
             Err(error) if !outage_logged => {
                 tracing::warn!(room = %room.name, %error, "scheduler cannot reach the store; retrying every tick");
                 outage_logged = true;

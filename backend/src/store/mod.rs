@@ -341,6 +341,19 @@ pub trait Store: Catalog + Send + Sync + 'static {
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError>;
 
+    /// A room the store lost (Redis restarted without persistence) written back with the
+    /// settings a replica `held`, every field of them, at a version above every one a replica
+    /// holds (Redis: the time in µs), so that every replica takes them and every change after
+    /// them; listed only then, so that a failure on the way leaves it for the next try. Returns
+    /// the settings in force.
+    async fn restore_room(
+        &self,
+        room: &str,
+        held: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
+        self.init_room(room, held).await
+    }
+
     /// The room's settings as stored now, with their version (read-your-writes across replicas).
     async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError>;
 

@@ -442,6 +442,44 @@ async fn a_keyed_join_right_after_a_create_again_is_one_ticket_on_every_replica(
     }
 }
 
+/// A create whose first step Redis takes but does not confirm in time (stalled past the store
+/// timeout) answers 504, and the slug is taken back once Redis answers again: found by a probe,
+/// such a slug stayed listed with no settings, every replica failing to start it and every
+/// create of it answered 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_caught_in_a_redis_stall_gives_its_slug_back() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    assert_eq!(redis.cli(&["CLIENT", "PAUSE", "2500", "ALL"]), "OK");
+    let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    // Redis answers again within 2.5 s; the slug is taken back within a second or so after.
+    let freed = async || {
+        let listed = redis.cli(&["SISMEMBER", "vestibule:{_catalog}:rooms", "stalled"]);
+        let incarnation = redis.cli(&["HEXISTS", "vestibule:{_catalog}:incarnations", "stalled"]);
+        listed == "0" && incarnation == "0"
+    };
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while !freed().await {
+        assert!(
+            Instant::now() < deadline,
+            "the slug stayed listed: {}",
+            app.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert!(
+        within(async || {
+            let response = app.join_request("stalled").send().await.expect("join");
+            response.status().is_success()
+        })
+        .await,
+        "the room created once Redis answered takes no joins"
+    );
+}
+
 /// A delete unlists the slug and drops its incarnation in one step, so a replica never takes a
 /// room deleted twice for one created again (deleted, created, deleted again before its sync,
 /// it kept running the first room: found by a review). A create that fails after listing its
@@ -635,16 +673,40 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     assert!(!app.log().contains("restarted here"), "{}", app.log());
     // With the settings it ran with, not the command line's defaults (found by a probe: every
     // room came back at the default rate, unpaused).
-    let (_, settings) = room_settings(&app, "drop-7").await;
-    assert_eq!(
-        (
-            &settings["admissionRatePerSec"],
-            &settings["paused"],
-            &settings["messageEn"],
-            &settings["stock"]
-        ),
-        (&json!(4.0), &json!(true), &json!("kept"), &json!(9)),
-        "{settings}"
+    let expected = (json!(4.0), json!(true), json!("kept"), json!(9));
+    let mut settings = serde_json::Value::Null;
+    let restored = within(async || {
+        settings = room_settings(&app, "drop-7").await.1;
+        let shown = (
+            settings["admissionRatePerSec"].clone(),
+            settings["paused"].clone(),
+            settings["messageEn"].clone(),
+            settings["stock"].clone(),
+        );
+        shown == expected
+    })
+    .await;
+    assert!(restored, "{settings}");
+    // At a version above the ones the replica held, so that changes after it take effect (found
+    // by a probe: written back at a low version, a PATCH was answered 200 and never applied).
+    app.patch_room("drop-7", json!({"paused": false, "messageEn": "after"}))
+        .await;
+    assert!(
+        within(async || {
+            let url = app.url(&paths::room("drop-7"));
+            let info: serde_json::Value = app
+                .client
+                .get(url)
+                .send()
+                .await
+                .expect("room info")
+                .json()
+                .await
+                .unwrap_or_default();
+            info["state"] == "OPEN" && info["messageEn"] == "after"
+        })
+        .await,
+        "the change after the restore never took effect"
     );
 }
 

@@ -48,6 +48,33 @@ enum CatalogStep {
     Undo,
 }
 
+/// One step of `catalog.lua` on `room` over `link`; whether it changed the list (see the
+/// script). Not resent: a creation sent twice would find its own slug listed and answer "exists".
+async fn catalog_step(
+    link: &super::Link,
+    script: &redis::Script,
+    room: &str,
+    step: CatalogStep,
+    incarnation: &str,
+) -> Result<bool, StoreError> {
+    let mode = match step {
+        CatalogStep::Create => "create",
+        CatalogStep::Ensure => "ensure",
+        CatalogStep::Delete => "delete",
+        CatalogStep::Undo => "undo",
+    };
+    let mut invocation = script.key(ROOMS_KEY);
+    invocation
+        .key(DELETED_KEY)
+        .key(INCARNATIONS_KEY)
+        .arg(room)
+        .arg(incarnation)
+        .arg(mode)
+        .arg(crate::store::now_ms());
+    let changed = super::reply::as_i64(&link.run_script_value(&invocation).await?)?;
+    Ok(changed == 1)
+}
+
 /// The key a room's purge always leaves: its audit log outlives it.
 const AUDIT: &str = "audit";
 
@@ -155,29 +182,39 @@ impl RedisStore {
     }
 
     /// One step of `catalog.lua` on `room`; whether it changed the list (see the script).
-    /// Not resent: a creation sent twice would find its own slug listed and answer "exists".
     async fn catalog_step(
         &self,
         room: &str,
         step: CatalogStep,
         incarnation: &str,
     ) -> Result<bool, StoreError> {
-        let mode = match step {
-            CatalogStep::Create => "create",
-            CatalogStep::Ensure => "ensure",
-            CatalogStep::Delete => "delete",
-            CatalogStep::Undo => "undo",
-        };
-        let mut invocation = self.scripts.catalog.key(ROOMS_KEY);
-        invocation
-            .key(DELETED_KEY)
-            .key(INCARNATIONS_KEY)
-            .arg(room)
-            .arg(incarnation)
-            .arg(mode)
-            .arg(crate::store::now_ms());
-        let changed = super::reply::as_i64(&self.link.run_script_value(&invocation).await?)?;
-        Ok(changed == 1)
+        catalog_step(&self.link, &self.scripts.catalog, room, step, incarnation).await
+    }
+
+    /// Takes back a create of `room` under `incarnation` that failed (`catalog.lua` undo: only
+    /// while the slug is still under that incarnation, so it is safe whether or not the create's
+    /// steps reached Redis). Tried at once, then, while Redis does not answer (the create failed
+    /// for that, found by a probe: a stalled Redis left slugs listed with no settings), every
+    /// half second for a minute in the background.
+    fn take_back_create(&self, room: &str, incarnation: &str) {
+        let (link, script) = (self.link.clone(), self.scripts.catalog.clone());
+        let (room, incarnation) = (room.to_owned(), incarnation.to_owned());
+        tokio::spawn(async move {
+            for attempt in 0..120u32 {
+                match catalog_step(&link, &script, &room, CatalogStep::Undo, &incarnation).await {
+                    Ok(taken_back) => {
+                        if taken_back {
+                            tracing::info!(%room, "a create that failed was taken back: the slug is free");
+                        }
+                        return;
+                    }
+                    Err(error) if attempt == 119 => {
+                        tracing::warn!(%room, %error, "a failed create could not be taken back; delete the room to free its slug");
+                    }
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+                }
+            }
+        });
     }
 
     /// The steps of a create after its slug is registered, under the room's tombstone (the
@@ -203,7 +240,8 @@ impl RedisStore {
             )
             .await?;
         self.purge_room(room, true).await?;
-        self.write_initial_settings(room, settings, true).await?;
+        self.write_initial_settings(room, settings, super::settings::InitStep::Create)
+            .await?;
         match self
             .update_room_in_redis(
                 room,
@@ -308,7 +346,15 @@ impl Catalog for RedisStore {
         // (it has not read the new incarnation yet) writes nothing meanwhile — with the
         // tombstone gone first, its lease wrote default settings and the old room's secret,
         // which the new room then kept (found by a review).
-        if !self.register_room(room, Some(incarnation)).await? {
+        let registered = match self.register_room(room, Some(incarnation)).await {
+            Ok(registered) => registered,
+            Err(error) => {
+                // Maybe listed all the same (sent, not confirmed): taken back if so.
+                self.take_back_create(room, incarnation);
+                return Err(error);
+            }
+        };
+        if !registered {
             return Ok(None);
         }
         match self.write_new_room(room, settings).await {
@@ -317,13 +363,8 @@ impl Catalog for RedisStore {
                 // Listed with no settings (or not all of them), the slug would be stuck: every
                 // replica failing to start it, a retried create answered 409. Taken back instead
                 // (if still this creation's), the slug is deleted as before and can be created
-                // again; if Redis cannot take even that, a delete does it.
-                if let Err(undo) = self
-                    .catalog_step(room, CatalogStep::Undo, incarnation)
-                    .await
-                {
-                    tracing::warn!(%room, error = %undo, "a failed create could not be taken back; delete the room to free its slug");
-                }
+                // again.
+                self.take_back_create(room, incarnation);
                 Err(error)
             }
         }

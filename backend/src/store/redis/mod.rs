@@ -446,6 +446,25 @@ impl Store for RedisStore {
         self.init_room_in_redis(room, defaults).await
     }
 
+    async fn restore_room(
+        &self,
+        room: &str,
+        held: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
+        self.write_initial_settings(room, held, settings::InitStep::Restore)
+            .await?;
+        let in_force = match self
+            .update_room_in_redis(room, &held.as_patch(), None, None)
+            .await?
+        {
+            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
+                in_force
+            }
+        };
+        self.register_room(room, None).await?;
+        Ok(in_force)
+    }
+
     async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
         self.room_settings_in_redis(room).await
     }

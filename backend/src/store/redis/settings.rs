@@ -11,6 +11,17 @@ use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
 
+/// Why `init_room.lua` runs.
+#[derive(Clone, Copy)]
+pub(super) enum InitStep {
+    /// `--rooms` seeding (a deleted room's tombstone goes: it lives again).
+    Seed,
+    /// A create's step: the tombstone stays until its last step.
+    Create,
+    /// A room the store lost, listed again: its settings at a version above every one held.
+    Restore,
+}
+
 impl RedisStore {
     /// A room's settings and secret written unless present (`init_room.lua`), and the slug
     /// listed (a seeded room, or one the store lost). Returns the settings in force.
@@ -19,21 +30,23 @@ impl RedisStore {
         room: &str,
         defaults: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
-        let in_force = self.write_initial_settings(room, defaults, false).await?;
+        let in_force = self
+            .write_initial_settings(room, defaults, InitStep::Seed)
+            .await?;
         // Listed with the rooms (issue 14): `--rooms` seeds a room that does not exist yet.
         self.register_room(room, None).await?;
         Ok(in_force)
     }
 
     /// `init_room.lua`: the settings and secret written unless present, the ones in force read
-    /// back; the tombstone removed in the same step, or with `creating` kept (a create removes it
-    /// with its last step, [`RedisStore::update_room_in_redis`]'s `create_version`). The slug's
+    /// back; the tombstone removed in the same step, or for a create kept (it removes it with
+    /// its last step, [`RedisStore::update_room_in_redis`]'s `create_version`). The slug's
     /// listing is the caller's.
     pub(super) async fn write_initial_settings(
         &self,
         room: &str,
         defaults: &Settings,
-        creating: bool,
+        step: InitStep,
     ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.link.connection.clone();
@@ -44,7 +57,16 @@ impl RedisStore {
         config_args_added(&mut invocation, defaults);
         invocation
             .arg(crate::store::catalog::first_version())
-            .arg(if creating { "1" } else { "" });
+            .arg(if matches!(step, InitStep::Create) {
+                "1"
+            } else {
+                ""
+            })
+            .arg(if matches!(step, InitStep::Restore) {
+                "1"
+            } else {
+                ""
+            });
         let fields: Vec<Value> = self
             .link
             .bounded(invocation.invoke_async(&mut connection))
@@ -284,6 +306,7 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(secret.as_deref().unwrap_or_default());
         config_args_added(&mut invocation, defaults);
+        invocation.arg(crate::store::catalog::first_version());
         let reply = self.link.run_script(&invocation).await?;
         if is_gone_reply(&reply) {
             return Err(StoreError::RoomDeleted(room.to_owned()));

@@ -26,10 +26,14 @@ elseif not current then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   epoch = redis.call('INCR', KEYS[2])
 end
+-- ARGV[15] now in Unix µs: the version of settings written back, above every version a replica
+-- holds (a room's versions start at its creation time in µs, or 0 when seeded, and grow by one
+-- per change), so that every replica takes them and every change after them (found by a probe:
+-- written back at version 0, they and every later change were ignored by replicas holding more).
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('HSET', KEYS[3], 'rate', ARGV[3], 'paused', ARGV[4], 'ttl_ms', ARGV[5], 'cap', ARGV[6],
              'checkout', ARGV[7], 'share', ARGV[8], 'abandon_ms', ARGV[9], 'hold_ms', ARGV[10],
-             'pow', ARGV[12], 'pow_auto', ARGV[13], 'req_user', ARGV[14])
+             'pow', ARGV[12], 'pow_auto', ARGV[13], 'req_user', ARGV[14], 'ver', ARGV[15])
 end
 if ARGV[11] ~= '' then
   redis.call('SET', KEYS[4], ARGV[11], 'NX')
