@@ -71,7 +71,7 @@ async fn bot_settings_are_kept_changed_cleared_and_read_by_every_path() {
         assert_eq!(read.pow_auto_joins_per_sec, Some(250), "{kind}");
         assert!(read.require_user_assertion, "{kind}");
         // The scheduler's reads (lease and tick) see the same.
-        let lease = store.lease(ROOM, "a", 5_000, &defaults()).await.unwrap();
+        let lease = store.lease(ROOM, "a", 5_000).await.unwrap();
         assert_eq!(lease.settings.settings, read, "{kind}");
         let tick = store
             .admit(

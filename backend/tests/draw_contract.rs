@@ -47,11 +47,7 @@ fn defaults() -> Settings {
 }
 
 async fn lead(store: &dyn Store, holder: &str, lease_ms: u64) -> Option<u64> {
-    store
-        .lease(ROOM, holder, lease_ms, &defaults())
-        .await
-        .unwrap()
-        .epoch
+    store.lease(ROOM, holder, lease_ms).await.unwrap().epoch
 }
 
 async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize) -> u64 {

@@ -61,7 +61,7 @@ async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
 /// [`admit_at`] that banks up to `bank_max` unused admissions for instant joins.
 async fn admit_banking(store: &dyn Store, tokens: &[String], now: u64, bank_max: u64) -> u64 {
     let holder = random_id();
-    let lease = store.lease(ROOM, &holder, 5_000, &defaults()).await;
+    let lease = store.lease(ROOM, &holder, 5_000).await;
     let epoch = lease.unwrap().epoch.expect("the lease is free");
     let request = AdmitRequest {
         holder: &holder,

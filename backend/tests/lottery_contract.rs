@@ -114,7 +114,7 @@ async fn the_lottery_on(store: &dyn Store) {
     let kind = store.kind();
     let start = now_ms();
     let epoch = store
-        .lease(ROOM, "leader", 600_000, &defaults())
+        .lease(ROOM, "leader", 600_000)
         .await
         .unwrap()
         .epoch
@@ -345,7 +345,7 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     let kind = store.kind();
     let start = now_ms();
     let epoch = store
-        .lease(ROOM, "leader", 600_000, &defaults())
+        .lease(ROOM, "leader", 600_000)
         .await
         .unwrap()
         .epoch
@@ -476,7 +476,7 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
         );
     }
     let epoch = two
-        .lease(ROOM, "leader", 600_000, &defaults())
+        .lease(ROOM, "leader", 600_000)
         .await
         .unwrap()
         .epoch
@@ -592,7 +592,7 @@ async fn a_switch_files_more_than_one_batch() {
     )
     .await;
     let epoch = store
-        .lease(ROOM, "leader", 600_000, &defaults())
+        .lease(ROOM, "leader", 600_000)
         .await
         .unwrap()
         .epoch

@@ -41,7 +41,7 @@ fn defaults() -> Settings {
 /// One leader tick at `at` with `count` tokens; returns (admitted, skipped).
 async fn tick(store: &dyn Store, at: u64, count: usize) -> (u64, u64) {
     let epoch = store
-        .lease(ROOM, "leader", 60_000, &defaults())
+        .lease(ROOM, "leader", 60_000)
         .await
         .unwrap()
         .epoch

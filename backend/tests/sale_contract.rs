@@ -60,7 +60,7 @@ async fn sale(store: &dyn Store) -> SaleSettings {
 
 /// Takes the lease and admits up to `count`; returns how many were admitted.
 async fn admit(store: &dyn Store, count: usize) -> u64 {
-    let lease = store.lease(ROOM, "a", LEASE_MS, &defaults()).await.unwrap();
+    let lease = store.lease(ROOM, "a", LEASE_MS).await.unwrap();
     let epoch = lease.epoch.expect("the only holder leads");
     let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
     let outcome = store

@@ -60,7 +60,7 @@ async fn read_all(
 
 async fn lead(store: &dyn Store, holder: &str) -> u64 {
     store
-        .lease(ROOM, holder, LEASE_MS, &defaults())
+        .lease(ROOM, holder, LEASE_MS)
         .await
         .unwrap()
         .epoch
@@ -307,9 +307,21 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     );
     let plain = a.join(ROOM, None, &random_id()).await.unwrap();
     assert_eq!(plain.ticket.position, Some(2));
-    // The next lease call writes this replica's secret back, and the settings.
-    until_ok(|| async { a.lease(ROOM, "a", LEASE_MS, &defaults()).await }).await;
+    // The next lease call writes this replica's secret back; the settings it reports lost, for
+    // the caller to write back as it holds them (`restore_room`).
+    let lost = until_ok(|| async {
+        match a.lease(ROOM, "a", LEASE_MS).await {
+            Err(vestibule::store::StoreError::SettingsLost(_)) => Ok(()),
+            Ok(_) => Err(vestibule::store::StoreError::Corrupt(
+                "settings not lost".into(),
+            )),
+            Err(error) => Err(error),
+        }
+    });
+    lost.await;
     assert_eq!(stored_secret(&a).await, Some(secret.clone()));
+    a.restore_room(ROOM, &defaults()).await.unwrap();
+    a.lease(ROOM, "a", LEASE_MS).await.unwrap();
 
     // Lost again, and a new replica starts before any lease call: it writes a new secret, which
     // the older replica takes up at its next lease call, so both derive the same ids again.
@@ -322,7 +334,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     .await;
     let new_secret = stored_secret(&b).await.unwrap();
     assert_ne!(new_secret, secret);
-    until_ok(|| async { a.lease(ROOM, "a", LEASE_MS, &defaults()).await }).await;
+    until_ok(|| async { a.lease(ROOM, "a", LEASE_MS).await }).await;
     assert_eq!(stored_secret(&a).await, Some(new_secret));
     let from_b = b.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
     let from_a = a.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
@@ -360,7 +372,7 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
             store.join(ROOM, None, &random_id()).await.unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
-        let follower = store.lease(ROOM, "b", LEASE_MS, &defaults()).await.unwrap();
+        let follower = store.lease(ROOM, "b", LEASE_MS).await.unwrap();
         assert_eq!(follower.epoch, None, "{kind}: two leaders");
         let tokens = vec![entry_token(ROOM)];
         let request = |holder, epoch| AdmitRequest {

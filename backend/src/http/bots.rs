@@ -59,14 +59,39 @@ pub async fn check_join(
     headers: &HeaderMap,
     challenge_used: &mut bool,
 ) -> Result<(), ApiError> {
-    if settings.require_user_assertion && !headers.contains_key(USER_ASSERTION_HEADER) {
+    let assertion_missing =
+        settings.require_user_assertion && !headers.contains_key(USER_ASSERTION_HEADER);
+    let refuse_assertion = || {
         count_refusal(room, "user_assertion", "missing");
-        return Err(ApiError::JoinRefused {
+        ApiError::JoinRefused {
             code: error_code::USER_ASSERTION_REQUIRED,
             message: "this room allows one place per person: join with the X-User-Assertion \
                       your storefront signs for you",
-        });
+        }
+    };
+    // A join that carries a proof of work has it checked, and spent, before a missing
+    // assertion refuses it: whichever copy of the settings the refusal is decided on (this
+    // replica's, or the store's after a change elsewhere), the solution is used once.
+    let checks_proof = settings.pow_difficulty > 0 && headers.contains_key(PROOF_OF_WORK_HEADER);
+    if assertion_missing && !checks_proof {
+        return Err(refuse_assertion());
     }
+    check_proof(state, room, settings, headers, challenge_used).await?;
+    if assertion_missing {
+        return Err(refuse_assertion());
+    }
+    Ok(())
+}
+
+/// The proof-of-work part of [`check_join`]: nothing when the room asks for none; else the
+/// `X-Proof-Of-Work` header verified and its challenge spent (once per join: `challenge_used`).
+async fn check_proof(
+    state: &AppState,
+    room: &str,
+    settings: &Settings,
+    headers: &HeaderMap,
+    challenge_used: &mut bool,
+) -> Result<(), ApiError> {
     if settings.pow_difficulty == 0 {
         return Ok(());
     }

@@ -220,7 +220,9 @@ impl From<StoreError> for ApiError {
     /// Not reached → 503, sent but unconfirmed → 504, anything else → 500.
     fn from(source: StoreError) -> Self {
         match source {
-            StoreError::Unavailable(_) => Self::StoreUnavailable { source },
+            StoreError::Unavailable(_) | StoreError::SettingsLost(_) => {
+                Self::StoreUnavailable { source }
+            }
             StoreError::OutcomeUnknown(_) => Self::StoreTimeout { source },
             StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
             StoreError::Refused(refusal) => Self::refused_join(refusal),

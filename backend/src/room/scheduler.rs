@@ -93,16 +93,8 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             // The lease goes over the scheduler's own connection like the admissions: a
             // follower's tick must not wait behind request traffic either, or it would take
             // over late when the leader dies.
-            // Settings a Redis restarted without persistence lost are written back as this
-            // process holds them, not as the command line's defaults (found by a probe: every
-            // room came back at the default rate, unpaused).
             None => match store
-                .lease(
-                    &room.name,
-                    &holder,
-                    state.config.lease_ms,
-                    &room.shared_settings().settings,
-                )
+                .lease(&room.name, &holder, state.config.lease_ms)
                 .await
             {
                 Ok(lease) => {
@@ -118,6 +110,19 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         meter.lost_track();
                     }
                     Ok(())
+                }
+                Err(crate::store::StoreError::SettingsLost(_)) => {
+                    // Redis restarted without persistence: the settings go back as this
+                    // runtime holds them, every field, above every version held (once: the
+                    // first replica to write them wins, the others keep what it wrote).
+                    match store.restore_room(&room.name, &room.settings()).await {
+                        Ok(in_force) => {
+                            tracing::warn!(room = %room.name, "the store had lost the room's settings: written back as this process held them");
+                            room.set_settings(in_force);
+                            Ok(())
+                        }
+                        Err(error) => Err(error),
+                    }
                 }
                 Err(error) => Err(error),
             },
@@ -198,6 +203,18 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         room.set_active_users(outcome.active);
                         if let Some(config) = outcome.settings {
                             room.set_settings(config);
+                        } else {
+                            // The store lost the settings (the leader's tick reads them but
+                            // calls no lease): written back as this runtime holds them.
+                            match store.restore_room(&room.name, &room.settings()).await {
+                                Ok(in_force) => {
+                                    tracing::warn!(room = %room.name, "the store had lost the room's settings: written back as this process held them");
+                                    room.set_settings(in_force);
+                                }
+                                Err(error) => {
+                                    tracing::debug!(room = %room.name, %error, "the room's settings could not be written back; retrying next tick");
+                                }
+                            }
                         }
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
                         metrics::counter!("vestibule_admissions_total", &labels)

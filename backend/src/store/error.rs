@@ -33,6 +33,12 @@ pub enum StoreError {
     /// `room_deleted`.
     #[error("room {0:?} was deleted")]
     RoomDeleted(String),
+    /// The room's settings are missing without a tombstone: the store lost them (Redis restarted
+    /// without persistence); the replicas running the room write them back as they hold them
+    /// ([`Store::restore_room`](crate::store::Store::restore_room)) within a tick. Answered 503
+    /// `store_unavailable`.
+    #[error("store unavailable: the settings of room {0:?} are missing from Redis; they are written back within a tick")]
+    SettingsLost(String),
 }
 
 impl StoreError {

@@ -487,14 +487,17 @@ pub trait Store: Catalog + Send + Sync + 'static {
     async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError>;
 
     /// Takes or renews the room's scheduler lease for `holder` (`lease_ms` long) and reads the
-    /// room's settings in the same step (writing `defaults` if they are gone: the scheduler
-    /// passes the settings its runtime holds). A new holder gets a new, larger fencing epoch.
+    /// room's settings in the same step. A new holder gets a new, larger fencing epoch.
+    ///
+    /// # Errors
+    /// [`StoreError::RoomDeleted`] under the room's tombstone; [`StoreError::SettingsLost`] when
+    /// the store lost the settings (the caller writes back the ones it holds,
+    /// [`Store::restore_room`]); else the call's error.
     async fn lease(
         &self,
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError>;
 
     /// Gives up the lease if `holder` has it (on shutdown), so another replica takes over at once.

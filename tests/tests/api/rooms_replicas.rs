@@ -708,6 +708,57 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
         .await,
         "the change after the restore never took effect"
     );
+    // A change made as soon as Redis is back stays (found by a probe: a replica's restore,
+    // later, wrote its older copy over it).
+    redis.restart();
+    let early = json!({"messageEn": "early"});
+    assert!(
+        within(async || {
+            let (status, _, _) = admin(
+                &app,
+                reqwest::Method::PATCH,
+                &paths::admin_room("drop-7"),
+                Some(early.clone()),
+            )
+            .await;
+            status == StatusCode::OK
+        })
+        .await,
+        "no change was taken after the restart"
+    );
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let (_, settings) = room_settings(&app, "drop-7").await;
+    assert_eq!(settings["messageEn"], "early", "{settings}");
+}
+
+/// Settings lost while the room stays listed (a key evicted or deleted by hand): the scheduler
+/// finds them missing at its lease and writes back every field its runtime holds, at a version
+/// above the ones held (the lease used to write the command line's defaults).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_lost_alone_are_written_back_as_held() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let room = json!({"room": "drop-8", "admissionRatePerSec": 3, "messageEn": "kept", "stock": 9});
+    let (status, _, _) = create(&app, room).await;
+    assert_eq!(status, StatusCode::CREATED);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, before) = room_settings(&app, "drop-8").await;
+    assert_eq!(redis.cli(&["DEL", "vestibule:{drop-8}:settings"]), "1");
+    let mut settings = serde_json::Value::Null;
+    let restored = within(async || {
+        settings = room_settings(&app, "drop-8").await.1;
+        settings["messageEn"] == "kept"
+    })
+    .await;
+    assert!(restored, "{settings}");
+    for field in [
+        "admissionRatePerSec",
+        "stock",
+        "queueingMethod",
+        "tokenTtlSecs",
+    ] {
+        assert_eq!(settings[field], before[field], "{field}: {settings}");
+    }
 }
 
 /// A Redis written by a version before the cluster support keeps its catalog under

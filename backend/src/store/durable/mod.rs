@@ -442,9 +442,8 @@ impl Store for DurableStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
-        self.engine.lease(room, holder, lease_ms, defaults).await
+        self.engine.lease(room, holder, lease_ms).await
     }
 
     async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {

@@ -309,7 +309,6 @@ impl Store for MemoryStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        _defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
         let clock = super::now_ms();
         self.with_room(room, |state| state.lease(holder, lease_ms, clock))

@@ -451,15 +451,25 @@ impl Store for RedisStore {
         room: &str,
         held: &Settings,
     ) -> Result<VersionedSettings, StoreError> {
-        self.write_initial_settings(room, held, settings::InitStep::Restore)
+        let version = crate::store::catalog::first_version();
+        let written = self
+            .write_initial_settings_at(room, held, settings::InitStep::Restore, version)
             .await?;
-        let in_force = match self
-            .update_room_in_redis(room, &held.as_patch(), None, None)
-            .await?
-        {
-            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
-                in_force
+        // The rest of the held fields only by the process whose base settings went in (at its
+        // version): another replica, or a change made since through the admin API, must not be
+        // overwritten by an older copy (found by a probe: an unpause made right after Redis came
+        // back was undone by a later replica's restore).
+        let in_force = if written.version == version {
+            match self
+                .update_room_in_redis(room, &held.as_patch(), Some(version), None)
+                .await?
+            {
+                SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
+                    in_force
+                }
             }
+        } else {
+            written
         };
         self.register_room(room, None).await?;
         Ok(in_force)
@@ -614,9 +624,8 @@ impl Store for RedisStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
-        self.lease_in_redis(room, holder, lease_ms, defaults).await
+        self.lease_in_redis(room, holder, lease_ms).await
     }
 
     async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {

@@ -48,6 +48,19 @@ impl RedisStore {
         defaults: &Settings,
         step: InitStep,
     ) -> Result<VersionedSettings, StoreError> {
+        self.write_initial_settings_at(room, defaults, step, crate::store::catalog::first_version())
+            .await
+    }
+
+    /// [`RedisStore::write_initial_settings`] with the version a revived or restored room's
+    /// settings start at (`version`, Unix µs): the reply carries it when this call wrote them.
+    pub(super) async fn write_initial_settings_at(
+        &self,
+        room: &str,
+        defaults: &Settings,
+        step: InitStep,
+        version: u64,
+    ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.link.connection.clone();
         let mut invocation = self.scripts.init_room.key(keys.key("settings"));
@@ -56,7 +69,7 @@ impl RedisStore {
         invocation.arg(&fresh_secret()[..]);
         config_args_added(&mut invocation, defaults);
         invocation
-            .arg(crate::store::catalog::first_version())
+            .arg(version)
             .arg(if matches!(step, InitStep::Create) {
                 "1"
             } else {
@@ -287,7 +300,6 @@ impl RedisStore {
         room: &str,
         holder: &str,
         lease_ms: u64,
-        defaults: &Settings,
     ) -> Result<LeaseOutcome, StoreError> {
         let keys = Keys::new(room);
         // This process's copy of the room secret goes along, so that a Redis restarted without
@@ -302,14 +314,14 @@ impl RedisStore {
             .key(keys.key("pace"))
             .key(keys.key(GONE))
             .arg(holder)
-            .arg(lease_ms);
-        config_args(&mut invocation, defaults);
-        invocation.arg(secret.as_deref().unwrap_or_default());
-        config_args_added(&mut invocation, defaults);
-        invocation.arg(crate::store::catalog::first_version());
+            .arg(lease_ms)
+            .arg(secret.as_deref().unwrap_or_default());
         let reply = self.link.run_script(&invocation).await?;
         if is_gone_reply(&reply) {
             return Err(StoreError::RoomDeleted(room.to_owned()));
+        }
+        if matches!(reply.as_slice(), [code] if as_i64(code).is_ok_and(|code| code == -2)) {
+            return Err(settings_lost(room));
         }
         let (reply, sale, labels, method) = split_sale(&reply)?;
         let [epoch, settings @ .., secret, active, pace, opens, preopens] = reply else {
@@ -402,7 +414,5 @@ fn is_gone_reply(reply: &[Value]) -> bool {
 /// The error for a room whose settings hash is missing without a tombstone: a Redis restarted
 /// without persistence lost it, and the room's scheduler writes it back within a tick.
 pub(super) fn settings_lost(room: &str) -> StoreError {
-    StoreError::Unavailable(format!(
-        "the settings of room {room:?} are missing from Redis; they are written back within a tick"
-    ))
+    StoreError::SettingsLost(room.to_owned())
 }

@@ -2,12 +2,10 @@
 -- KEYS[1] leader (STRING holder, PX lease)   KEYS[2] epoch (STRING counter)   KEYS[3] settings (HASH)
 -- KEYS[4] secret (STRING: HMAC key of derived ticket ids)   KEYS[5] active (ZSET: tokens out)
 -- KEYS[6] pace (STRING: the leader's measured pace, written by admit.lua)
--- ARGV[1] holder   ARGV[2] lease in ms   ARGV[3..10] default rate, paused, ttl_ms, cap, checkout,
--- share, abandon_ms, hold_ms: written when the settings are gone (a Redis restarted without
--- persistence), so the room keeps working.
--- ARGV[11] the caller's cached room secret ("" = none): written back the same way when the secret
--- is gone, so the room keeps the secret its replicas derive ticket ids with.
--- ARGV[12..14] default pow, pow_auto, req_user (written with the defaults above).
+-- ARGV[1] holder   ARGV[2] lease in ms
+-- ARGV[3] the caller's cached room secret ("" = none): written back when the secret is gone (a
+-- Redis restarted without persistence), so the room keeps the secret its replicas derive ticket
+-- ids with.
 -- Returns {epoch (0 = another holder leads), rate, paused, ttl_ms, cap, checkout, share,
 -- abandon_ms, hold_ms, pow, pow_auto, req_user, settings version, secret in force ("" = none), active users, pace ("" =
 -- none), opens_ms, preopens_ms ("" = none), stock, sold, soldout, closed, msg_en, msg_ko (the
@@ -26,17 +24,15 @@ elseif not current then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   epoch = redis.call('INCR', KEYS[2])
 end
--- ARGV[15] now in Unix µs: the version of settings written back, above every version a replica
--- holds (a room's versions start at its creation time in µs, or 0 when seeded, and grow by one
--- per change), so that every replica takes them and every change after them (found by a probe:
--- written back at version 0, they and every later change were ignored by replicas holding more).
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('HSET', KEYS[3], 'rate', ARGV[3], 'paused', ARGV[4], 'ttl_ms', ARGV[5], 'cap', ARGV[6],
-             'checkout', ARGV[7], 'share', ARGV[8], 'abandon_ms', ARGV[9], 'hold_ms', ARGV[10],
-             'pow', ARGV[12], 'pow_auto', ARGV[13], 'req_user', ARGV[14], 'ver', ARGV[15])
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[3], 'NX')
 end
-if ARGV[11] ~= '' then
-  redis.call('SET', KEYS[4], ARGV[11], 'NX')
+-- Settings missing without a tombstone: the store lost them (a Redis restarted without
+-- persistence). Not written back here: the caller writes back every field its runtime holds
+-- (`Store::restore_room`), once; a lease that wrote the base ones from its arguments had the
+-- replicas take those, and lose the rest (found by a probe). The reply is {-2}.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  return {-2}
 end
 local s = redis.call('HMGET', KEYS[3], 'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share',
                      'abandon_ms', 'hold_ms', 'pow', 'pow_auto', 'req_user', 'ver')
