@@ -320,7 +320,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     });
     lost.await;
     assert_eq!(stored_secret(&a).await, Some(secret.clone()));
-    a.restore_room(ROOM, &defaults()).await.unwrap();
+    a.restore_room(ROOM, &defaults(), None).await.unwrap();
     a.lease(ROOM, "a", LEASE_MS).await.unwrap();
 
     // Lost again, and a new replica starts before any lease call: it writes a new secret, which

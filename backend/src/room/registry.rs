@@ -288,7 +288,11 @@ async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store
     }
     let in_force = state
         .store
-        .restore_room(&room.name, &room.settings())
+        .restore_room(
+            &room.name,
+            &room.settings(),
+            room.incarnation.get().map(String::as_str),
+        )
         .await?;
     room.set_settings(in_force);
     Ok(())

@@ -112,17 +112,9 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     Ok(())
                 }
                 Err(crate::store::StoreError::SettingsLost(_)) => {
-                    // Redis restarted without persistence: the settings go back as this
-                    // runtime holds them, every field, above every version held (once: the
-                    // first replica to write them wins, the others keep what it wrote).
-                    match store.restore_room(&room.name, &room.settings()).await {
-                        Ok(in_force) => {
-                            tracing::warn!(room = %room.name, "the store had lost the room's settings: written back as this process held them");
-                            room.set_settings(in_force);
-                            Ok(())
-                        }
-                        Err(error) => Err(error),
-                    }
+                    // Redis restarted without persistence: written back as this runtime holds
+                    // them (the first replica to write them wins).
+                    restore_settings(&*store, &room).await
                 }
                 Err(error) => Err(error),
             },
@@ -203,18 +195,10 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         room.set_active_users(outcome.active);
                         if let Some(config) = outcome.settings {
                             room.set_settings(config);
-                        } else {
+                        } else if let Err(error) = restore_settings(&*store, &room).await {
                             // The store lost the settings (the leader's tick reads them but
-                            // calls no lease): written back as this runtime holds them.
-                            match store.restore_room(&room.name, &room.settings()).await {
-                                Ok(in_force) => {
-                                    tracing::warn!(room = %room.name, "the store had lost the room's settings: written back as this process held them");
-                                    room.set_settings(in_force);
-                                }
-                                Err(error) => {
-                                    tracing::debug!(room = %room.name, %error, "the room's settings could not be written back; retrying next tick");
-                                }
-                            }
+                            // calls no lease); tried again next tick.
+                            tracing::debug!(room = %room.name, %error, "the room's settings could not be written back");
                         }
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
                         metrics::counter!("vestibule_admissions_total", &labels)
@@ -400,6 +384,25 @@ pub fn instant_bank_max(rate_per_sec: f64, paused: bool, tick: Duration) -> u64 
         return 0;
     }
     ((rate_per_sec * tick.as_secs_f64()).ceil() as u64).max(1)
+}
+
+/// Writes back the settings the store lost (Redis restarted without persistence) as `room`'s
+/// runtime holds them, every field, above every version held, only while they are still
+/// missing (`Store::restore_room`), and takes the settings in force.
+async fn restore_settings(
+    store: &dyn Store,
+    room: &RoomRuntime,
+) -> Result<(), crate::store::StoreError> {
+    let in_force = store
+        .restore_room(
+            &room.name,
+            &room.settings(),
+            room.incarnation.get().map(String::as_str),
+        )
+        .await?;
+    tracing::warn!(room = %room.name, "the store had lost the room's settings: written back as this process held them");
+    room.set_settings(in_force);
+    Ok(())
 }
 
 #[cfg(test)]

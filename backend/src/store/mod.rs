@@ -342,14 +342,15 @@ pub trait Store: Catalog + Send + Sync + 'static {
     ) -> Result<VersionedSettings, StoreError>;
 
     /// A room the store lost (Redis restarted without persistence) written back with the
-    /// settings a replica `held`, every field of them, at a version above every one a replica
-    /// holds (Redis: the time in µs), so that every replica takes them and every change after
-    /// them; listed only then, so that a failure on the way leaves it for the next try. Returns
-    /// the settings in force.
+    /// settings a replica `held`, every field of them in one step and only if still missing, at
+    /// a version above every one a replica holds (Redis: the time in µs), so that every replica
+    /// takes them and every change after them; then listed, under the caller's `incarnation` if
+    /// the store has none. Returns the settings in force.
     async fn restore_room(
         &self,
         room: &str,
         held: &Settings,
+        _incarnation: Option<&str>,
     ) -> Result<VersionedSettings, StoreError> {
         self.init_room(room, held).await
     }

@@ -651,6 +651,7 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
         .await;
     // A few syncs, so that the runtime has learnt its incarnation and its settings.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let incarnation = redis.cli(&["HGET", "vestibule:{_catalog}:incarnations", "drop-7"]);
     redis.restart();
     assert!(
         within(async || {
@@ -729,6 +730,17 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let (_, settings) = room_settings(&app, "drop-7").await;
     assert_eq!(settings["messageEn"], "early", "{settings}");
+    // Nor does it leave the room without the fields it did not name (found by a probe: a change
+    // between two restore steps lost the stock), and the room keeps its incarnation.
+    assert_eq!(
+        (&settings["admissionRatePerSec"], &settings["stock"]),
+        (&json!(4.0), &json!(9)),
+        "{settings}"
+    );
+    assert_eq!(
+        redis.cli(&["HGET", "vestibule:{_catalog}:incarnations", "drop-7"]),
+        incarnation
+    );
 }
 
 /// Settings lost while the room stays listed (a key evicted or deleted by hand): the scheduler

@@ -181,6 +181,23 @@ impl RedisStore {
         }
     }
 
+    /// Lists `room` again (a room the store lost) under `incarnation`, the one the caller runs it
+    /// under, if the store has none for it (else a fresh one): a new one would have every
+    /// replica restart the room (found by a probe).
+    pub(super) async fn relist_room(
+        &self,
+        room: &str,
+        incarnation: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        match incarnation {
+            Some(incarnation) => {
+                self.catalog_step(room, CatalogStep::Ensure, incarnation)
+                    .await
+            }
+            None => self.register_room(room, None).await,
+        }
+    }
+
     /// One step of `catalog.lua` on `room`; whether it changed the list (see the script).
     async fn catalog_step(
         &self,
@@ -247,7 +264,7 @@ impl RedisStore {
                 room,
                 &settings.as_patch(),
                 None,
-                Some(crate::store::catalog::first_version()),
+                super::settings::UpdateStep::Create(crate::store::catalog::first_version()),
             )
             .await?
         {

@@ -450,28 +450,25 @@ impl Store for RedisStore {
         &self,
         room: &str,
         held: &Settings,
+        incarnation: Option<&str>,
     ) -> Result<VersionedSettings, StoreError> {
+        // Every field in one step, only if still missing (`update_room.lua`'s restore); the
+        // secret goes back with the lease and the keyed joins (each replica's cached copy).
         let version = crate::store::catalog::first_version();
-        let written = self
-            .write_initial_settings_at(room, held, settings::InitStep::Restore, version)
-            .await?;
-        // The rest of the held fields only by the process whose base settings went in (at its
-        // version): another replica, or a change made since through the admin API, must not be
-        // overwritten by an older copy (found by a probe: an unpause made right after Redis came
-        // back was undone by a later replica's restore).
-        let in_force = if written.version == version {
-            match self
-                .update_room_in_redis(room, &held.as_patch(), Some(version), None)
-                .await?
-            {
-                SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
-                    in_force
-                }
+        let in_force = match self
+            .update_room_in_redis(
+                room,
+                &held.as_patch(),
+                None,
+                settings::UpdateStep::Restore(version),
+            )
+            .await?
+        {
+            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
+                in_force
             }
-        } else {
-            written
         };
-        self.register_room(room, None).await?;
+        self.relist_room(room, incarnation).await?;
         Ok(in_force)
     }
 
@@ -485,7 +482,7 @@ impl Store for RedisStore {
         patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
-        self.update_room_in_redis(room, patch, expected_version, None)
+        self.update_room_in_redis(room, patch, expected_version, settings::UpdateStep::Change)
             .await
     }
 

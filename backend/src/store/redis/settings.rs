@@ -11,6 +11,18 @@ use crate::store::{
     LeaseOutcome, Pace, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
 };
 
+/// What an `update_room.lua` call is.
+#[derive(Clone, Copy)]
+pub(super) enum UpdateStep {
+    /// An admin change.
+    Change,
+    /// A create's last step, at the room's first version: removes the tombstone.
+    Create(u64),
+    /// A room whose settings the store lost, written back whole at this version, only if still
+    /// missing.
+    Restore(u64),
+}
+
 /// Why `init_room.lua` runs.
 #[derive(Clone, Copy)]
 pub(super) enum InitStep {
@@ -18,8 +30,6 @@ pub(super) enum InitStep {
     Seed,
     /// A create's step: the tombstone stays until its last step.
     Create,
-    /// A room the store lost, listed again: its settings at a version above every one held.
-    Restore,
 }
 
 impl RedisStore {
@@ -40,26 +50,13 @@ impl RedisStore {
 
     /// `init_room.lua`: the settings and secret written unless present, the ones in force read
     /// back; the tombstone removed in the same step, or for a create kept (it removes it with
-    /// its last step, [`RedisStore::update_room_in_redis`]'s `create_version`). The slug's
+    /// its last step, [`RedisStore::update_room_in_redis`] with [`UpdateStep::Create`]). The slug's
     /// listing is the caller's.
     pub(super) async fn write_initial_settings(
         &self,
         room: &str,
         defaults: &Settings,
         step: InitStep,
-    ) -> Result<VersionedSettings, StoreError> {
-        self.write_initial_settings_at(room, defaults, step, crate::store::catalog::first_version())
-            .await
-    }
-
-    /// [`RedisStore::write_initial_settings`] with the version a revived or restored room's
-    /// settings start at (`version`, Unix µs): the reply carries it when this call wrote them.
-    pub(super) async fn write_initial_settings_at(
-        &self,
-        room: &str,
-        defaults: &Settings,
-        step: InitStep,
-        version: u64,
     ) -> Result<VersionedSettings, StoreError> {
         let keys = Keys::new(room);
         let mut connection = self.link.connection.clone();
@@ -68,18 +65,13 @@ impl RedisStore {
         config_args(&mut invocation, defaults);
         invocation.arg(&fresh_secret()[..]);
         config_args_added(&mut invocation, defaults);
-        invocation
-            .arg(version)
-            .arg(if matches!(step, InitStep::Create) {
+        invocation.arg(crate::store::catalog::first_version()).arg(
+            if matches!(step, InitStep::Create) {
                 "1"
             } else {
                 ""
-            })
-            .arg(if matches!(step, InitStep::Restore) {
-                "1"
-            } else {
-                ""
-            });
+            },
+        );
         let fields: Vec<Value> = self
             .link
             .bounded(invocation.invoke_async(&mut connection))
@@ -166,7 +158,7 @@ impl RedisStore {
         room: &str,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
-        create_version: Option<u64>,
+        step: UpdateStep,
     ) -> Result<SettingsUpdate, StoreError> {
         let keys = Keys::new(room);
         let unchanged = || "-".to_owned();
@@ -264,7 +256,14 @@ impl RedisStore {
                     .queueing_method
                     .map_or_else(unchanged, |method| method.as_str().to_owned()),
             )
-            .arg(create_version.map(|v| v.to_string()).unwrap_or_default());
+            .arg(match step {
+                UpdateStep::Create(version) => version.to_string(),
+                _ => String::new(),
+            })
+            .arg(match step {
+                UpdateStep::Restore(version) => version.to_string(),
+                _ => String::new(),
+            });
         let reply = self.link.run_script(&invocation).await?;
         match reply.as_slice() {
             [code] if as_i64(code)? == -1 => return Err(StoreError::RoomDeleted(room.to_owned())),

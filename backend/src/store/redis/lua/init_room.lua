@@ -23,9 +23,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'paused', ARGV[2], 'ttl_ms', ARGV[3], 'cap', ARGV[4],
              'checkout', ARGV[5], 'share', ARGV[6], 'abandon_ms', ARGV[7], 'hold_ms', ARGV[8],
              'pow', ARGV[10], 'pow_auto', ARGV[11], 'req_user', ARGV[12])
-  -- ARGV[15] "1" = a room the store lost, written back by a replica: like a revived room's, its
-  -- versions start above every one a replica holds, so that every replica takes them.
-  if revived or ARGV[15] == '1' then
+  if revived then
     redis.call('HSET', KEYS[1], 'ver', ARGV[13])
   end
 end

@@ -25,12 +25,24 @@
 -- while it writes is then no reason to refuse: the version is set, the settings written, and
 -- the tombstone removed in this one step, so nobody sees (nor joins) the room with only some of
 -- its settings (found by a probe: a room created closed took a join between two steps).
+-- ARGV[26] a restore ("" = none): a room whose settings the store lost (no tombstone), written
+-- back whole by a replica as it held them, at this version (Unix µs, above every one held), in
+-- one step: only if they are still missing (else nothing is written: another replica restored
+-- them, or they were changed since). In two steps, a change made between them left the room
+-- without the fields the change did not name (found by a probe).
 local creating = ARGV[25] ~= nil and ARGV[25] ~= ''
+local restoring = ARGV[26] ~= nil and ARGV[26] ~= ''
 if not creating and redis.call('EXISTS', KEYS[6]) == 1 then
   return {-1}
 end
+local restored_already = false
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {-2}
+  if not restoring then
+    return {-2}
+  end
+  redis.call('HSET', KEYS[1], 'ver', ARGV[26])
+elseif restoring then
+  restored_already = true
 end
 if creating then
   redis.call('HSET', KEYS[1], 'ver', ARGV[25])
@@ -38,7 +50,7 @@ if creating then
 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
 local applied = 0
-if ARGV[1] == '' or tonumber(ARGV[1]) == version then
+if not restored_already and (ARGV[1] == '' or tonumber(ARGV[1]) == version) then
   local names = {'rate', 'paused', 'ttl_ms', 'cap', 'checkout', 'share', 'abandon_ms', 'hold_ms',
                  'pow', 'pow_auto', 'req_user', 'opens_ms', 'preopens_ms'}
   for i, name in ipairs(names) do
