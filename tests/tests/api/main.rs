@@ -18,6 +18,7 @@ mod polls;
 mod presence;
 mod random_queue;
 mod rooms;
+mod rooms_race;
 mod rooms_replicas;
 mod sale;
 mod sale_race;
