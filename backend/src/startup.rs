@@ -22,7 +22,7 @@ use crate::state::{AppState, AppStateParts};
 use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
-use crate::store::{Store, StoreSafety};
+use crate::store::{RoomDoc, Store, StoreSafety};
 use crate::telemetry;
 use crate::tokens::keys::{keep_in_redis, SharedKey};
 use crate::tokens::{KeyRing, TokenService};
@@ -108,29 +108,22 @@ impl Application {
         // (issue 14: rooms created at run time are data, like the settings).
         for room in &config.rooms {
             store
-                .init_room(room, &defaults)
+                .seed_room(room, &defaults)
                 .await
                 .with_context(|| format!("initialising room {room}"))?;
         }
         let mut rooms = Vec::new();
         let listed = store.list_rooms().await.context("listing the rooms")?;
-        // Read before the settings, as a sync does: each runtime holds the incarnation of the
-        // room it runs from its start (a room created again before the first sync is then
-        // restarted by it, not taken for the one this runtime runs).
-        let incarnations = store
-            .incarnations()
-            .await
-            .context("reading the rooms' incarnations")?;
         for room in listed {
-            let in_force = store
-                .room_settings(&room)
+            // The document decides; a slug the index still names after a deletion (or whose
+            // document the store lost) starts nothing: the first sync mends the index.
+            let doc = store
+                .room_doc(&room)
                 .await
-                .with_context(|| format!("reading the settings of room {room}"))?;
-            let runtime = RoomRuntime::new(room, in_force, tokens.clone());
-            if let Some(incarnation) = incarnations.get(&runtime.name) {
-                let _ = runtime.incarnation.set(incarnation.clone());
+                .with_context(|| format!("reading the document of room {room}"))?;
+            if let Some(RoomDoc::Live(in_force)) = doc {
+                rooms.push(Arc::new(RoomRuntime::new(room, in_force, tokens.clone())));
             }
-            rooms.push(Arc::new(runtime));
         }
         let (admin_token, generated_admin_token) = match (&config.admin_token, config.disable_admin)
         {
@@ -150,7 +143,7 @@ impl Application {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let bots = Arc::new(Bots::new(challenge_key));
         let state = AppState::new(AppStateParts {
-            all_stores: Arc::new(std::sync::RwLock::new(vec![store.clone()])),
+            store_handles: Arc::new(std::sync::RwLock::new(vec![store.clone()])),
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
             config: Arc::new(config),
@@ -214,10 +207,18 @@ impl Application {
         let mut tasks = JoinSet::new();
         // Each room's SSE hub, for the rooms running now and every room added later.
         let context = HubContext::from(&state);
-        tasks.spawn(registry::run_each_room(state.clone(), move |room| {
-            hub_loop::run(context.clone(), room)
-        }));
-        tasks.spawn(registry::sync_loop(state.clone()));
+        tasks.spawn(registry::run_each_room(
+            state.rooms.clone(),
+            state.shutdown.clone(),
+            move |room| hub_loop::run(context.clone(), room),
+        ));
+        tasks.spawn(registry::sync_loop(
+            state.rooms.clone(),
+            state.store.clone(),
+            state.tokens.clone(),
+            state.config.tick(),
+            state.shutdown.clone(),
+        ));
         if state.store.kind() == "redis" {
             tasks.spawn(watch_store_safety(state.clone()));
         }
@@ -307,7 +308,7 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
                 state.note_store(&store);
                 // The rooms running now and every room added later (issue 14).
                 let each = state.clone();
-                registry::run_each_room(state, move |room| {
+                registry::run_each_room(state.rooms.clone(), state.shutdown.clone(), move |room| {
                     scheduler::run(each.clone(), store.clone(), room)
                 })
                 .await;

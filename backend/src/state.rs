@@ -56,9 +56,8 @@ pub struct AppStateParts {
     pub admin_feed: Arc<crate::http::admin_events::AdminFeed>,
     /// Every store handle of this process: the one it started with, each serving thread's own
     /// Redis connection (added by [`AppState::with_store`]) and the schedulers' (added by
-    /// [`AppState::note_store`]). `/readyz` is ready only when all
-    /// of them answer; a deleted room is forgotten by all of them ([`AppState::forget_room`]).
-    pub all_stores: Arc<RwLock<Vec<Arc<dyn Store>>>>,
+    /// [`AppState::note_store`]). `/readyz` is ready only when all of them answer.
+    pub store_handles: Arc<RwLock<Vec<Arc<dyn Store>>>>,
 }
 
 impl AppState {
@@ -78,22 +77,11 @@ impl AppState {
         })
     }
 
-    /// Makes every store handle of this process forget what it cached of `room` (its secret,
-    /// draw seed and queueing method: `Store::forget_room`), once the room is deleted here or
-    /// through another replica. Each serving thread has its own handle; one left with the old
-    /// room's secret would derive other ticket ids for the same `Idempotency-Key` in the room
-    /// created again under that slug (found by a probe: a retried join made a second ticket).
-    pub fn forget_room(&self, room: &str) {
-        for store in self.stores() {
-            store.forget_room(room);
-        }
-    }
-
-    /// Every store handle of this process, each once: those noted in `all_stores` and this
+    /// Every store handle of this process, each once: those noted in `store_handles` and this
     /// state's own (which a state built without [`AppState::with_store`] has not noted).
     pub fn stores(&self) -> Vec<Arc<dyn Store>> {
         let mut stores = self
-            .all_stores
+            .store_handles
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
@@ -103,13 +91,12 @@ impl AppState {
         stores
     }
 
-    /// Notes `store`, a handle of this process other than the shared one, in `all_stores`, so
-    /// that [`AppState::forget_room`] reaches it (the schedulers' own handle offered a deleted
-    /// room's cached secret with every lease: found by a review).
+    /// Notes `store`, a handle of this process other than the shared one, in `store_handles`,
+    /// so that `/readyz` asks it too.
     pub fn note_store(&self, store: &Arc<dyn Store>) {
         if !Arc::ptr_eq(store, &self.0.store) {
             self.0
-                .all_stores
+                .store_handles
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(store.clone());
@@ -117,7 +104,8 @@ impl AppState {
     }
 
     /// The same state with another store handle: a serving thread's own Redis connection, made on
-    /// its runtime (`connections::serve`), also noted in `all_stores`. Every other part is shared.
+    /// its runtime (`connections::serve`), also noted in `store_handles`. Every other part is
+    /// shared.
     pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
         let parts = &self.0;
         self.note_store(&store);
@@ -132,7 +120,7 @@ impl AppState {
             store_safety: parts.store_safety.clone(),
             bots: parts.bots.clone(),
             admin_feed: parts.admin_feed.clone(),
-            all_stores: parts.all_stores.clone(),
+            store_handles: parts.store_handles.clone(),
         })
     }
 

@@ -9,6 +9,8 @@ use vestibule_tests::RedisServer;
 
 mod support;
 
+use support::room_id;
+
 const ROOM: &str = "main";
 
 fn defaults() -> Settings {
@@ -49,7 +51,8 @@ async fn bot_settings_are_kept_changed_cleared_and_read_by_every_path() {
             require_user_assertion: Some(true),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(changed) = store.update_room(ROOM, &set, None).await.unwrap()
+        let SettingsUpdate::Applied(changed) =
+            support::change(&*store, ROOM, &set, None).await.unwrap()
         else {
             panic!("{kind}: refused");
         };
@@ -65,17 +68,17 @@ async fn bot_settings_are_kept_changed_cleared_and_read_by_every_path() {
             admission_rate_per_sec: Some(7.0),
             ..SettingsPatch::default()
         };
-        store.update_room(ROOM, &rate, None).await.unwrap();
+        support::change(&*store, ROOM, &rate, None).await.unwrap();
         let read = store.room_settings(ROOM).await.unwrap().settings;
         assert_eq!(read.pow_difficulty, 18, "{kind}");
         assert_eq!(read.pow_auto_joins_per_sec, Some(250), "{kind}");
         assert!(read.require_user_assertion, "{kind}");
         // The scheduler's reads (lease and tick) see the same.
-        let lease = store.lease(ROOM, "a", 5_000).await.unwrap();
+        let lease = store.lease(room_id(ROOM), "a", 5_000).await.unwrap();
         assert_eq!(lease.settings.settings, read, "{kind}");
         let tick = store
             .admit(
-                ROOM,
+                room_id(ROOM),
                 &AdmitRequest {
                     holder: "a",
                     epoch: lease.epoch.expect("leads"),
@@ -100,7 +103,8 @@ async fn bot_settings_are_kept_changed_cleared_and_read_by_every_path() {
             require_user_assertion: Some(false),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(cleared) = store.update_room(ROOM, &clear, None).await.unwrap()
+        let SettingsUpdate::Applied(cleared) =
+            support::change(&*store, ROOM, &clear, None).await.unwrap()
         else {
             panic!("{kind}: refused");
         };
@@ -123,7 +127,11 @@ async fn a_challenge_is_used_once_per_room_even_when_raced() {
         let expires = now + 60_000;
         let races = (0..16).map(|_| {
             let store = store.clone();
-            tokio::spawn(async move { store.use_challenge(ROOM, "id-1", expires, now).await })
+            tokio::spawn(async move {
+                store
+                    .use_challenge(room_id(ROOM), "id-1", expires, now)
+                    .await
+            })
         });
         let mut firsts = 0;
         for race in races {
@@ -134,21 +142,21 @@ async fn a_challenge_is_used_once_per_room_even_when_raced() {
         assert_eq!(firsts, 1, "{kind}: exactly one use wins");
         assert!(
             store
-                .use_challenge("other", "id-1", expires, now)
+                .use_challenge(room_id("other"), "id-1", expires, now)
                 .await
                 .unwrap(),
             "{kind}: rooms do not share challenges"
         );
         assert!(
             store
-                .use_challenge(ROOM, "id-2", expires, now)
+                .use_challenge(room_id(ROOM), "id-2", expires, now)
                 .await
                 .unwrap(),
             "{kind}"
         );
         assert!(
             !store
-                .use_challenge(ROOM, "id-2", expires, now + 1)
+                .use_challenge(room_id(ROOM), "id-2", expires, now + 1)
                 .await
                 .unwrap(),
             "{kind}"
@@ -164,8 +172,14 @@ async fn a_challenge_used_through_one_replica_is_used_for_the_other() {
     let connect = || RedisStore::connect(&url, std::time::Duration::from_secs(2));
     let (a, b) = (connect().await.unwrap(), connect().await.unwrap());
     let now = now_ms();
-    assert!(a.use_challenge(ROOM, "x", now + 1_000, now).await.unwrap());
-    assert!(!b.use_challenge(ROOM, "x", now + 1_000, now).await.unwrap());
+    assert!(a
+        .use_challenge(room_id(ROOM), "x", now + 1_000, now)
+        .await
+        .unwrap());
+    assert!(!b
+        .use_challenge(room_id(ROOM), "x", now + 1_000, now)
+        .await
+        .unwrap());
     // The mark expires with the challenge (plus a few seconds of clock slack), not later.
     let ttl = redis.cli(&["PTTL", "vestibule:{main}:pow:x"]);
     let ttl: i64 = ttl.trim().parse().unwrap();

@@ -8,11 +8,13 @@
 use vestibule::ids::random_id;
 use vestibule::store::durable::{DurableOptions, DurableStore};
 use vestibule::store::{
-    now_ms, AuditRecord, Catalog, LabelsPatch, RoomDeletion, RoomLabels, SaleSettings, Settings,
-    SettingsPatch, SettingsUpdate, Store,
+    now_ms, AuditRecord, Catalog, LabelsPatch, RoomDeletion, RoomDoc, RoomId, RoomLabels,
+    SaleSettings, Settings, SettingsPatch, SettingsUpdate, Store,
 };
 
 mod support;
+
+use support::room_id;
 
 fn defaults() -> Settings {
     Settings {
@@ -53,7 +55,7 @@ async fn rooms_are_created_listed_and_deleted() {
     for (store, _redis, _dir) in support::stores(&["main"], &defaults()).await {
         let kind = store.kind();
         let created = store
-            .create_room("drop-7", &labelled(), "i1")
+            .create_room("drop-7", &labelled())
             .await
             .unwrap()
             .expect("a new room");
@@ -64,15 +66,12 @@ async fn rooms_are_created_listed_and_deleted() {
             "{kind}"
         );
         assert_eq!(
-            store
-                .create_room("drop-7", &defaults(), "i1")
-                .await
-                .unwrap(),
+            store.create_room("drop-7", &defaults()).await.unwrap(),
             None,
             "{kind}: a second create"
         );
         assert_eq!(
-            store.create_room("main", &defaults(), "i1").await.unwrap(),
+            store.create_room("main", &defaults()).await.unwrap(),
             None,
             "{kind}: a seeded room exists"
         );
@@ -82,10 +81,16 @@ async fn rooms_are_created_listed_and_deleted() {
             "{kind}"
         );
         // Not while someone waits; forced, every ticket goes with the room.
-        store.join("drop-7", None, &random_id()).await.unwrap();
+        store
+            .join(room_id("drop-7"), None, &random_id())
+            .await
+            .unwrap();
         let now = now_ms();
         assert_eq!(
-            store.delete_room("drop-7", false, now).await.unwrap(),
+            store
+                .delete_room(room_id("drop-7"), false, now)
+                .await
+                .unwrap(),
             RoomDeletion::NotEmpty {
                 waiting: 1,
                 active: 0
@@ -93,25 +98,39 @@ async fn rooms_are_created_listed_and_deleted() {
             "{kind}"
         );
         assert_eq!(
-            store.delete_room("drop-7", true, now).await.unwrap(),
+            store
+                .delete_room(room_id("drop-7"), true, now)
+                .await
+                .unwrap(),
             RoomDeletion::Deleted { ended: 1 },
             "{kind}"
         );
         assert_eq!(store.list_rooms().await.unwrap(), ["main"], "{kind}");
-        assert_eq!(store.deleted_rooms().await.unwrap(), ["drop-7"], "{kind}");
         assert_eq!(
-            store.delete_room("drop-7", true, now).await.unwrap(),
+            store.room_doc("drop-7").await.unwrap(),
+            Some(RoomDoc::Deleted { generation: 1 }),
+            "{kind}"
+        );
+        assert_eq!(
+            store
+                .delete_room(room_id("drop-7"), true, now)
+                .await
+                .unwrap(),
             RoomDeletion::NotFound,
             "{kind}"
         );
-        // The slug again: an empty room with the new settings, no longer deleted.
-        store
-            .create_room("drop-7", &defaults(), "i2")
+        // The slug again: an empty room with the new settings, no longer deleted, a later
+        // generation whose first version is above every version of the deleted one.
+        let again = store
+            .create_room("drop-7", &defaults())
             .await
             .unwrap()
             .expect("created again");
+        assert!(again.generation > 1, "{kind}: {again:?}");
+        assert!(again.version > created.version, "{kind}: {again:?}");
+        let again = RoomId::new("drop-7", again.generation);
         assert_eq!(
-            store.counts("drop-7", now_ms()).await.unwrap().waiting,
+            store.counts(again, now_ms()).await.unwrap().waiting,
             0,
             "{kind}"
         );
@@ -120,10 +139,24 @@ async fn rooms_are_created_listed_and_deleted() {
             defaults(),
             "{kind}"
         );
-        assert!(store.deleted_rooms().await.unwrap().is_empty(), "{kind}");
+        assert!(
+            matches!(
+                store.room_doc("drop-7").await.unwrap(),
+                Some(RoomDoc::Live(_))
+            ),
+            "{kind}"
+        );
+        // The deleted generation takes nothing any more.
+        assert!(
+            matches!(
+                store.join(room_id("drop-7"), None, &random_id()).await,
+                Err(vestibule::store::StoreError::RoomGone(_))
+            ),
+            "{kind}"
+        );
         // An empty room is deleted without force.
         assert_eq!(
-            store.delete_room("drop-7", false, now_ms()).await.unwrap(),
+            store.delete_room(again, false, now_ms()).await.unwrap(),
             RoomDeletion::Deleted { ended: 0 },
             "{kind}"
         );
@@ -143,7 +176,9 @@ async fn labels_are_patched_and_cleared_like_other_settings() {
             },
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(after) = store.update_room("main", &patch, None).await.unwrap()
+        let SettingsUpdate::Applied(after) = support::change(&*store, "main", &patch, None)
+            .await
+            .unwrap()
         else {
             panic!("{kind}: not applied");
         };
@@ -158,7 +193,9 @@ async fn labels_are_patched_and_cleared_like_other_settings() {
             },
             ..SettingsPatch::default()
         };
-        store.update_room("main", &clear, None).await.unwrap();
+        support::change(&*store, "main", &clear, None)
+            .await
+            .unwrap();
         let labels = store.room_settings("main").await.unwrap().settings.labels;
         assert_eq!(
             (labels.message_en, labels.display_name_ko.as_deref()),
@@ -211,14 +248,14 @@ async fn the_waiters_list_pages_the_line_with_its_times() {
         let mut ids = Vec::new();
         for _ in 0..4 {
             let id = random_id();
-            store.join("main", None, &id).await.unwrap();
+            store.join(room_id("main"), None, &id).await.unwrap();
             ids.push(id);
         }
         store
-            .leave("main", &ids[1], now_ms(), 60_000)
+            .leave(room_id("main"), &ids[1], now_ms(), 60_000)
             .await
             .unwrap();
-        let page = store.waiters("main", 1, 2).await.unwrap();
+        let page = store.waiters(room_id("main"), 1, 2).await.unwrap();
         assert_eq!(page.total, 3, "{kind}");
         let listed: Vec<(u64, &str)> = page
             .waiters
@@ -241,7 +278,7 @@ async fn the_waiters_list_pages_the_line_with_its_times() {
         }
         assert!(
             store
-                .waiters("main", 3, 10)
+                .waiters(room_id("main"), 3, 10)
                 .await
                 .unwrap()
                 .waiters
@@ -269,17 +306,17 @@ async fn the_durable_store_keeps_rooms_and_their_audit_log() {
     let dir = tempfile::tempdir().expect("temp dir");
     let first = {
         let store = DurableStore::open(dir.path(), DurableOptions::default()).expect("open");
-        store.init_room("main", &defaults()).await.unwrap();
+        store.seed_room("main", &defaults()).await.unwrap();
+        store.create_room("drop-7", &labelled()).await.unwrap();
+        store.create_room("drop-8", &defaults()).await.unwrap();
         store
-            .create_room("drop-7", &labelled(), "i1")
+            .join(room_id("drop-8"), None, &random_id())
             .await
             .unwrap();
         store
-            .create_room("drop-8", &defaults(), "i2")
+            .delete_room(room_id("drop-8"), true, now_ms())
             .await
             .unwrap();
-        store.join("drop-8", None, &random_id()).await.unwrap();
-        store.delete_room("drop-8", true, now_ms()).await.unwrap();
         store
             .append_audit("drop-8", &[audit_entry("paused"), audit_entry("room")])
             .await

@@ -4,6 +4,10 @@
 //! draw is fenced, exactly once and all at once — a permutation of places 1..N by HMAC of the
 //! seed, recomputed by `verify-draw` — and arrivals after the opening stay behind the drawn.
 
+mod support;
+
+use support::room_id;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -47,14 +51,18 @@ fn defaults() -> Settings {
 }
 
 async fn lead(store: &dyn Store, holder: &str, lease_ms: u64) -> Option<u64> {
-    store.lease(ROOM, holder, lease_ms).await.unwrap().epoch
+    store
+        .lease(room_id(ROOM), holder, lease_ms)
+        .await
+        .unwrap()
+        .epoch
 }
 
 async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize) -> u64 {
     let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
     let outcome = store
         .admit(
-            ROOM,
+            room_id(ROOM),
             &AdmitRequest {
                 holder,
                 epoch,
@@ -80,7 +88,7 @@ async fn read_all(store: &dyn Store, ids: &[String]) -> Vec<TicketRecord> {
     let mut records = Vec::new();
     for chunk in ids.chunks(1_000) {
         let answer = store
-            .sse_refresh(ROOM, None, chunk, now_ms())
+            .sse_refresh(room_id(ROOM), None, chunk, now_ms())
             .await
             .unwrap();
         records.extend(answer.tickets.into_iter().map(|r| r.expect("known").0));
@@ -100,25 +108,28 @@ fn joined(reply: JoinReply) -> vestibule::store::JoinOutcome {
 /// Every store's whole draw: one check per step, named by the store's kind.
 async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     let kind = store.kind();
-    store.init_room(ROOM, &defaults()).await.unwrap();
+    store.seed_room(ROOM, &defaults()).await.unwrap();
     let at = now_ms();
     let patch = SettingsPatch {
         opens_at_ms: Some(Some(at + 60_000)),
         prequeue_opens_at_ms: Some(Some(at)),
         ..SettingsPatch::default()
     };
-    store.update_room(ROOM, &patch, None).await.unwrap();
+    support::change(&*store, ROOM, &patch, None).await.unwrap();
     let stored = store.room_settings(ROOM).await.unwrap().settings;
     assert_eq!(stored.opens_at_ms, Some(at + 60_000), "{kind}");
     assert_eq!(stored.prequeue_opens_at_ms, Some(at), "{kind}");
 
     // The first seed wins; a second replica's fresh seed is not written.
-    assert!(store.draw_record(ROOM).await.unwrap().is_none(), "{kind}");
+    assert!(
+        store.draw_record(room_id(ROOM)).await.unwrap().is_none(),
+        "{kind}"
+    );
     let first = fresh_seed();
-    let record = store.draw_seed(ROOM, &first).await.unwrap();
+    let record = store.draw_seed(room_id(ROOM), &first).await.unwrap();
     let again = other_replica
         .unwrap_or(store)
-        .draw_seed(ROOM, &fresh_seed())
+        .draw_seed(room_id(ROOM), &fresh_seed())
         .await
         .unwrap();
     assert_eq!(
@@ -132,7 +143,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // Cloudflare's pre-queue leaves to the operator: cloudflare/cloudflare-docs#8773 notes that
     // users already active are not pre-queued).
     let early = store
-        .join(ROOM, None, &random_id())
+        .join(room_id(ROOM), None, &random_id())
         .await
         .unwrap()
         .ticket
@@ -141,7 +152,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         let key = format!("k:{i}");
         let outcome = joined(
             store
-                .join_prequeue(ROOM, Some(&key), &random_id(), None, None)
+                .join_prequeue(room_id(ROOM), Some(&key), &random_id(), None, None)
                 .await
                 .unwrap(),
         );
@@ -152,7 +163,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // Idempotent: the same key finds its PRE_QUEUE ticket, without a position.
     let retry = joined(
         store
-            .join_prequeue(ROOM, Some("k:7"), &random_id(), None, None)
+            .join_prequeue(room_id(ROOM), Some("k:7"), &random_id(), None, None)
             .await
             .unwrap(),
     );
@@ -164,7 +175,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     assert_eq!(retry.ticket.state, TicketState::PreQueue, "{kind}");
     assert_eq!(retry.ticket.position, None, "{kind}");
     let polled = store
-        .ticket(ROOM, &ids[3], now_ms())
+        .ticket(room_id(ROOM), &ids[3], now_ms())
         .await
         .unwrap()
         .unwrap();
@@ -173,7 +184,10 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         (TicketState::PreQueue, None),
         "{kind}"
     );
-    let heard = store.hear(ROOM, &ids[3..4], now_ms(), true).await.unwrap();
+    let heard = store
+        .hear(room_id(ROOM), &ids[3..4], now_ms(), true)
+        .await
+        .unwrap();
     assert_eq!(
         heard[0].as_ref().unwrap().state,
         TicketState::PreQueue,
@@ -181,17 +195,24 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     );
     // One leaves the pre-queue: PRE_QUEUE tickets are left like waiting ones.
     let gone = ids[PRE_QUEUE].clone();
-    store.leave(ROOM, &gone, now_ms(), 3_600_000).await.unwrap();
+    store
+        .leave(room_id(ROOM), &gone, now_ms(), 3_600_000)
+        .await
+        .unwrap();
     let ids = &ids[..PRE_QUEUE];
 
     // Nobody is admitted while the pre-queue waits for its draw.
     let epoch = lead(store, "leader", 60_000).await.expect("free lease");
     assert_eq!(admit(store, "leader", epoch, 5).await, 0, "{kind}");
     // An arrival after the opening (before the draw) is behind all of the pre-queue.
-    let late = store.join(ROOM, None, &random_id()).await.unwrap().ticket;
+    let late = store
+        .join(room_id(ROOM), None, &random_id())
+        .await
+        .unwrap()
+        .ticket;
     assert_eq!(late.position, Some(PRE_QUEUE as u64 + 2), "{kind}");
 
-    let mut pre = store.prequeue_ids(ROOM).await.unwrap();
+    let mut pre = store.prequeue_ids(room_id(ROOM)).await.unwrap();
     pre.sort();
     let mut expected: Vec<String> = ids.to_vec();
     expected.sort();
@@ -211,7 +232,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         places_per_step: 3_000,
     };
     assert_eq!(
-        store.draw(ROOM, &stale).await.unwrap(),
+        store.draw(room_id(ROOM), &stale).await.unwrap(),
         DrawOutcome::Fenced,
         "{kind}"
     );
@@ -225,12 +246,12 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     let mut steps = 0;
     let count = loop {
         steps += 1;
-        match store.draw(ROOM, &good).await.unwrap() {
+        match store.draw(room_id(ROOM), &good).await.unwrap() {
             DrawOutcome::Drawn { count } => break count,
             DrawOutcome::Placed { placed } => {
                 assert_eq!(placed, 3_000 * steps, "{kind}");
                 let first = store
-                    .ticket(ROOM, &ordered[0], now_ms())
+                    .ticket(room_id(ROOM), &ordered[0], now_ms())
                     .await
                     .unwrap()
                     .unwrap();
@@ -240,7 +261,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
                     "{kind}: a placed ticket is PRE_QUEUE until the last step"
                 );
                 assert_eq!(admit(store, "leader", epoch, 5).await, 0, "{kind}");
-                let record = store.draw_record(ROOM).await.unwrap().unwrap();
+                let record = store.draw_record(room_id(ROOM)).await.unwrap().unwrap();
                 assert_eq!(
                     (record.drawn_at_ms, record.count),
                     (None, 0),
@@ -259,13 +280,13 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         started.elapsed()
     );
     assert_eq!(
-        store.draw(ROOM, &good).await.unwrap(),
+        store.draw(room_id(ROOM), &good).await.unwrap(),
         DrawOutcome::AlreadyDrawn,
         "{kind}"
     );
     if let Some(other) = other_replica {
         assert_eq!(
-            other.draw(ROOM, &good).await.unwrap(),
+            other.draw(room_id(ROOM), &good).await.unwrap(),
             DrawOutcome::AlreadyDrawn,
             "{kind}"
         );
@@ -287,23 +308,27 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     );
     let unique: HashSet<u64> = positions.iter().copied().collect();
     assert_eq!(unique.len(), PRE_QUEUE, "{kind}");
-    let early_now = store.ticket(ROOM, &early, now_ms()).await.unwrap().unwrap();
+    let early_now = store
+        .ticket(room_id(ROOM), &early, now_ms())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(early_now.position, Some(1), "{kind}");
     let late_now = store
-        .ticket(ROOM, &late.id, now_ms())
+        .ticket(room_id(ROOM), &late.id, now_ms())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(late_now.position, Some(PRE_QUEUE as u64 + 2), "{kind}");
 
     // The published record recomputes with verify-draw, and its commitment is SHA-256(seed).
-    let record = store.draw_record(ROOM).await.unwrap().unwrap();
+    let record = store.draw_record(room_id(ROOM)).await.unwrap().unwrap();
     assert_eq!(record.count, PRE_QUEUE as u64, "{kind}");
     assert!(record.drawn_at_ms.is_some(), "{kind}");
     let mut pages = Vec::new();
     let mut offset = 0;
     while offset < record.count {
-        let page_tags = store.draw_tags(ROOM, offset, 3_000).await.unwrap();
+        let page_tags = store.draw_tags(room_id(ROOM), offset, 3_000).await.unwrap();
         pages.push(DrawInfo {
             room: ROOM.into(),
             state: DrawState::Drawn,
@@ -334,11 +359,15 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // Admission goes on in the drawn order: the early shopper, then places 1 and 2.
     assert_eq!(admit(store, "leader", epoch, 3).await, 3, "{kind}");
     for id in [&early, &ordered[0], &ordered[1]] {
-        let record = store.ticket(ROOM, id, now_ms()).await.unwrap().unwrap();
+        let record = store
+            .ticket(room_id(ROOM), id, now_ms())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(record.state, TicketState::TokenIssued, "{kind}");
     }
     let third = store
-        .ticket(ROOM, &ordered[2], now_ms())
+        .ticket(room_id(ROOM), &ordered[2], now_ms())
         .await
         .unwrap()
         .unwrap();
@@ -347,7 +376,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // still waiting and the late arrival.
     let after = joined(
         store
-            .join_prequeue(ROOM, None, &random_id(), None, None)
+            .join_prequeue(room_id(ROOM), None, &random_id(), None, None)
             .await
             .unwrap(),
     );
@@ -365,11 +394,19 @@ async fn the_draw_is_a_committed_permutation_made_once_on_the_embedded_stores() 
     }
     // The journal replays the pre-queue, the seed and the draw exactly.
     let reopened = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
-    let record = reopened.draw_record(ROOM).await.unwrap().unwrap();
+    let record = reopened.draw_record(room_id(ROOM)).await.unwrap().unwrap();
     assert_eq!(record.count, PRE_QUEUE as u64);
-    assert!(reopened.prequeue_ids(ROOM).await.unwrap().is_empty());
+    assert!(reopened
+        .prequeue_ids(room_id(ROOM))
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(
-        reopened.draw_tags(ROOM, 0, 20_000).await.unwrap().len(),
+        reopened
+            .draw_tags(room_id(ROOM), 0, 20_000)
+            .await
+            .unwrap()
+            .len(),
         PRE_QUEUE
     );
 }
@@ -392,13 +429,17 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
     let timeout = std::time::Duration::from_secs(5);
     let a: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url(), timeout).await.unwrap());
     let b: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url(), timeout).await.unwrap());
-    a.init_room(ROOM, &defaults()).await.unwrap();
-    let seed = a.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed;
+    a.seed_room(ROOM, &defaults()).await.unwrap();
+    let seed = a
+        .draw_seed(room_id(ROOM), &fresh_seed())
+        .await
+        .unwrap()
+        .seed;
     let ids: Vec<String> = join_all((0..500).map(|_| {
         let a = a.clone();
         async move {
             joined(
-                a.join_prequeue(ROOM, None, &random_id(), None, None)
+                a.join_prequeue(room_id(ROOM), None, &random_id(), None, None)
                     .await
                     .unwrap(),
             )
@@ -421,27 +462,30 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         places_per_step: 200,
     };
     assert_eq!(
-        a.draw(ROOM, &step("a", epoch_a)).await.unwrap(),
+        a.draw(room_id(ROOM), &step("a", epoch_a)).await.unwrap(),
         DrawOutcome::Placed { placed: 200 }
     );
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let epoch_b = lead(&*b, "b", 60_000).await.expect("b takes over");
     // a's late step is fenced; b goes on where a stopped, and ends the draw.
     let (late_a, next_b) = (step("a", epoch_a), step("b", epoch_b));
-    let (ra, rb) = tokio::join!(a.draw(ROOM, &late_a), b.draw(ROOM, &next_b));
+    let (ra, rb) = tokio::join!(
+        a.draw(room_id(ROOM), &late_a),
+        b.draw(room_id(ROOM), &next_b)
+    );
     assert_eq!(ra.unwrap(), DrawOutcome::Fenced);
     assert_eq!(rb.unwrap(), DrawOutcome::Placed { placed: 400 });
     assert_eq!(
-        b.draw(ROOM, &step("b", epoch_b)).await.unwrap(),
+        b.draw(room_id(ROOM), &step("b", epoch_b)).await.unwrap(),
         DrawOutcome::Drawn { count: 500 }
     );
     // b restarts at the opening and tries again: nothing is drawn twice.
     let epoch_b2 = lead(&*b, "b", 60_000).await.expect("b still leads");
     assert_eq!(
-        b.draw(ROOM, &step("b", epoch_b2)).await.unwrap(),
+        b.draw(room_id(ROOM), &step("b", epoch_b2)).await.unwrap(),
         DrawOutcome::AlreadyDrawn
     );
-    assert_eq!(b.draw_tags(ROOM, 0, 1_000).await.unwrap(), tags);
+    assert_eq!(b.draw_tags(room_id(ROOM), 0, 1_000).await.unwrap(), tags);
     let positions: Vec<u64> = read_all(&*a, &order)
         .await
         .iter()
@@ -455,13 +499,13 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
     let now_s = now_ms() / 1000;
     for id in &order {
         let seq: u64 = redis::cmd("ZSCORE")
-            .arg(format!("vestibule:{{{ROOM}}}:queue"))
+            .arg(format!("vestibule:{{{ROOM}}}:g1:queue"))
             .arg(id)
             .query_async(&mut connection)
             .await
             .unwrap();
         let heard: Vec<u64> = redis::cmd("BITFIELD")
-            .arg(format!("vestibule:{{{ROOM}}}:seen:{}", seq / 65536))
+            .arg(format!("vestibule:{{{ROOM}}}:g1:seen:{}", seq / 65536))
             .arg("GET")
             .arg("u32")
             .arg(format!("#{}", seq % 65536))

@@ -2,6 +2,10 @@
 //! every waiting place, issued and used token, keyed ticket, join limit and settings version;
 //! a torn last journal record is dropped; a second opener is refused.
 
+mod support;
+
+use support::room_id;
+
 use std::path::Path;
 
 use proptest::prelude::*;
@@ -9,7 +13,7 @@ use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy, OpenError};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::{
-    now_ms, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, OrderClaim, Settings,
+    now_ms, AdmitRequest, Catalog, InstantAdmission, JoinLimit, JoinReply, OrderClaim, Settings,
     SettingsPatch, SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
 };
 use vestibule_shared::TicketState;
@@ -44,7 +48,7 @@ async fn open(dir: &Path, compact_after_bytes: u64) -> DurableStore {
         compact_after_bytes,
     };
     let store = DurableStore::open(dir, options).expect("data dir opens");
-    store.init_room(ROOM, &defaults()).await.unwrap();
+    store.seed_room(ROOM, &defaults()).await.unwrap();
     store
 }
 
@@ -61,7 +65,7 @@ async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
 /// [`admit_at`] that banks up to `bank_max` unused admissions for instant joins.
 async fn admit_banking(store: &dyn Store, tokens: &[String], now: u64, bank_max: u64) -> u64 {
     let holder = random_id();
-    let lease = store.lease(ROOM, &holder, 5_000).await;
+    let lease = store.lease(room_id(ROOM), &holder, 5_000).await;
     let epoch = lease.unwrap().epoch.expect("the lease is free");
     let request = AdmitRequest {
         holder: &holder,
@@ -77,20 +81,23 @@ async fn admit_banking(store: &dyn Store, tokens: &[String], now: u64, bank_max:
         instant_bank_max: bank_max,
         pace: None,
     };
-    let outcome = store.admit(ROOM, &request).await.unwrap();
-    store.release_lease(ROOM, &holder).await.unwrap();
+    let outcome = store.admit(room_id(ROOM), &request).await.unwrap();
+    store.release_lease(room_id(ROOM), &holder).await.unwrap();
     outcome.admitted
 }
 
 /// Everything a client can read about `ids`, the room's counts and its settings.
 async fn observe(store: &dyn Store, ids: &[String]) -> (Vec<Option<TicketRecord>>, String) {
     let now = now_ms();
-    let refresh = store.sse_refresh(ROOM, None, ids, now).await.unwrap();
+    let refresh = store
+        .sse_refresh(room_id(ROOM), None, ids, now)
+        .await
+        .unwrap();
     let tickets = refresh.tickets.into_iter().map(|t| t.map(|(r, _)| r));
     let room = format!(
         "{:?} {:?} {:?}",
         refresh.cursor,
-        store.counts(ROOM, now).await.unwrap(),
+        store.counts(room_id(ROOM), now).await.unwrap(),
         store.room_settings(ROOM).await.unwrap()
     );
     (tickets.collect(), room)
@@ -105,7 +112,7 @@ fn limit() -> JoinLimit {
 
 async fn keyed_join(store: &dyn Store, key: &str) -> JoinReply {
     store
-        .join_with_limit(ROOM, Some(key), &random_id(), Some(&limit()))
+        .join_with_limit(room_id(ROOM), Some(key), &random_id(), Some(&limit()))
         .await
         .unwrap()
 }
@@ -127,14 +134,17 @@ async fn sale(store: &dyn Store) -> (Vec<String>, Vec<String>) {
             admission_rate_per_sec: Some(rate),
             ..SettingsPatch::default()
         };
-        let update = store.update_room(ROOM, &patch, None).await.unwrap();
+        let update = support::change(&*store, ROOM, &patch, None).await.unwrap();
         assert!(matches!(update, SettingsUpdate::Applied(_)));
     }
     let mut ids = Vec::new();
     for i in 0..10 {
         ids.push(joined(keyed_join(store, &format!("k:{i}")).await).0);
     }
-    store.leave(ROOM, &ids[2], now_ms(), KEEP_MS).await.unwrap();
+    store
+        .leave(room_id(ROOM), &ids[2], now_ms(), KEEP_MS)
+        .await
+        .unwrap();
     let tokens: Vec<String> = (0..3).map(|_| entry_token(ROOM)).collect();
     assert_eq!(admit(store, &tokens).await, 3);
     let claim = OrderClaim {
@@ -142,11 +152,14 @@ async fn sale(store: &dyn Store) -> (Vec<String>, Vec<String>) {
         receipt: r#"{"orderId":"first"}"#,
     };
     let used = store
-        .consume_token(ROOM, &tokens[0], &claim, now_ms(), KEEP_MS)
+        .consume_token(room_id(ROOM), &tokens[0], &claim, now_ms(), KEEP_MS)
         .await
         .unwrap();
     assert!(matches!(used, TokenUse::Consumed { .. }));
-    store.leave(ROOM, &ids[3], now_ms(), KEEP_MS).await.unwrap();
+    store
+        .leave(room_id(ROOM), &ids[3], now_ms(), KEEP_MS)
+        .await
+        .unwrap();
     (ids, tokens)
 }
 
@@ -179,7 +192,12 @@ async fn check_after_restart(store: &dyn Store, ids: &[String], tokens: &[String
     // ones unknown.
     let mut checks = Vec::new();
     for token in tokens {
-        checks.push(store.check_token(ROOM, token, now_ms()).await.unwrap());
+        checks.push(
+            store
+                .check_token(room_id(ROOM), token, now_ms())
+                .await
+                .unwrap(),
+        );
     }
     let valid = TokenCheck::Valid {
         ticket_id: ids[1].clone(),
@@ -190,7 +208,7 @@ async fn check_after_restart(store: &dyn Store, ids: &[String], tokens: &[String
         receipt: "{}",
     };
     let replay = store
-        .consume_token(ROOM, &tokens[0], &retry, now_ms(), KEEP_MS)
+        .consume_token(room_id(ROOM), &tokens[0], &retry, now_ms(), KEEP_MS)
         .await
         .unwrap();
     assert_eq!(
@@ -205,7 +223,8 @@ async fn check_after_restart(store: &dyn Store, ids: &[String], tokens: &[String
         joined(keyed_join(store, "k:6").await),
         (ids[6].clone(), Some(3), false)
     );
-    assert_eq!(store.room_settings(ROOM).await.unwrap().version, 2);
+    // Created at version 1 (its generation), changed twice.
+    assert_eq!(store.room_settings(ROOM).await.unwrap().version, 3);
     // The join limit kept its count: 10 of 12 used, one more now, then refused.
     let (_, position, created) = joined(keyed_join(store, "k:2").await);
     assert_eq!((position, created), (Some(7), true));
@@ -221,7 +240,7 @@ async fn check_after_restart(store: &dyn Store, ids: &[String], tokens: &[String
     let more: Vec<String> = (0..1).map(|_| entry_token(ROOM)).collect();
     assert_eq!(admit(store, &more).await, 1);
     let first = store
-        .ticket(ROOM, &ids[4], now_ms())
+        .ticket(room_id(ROOM), &ids[4], now_ms())
         .await
         .unwrap()
         .unwrap();
@@ -268,7 +287,10 @@ async fn a_torn_last_record_is_dropped_and_an_old_journal_is_not_applied_twice()
     std::fs::write(&journal, bytes).unwrap();
     let store = open(dir.path(), 64 << 20).await;
     assert_eq!(observe(&store, &ids).await, before);
-    assert_eq!(store.counts(ROOM, now_ms()).await.unwrap().waiting, 7);
+    assert_eq!(
+        store.counts(room_id(ROOM), now_ms()).await.unwrap().waiting,
+        7
+    );
 }
 
 #[tokio::test]
@@ -322,7 +344,7 @@ async fn with_fsync_always_changes_are_kept_on_a_multi_threaded_runtime() {
         ..DurableOptions::default()
     };
     let store = DurableStore::open(dir.path(), options).unwrap();
-    store.init_room(ROOM, &defaults()).await.unwrap();
+    store.seed_room(ROOM, &defaults()).await.unwrap();
     let (ids, _) = sale(&store).await;
     let before = observe(&store, &ids).await;
     drop(store);
@@ -389,7 +411,7 @@ proptest! {
         runtime.block_on(async {
             let dir = tempfile::tempdir().unwrap();
             let model = MemoryStore::new();
-            model.init_room(ROOM, &defaults()).await.unwrap();
+            model.seed_room(ROOM, &defaults()).await.unwrap();
             let mut durable = open(dir.path(), 2048).await;
             let (mut ids, mut tokens) = (Vec::new(), Vec::new());
             for step in &plan {
@@ -398,7 +420,7 @@ proptest! {
                     Step::Join(key) => {
                         let (id, key) = (random_id(), key.map(|k| format!("k:{k}")));
                         for store in stores {
-                            store.join(ROOM, key.as_deref(), &id).await.unwrap();
+                            store.join(room_id(ROOM), key.as_deref(), &id).await.unwrap();
                         }
                         ids.push(id);
                     }
@@ -406,7 +428,7 @@ proptest! {
                         let id = &ids[pick % ids.len()];
                         let now = now_ms();
                         for store in stores {
-                            store.leave(ROOM, id, now, KEEP_MS).await.unwrap();
+                            store.leave(room_id(ROOM), id, now, KEEP_MS).await.unwrap();
                         }
                     }
                     Step::Admit(count) => {
@@ -423,7 +445,7 @@ proptest! {
                         let now = now_ms();
                         let mut answers = Vec::new();
                         for store in stores {
-                            answers.push(store.consume_token(ROOM, token, &claim, now, KEEP_MS).await.unwrap());
+                            answers.push(store.consume_token(room_id(ROOM), token, &claim, now, KEEP_MS).await.unwrap());
                         }
                         prop_assert_eq!(&answers[0], &answers[1]);
                     }
@@ -450,7 +472,7 @@ async fn instant_join(store: &dyn Store) -> (String, TicketState, Option<String>
         settings_version: None,
     };
     let reply = store
-        .join_admitting(ROOM, None, &random_id(), None, &instant)
+        .join_admitting(room_id(ROOM), None, &random_id(), None, &instant)
         .await
         .unwrap();
     let JoinReply::Joined(outcome) = reply else {
@@ -497,7 +519,10 @@ async fn an_instant_join_spends_the_banked_quota_once_and_survives_a_restart() {
         ]
     );
     assert!(matches!(
-        store.check_token(ROOM, &token, now_ms()).await.unwrap(),
+        store
+            .check_token(room_id(ROOM), &token, now_ms())
+            .await
+            .unwrap(),
         TokenCheck::Valid { .. }
     ));
 }

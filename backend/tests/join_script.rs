@@ -8,13 +8,32 @@
 //! written whatever happens.
 
 use redis::AsyncCommands as _;
-use vestibule::store::redis::JOIN_KEYS;
+use vestibule::store::redis::{join_script, RedisStore};
+use vestibule::store::{Catalog, RoomId, Settings};
 use vestibule_tests::RedisServer;
 
 const ROOM: &str = "err1";
 
+/// The room's first generation, the one [`created`] makes.
+fn room() -> RoomId<'static> {
+    RoomId::new(ROOM, 1)
+}
+
 fn prefix() -> String {
-    format!("vestibule:{{{ROOM}}}:")
+    format!("vestibule:{{{ROOM}}}:g1:")
+}
+
+/// Creates the room in `redis` (its document), as the server does before any join.
+async fn created(redis: &RedisServer) {
+    let store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
+    let settings: Settings = serde_json::from_value(
+        serde_json::json!({"admissionRatePerSec": 1.0, "paused": true, "tokenTtlMs": 300000}),
+    )
+    .unwrap();
+    let created = store.seed_room(ROOM, &settings).await.unwrap();
+    assert_eq!(created.generation, room().generation);
 }
 
 /// One join's 13 arguments: a fresh `id`, a dedup `key` and its `derived` id (both "" for none);
@@ -31,16 +50,21 @@ async fn call(
     connection: &mut redis::aio::MultiplexedConnection,
     joins: &[Vec<String>],
 ) -> redis::RedisResult<String> {
-    let script = redis::Script::new(include_str!("../src/store/redis/lua/join.lua"));
+    let (source, keys) = join_script(room());
+    let script = redis::Script::new(&source);
     let mut invocation = script.prepare_invoke();
-    for key in JOIN_KEYS {
-        invocation.key(format!("{}{key}", prefix()));
+    for key in keys {
+        invocation.key(key);
     }
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    invocation.arg(prefix()).arg(86_400).arg(now_ms);
+    invocation
+        .arg(room().generation)
+        .arg(prefix())
+        .arg(86_400)
+        .arg(now_ms);
     for join in joins {
         for arg in join {
             invocation.arg(arg);
@@ -75,6 +99,7 @@ async fn connect(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
 #[tokio::test]
 async fn a_join_failing_partway_leaves_the_tickets_before_it_counted_and_heard() {
     let redis = RedisServer::start();
+    created(&redis).await;
     let mut connection = connect(&redis).await;
     // The second join's ticket key holds a string: its state read answers WRONGTYPE.
     let _: () = connection
@@ -122,7 +147,10 @@ async fn a_join_failing_partway_leaves_the_tickets_before_it_counted_and_heard()
     let answer = call(&mut connection, &[join_args("ticket-four", "", "")])
         .await
         .unwrap();
-    assert_eq!(answer, "ticket-four 1 2", "a new ticket, second in line");
+    assert_eq!(
+        answer, "waiting ticket-four 1 2",
+        "a new ticket, second in line"
+    );
     let queue: Vec<(String, f64)> = connection
         .zrange_withscores(format!("{}queue", prefix()), 0, -1)
         .await
@@ -142,6 +170,7 @@ async fn a_join_failing_partway_leaves_the_tickets_before_it_counted_and_heard()
 #[tokio::test]
 async fn a_call_across_a_chunk_boundary_writes_both_chunks() {
     let redis = RedisServer::start();
+    created(&redis).await;
     let mut connection = connect(&redis).await;
     let _: () = connection
         .set(format!("{}seq", prefix()), 65_533)

@@ -6,12 +6,14 @@
 
 mod support;
 
+use support::room_id;
+
 use std::collections::{HashMap, HashSet};
 
 use vestibule::ids::{entry_token, random_id};
 use vestibule::room::opening::{draw_key, fresh_seed, seed_bytes};
 use vestibule::store::{
-    now_ms, AdmitRequest, QueueingMethod, Settings, SettingsPatch, Store, TicketRecord,
+    now_ms, AdmitRequest, Catalog, QueueingMethod, Settings, SettingsPatch, Store, TicketRecord,
 };
 use vestibule_shared::TicketState;
 
@@ -49,7 +51,7 @@ async fn admit_at(store: &dyn Store, epoch: u64, count: usize, at: u64) -> u64 {
     let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
     let outcome = store
         .admit(
-            ROOM,
+            room_id(ROOM),
             &AdmitRequest {
                 holder: "leader",
                 epoch,
@@ -74,7 +76,10 @@ async fn admit_at(store: &dyn Store, epoch: u64, count: usize, at: u64) -> u64 {
 async fn read_all(store: &dyn Store, ids: &[String], at: u64) -> Vec<TicketRecord> {
     let mut records = Vec::new();
     for chunk in ids.chunks(500) {
-        let answer = store.sse_refresh(ROOM, None, chunk, at).await.unwrap();
+        let answer = store
+            .sse_refresh(room_id(ROOM), None, chunk, at)
+            .await
+            .unwrap();
         records.extend(answer.tickets.into_iter().map(|r| r.expect("known").0));
     }
     records
@@ -100,7 +105,7 @@ async fn assert_ranked(store: &dyn Store, seed: &[u8], waiting: &[String], at: u
             "{kind} {when}: positions are ranks by key"
         );
     }
-    let counts = store.counts(ROOM, at).await.unwrap();
+    let counts = store.counts(room_id(ROOM), at).await.unwrap();
     assert_eq!(
         counts.waiting,
         waiting.len() as u64,
@@ -114,7 +119,7 @@ async fn the_lottery_on(store: &dyn Store) {
     let kind = store.kind();
     let start = now_ms();
     let epoch = store
-        .lease(ROOM, "leader", 600_000)
+        .lease(room_id(ROOM), "leader", 600_000)
         .await
         .unwrap()
         .epoch
@@ -123,17 +128,20 @@ async fn the_lottery_on(store: &dyn Store) {
     // 40 wait in arrival order before the switch.
     let mut waiting: Vec<String> = Vec::new();
     for _ in 0..40 {
-        let outcome = store.join(ROOM, None, &random_id()).await.unwrap();
+        let outcome = store.join(room_id(ROOM), None, &random_id()).await.unwrap();
         waiting.push(outcome.ticket.id);
     }
     let arrival = waiting.clone();
 
     // The switch puts every waiting ticket into the lottery at once (the seed exists first: the
     // admin API makes sure of it).
-    let seed_hex = store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed;
+    let seed_hex = store
+        .draw_seed(room_id(ROOM), &fresh_seed())
+        .await
+        .unwrap()
+        .seed;
     let seed = seed_bytes(&seed_hex).unwrap();
-    let updated = store
-        .update_room(ROOM, &method(QueueingMethod::Random), None)
+    let updated = support::change(&*store, ROOM, &method(QueueingMethod::Random), None)
         .await
         .unwrap();
     assert!(
@@ -160,7 +168,7 @@ async fn the_lottery_on(store: &dyn Store) {
 
     // 160 more: each one's join answer is already its rank by key.
     for _ in 0..160 {
-        let outcome = store.join(ROOM, None, &random_id()).await.unwrap();
+        let outcome = store.join(room_id(ROOM), None, &random_id()).await.unwrap();
         waiting.push(outcome.ticket.id.clone());
         let order = by_key(&seed, waiting.iter().cloned());
         let rank = order
@@ -183,7 +191,10 @@ async fn the_lottery_on(store: &dyn Store) {
     // Leaves: ten, anywhere in the order.
     let leavers: Vec<String> = waiting.iter().step_by(17).take(10).cloned().collect();
     for id in &leavers {
-        store.leave(ROOM, id, start, 3_600_000).await.unwrap();
+        store
+            .leave(room_id(ROOM), id, start, 3_600_000)
+            .await
+            .unwrap();
     }
     waiting.retain(|id| !leavers.contains(id));
     assert_ranked(store, &seed, &waiting, start, "after leaves").await;
@@ -203,7 +214,10 @@ async fn the_lottery_on(store: &dyn Store) {
         .filter(|id| !silent.contains(id))
         .cloned()
         .collect();
-    store.hear(ROOM, &heard, later, false).await.unwrap();
+    store
+        .hear(room_id(ROOM), &heard, later, false)
+        .await
+        .unwrap();
     admit_at(store, epoch, 0, later + 1_000).await;
     waiting.retain(|id| !silent.contains(id));
     assert_ranked(store, &seed, &waiting, later + 1_000, "after the skip").await;
@@ -270,22 +284,28 @@ async fn there_and_back_on(store: &dyn Store) {
     for _ in 0..30 {
         arrival.push(
             store
-                .join(ROOM, None, &random_id())
+                .join(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
                 .id,
         );
     }
-    let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
-    store
-        .update_room(ROOM, &method(QueueingMethod::Random), None)
+    let seed = seed_bytes(
+        &store
+            .draw_seed(room_id(ROOM), &fresh_seed())
+            .await
+            .unwrap()
+            .seed,
+    )
+    .unwrap();
+    support::change(&*store, ROOM, &method(QueueingMethod::Random), None)
         .await
         .unwrap();
     for _ in 0..30 {
         arrival.push(
             store
-                .join(ROOM, None, &random_id())
+                .join(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -294,12 +314,11 @@ async fn there_and_back_on(store: &dyn Store) {
     }
     assert_ranked(store, &seed, &arrival, at, "random").await;
     store
-        .leave(ROOM, &arrival[40], at, 3_600_000)
+        .leave(room_id(ROOM), &arrival[40], at, 3_600_000)
         .await
         .unwrap();
     arrival.remove(40);
-    store
-        .update_room(ROOM, &method(QueueingMethod::Fifo), None)
+    support::change(&*store, ROOM, &method(QueueingMethod::Fifo), None)
         .await
         .unwrap();
     let records = read_all(store, &arrival, at).await;
@@ -310,15 +329,14 @@ async fn there_and_back_on(store: &dyn Store) {
             "{kind}: FIFO again is arrival order"
         );
     }
-    let late = store.join(ROOM, None, &random_id()).await.unwrap();
+    let late = store.join(room_id(ROOM), None, &random_id()).await.unwrap();
     assert_eq!(
         late.ticket.position,
         Some(arrival.len() as u64 + 1),
         "{kind}"
     );
     // And random again (the seed is still secret here: no API published it).
-    store
-        .update_room(ROOM, &method(QueueingMethod::Random), None)
+    support::change(&*store, ROOM, &method(QueueingMethod::Random), None)
         .await
         .unwrap();
     arrival.push(late.ticket.id);
@@ -345,21 +363,27 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     let kind = store.kind();
     let start = now_ms();
     let epoch = store
-        .lease(ROOM, "leader", 600_000)
+        .lease(room_id(ROOM), "leader", 600_000)
         .await
         .unwrap()
         .epoch
         .expect("the lease is free");
-    let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
-    store
-        .update_room(ROOM, &method(QueueingMethod::Random), None)
+    let seed = seed_bytes(
+        &store
+            .draw_seed(room_id(ROOM), &fresh_seed())
+            .await
+            .unwrap()
+            .seed,
+    )
+    .unwrap();
+    support::change(&*store, ROOM, &method(QueueingMethod::Random), None)
         .await
         .unwrap();
     let mut waiting = Vec::new();
     for _ in 0..50 {
         waiting.push(
             store
-                .join(ROOM, None, &random_id())
+                .join(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -370,11 +394,14 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     let later = start + 600_000;
     let away = waiting[17].clone();
     let heard: Vec<String> = waiting.iter().filter(|id| **id != away).cloned().collect();
-    store.hear(ROOM, &heard, later, false).await.unwrap();
+    store
+        .hear(room_id(ROOM), &heard, later, false)
+        .await
+        .unwrap();
     let tokens: Vec<String> = Vec::new();
     let outcome = store
         .admit(
-            ROOM,
+            room_id(ROOM),
             &AdmitRequest {
                 holder: "leader",
                 epoch,
@@ -397,7 +424,12 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     assert_ranked(store, &seed, &rest, later + 1_000, "while one is held").await;
     // It comes back: its rank by key among all 50 again.
     let back = store
-        .hear(ROOM, std::slice::from_ref(&away), later + 2_000, true)
+        .hear(
+            room_id(ROOM),
+            std::slice::from_ref(&away),
+            later + 2_000,
+            true,
+        )
         .await
         .unwrap();
     let back = back[0].clone().expect("known");
@@ -409,7 +441,14 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     // And it is admitted in its turn, not lost.
     let n = admit_at(store, epoch, 50, later + 3_000).await;
     assert_eq!(n, 50, "{kind}: everyone admitted");
-    assert_eq!(store.counts(ROOM, later + 3_000).await.unwrap().waiting, 0);
+    assert_eq!(
+        store
+            .counts(room_id(ROOM), later + 3_000)
+            .await
+            .unwrap()
+            .waiting,
+        0
+    );
 }
 
 #[tokio::test]
@@ -434,19 +473,37 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
         .unwrap()
     };
     let (one, two) = (connect().await, connect().await);
-    one.init_room(ROOM, &defaults()).await.unwrap();
-    two.init_room(ROOM, &defaults()).await.unwrap();
+    one.seed_room(ROOM, &defaults()).await.unwrap();
+    two.seed_room(ROOM, &defaults()).await.unwrap();
     let mut waiting = Vec::new();
     for _ in 0..20 {
-        waiting.push(two.join(ROOM, None, &random_id()).await.unwrap().ticket.id);
+        waiting.push(
+            two.join(room_id(ROOM), None, &random_id())
+                .await
+                .unwrap()
+                .ticket
+                .id,
+        );
     }
-    let seed = seed_bytes(&one.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
-    one.update_room(ROOM, &method(QueueingMethod::Random), None)
+    let seed = seed_bytes(
+        &one.draw_seed(room_id(ROOM), &fresh_seed())
+            .await
+            .unwrap()
+            .seed,
+    )
+    .unwrap();
+    support::change(&one, ROOM, &method(QueueingMethod::Random), None)
         .await
         .unwrap();
     let at = now_ms();
     for _ in 0..20 {
-        waiting.push(two.join(ROOM, None, &random_id()).await.unwrap().ticket.id);
+        waiting.push(
+            two.join(room_id(ROOM), None, &random_id())
+                .await
+                .unwrap()
+                .ticket
+                .id,
+        );
     }
     assert_ranked(&two, &seed, &waiting, at, "joins through the other replica").await;
 
@@ -454,7 +511,7 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
     // stands and some tickets are not filed. Positions read arrival order meanwhile, nobody is
     // admitted, and the leader's tick files them.
     let mut connection = one.connection();
-    let keys = |name: &str| format!("vestibule:{{{ROOM}}}:{name}");
+    let keys = |name: &str| format!("vestibule:{{{ROOM}}}:g1:{name}");
     let _: () = redis::cmd("SET")
         .arg(keys("lottery_filing"))
         .arg("1")
@@ -476,7 +533,7 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
         );
     }
     let epoch = two
-        .lease(ROOM, "leader", 600_000)
+        .lease(room_id(ROOM), "leader", 600_000)
         .await
         .unwrap()
         .epoch
@@ -509,13 +566,33 @@ async fn a_reopened_durable_store_keeps_the_lottery() {
     let at = now_ms();
     let (seed, waiting) = {
         let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
-        store.init_room(ROOM, &defaults()).await.unwrap();
-        let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
+        store.seed_room(ROOM, &defaults()).await.unwrap();
+        let seed = seed_bytes(
+            &store
+                .draw_seed(room_id(ROOM), &fresh_seed())
+                .await
+                .unwrap()
+                .seed,
+        )
+        .unwrap();
         let mut waiting = Vec::new();
         for _ in 0..10 {
             waiting.push(
                 store
-                    .join(ROOM, None, &random_id())
+                    .join(room_id(ROOM), None, &random_id())
+                    .await
+                    .unwrap()
+                    .ticket
+                    .id,
+            );
+        }
+        support::change(&store, ROOM, &method(QueueingMethod::Random), None)
+            .await
+            .unwrap();
+        for _ in 0..10 {
+            waiting.push(
+                store
+                    .join(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket
@@ -523,20 +600,9 @@ async fn a_reopened_durable_store_keeps_the_lottery() {
             );
         }
         store
-            .update_room(ROOM, &method(QueueingMethod::Random), None)
+            .leave(room_id(ROOM), &waiting[3], at, 3_600_000)
             .await
             .unwrap();
-        for _ in 0..10 {
-            waiting.push(
-                store
-                    .join(ROOM, None, &random_id())
-                    .await
-                    .unwrap()
-                    .ticket
-                    .id,
-            );
-        }
-        store.leave(ROOM, &waiting[3], at, 3_600_000).await.unwrap();
         waiting.remove(3);
         assert_ranked(&store, &seed, &waiting, at, "before the restart").await;
         (seed, waiting)
@@ -556,12 +622,12 @@ async fn a_switch_files_more_than_one_batch() {
     )
     .await
     .unwrap();
-    store.init_room(ROOM, &defaults()).await.unwrap();
+    store.seed_room(ROOM, &defaults()).await.unwrap();
     let mut waiting = Vec::new();
     for _ in 0..12_345 {
         waiting.push(
             store
-                .join(ROOM, None, &random_id())
+                .join(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -570,7 +636,10 @@ async fn a_switch_files_more_than_one_batch() {
     }
     // Some leave before the switch: their seqs are gaps in the pages.
     for id in waiting.iter().step_by(1_000) {
-        store.leave(ROOM, id, now_ms(), 3_600_000).await.unwrap();
+        store
+            .leave(room_id(ROOM), id, now_ms(), 3_600_000)
+            .await
+            .unwrap();
     }
     let waiting: Vec<String> = waiting
         .into_iter()
@@ -578,9 +647,15 @@ async fn a_switch_files_more_than_one_batch() {
         .filter(|(i, _)| i % 1_000 != 0)
         .map(|(_, id)| id)
         .collect();
-    let seed = seed_bytes(&store.draw_seed(ROOM, &fresh_seed()).await.unwrap().seed).unwrap();
-    store
-        .update_room(ROOM, &method(QueueingMethod::Random), None)
+    let seed = seed_bytes(
+        &store
+            .draw_seed(room_id(ROOM), &fresh_seed())
+            .await
+            .unwrap()
+            .seed,
+    )
+    .unwrap();
+    support::change(&store, ROOM, &method(QueueingMethod::Random), None)
         .await
         .unwrap();
     assert_ranked(
@@ -592,7 +667,7 @@ async fn a_switch_files_more_than_one_batch() {
     )
     .await;
     let epoch = store
-        .lease(ROOM, "leader", 600_000)
+        .lease(room_id(ROOM), "leader", 600_000)
         .await
         .unwrap()
         .epoch

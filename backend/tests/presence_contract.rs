@@ -3,13 +3,17 @@
 //! arrival sequence with `place_kept`, a hold that ran out is `EXPIRED`; the durable store keeps
 //! skips and returns across a restart. Times are explicit (the stores take them as arguments).
 
+mod support;
+
+use support::room_id;
+
 use std::sync::Arc;
 
 use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
-use vestibule::store::{now_ms, AdmitRequest, Settings, Store};
+use vestibule::store::{now_ms, AdmitRequest, Catalog, Settings, Store};
 use vestibule_shared::TicketState;
 use vestibule_tests::RedisServer;
 
@@ -41,7 +45,7 @@ fn defaults() -> Settings {
 /// One leader tick at `at` with `count` tokens; returns (admitted, skipped).
 async fn tick(store: &dyn Store, at: u64, count: usize) -> (u64, u64) {
     let epoch = store
-        .lease(ROOM, "leader", 60_000)
+        .lease(room_id(ROOM), "leader", 60_000)
         .await
         .unwrap()
         .epoch
@@ -61,14 +65,14 @@ async fn tick(store: &dyn Store, at: u64, count: usize) -> (u64, u64) {
         instant_bank_max: 0,
         pace: None,
     };
-    let outcome = store.admit(ROOM, &request).await.unwrap();
+    let outcome = store.admit(room_id(ROOM), &request).await.unwrap();
     assert!(!outcome.fenced);
     (outcome.admitted, outcome.skipped)
 }
 
 /// Positions (`None` = not waiting) and `place_kept` of `ids`, each heard from at `at`.
 async fn heard(store: &dyn Store, ids: &[String], at: u64) -> Vec<(Option<u64>, bool)> {
-    let records = store.hear(ROOM, ids, at, true).await.unwrap();
+    let records = store.hear(room_id(ROOM), ids, at, true).await.unwrap();
     records
         .into_iter()
         .map(|r| r.map_or((None, false), |r| (r.position, r.place_kept)))
@@ -90,20 +94,24 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
     ];
     for store in stores {
         let kind = store.kind();
-        store.init_room(ROOM, &defaults()).await.unwrap();
+        store.seed_room(ROOM, &defaults()).await.unwrap();
         let t0 = now_ms();
         let mut ids = Vec::new();
         for _ in 0..5 {
             ids.push(
                 store
-                    .join(ROOM, None, &random_id())
+                    .join(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket
                     .id,
             );
         }
-        let cursor = store.sse_refresh(ROOM, None, &[], t0).await.unwrap().cursor;
+        let cursor = store
+            .sse_refresh(room_id(ROOM), None, &[], t0)
+            .await
+            .unwrap()
+            .cursor;
         // 2nd and 4th heard from 8 s later; at 10 s the other three have been silent > 5 s.
         let alive = [ids[1].clone(), ids[3].clone()];
         assert_eq!(
@@ -112,7 +120,11 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
         );
         assert_eq!(tick(store.as_ref(), t0 + 10_500, 0).await, (0, 3), "{kind}");
         assert_eq!(
-            store.counts(ROOM, t0 + 10_500).await.unwrap().waiting,
+            store
+                .counts(room_id(ROOM), t0 + 10_500)
+                .await
+                .unwrap()
+                .waiting,
             2,
             "{kind}"
         );
@@ -122,7 +134,7 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
             "{kind}"
         );
         let delta = store
-            .sse_refresh(ROOM, Some(cursor), &[], t0)
+            .sse_refresh(room_id(ROOM), Some(cursor), &[], t0)
             .await
             .unwrap();
         let moved = delta.delta.expect("the cursor is followed");
@@ -141,7 +153,7 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
             "{kind}"
         );
         let later = store
-            .sse_refresh(ROOM, Some(delta.cursor), &[], t0)
+            .sse_refresh(room_id(ROOM), Some(delta.cursor), &[], t0)
             .await
             .unwrap();
         assert_eq!(
@@ -154,7 +166,7 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
         assert_eq!(tick(store.as_ref(), t0 + 12_000, 5).await, (3, 0), "{kind}");
         // Read without being heard (an SSE hub's exact read): no return.
         let read = store
-            .sse_refresh(ROOM, None, &ids, t0 + 12_000)
+            .sse_refresh(room_id(ROOM), None, &ids, t0 + 12_000)
             .await
             .unwrap();
         let ended: Vec<_> = read
@@ -180,7 +192,12 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
         // The 5th never comes back within its hold: EXPIRED.
         tick(store.as_ref(), t0 + 10_500 + HOLD_MS + 1, 0).await;
         let gone = store
-            .hear(ROOM, &[ids[4].clone()], t0 + 10_500 + HOLD_MS + 2, true)
+            .hear(
+                room_id(ROOM),
+                &[ids[4].clone()],
+                t0 + 10_500 + HOLD_MS + 2,
+                true,
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -198,11 +215,11 @@ async fn the_durable_store_keeps_skips_and_returns_across_a_restart() {
     let mut ids = Vec::new();
     {
         let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
-        store.init_room(ROOM, &defaults()).await.unwrap();
+        store.seed_room(ROOM, &defaults()).await.unwrap();
         for _ in 0..4 {
             ids.push(
                 store
-                    .join(ROOM, None, &random_id())
+                    .join(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket
@@ -217,7 +234,14 @@ async fn the_durable_store_keeps_skips_and_returns_across_a_restart() {
         );
     }
     let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
-    assert_eq!(store.counts(ROOM, t0 + 11_000).await.unwrap().waiting, 2);
+    assert_eq!(
+        store
+            .counts(room_id(ROOM), t0 + 11_000)
+            .await
+            .unwrap()
+            .waiting,
+        2
+    );
     let read = heard(&store, &[ids[1].clone(), ids[3].clone()], t0 + 11_500).await;
     assert_eq!(
         read,

@@ -67,7 +67,7 @@ impl StateBuilder {
         let mut rooms = Vec::new();
         for room in &config.rooms {
             let in_force = store
-                .init_room(room, &config.default_settings())
+                .seed_room(room, &config.default_settings())
                 .await
                 .expect("room initialised");
             rooms.push(Arc::new(RoomRuntime::new(
@@ -96,7 +96,7 @@ impl StateBuilder {
             tokens,
             bots,
             admin_feed: Arc::default(),
-            all_stores: Arc::default(),
+            store_handles: Arc::default(),
         })
     }
 

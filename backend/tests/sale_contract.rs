@@ -7,11 +7,13 @@
 use vestibule::ids::{entry_token, random_id};
 use vestibule::store::durable::{DurableOptions, DurableStore};
 use vestibule::store::{
-    now_ms, AdmitRequest, JoinRefusal, JoinReply, OrderClaim, SalePatch, SaleSettings, Settings,
-    SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
+    now_ms, AdmitRequest, Catalog, JoinRefusal, JoinReply, OrderClaim, SalePatch, SaleSettings,
+    Settings, SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
 };
 
 mod support;
+
+use support::room_id;
 
 const ROOM: &str = "main";
 const KEEP_MS: u64 = 3_600_000;
@@ -48,7 +50,7 @@ async fn patch_sale(store: &dyn Store, sale: SalePatch) -> Settings {
         sale,
         ..SettingsPatch::default()
     };
-    match store.update_room(ROOM, &patch, None).await.unwrap() {
+    match support::change(&*store, ROOM, &patch, None).await.unwrap() {
         SettingsUpdate::Applied(versioned) => versioned.settings,
         other => panic!("{}: not applied: {other:?}", store.kind()),
     }
@@ -60,12 +62,12 @@ async fn sale(store: &dyn Store) -> SaleSettings {
 
 /// Takes the lease and admits up to `count`; returns how many were admitted.
 async fn admit(store: &dyn Store, count: usize) -> u64 {
-    let lease = store.lease(ROOM, "a", LEASE_MS).await.unwrap();
+    let lease = store.lease(room_id(ROOM), "a", LEASE_MS).await.unwrap();
     let epoch = lease.epoch.expect("the only holder leads");
     let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
     let outcome = store
         .admit(
-            ROOM,
+            room_id(ROOM),
             &AdmitRequest {
                 holder: "a",
                 epoch,
@@ -89,13 +91,17 @@ async fn admit(store: &dyn Store, count: usize) -> u64 {
 
 async fn join(store: &dyn Store, key: &str) -> JoinReply {
     store
-        .join_with_limit(ROOM, Some(key), &random_id(), None)
+        .join_with_limit(room_id(ROOM), Some(key), &random_id(), None)
         .await
         .unwrap()
 }
 
 async fn token_of(store: &dyn Store, id: &str) -> String {
-    let record = store.ticket(ROOM, id, now_ms()).await.unwrap().unwrap();
+    let record = store
+        .ticket(room_id(ROOM), id, now_ms())
+        .await
+        .unwrap()
+        .unwrap();
     record.entry_token.expect("admitted")
 }
 
@@ -105,7 +111,7 @@ async fn order(store: &dyn Store, token: &str) -> TokenUse {
         receipt: "{}",
     };
     store
-        .consume_token(ROOM, token, &claim, now_ms(), KEEP_MS)
+        .consume_token(room_id(ROOM), token, &claim, now_ms(), KEEP_MS)
         .await
         .unwrap()
 }
@@ -165,7 +171,7 @@ async fn orders_take_units_with_their_tokens_and_the_last_unit_sells_the_room_ou
         }
         assert_eq!(admit(store, 10).await, 0, "{kind}");
         assert_eq!(
-            store.counts(ROOM, now_ms()).await.unwrap().active,
+            store.counts(room_id(ROOM), now_ms()).await.unwrap().active,
             0,
             "{kind}"
         );
@@ -195,7 +201,10 @@ async fn a_live_token_with_no_unit_left_is_refused_and_stays_live() {
         );
         assert!(
             matches!(
-                store.check_token(ROOM, &token, now_ms()).await.unwrap(),
+                store
+                    .check_token(room_id(ROOM), &token, now_ms())
+                    .await
+                    .unwrap(),
                 TokenCheck::Valid { .. }
             ),
             "{kind}: the refusal used the token up"
@@ -354,7 +363,7 @@ async fn the_durable_store_keeps_stock_sold_and_the_mark_across_a_restart() {
     let dir = tempfile::tempdir().expect("temp dir");
     {
         let store = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
-        store.init_room(ROOM, &defaults()).await.unwrap();
+        store.seed_room(ROOM, &defaults()).await.unwrap();
         patch_sale(
             &store,
             SalePatch {

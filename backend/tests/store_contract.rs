@@ -7,13 +7,15 @@ use proptest::prelude::*;
 use vestibule::ids::{entry_token, random_id};
 use vestibule::store::redis::RedisStore;
 use vestibule::store::{
-    now_ms, AdmitRequest, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, Settings, SettingsPatch,
-    SettingsUpdate, Store, TokenCheck, TokenUse,
+    now_ms, AdmitRequest, Catalog, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, Settings,
+    SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
 };
 use vestibule_shared::TicketState;
 use vestibule_tests::RedisServer;
 
 mod support;
+
+use support::room_id;
 
 const ROOM: &str = "main";
 const KEEP_MS: u64 = 3_600_000;
@@ -50,7 +52,10 @@ async fn read_all(
     store: &dyn Store,
     ids: &[String],
 ) -> Vec<Option<vestibule::store::TicketRecord>> {
-    let answer = store.sse_refresh(ROOM, None, ids, now_ms()).await.unwrap();
+    let answer = store
+        .sse_refresh(room_id(ROOM), None, ids, now_ms())
+        .await
+        .unwrap();
     answer
         .tickets
         .into_iter()
@@ -60,7 +65,7 @@ async fn read_all(
 
 async fn lead(store: &dyn Store, holder: &str) -> u64 {
     store
-        .lease(ROOM, holder, LEASE_MS)
+        .lease(room_id(ROOM), holder, LEASE_MS)
         .await
         .unwrap()
         .epoch
@@ -71,7 +76,7 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
     let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
     let outcome = store
         .admit(
-            ROOM,
+            room_id(ROOM),
             &AdmitRequest {
                 holder,
                 epoch,
@@ -104,20 +109,26 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         let mut ids = Vec::new();
         for i in 0..10 {
             let outcome = store
-                .join(ROOM, Some(&format!("k{i}")), &random_id())
+                .join(room_id(ROOM), Some(&format!("k{i}")), &random_id())
                 .await
                 .unwrap();
             assert!(outcome.created);
             assert_eq!(outcome.ticket.position, Some(i + 1), "{kind}");
             ids.push(outcome.ticket.id);
         }
-        let again = store.join(ROOM, Some("k3"), &random_id()).await.unwrap();
+        let again = store
+            .join(room_id(ROOM), Some("k3"), &random_id())
+            .await
+            .unwrap();
         assert!(!again.created, "{kind}");
         assert_eq!(again.ticket.id, ids[3]);
         assert_eq!(again.ticket.position, Some(4));
 
         assert_eq!(
-            store.leave(ROOM, &ids[0], now_ms(), KEEP_MS).await.unwrap(),
+            store
+                .leave(room_id(ROOM), &ids[0], now_ms(), KEEP_MS)
+                .await
+                .unwrap(),
             LeaveOutcome::Left
         );
         let records = read_all(store.as_ref(), &ids).await;
@@ -130,10 +141,13 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
             assert_eq!(record.as_ref().unwrap().position, Some(i as u64), "{kind}");
         }
         // After leaving, the same key gets a fresh place at the back.
-        let rejoin = store.join(ROOM, Some("k0"), &random_id()).await.unwrap();
+        let rejoin = store
+            .join(room_id(ROOM), Some("k0"), &random_id())
+            .await
+            .unwrap();
         assert!(rejoin.created, "{kind}");
         assert_eq!(rejoin.ticket.position, Some(10));
-        let counts = store.counts(ROOM, now_ms()).await.unwrap();
+        let counts = store.counts(room_id(ROOM), now_ms()).await.unwrap();
         assert_eq!(counts.waiting, 10, "{kind}");
     }
 }
@@ -141,7 +155,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
 /// The dedup hash of `ROOM` in Redis: its field count (0 when the hash does not exist).
 async fn dedup_fields(store: &RedisStore) -> u64 {
     redis::cmd("HLEN")
-        .arg(format!("vestibule:{{{ROOM}}}:dedup"))
+        .arg(format!("vestibule:{{{ROOM}}}:g1:dedup"))
         .query_async(&mut store.connection())
         .await
         .unwrap()
@@ -150,7 +164,7 @@ async fn dedup_fields(store: &RedisStore) -> u64 {
 /// The room secret as stored in Redis.
 async fn stored_secret(store: &RedisStore) -> Option<Vec<u8>> {
     redis::cmd("GET")
-        .arg(format!("vestibule:{{{ROOM}}}:secret"))
+        .arg(format!("vestibule:{{{ROOM}}}:g1:secret"))
         .query_async(&mut store.connection())
         .await
         .unwrap()
@@ -160,7 +174,7 @@ async fn redis_store(redis: &RedisServer) -> RedisStore {
     let store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
         .await
         .expect("private redis-server answers");
-    store.init_room(ROOM, &defaults()).await.unwrap();
+    store.seed_room(ROOM, &defaults()).await.unwrap();
     store
 }
 
@@ -170,23 +184,23 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
         let kind = store.kind();
         for _ in 0..3 {
             let id = random_id();
-            let plain = store.join(ROOM, None, &id).await.unwrap();
+            let plain = store.join(room_id(ROOM), None, &id).await.unwrap();
             assert_eq!(
                 plain.ticket.id, id,
                 "{kind}: a join without a key keeps its random id"
             );
         }
         let first = store
-            .join(ROOM, Some("k:page-key-1"), &random_id())
+            .join(room_id(ROOM), Some("k:page-key-1"), &random_id())
             .await
             .unwrap();
         assert!(first.created, "{kind}");
         assert_eq!(first.ticket.position, Some(4), "{kind}");
         assert!(vestibule::ids::is_well_formed_id(&first.ticket.id));
-        store.join(ROOM, None, &random_id()).await.unwrap();
+        store.join(room_id(ROOM), None, &random_id()).await.unwrap();
         for _ in 0..3 {
             let retry = store
-                .join(ROOM, Some("k:page-key-1"), &random_id())
+                .join(room_id(ROOM), Some("k:page-key-1"), &random_id())
                 .await
                 .unwrap();
             assert!(!retry.created, "{kind}");
@@ -194,7 +208,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
             assert_eq!(retry.ticket.position, Some(4), "{kind}");
         }
         let user = store
-            .join(ROOM, Some("u:shopper-7"), &random_id())
+            .join(room_id(ROOM), Some("u:shopper-7"), &random_id())
             .await
             .unwrap();
         assert_eq!(user.ticket.position, Some(6), "{kind}");
@@ -208,7 +222,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
             );
             // Another replica of the same room finds the same ticket.
             let retry = redis_store
-                .join(ROOM, Some("k:page-key-1"), &random_id())
+                .join(room_id(ROOM), Some("k:page-key-1"), &random_id())
                 .await
                 .unwrap();
             assert!(!retry.created);
@@ -224,24 +238,39 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
 async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find() {
     for (store, redis, _dir) in stores().await {
         let kind = store.kind();
-        let a = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
-        store.join(ROOM, Some("k:b"), &random_id()).await.unwrap();
+        let a = store
+            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .await
+            .unwrap();
+        store
+            .join(room_id(ROOM), Some("k:b"), &random_id())
+            .await
+            .unwrap();
         assert_eq!(
             store
-                .leave(ROOM, &a.ticket.id, now_ms(), KEEP_MS)
+                .leave(room_id(ROOM), &a.ticket.id, now_ms(), KEEP_MS)
                 .await
                 .unwrap(),
             LeaveOutcome::Left
         );
-        let again = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
+        let again = store
+            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .await
+            .unwrap();
         assert!(again.created, "{kind}");
         assert_ne!(again.ticket.id, a.ticket.id, "{kind}: a new ticket");
         assert_eq!(again.ticket.position, Some(2), "{kind}: at the back");
-        let retry = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
+        let retry = store
+            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .await
+            .unwrap();
         assert!(!retry.created, "{kind}");
         assert_eq!(retry.ticket.id, again.ticket.id, "{kind}");
         assert_eq!(retry.ticket.position, Some(2), "{kind}");
-        let old = store.ticket(ROOM, &a.ticket.id, now_ms()).await.unwrap();
+        let old = store
+            .ticket(room_id(ROOM), &a.ticket.id, now_ms())
+            .await
+            .unwrap();
         assert_eq!(old.unwrap().state, TicketState::Left, "{kind}");
         if let Some(redis) = &redis {
             let redis_store = redis_store(redis).await;
@@ -255,12 +284,18 @@ async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find(
         // A live token keeps its ticket; one that expired unused gives a fresh place.
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 60_000).await, 1);
-        let issued = store.join(ROOM, Some("k:b"), &random_id()).await.unwrap();
+        let issued = store
+            .join(room_id(ROOM), Some("k:b"), &random_id())
+            .await
+            .unwrap();
         assert!(!issued.created, "{kind}");
         assert_eq!(issued.ticket.state, TicketState::TokenIssued, "{kind}");
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        let expired = store.join(ROOM, Some("k:a"), &random_id()).await.unwrap();
+        let expired = store
+            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .await
+            .unwrap();
         assert!(
             expired.created,
             "{kind}: an expired token is no live ticket"
@@ -291,53 +326,66 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     let a = redis_store(&redis).await;
     let secret = stored_secret(&a)
         .await
-        .expect("init_room writes the secret");
+        .expect("creating the room writes the secret");
     assert_eq!(secret.len(), 32);
-    let before = a.join(ROOM, Some("k:x"), &random_id()).await.unwrap();
+    let held = a.room_settings(ROOM).await.unwrap();
+    let before = a
+        .join(room_id(ROOM), Some("k:x"), &random_id())
+        .await
+        .unwrap();
 
     redis.restart();
-    let after = until_ok(|| async { a.join(ROOM, Some("k:x"), &random_id()).await }).await;
-    assert!(after.created, "the queue was lost with Redis");
-    assert_eq!(after.ticket.position, Some(1));
-    assert_eq!(after.ticket.id, before.ticket.id, "same secret, same id");
-    let retry = a.join(ROOM, Some("k:x"), &random_id()).await.unwrap();
-    assert_eq!(
-        (retry.created, retry.ticket.id),
-        (false, before.ticket.id.clone())
-    );
-    let plain = a.join(ROOM, None, &random_id()).await.unwrap();
-    assert_eq!(plain.ticket.position, Some(2));
-    // The next lease call writes this replica's secret back; the settings it reports lost, for
-    // the caller to write back as it holds them (`restore_room`).
+    // The lease reports the room lost (its document went with Redis); the replica writes back
+    // the document it holds (`restore_room`), and the next lease its copy of the secret.
     let lost = until_ok(|| async {
-        match a.lease(ROOM, "a", LEASE_MS).await {
-            Err(vestibule::store::StoreError::SettingsLost(_)) => Ok(()),
+        match a.lease(room_id(ROOM), "a", LEASE_MS).await {
+            Err(vestibule::store::StoreError::RoomLost(_)) => Ok(()),
             Ok(_) => Err(vestibule::store::StoreError::Corrupt(
-                "settings not lost".into(),
+                "room not lost".into(),
             )),
             Err(error) => Err(error),
         }
     });
     lost.await;
+    a.restore_room(ROOM, &held).await.unwrap();
+    a.lease(room_id(ROOM), "a", LEASE_MS).await.unwrap();
     assert_eq!(stored_secret(&a).await, Some(secret.clone()));
-    a.restore_room(ROOM, &defaults(), None).await.unwrap();
-    a.lease(ROOM, "a", LEASE_MS).await.unwrap();
+    let after = until_ok(|| async { a.join(room_id(ROOM), Some("k:x"), &random_id()).await }).await;
+    assert!(after.created, "the queue was lost with Redis");
+    assert_eq!(after.ticket.position, Some(1));
+    assert_eq!(after.ticket.id, before.ticket.id, "same secret, same id");
+    let retry = a
+        .join(room_id(ROOM), Some("k:x"), &random_id())
+        .await
+        .unwrap();
+    assert_eq!(
+        (retry.created, retry.ticket.id),
+        (false, before.ticket.id.clone())
+    );
+    let plain = a.join(room_id(ROOM), None, &random_id()).await.unwrap();
+    assert_eq!(plain.ticket.position, Some(2));
 
     // Lost again, and a new replica starts before any lease call: it writes a new secret, which
     // the older replica takes up at its next lease call, so both derive the same ids again.
     redis.restart();
     let b = until_ok(|| async {
         let store = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2)).await?;
-        store.init_room(ROOM, &defaults()).await?;
+        store.seed_room(ROOM, &defaults()).await?;
         Ok(store)
     })
     .await;
     let new_secret = stored_secret(&b).await.unwrap();
     assert_ne!(new_secret, secret);
-    until_ok(|| async { a.lease(ROOM, "a", LEASE_MS).await }).await;
+    until_ok(|| async { a.lease(room_id(ROOM), "a", LEASE_MS).await }).await;
     assert_eq!(stored_secret(&a).await, Some(new_secret));
-    let from_b = b.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
-    let from_a = a.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
+    let from_b = b
+        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .await
+        .unwrap();
+    let from_a = a
+        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .await
+        .unwrap();
     assert!(from_b.created && !from_a.created);
     assert_eq!(from_a.ticket.id, from_b.ticket.id);
 
@@ -345,7 +393,10 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     let c = RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
         .await
         .unwrap();
-    let from_c = c.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
+    let from_c = c
+        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .await
+        .unwrap();
     assert_eq!(
         (from_c.created, &from_c.ticket.id),
         (false, &from_b.ticket.id)
@@ -353,9 +404,12 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
 
     // Only the secret lost (a leader makes no lease calls while it leads): a later join checks
     // its copy against Redis again and writes it back.
-    redis.cli(&["DEL", "vestibule:{main}:secret"]);
+    redis.cli(&["DEL", "vestibule:{main}:g1:secret"]);
     tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
-    let again = a.join(ROOM, Some("k:y"), &random_id()).await.unwrap();
+    let again = a
+        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .await
+        .unwrap();
     assert_eq!(
         (again.created, &again.ticket.id),
         (false, &from_b.ticket.id)
@@ -369,10 +423,10 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..5 {
-            store.join(ROOM, None, &random_id()).await.unwrap();
+            store.join(room_id(ROOM), None, &random_id()).await.unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
-        let follower = store.lease(ROOM, "b", LEASE_MS).await.unwrap();
+        let follower = store.lease(room_id(ROOM), "b", LEASE_MS).await.unwrap();
         assert_eq!(follower.epoch, None, "{kind}: two leaders");
         let tokens = vec![entry_token(ROOM)];
         let request = |holder, epoch| AdmitRequest {
@@ -391,7 +445,7 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
         };
         assert!(
             store
-                .admit(ROOM, &request("b", epoch))
+                .admit(room_id(ROOM), &request("b", epoch))
                 .await
                 .unwrap()
                 .fenced,
@@ -399,7 +453,7 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
         );
         assert!(
             store
-                .admit(ROOM, &request("a", epoch + 1))
+                .admit(room_id(ROOM), &request("a", epoch + 1))
                 .await
                 .unwrap()
                 .fenced,
@@ -407,18 +461,18 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
         );
         assert_eq!(
             store
-                .admit(ROOM, &request("a", epoch))
+                .admit(room_id(ROOM), &request("a", epoch))
                 .await
                 .unwrap()
                 .admitted,
             1
         );
-        store.release_lease(ROOM, "a").await.unwrap();
+        store.release_lease(room_id(ROOM), "a").await.unwrap();
         let next = lead(store.as_ref(), "b").await;
         assert!(next > epoch, "{kind}: epochs must grow");
         assert!(
             store
-                .admit(ROOM, &request("a", epoch))
+                .admit(room_id(ROOM), &request("a", epoch))
                 .await
                 .unwrap()
                 .fenced,
@@ -432,11 +486,11 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(ROOM, None, &id).await.unwrap();
+        store.join(room_id(ROOM), None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 5, 60_000).await, 1);
         let token = store
-            .ticket(ROOM, &id, now_ms())
+            .ticket(room_id(ROOM), &id, now_ms())
             .await
             .unwrap()
             .unwrap()
@@ -453,7 +507,7 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
                     receipt: "{}",
                 };
                 store
-                    .consume_token(ROOM, &token, &claim, now_ms(), KEEP_MS)
+                    .consume_token(room_id(ROOM), &token, &claim, now_ms(), KEEP_MS)
                     .await
                     .unwrap()
             })
@@ -472,10 +526,14 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
             v,
             TokenUse::Consumed { .. } | TokenUse::Refused(TokenCheck::Used)
         )));
-        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        let ticket = store
+            .ticket(room_id(ROOM), &id, now_ms())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ticket.state, TicketState::Completed, "{kind}");
         assert_eq!(
-            store.counts(ROOM, now_ms()).await.unwrap().active,
+            store.counts(room_id(ROOM), now_ms()).await.unwrap().active,
             0,
             "{kind}"
         );
@@ -487,10 +545,14 @@ async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_i
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(ROOM, None, &id).await.unwrap();
+        store.join(room_id(ROOM), None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         admit(store.as_ref(), "a", epoch, 1, 60_000).await;
-        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        let ticket = store
+            .ticket(room_id(ROOM), &id, now_ms())
+            .await
+            .unwrap()
+            .unwrap();
         let token = ticket.entry_token.unwrap();
         let order = |key: Option<&'static str>, receipt: &'static str| OrderClaim {
             idempotency_key: key,
@@ -501,7 +563,7 @@ async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_i
             let token = token.clone();
             async move {
                 store
-                    .consume_token(ROOM, &token, &claim, now_ms(), KEEP_MS)
+                    .consume_token(room_id(ROOM), &token, &claim, now_ms(), KEEP_MS)
                     .await
                     .unwrap()
             }
@@ -531,11 +593,18 @@ async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_i
             );
         }
         assert_eq!(
-            store.check_token(ROOM, &token, now_ms()).await.unwrap(),
+            store
+                .check_token(room_id(ROOM), &token, now_ms())
+                .await
+                .unwrap(),
             TokenCheck::Used,
             "{kind}"
         );
-        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        let ticket = store
+            .ticket(room_id(ROOM), &id, now_ms())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ticket.state, TicketState::Completed, "{kind}");
     }
 }
@@ -552,7 +621,12 @@ async fn the_join_limit_counts_only_joins_that_create_a_ticket() {
             let store = store.clone();
             async move {
                 store
-                    .join_with_limit(ROOM, Some(&key), &random_id(), Some(&limit(client)))
+                    .join_with_limit(
+                        room_id(ROOM),
+                        Some(&key),
+                        &random_id(),
+                        Some(&limit(client)),
+                    )
                     .await
                     .unwrap()
             }
@@ -591,7 +665,7 @@ async fn the_join_limit_counts_only_joins_that_create_a_ticket() {
             JoinReply::Joined(_)
         ));
         assert_eq!(
-            store.counts(ROOM, now_ms()).await.unwrap().waiting,
+            store.counts(room_id(ROOM), now_ms()).await.unwrap().waiting,
             4,
             "{kind}"
         );
@@ -608,16 +682,16 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
             admission_rate_per_sec: Some(rate),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(first) =
-            store.update_room(ROOM, &rate(7.0), None).await.unwrap()
+        let SettingsUpdate::Applied(first) = support::change(&*store, ROOM, &rate(7.0), None)
+            .await
+            .unwrap()
         else {
             panic!("{kind}: an unconditional change was refused");
         };
         assert_eq!(first.version, start.version + 1, "{kind}");
         assert_eq!(first.settings.admission_rate_per_sec, 7.0, "{kind}");
         // A change conditional on the version before the first one is refused whole.
-        let stale = store
-            .update_room(ROOM, &rate(9.0), Some(start.version))
+        let stale = support::change(&*store, ROOM, &rate(9.0), Some(start.version))
             .await
             .unwrap();
         assert_eq!(
@@ -625,10 +699,10 @@ async fn settings_changes_are_versioned_and_a_stale_if_match_changes_nothing() {
             SettingsUpdate::VersionMismatch(first.clone()),
             "{kind}"
         );
-        let SettingsUpdate::Applied(second) = store
-            .update_room(ROOM, &rate(9.0), Some(first.version))
-            .await
-            .unwrap()
+        let SettingsUpdate::Applied(second) =
+            support::change(&*store, ROOM, &rate(9.0), Some(first.version))
+                .await
+                .unwrap()
         else {
             panic!("{kind}: a current If-Match was refused");
         };
@@ -648,7 +722,8 @@ async fn a_join_decided_on_old_settings_changes_nothing() {
             paused: Some(true),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(now) = store.update_room(ROOM, &patch, None).await.unwrap()
+        let SettingsUpdate::Applied(now) =
+            support::change(&*store, ROOM, &patch, None).await.unwrap()
         else {
             panic!("{kind}: an unconditional change was refused");
         };
@@ -660,22 +735,40 @@ async fn a_join_decided_on_old_settings_changes_nothing() {
             settings_version: Some(version),
         };
         let stale = store
-            .join_admitting(ROOM, Some("k"), &random_id(), None, &instant(start.version))
+            .join_admitting(
+                room_id(ROOM),
+                Some("k"),
+                &random_id(),
+                None,
+                &instant(start.version),
+            )
             .await
             .unwrap();
         assert_eq!(stale, JoinReply::SettingsChanged, "{kind}");
         let stale = store
-            .join_prequeue(ROOM, Some("k"), &random_id(), None, Some(start.version))
+            .join_prequeue(
+                room_id(ROOM),
+                Some("k"),
+                &random_id(),
+                None,
+                Some(start.version),
+            )
             .await
             .unwrap();
         assert_eq!(stale, JoinReply::SettingsChanged, "{kind}");
         assert_eq!(
-            store.counts(ROOM, now_ms()).await.unwrap().waiting,
+            store.counts(room_id(ROOM), now_ms()).await.unwrap().waiting,
             0,
             "{kind}"
         );
         let current = store
-            .join_admitting(ROOM, Some("k"), &random_id(), None, &instant(now.version))
+            .join_admitting(
+                room_id(ROOM),
+                Some("k"),
+                &random_id(),
+                None,
+                &instant(now.version),
+            )
             .await
             .unwrap();
         let JoinReply::Joined(outcome) = current else {
@@ -698,7 +791,8 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
             share_token_with_embedder: Some(true),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(changed) = store.update_room(ROOM, &set, None).await.unwrap()
+        let SettingsUpdate::Applied(changed) =
+            support::change(&*store, ROOM, &set, None).await.unwrap()
         else {
             panic!("{kind}: refused");
         };
@@ -712,14 +806,14 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
             admission_rate_per_sec: Some(3.0),
             ..SettingsPatch::default()
         };
-        store.update_room(ROOM, &rate, None).await.unwrap();
+        support::change(&*store, ROOM, &rate, None).await.unwrap();
         let read = store.room_settings(ROOM).await.unwrap().settings;
         assert_eq!(read.checkout_url.as_deref(), Some("/buy?step=2"), "{kind}");
         assert!(read.share_token_with_embedder, "{kind}");
         let epoch = lead(store.as_ref(), "a").await;
         let tick = store
             .admit(
-                ROOM,
+                room_id(ROOM),
                 &AdmitRequest {
                     holder: "a",
                     epoch,
@@ -747,7 +841,8 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
             share_token_with_embedder: Some(false),
             ..SettingsPatch::default()
         };
-        let SettingsUpdate::Applied(cleared) = store.update_room(ROOM, &clear, None).await.unwrap()
+        let SettingsUpdate::Applied(cleared) =
+            support::change(&*store, ROOM, &clear, None).await.unwrap()
         else {
             panic!("{kind}: refused");
         };
@@ -761,17 +856,21 @@ async fn expired_tokens_are_refused_and_free_their_active_slot() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(ROOM, None, &id).await.unwrap();
+        store.join(room_id(ROOM), None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        let ticket = store.ticket(ROOM, &id, now_ms()).await.unwrap().unwrap();
+        let ticket = store
+            .ticket(room_id(ROOM), &id, now_ms())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ticket.state, TicketState::Expired, "{kind}");
         assert_eq!(ticket.entry_token, None);
         // The next tick sweeps it out of the active set.
         admit(store.as_ref(), "a", epoch, 0, 1).await;
         assert_eq!(
-            store.counts(ROOM, now_ms()).await.unwrap().active,
+            store.counts(room_id(ROOM), now_ms()).await.unwrap().active,
             0,
             "{kind}"
         );
@@ -783,13 +882,13 @@ async fn the_active_users_cap_holds_admission_back() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..10 {
-            store.join(ROOM, None, &random_id()).await.unwrap();
+            store.join(room_id(ROOM), None, &random_id()).await.unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
         let tokens: Vec<String> = (0..10).map(|_| entry_token(ROOM)).collect();
         let outcome = store
             .admit(
-                ROOM,
+                room_id(ROOM),
                 &AdmitRequest {
                     holder: "a",
                     epoch,
@@ -822,11 +921,11 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
         let mut ids = Vec::new();
         for _ in 0..6 {
             let id = random_id();
-            store.join(ROOM, None, &id).await.unwrap();
+            store.join(room_id(ROOM), None, &id).await.unwrap();
             ids.push(id);
         }
         let first = store
-            .sse_refresh(ROOM, None, &ids[5..], now_ms())
+            .sse_refresh(room_id(ROOM), None, &ids[5..], now_ms())
             .await
             .unwrap();
         assert_eq!(first.delta, None, "{kind}: no cursor yet");
@@ -834,11 +933,14 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
         assert_eq!(record.position, Some(6), "{kind}");
         let seq = seq.expect("a waiting ticket has a seq");
 
-        store.leave(ROOM, &ids[3], now_ms(), KEEP_MS).await.unwrap();
+        store
+            .leave(room_id(ROOM), &ids[3], now_ms(), KEEP_MS)
+            .await
+            .unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 2, 60_000).await, 2);
         let next = store
-            .sse_refresh(ROOM, Some(first.cursor), &[], now_ms())
+            .sse_refresh(room_id(ROOM), Some(first.cursor), &[], now_ms())
             .await
             .unwrap();
         let delta = next.delta.expect("the cursor can be followed");
@@ -847,7 +949,7 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
         let ahead_left = delta.left_seqs.iter().filter(|left| **left < seq).count() as u64;
         let moved = 6 - delta.popped - ahead_left;
         let exact = store
-            .ticket(ROOM, &ids[5], now_ms())
+            .ticket(room_id(ROOM), &ids[5], now_ms())
             .await
             .unwrap()
             .unwrap();
@@ -863,7 +965,7 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
             left: 0,
         };
         let reset = store
-            .sse_refresh(ROOM, Some(ahead), &[], now_ms())
+            .sse_refresh(room_id(ROOM), Some(ahead), &[], now_ms())
             .await
             .unwrap();
         assert_eq!(reset.delta, None, "{kind}");
@@ -909,12 +1011,12 @@ proptest! {
                     match step {
                         Step::Join => {
                             let id = random_id();
-                            store.join(ROOM, None, &id).await.unwrap();
+                            store.join(room_id(ROOM), None, &id).await.unwrap();
                             arrivals.push(id);
                         }
                         Step::Leave(pick) if !arrivals.is_empty() => {
                             let id = &arrivals[pick % arrivals.len()];
-                            store.leave(ROOM, id, now_ms(), KEEP_MS).await.unwrap();
+                            store.leave(room_id(ROOM), id, now_ms(), KEEP_MS).await.unwrap();
                         }
                         Step::Leave(_) => {}
                         Step::Admit(count) => {
@@ -940,7 +1042,7 @@ proptest! {
                 // Waiting positions are 1..=N in arrival order.
                 let records = read_all(store.as_ref(), &arrivals).await;
                 let positions: Vec<u64> = records.iter().flatten().filter_map(|r| r.position).collect();
-                prop_assert_eq!(positions, (1..=store.counts(ROOM, now_ms()).await.unwrap().waiting).collect::<Vec<_>>(), "{}", kind);
+                prop_assert_eq!(positions, (1..=store.counts(room_id(ROOM), now_ms()).await.unwrap().waiting).collect::<Vec<_>>(), "{}", kind);
             }
             Ok(())
         })?;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use vestibule::ids::random_id;
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy};
 use vestibule::store::memory::MemoryStore;
-use vestibule::store::{now_ms, Settings, Store};
+use vestibule::store::{now_ms, Catalog, RoomId, Settings, Store};
 
 const ROOM: &str = "main";
 
@@ -71,9 +71,9 @@ fn open(dir: &Path, fsync: FsyncPolicy, compact_after_bytes: u64) -> anyhow::Res
     Ok(DurableStore::open(dir, options)?)
 }
 
-async fn keyed_join(store: &dyn Store) -> anyhow::Result<String> {
+async fn keyed_join(store: &dyn Store, room: RoomId<'_>) -> anyhow::Result<String> {
     let key = format!("k:{}", random_id());
-    Ok(store.join(ROOM, Some(&key), &random_id()).await?.ticket.id)
+    Ok(store.join(room, Some(&key), &random_id()).await?.ticket.id)
 }
 
 /// Tickets the polls cycle through in every mode (the same work whatever the join rate was).
@@ -100,12 +100,13 @@ pub async fn call_rates(scratch: &Path, window: Duration) -> anyhow::Result<Vec<
                 64 << 20,
             )?),
         };
-        store.init_room(ROOM, &defaults()).await?;
+        let generation = store.seed_room(ROOM, &defaults()).await?.generation;
+        let room = RoomId::new(ROOM, generation);
         let start = Instant::now();
         let mut ids = Vec::new();
         while start.elapsed() < window {
             for _ in 0..64 {
-                ids.push(keyed_join(store.as_ref()).await?);
+                ids.push(keyed_join(store.as_ref(), room).await?);
             }
         }
         let joins_per_sec = ids.len() as f64 / start.elapsed().as_secs_f64();
@@ -115,7 +116,7 @@ pub async fn call_rates(scratch: &Path, window: Duration) -> anyhow::Result<Vec<
             for _ in 0..64 {
                 let polled = ids.len().min(POLLED) as u64;
                 let id = &ids[(polls.wrapping_mul(2_654_435_761) % polled) as usize];
-                store.ticket(ROOM, id, now_ms()).await?;
+                store.ticket(room, id, now_ms()).await?;
                 polls += 1;
             }
         }
@@ -138,9 +139,10 @@ pub async fn restart_cost(scratch: &Path, waiting: u64) -> anyhow::Result<Restar
     let dir = scratch.join("restart");
     let fsync = FsyncPolicy::EverySec;
     let store = open(&dir, fsync, u64::MAX)?;
-    store.init_room(ROOM, &defaults()).await?;
+    let generation = store.seed_room(ROOM, &defaults()).await?.generation;
+    let room = RoomId::new(ROOM, generation);
     for _ in 0..waiting {
-        keyed_join(&store).await?;
+        keyed_join(&store, room).await?;
     }
     let journal_bytes = std::fs::metadata(dir.join("journal.log"))?.len();
     drop(store);
@@ -150,7 +152,7 @@ pub async fn restart_cost(scratch: &Path, waiting: u64) -> anyhow::Result<Restar
     let store = open(&dir, fsync, 1)?;
     let from_journal_secs = start.elapsed().as_secs_f64();
     let start = Instant::now();
-    keyed_join(&store).await?;
+    keyed_join(&store, room).await?;
     let background_stall_secs = start.elapsed().as_secs_f64();
     let start = Instant::now();
     drop(store);
@@ -158,7 +160,7 @@ pub async fn restart_cost(scratch: &Path, waiting: u64) -> anyhow::Result<Restar
     let start = Instant::now();
     let store = open(&dir, fsync, u64::MAX)?;
     let from_snapshot_secs = start.elapsed().as_secs_f64();
-    let kept = store.counts(ROOM, now_ms()).await?.waiting;
+    let kept = store.counts(room, now_ms()).await?.waiting;
     anyhow::ensure!(
         kept == waiting + 1,
         "{kept} of {waiting} + 1 waiting after restarts"

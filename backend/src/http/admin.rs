@@ -106,7 +106,8 @@ pub(crate) async fn answer(
     room: &str,
     settings: VersionedSettings,
 ) -> Result<Response, ApiError> {
-    let counts = state.store.counts(room, now_ms()).await?;
+    let id = crate::store::RoomId::new(room, settings.generation);
+    let counts = state.store.counts(id, now_ms()).await?;
     let body = view(room, settings.settings, counts);
     let mut response = Json(body).into_response();
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", settings.version)) {
@@ -338,7 +339,7 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
 /// 409 `conflict` for a seed already published; store errors.
 pub(crate) async fn prepare_lottery(
     state: &AppState,
-    room: &str,
+    room: crate::store::RoomId<'_>,
     current: &Settings,
     patch: &SettingsPatch,
 ) -> Result<(), ApiError> {
@@ -437,16 +438,21 @@ pub async fn update(
     // The audit log's old values: the store's when the checks read it, else this replica's copy
     // (refreshed every tick). A plain change goes to the store in one call, so that one stalled
     // is answered 504 (sent, maybe applied), never 503 from a read before it.
-    let before = if needs_current {
+    let base = if needs_current {
         let current = state.store.room_settings(&room).await?;
         check_not_reopening(&current.settings.sale, &patch.sale)?;
         check_opening(&current.settings, &patch)?;
-        prepare_lottery(&state, &room, &current.settings, &patch).await?;
-        current.settings
+        prepare_lottery(&state, runtime.id(), &current.settings, &patch).await?;
+        current
     } else {
-        runtime.settings()
+        runtime.versioned_settings()
     };
-    let settings = match state.store.update_room(&room, &patch, expected).await? {
+    let before = base.settings.clone();
+    let settings = match state
+        .store
+        .update_room(runtime.id(), &base, &patch, expected)
+        .await?
+    {
         SettingsUpdate::Applied(settings) => settings,
         SettingsUpdate::VersionMismatch(current) => {
             return Err(ApiError::PreconditionFailed {

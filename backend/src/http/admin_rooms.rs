@@ -23,7 +23,7 @@ use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 use crate::http::error::{ApiError, Json, Path};
 use crate::room::RoomRuntime;
 use crate::state::AppState;
-use crate::store::{now_ms, RoomDeletion};
+use crate::store::{now_ms, RoomDeletion, RoomDoc, RoomId, StoreError};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -137,27 +137,20 @@ pub async fn create_room(
     let defaults = state.default_settings();
     check_opening(&defaults, &patch)?;
     let settings = defaults.patched(&patch);
-    let incarnation = crate::ids::random_id();
-    let Some(created) = state
-        .store
-        .create_room(&room, &settings, &incarnation)
-        .await?
-    else {
+    let Some(created) = state.store.create_room(&room, &settings).await? else {
         return Err(ApiError::RoomExists(room));
     };
+    let id = RoomId::new(&room, created.generation);
     // A random room's keys need its seed before the first join (docs/DESIGN.md "Random
     // queueing").
     if created.settings.queueing_method.is_random() {
         state
             .store
-            .draw_seed(&room, &crate::room::opening::fresh_seed())
+            .draw_seed(id, &crate::room::opening::fresh_seed())
             .await?;
     }
-    // A runtime of the slug still here is a deleted room's (this create's `SADD` won, so the
-    // slug was not listed): the new one takes its place, under the incarnation just written.
+    // A runtime of the slug still here is an earlier generation's: the new one takes its place.
     let runtime = RoomRuntime::new(room.clone(), created.clone(), state.tokens.clone());
-    let _ = runtime.incarnation.set(incarnation);
-    state.forget_room(&room);
     state.rooms.put(Arc::new(runtime));
     tracing::info!(%room, "room created");
     let mut entries = vec![audit::entry(
@@ -199,15 +192,14 @@ pub async fn list_rooms(
     for room in state.store.list_rooms().await? {
         let read = async {
             let settings = state.store.room_settings(&room).await?;
-            Ok((settings, state.store.counts(&room, now_ms()).await?))
+            let id = RoomId::new(&room, settings.generation);
+            Ok((settings.settings, state.store.counts(id, now_ms()).await?))
         };
         match read.await {
-            Ok((settings, counts)) => rooms.push(view(&room, settings.settings, counts)),
-            // Deleted between the list and this read, or being created (its tombstone is there
-            // until the create's last step): left out.
-            Err(
-                crate::store::StoreError::NoSuchRoom(_) | crate::store::StoreError::RoomDeleted(_),
-            ) => {}
+            Ok((settings, counts)) => rooms.push(view(&room, settings, counts)),
+            // Deleted between the list and this read (the index follows the documents), or lost
+            // by the store: left out.
+            Err(StoreError::RoomGone(_) | StoreError::RoomLost(_)) => {}
             Err(error) => return Err(error.into()),
         }
     }
@@ -260,10 +252,28 @@ pub async fn delete_room(
             };
         }
     }
-    // The runtime running now is the one this delete stops: a room created again through this
-    // process meanwhile keeps its own.
-    let running = state.rooms.get(&room);
-    match state.store.delete_room(&room, force, now_ms()).await? {
+    // The generation this replica runs, or else the live one; when another generation is live
+    // by now (created again through another replica), that one.
+    let mut generation = match state.rooms.get(&room) {
+        Some(running) => Some(running.generation),
+        None => live_generation(&state, &room).await?,
+    };
+    let mut outcome = RoomDeletion::NotFound;
+    for _ in 0..2 {
+        let Some(named) = generation else { break };
+        outcome = state
+            .store
+            .delete_room(RoomId::new(&room, named), force, now_ms())
+            .await?;
+        if outcome != RoomDeletion::NotFound {
+            generation = Some(named);
+            break;
+        }
+        generation = live_generation(&state, &room)
+            .await?
+            .filter(|live| *live != named);
+    }
+    match outcome {
         RoomDeletion::NotFound => Err(ApiError::RoomNotFound(room.chars().take(64).collect())),
         RoomDeletion::NotEmpty { waiting, active } => Err(ApiError::RoomNotEmpty {
             room,
@@ -271,10 +281,7 @@ pub async fn delete_room(
             active,
         }),
         RoomDeletion::Deleted { ended } => {
-            if let Some(running) = &running {
-                state.rooms.remove(running);
-            }
-            state.forget_room(&room);
+            state.rooms.stop(&room, generation.unwrap_or_default());
             state.bots.forget_room(&room);
             tracing::info!(%room, ended, "room deleted");
             let ids = audit::record(
@@ -324,9 +331,9 @@ pub async fn waiters(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Waiters>, ApiError> {
     authorize(&state, &headers)?;
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     let (offset, limit) = super::draw::page(query.as_deref(), 50, 500)?;
-    let page = state.store.waiters(&room, offset, limit).await?;
+    let page = state.store.waiters(runtime.id(), offset, limit).await?;
     let now = now_ms();
     let secs_ago = |at: u64| now.saturating_sub(at) / 1000;
     Ok(Json(Waiters {
@@ -342,4 +349,15 @@ pub async fn waiters(
             })
             .collect(),
     }))
+}
+
+/// The live generation of `room` in the store (`None`: deleted, never created, or lost).
+///
+/// # Errors
+/// The store's, reading the document.
+async fn live_generation(state: &AppState, room: &str) -> Result<Option<u64>, ApiError> {
+    Ok(match state.store.room_doc(room).await? {
+        Some(RoomDoc::Live(settings)) => Some(settings.generation),
+        _ => None,
+    })
 }

@@ -6,6 +6,8 @@
 //! `rate_limit`, `proof_of_work` (`kind` = [`Refusal::kind`]) or `user_assertion` (`kind`
 //! `missing` or `invalid`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use serde::Deserialize;
@@ -20,6 +22,7 @@ use crate::bots::Refusal;
 use crate::http::admin::authorize;
 use crate::http::error::{ApiError, Json, Path};
 use crate::ids::random_id;
+use crate::room::RoomRuntime;
 use crate::state::AppState;
 use crate::store::{now_ms, Settings};
 
@@ -54,11 +57,12 @@ pub fn count_refusal(room: &str, reason: &'static str, kind: &'static str) {
 /// the store cannot mark the challenge used.
 pub async fn check_join(
     state: &AppState,
-    room: &str,
+    runtime: &RoomRuntime,
     settings: &Settings,
     headers: &HeaderMap,
-    challenge_used: &mut bool,
+    challenge_used: &AtomicBool,
 ) -> Result<(), ApiError> {
+    let room = runtime.name.as_str();
     let assertion_missing =
         settings.require_user_assertion && !headers.contains_key(USER_ASSERTION_HEADER);
     let refuse_assertion = || {
@@ -76,7 +80,7 @@ pub async fn check_join(
     if assertion_missing && !checks_proof {
         return Err(refuse_assertion());
     }
-    check_proof(state, room, settings, headers, challenge_used).await?;
+    check_proof(state, runtime, settings, headers, challenge_used).await?;
     if assertion_missing {
         return Err(refuse_assertion());
     }
@@ -87,11 +91,12 @@ pub async fn check_join(
 /// `X-Proof-Of-Work` header verified and its challenge spent (once per join: `challenge_used`).
 async fn check_proof(
     state: &AppState,
-    room: &str,
+    runtime: &RoomRuntime,
     settings: &Settings,
     headers: &HeaderMap,
-    challenge_used: &mut bool,
+    challenge_used: &AtomicBool,
 ) -> Result<(), ApiError> {
+    let room = runtime.name.as_str();
     if settings.pow_difficulty == 0 {
         return Ok(());
     }
@@ -118,17 +123,17 @@ async fn check_proof(
             state.bots.least_difficulty(room, settings, now),
         )
         .map_err(refuse)?;
-    if *challenge_used {
+    if challenge_used.load(Ordering::Relaxed) {
         return Ok(());
     }
     if !state
         .store
-        .use_challenge(room, &verified.id, verified.expires_at_ms, now)
+        .use_challenge(runtime.id(), &verified.id, verified.expires_at_ms, now)
         .await?
     {
         return Err(refuse(Refusal::Reused));
     }
-    *challenge_used = true;
+    challenge_used.store(true, Ordering::Relaxed);
     Ok(())
 }
 

@@ -33,7 +33,7 @@ const OFFSET_MAX: u64 = i64::MAX as u64;
 /// The store's, reading the pre-queue.
 pub async fn seed_public(
     store: &dyn crate::store::Store,
-    room: &str,
+    room: crate::store::RoomId<'_>,
     settings: &crate::store::Settings,
     record: &crate::store::DrawRecord,
 ) -> Result<bool, crate::store::StoreError> {
@@ -116,7 +116,7 @@ pub async fn room_draw(
     let (offset, limit) = page(query.as_deref(), DRAW_PAGE_MAX, DRAW_PAGE_MAX)?;
     let settings = runtime.settings();
     let phase = opening_phase(&settings, now_ms());
-    let record = match state.store.draw_record(&room).await? {
+    let record = match state.store.draw_record(runtime.id()).await? {
         None if opening::has_draw(&settings) && !matches!(phase, Phase::NotOpen { .. }) => {
             Some(opening::ensure_seed(&*state.store, &runtime).await?)
         }
@@ -124,11 +124,11 @@ pub async fn room_draw(
     };
     let drawn = record.as_ref().is_some_and(|r| r.drawn_at_ms.is_some());
     let public = match &record {
-        Some(record) => seed_public(&*state.store, &room, &settings, record).await?,
+        Some(record) => seed_public(&*state.store, runtime.id(), &settings, record).await?,
         None => false,
     };
     let tags = if drawn {
-        state.store.draw_tags(&room, offset, limit).await?
+        state.store.draw_tags(runtime.id(), offset, limit).await?
     } else {
         Vec::new()
     };

@@ -85,7 +85,7 @@ pub async fn consume(
     headers: HeaderMap,
     Json(body): Json<EntryTokenBody>,
 ) -> Result<Json<EntryClaims>, ApiError> {
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     authorize_origin(&state, &headers)?;
     let claims = verify_offline(&state, &room, body.entry_token.trim())?;
     let claim = OrderClaim {
@@ -94,13 +94,11 @@ pub async fn consume(
     };
     match state
         .store
-        .consume_token(&room, &claims.jti, &claim, now_ms(), state.keep_ms())
+        .consume_token(runtime.id(), &claims.jti, &claim, now_ms(), state.keep_ms())
         .await?
     {
         TokenUse::Consumed { .. } => {
-            if let Ok(runtime) = state.room(&room) {
-                runtime.counters.token_used();
-            }
+            runtime.counters.token_used();
             metrics::counter!("vestibule_tokens_used_total", "room" => room).increment(1);
             Ok(Json(claims))
         }
@@ -203,7 +201,7 @@ pub async fn release(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<axum::response::Response, ApiError> {
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     let origin = has_authorization(&headers);
     if origin {
         authorize_origin(&state, &headers)?;
@@ -211,11 +209,15 @@ pub async fn release(
     let (token, from_cookie) = release_token(&state, &room, &headers, &body, origin)?;
     let claims = verify_offline(&state, &room, &token)?;
     let now = now_ms();
-    let released = match state.store.check_token(&room, &claims.jti, now).await? {
+    let released = match state
+        .store
+        .check_token(runtime.id(), &claims.jti, now)
+        .await?
+    {
         TokenCheck::Valid { ticket_id } => matches!(
             state
                 .store
-                .leave(&room, &ticket_id, now, state.keep_ms())
+                .leave(runtime.id(), &ticket_id, now, state.keep_ms())
                 .await?,
             LeaveOutcome::Left
         ),

@@ -220,14 +220,13 @@ impl From<StoreError> for ApiError {
     /// Not reached → 503, sent but unconfirmed → 504, anything else → 500.
     fn from(source: StoreError) -> Self {
         match source {
-            StoreError::Unavailable(_) | StoreError::SettingsLost(_) => {
+            StoreError::Unavailable(_) | StoreError::RoomLost(_) => {
                 Self::StoreUnavailable { source }
             }
             StoreError::OutcomeUnknown(_) => Self::StoreTimeout { source },
             StoreError::Corrupt(_) => Self::Internal(anyhow::Error::new(source)),
             StoreError::Refused(refusal) => Self::refused_join(refusal),
-            StoreError::NoSuchRoom(room) => Self::RoomNotFound(room),
-            StoreError::RoomDeleted(room) => Self::RoomDeleted(room),
+            StoreError::RoomGone(room) => Self::RoomDeleted(room),
         }
     }
 }

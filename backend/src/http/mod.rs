@@ -412,3 +412,37 @@ mod tests {
         );
     }
 }
+
+/// Runs `call` on the runtime of `room`. When the store answers that the runtime's generation is
+/// gone (the room was deleted, or deleted and created again, through another replica since this
+/// one last read its document; the store changed nothing), the room's document is read at once
+/// and, if a later generation is live, `call` runs once more on its runtime: a request never
+/// waits for the next sync to reach the room created again.
+///
+/// # Errors
+/// `call`'s; 404 or 410 when the room does not run here.
+pub(crate) async fn on_live_room<T, F, Fut>(
+    state: &AppState,
+    room: &str,
+    mut call: F,
+) -> Result<T, ApiError>
+where
+    F: FnMut(std::sync::Arc<crate::room::RoomRuntime>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let runtime = state.room(room)?;
+    let generation = runtime.generation;
+    match call(runtime).await {
+        Err(ApiError::RoomDeleted(_)) => {
+            state
+                .rooms
+                .refresh(&*state.store, &state.tokens, room)
+                .await;
+            match state.rooms.get(room) {
+                Some(fresh) if fresh.generation > generation => call(fresh).await,
+                _ => Err(ApiError::RoomDeleted(room.chars().take(64).collect())),
+            }
+        }
+        other => other,
+    }
+}

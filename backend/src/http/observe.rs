@@ -97,7 +97,7 @@ pub async fn room_gauges(state: &AppState) -> String {
     let mut figures = Vec::with_capacity(rooms.len());
     for room in rooms {
         let name = &room.name;
-        match state.store.counts(name, now_ms()).await {
+        match state.store.counts(room.id(), now_ms()).await {
             Ok(counts) => {
                 let pace = room.pace();
                 figures.push(RoomFigures {

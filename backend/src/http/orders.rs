@@ -80,7 +80,7 @@ pub async fn place_order(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    state.room(&room)?;
+    let runtime = state.room(&room)?;
     let token = match headers.get(ENTRY_TOKEN_HEADER).map(HeaderValue::to_str) {
         None => {
             return Err(ApiError::EntryToken {
@@ -115,7 +115,7 @@ pub async fn place_order(
     let claims = token_layer::verify_offline(&state, &room, &token)?;
     let used = state
         .store
-        .consume_token(&room, &claims.jti, &claim, now_ms(), state.keep_ms())
+        .consume_token(runtime.id(), &claims.jti, &claim, now_ms(), state.keep_ms())
         .await;
     let replayed = match used {
         Ok(TokenUse::Consumed { .. }) => None,
@@ -130,9 +130,7 @@ pub async fn place_order(
         Err(error) => return Err(error.into()),
     };
     let Some(first) = replayed else {
-        if let Ok(runtime) = state.room(&room) {
-            runtime.counters.token_used();
-        }
+        runtime.counters.token_used();
         metrics::counter!("vestibule_tokens_used_total", "room" => room).increment(1);
         return Ok((StatusCode::CREATED, Json(receipt)).into_response());
     };

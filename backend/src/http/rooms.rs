@@ -40,7 +40,7 @@ pub async fn room_info(
     Path(room): Path<String>,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let runtime = state.room(&room)?;
-    let counts = state.store.counts(&room, now_ms()).await?;
+    let counts = state.store.counts(runtime.id(), now_ms()).await?;
     let settings = runtime.settings();
     let state = room_state(&settings, now_ms());
     Ok(Json(RoomInfo {

@@ -2,6 +2,9 @@
 //! not poll (`POST …/heartbeat`). A poll, the first SSE event and a heartbeat are presence
 //! (docs/DESIGN.md "Presence"): the store marks the ticket heard from in the same step.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +23,7 @@ use crate::ids::{entry_token, is_well_formed_id, log_tag, random_id};
 use crate::room::opening::{self, opening_phase, Phase};
 use crate::room::presence::poll_rules;
 use crate::room::status::{rfc3339_from_ms, ticket_status};
+use crate::room::RoomRuntime;
 use crate::state::AppState;
 use crate::store::{
     now_ms, InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, TicketRecord,
@@ -99,7 +103,7 @@ async fn polled_status(
     let hearing = runtime.hub.hearing(&[ticket_id.to_owned()]);
     let (record, anchor) = state
         .store
-        .hear_polled(room, ticket_id, now_ms())
+        .hear_polled(runtime.id(), ticket_id, now_ms())
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
     hearing.answered(record.place_kept.then_some(anchor.map(|anchor| anchor.seq)));
@@ -121,7 +125,7 @@ async fn heard_record(
     let hearing = runtime.hub.hearing(&ids);
     let mut records = state
         .store
-        .hear(&runtime.name, &ids, now_ms(), positions)
+        .hear(runtime.id(), &ids, now_ms(), positions)
         .await?;
     let record = records.pop().flatten();
     hearing.answered(record.iter().filter(|r| r.place_kept).map(|_| None));
@@ -179,7 +183,7 @@ pub async fn join(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, ApiError> {
-    let runtime = state.room(&room)?;
+    state.room(&room)?;
     let client = client_ip(&headers, &extensions, state.config.client_ip_source()).map(limit_key);
     state
         .bots
@@ -198,21 +202,38 @@ pub async fn join(
             client,
             per_minute: per_minute.get(),
         });
+    // A proof of work is used once, whichever generation of the room the join ends in.
+    let challenge_used = AtomicBool::new(false);
+    crate::http::on_live_room(&state, &room, |runtime| {
+        join_in(
+            &state,
+            runtime,
+            &headers,
+            key.as_deref(),
+            limit.as_ref(),
+            &challenge_used,
+        )
+    })
+    .await
+}
+
+/// A join in `runtime`'s generation of the room.
+async fn join_in(
+    state: &AppState,
+    runtime: Arc<RoomRuntime>,
+    headers: &HeaderMap,
+    key: Option<&str>,
+    limit: Option<&JoinLimit>,
+    challenge_used: &AtomicBool,
+) -> Result<Response, ApiError> {
+    let room = runtime.name.clone();
     // The join is decided on this replica's copy of the settings (refreshed every tick) and the
     // store refuses it when they have changed since (another replica's admin change): then it
-    // is decided again on the store's settings, so a room that has just turned on proof of
+    // is decided once more on the store's settings, so a room that has just turned on proof of
     // work, a user assertion or a pre-queue never takes a join that skipped them.
     let mut settings = runtime.versioned_settings();
-    let mut challenge_used = false;
     for attempt in 1..=JOIN_DECISIONS {
-        bots::check_join(
-            &state,
-            &room,
-            &settings.settings,
-            &headers,
-            &mut challenge_used,
-        )
-        .await?;
+        bots::check_join(state, &runtime, &settings.settings, headers, challenge_used).await?;
         // The last decision is on settings read from the store a moment ago: it checks nothing.
         let version = (attempt < JOIN_DECISIONS).then_some(settings.version);
         let phase = opening_phase(&settings.settings, now_ms());
@@ -220,8 +241,13 @@ pub async fn join(
             Phase::NotOpen { joins_from_ms } => {
                 // A keyed retry (or a user's join) still gets the live ticket it has: the window
                 // refuses new places only.
-                let found = match key.as_deref() {
-                    Some(key) => state.store.keyed_ticket(&room, key, now_ms()).await?,
+                let found = match key {
+                    Some(key) => {
+                        state
+                            .store
+                            .keyed_ticket(runtime.id(), key, now_ms())
+                            .await?
+                    }
                     None => None,
                 };
                 let Some(ticket) = found else {
@@ -240,18 +266,21 @@ pub async fn join(
                 let id = random_id();
                 state
                     .store
-                    .join_prequeue(&room, key.as_deref(), &id, limit.as_ref(), version)
+                    .join_prequeue(runtime.id(), key, &id, limit, version)
                     .await?
             }
             Phase::Open => {
                 let decided = (&settings.settings, version);
-                join_open(&state, &room, key.as_deref(), limit.as_ref(), decided).await?
+                join_open(state, &runtime, key, limit, decided).await?
             }
         };
         if reply != JoinReply::SettingsChanged {
-            return finish_join(&state, &runtime, room, reply).await;
+            return finish_join(state, &runtime, room, reply).await;
         }
         settings = state.store.room_settings(&room).await?;
+        if settings.generation != runtime.generation {
+            return Err(ApiError::RoomDeleted(room));
+        }
         runtime.set_settings(settings.clone());
     }
     Err(ApiError::from(crate::store::StoreError::Corrupt(
@@ -259,9 +288,10 @@ pub async fn join(
     )))
 }
 
-/// How many times a join is decided before it is made without a settings check: the first on
-/// this replica's copy, the others on settings read from the store just before.
-const JOIN_DECISIONS: u32 = 3;
+/// How many times a join is decided: once on this replica's copy of the settings, and once
+/// more, without a settings check, on the store's settings read after the store refused the
+/// first as stale.
+const JOIN_DECISIONS: u32 = 2;
 
 /// 409 `room_not_open` with both times and `Retry-After` until `joins_from_ms`.
 fn room_not_open(settings: &crate::store::Settings, joins_from_ms: u64) -> Response {
@@ -293,7 +323,7 @@ fn room_not_open(settings: &crate::store::Settings, joins_from_ms: u64) -> Respo
 /// A join in an open room (possibly admitted at once).
 async fn join_open(
     state: &AppState,
-    room: &str,
+    runtime: &RoomRuntime,
     key: Option<&str>,
     limit: Option<&JoinLimit>,
     (settings, settings_version): (&crate::store::Settings, Option<u64>),
@@ -301,7 +331,7 @@ async fn join_open(
     // With nobody waiting the join may admit at once (docs/DESIGN.md "No wait when there is no
     // line"): it carries a fresh entry token for that case.
     let instant = InstantAdmission {
-        token: entry_token(room),
+        token: entry_token(&runtime.name),
         now_ms: now_ms(),
         token_ttl_ms: settings.token_ttl_ms,
         keep_ms: state.keep_ms(),
@@ -309,7 +339,7 @@ async fn join_open(
     };
     Ok(state
         .store
-        .join_admitting(room, key, &random_id(), limit, &instant)
+        .join_admitting(runtime.id(), key, &random_id(), limit, &instant)
         .await?)
 }
 
@@ -468,7 +498,7 @@ pub async fn leave(
     checked_ticket_id(&ticket_id)?;
     let outcome = state
         .store
-        .leave(&room, &ticket_id, now_ms(), state.keep_ms())
+        .leave(runtime.id(), &ticket_id, now_ms(), state.keep_ms())
         .await?;
     match outcome {
         LeaveOutcome::Left => {

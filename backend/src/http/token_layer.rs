@@ -165,7 +165,12 @@ pub async fn check_live(
     room: &str,
     claims: &EntryClaims,
 ) -> Result<String, ApiError> {
-    match state.store.check_token(room, &claims.jti, now_ms()).await? {
+    let runtime = state.room(room)?;
+    match state
+        .store
+        .check_token(runtime.id(), &claims.jti, now_ms())
+        .await?
+    {
         TokenCheck::Valid { ticket_id } => Ok(ticket_id),
         refused => Err(stored_refusal(refused)),
     }

@@ -34,7 +34,7 @@ impl FigureReader {
         let rooms = state.rooms.list();
         let mut figures = Vec::with_capacity(rooms.len());
         for room in &rooms {
-            match state.store.counts(&room.name, at_ms).await {
+            match state.store.counts(room.id(), at_ms).await {
                 Ok(counts) => figures.push(self.room(state, room, counts, at_ms)),
                 Err(error) => {
                     tracing::debug!(room = %room.name, %error, "room left out of the admin event");

@@ -57,7 +57,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
         for _ in 0..2 {
             let refreshed = room
                 .hub
-                .refresh(context.store.as_ref(), &room.name, room.settings(), &status)
+                .refresh(context.store.as_ref(), room.id(), room.settings(), &status)
                 .await;
             match refreshed {
                 Ok(more_due) if more_due => continue,
@@ -72,11 +72,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
         let polled = room.hub.take_heard();
         if !polled.is_empty() {
             let sent = std::time::Instant::now();
-            match context
-                .store
-                .mark_heard(&room.name, &polled, now_ms())
-                .await
-            {
+            match context.store.mark_heard(room.id(), &polled, now_ms()).await {
                 Ok(()) => room
                     .hub
                     .heard(polled.iter().map(|ticket| ticket.id.as_str()), sent),
@@ -93,7 +89,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
             if !ids.is_empty() {
                 let sent = std::time::Instant::now();
                 let hearing = room.hub.hearing(&ids);
-                match context.store.hear(&room.name, &ids, now_ms(), false).await {
+                match context.store.hear(room.id(), &ids, now_ms(), false).await {
                     Ok(records) => {
                         let kept = records.iter().flatten().filter(|record| record.place_kept);
                         hearing.answered(kept.map(|_| None));

@@ -198,7 +198,7 @@ pub async fn leader_step(
             now_ms: crate::store::now_ms().max(now_ms),
             places_per_step: DRAW_PLACES_PER_STEP,
         };
-        let outcome = store.draw(&room.name, &request).await?;
+        let outcome = store.draw(room.id(), &request).await?;
         longest_step_ms = longest_step_ms.max(step_started.elapsed().as_millis() as u64);
         match outcome {
             DrawOutcome::Drawn { count } => {
@@ -227,7 +227,7 @@ pub async fn ensure_seed(
     store: &dyn Store,
     room: &RoomRuntime,
 ) -> Result<crate::store::DrawRecord, StoreError> {
-    let record = store.draw_seed(&room.name, &fresh_seed()).await?;
+    let record = store.draw_seed(room.id(), &fresh_seed()).await?;
     if record.drawn_at_ms.is_some() {
         room.set_drawn();
     }

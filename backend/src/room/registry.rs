@@ -1,44 +1,44 @@
-//! The rooms this process runs (issue 14: rooms are data in the store, created and deleted at run
-//! time): [`Rooms`], the registry of room runtimes every handler, scheduler and hub looks rooms up
-//! in, and [`sync_loop`], which brings it in line with the store's list every tick on every
-//! replica (a room created through another replica gets its runtime, scheduler and SSE hub here
-//! within one tick; a deleted one is stopped).
+//! The rooms this process runs: [`Rooms`], the registry of room runtimes every handler,
+//! scheduler and hub looks rooms up in, and [`sync_loop`], which every tick brings it in line
+//! with the rooms' documents (docs/DESIGN.md "Rooms at run time").
+//!
+//! One rule decides: a runtime serves one generation of its slug, and only a document of that
+//! generation or a later one changes it. A live document of a later generation puts a new
+//! runtime in its place; a deleted one of its generation or later stops it; a document of an
+//! earlier generation (read before a create here) is old news. A running room whose document
+//! is missing was lost by the store: it is written back as this runtime holds it. The index of
+//! slugs only says which documents to read; where it disagrees with them it is mended.
 //!
 //! Starting a room's tasks is left to whoever listens ([`Rooms::starts`]): the scheduler thread
-//! and the main runtime each start their half (scheduler, SSE hub) of every room added.
+//! and the main runtime each start their half (scheduler, SSE hub) of every room put.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::room::RoomRuntime;
-use crate::state::AppState;
 use crate::store::memory::lock;
+use crate::store::{RoomDoc, Store, StoreError};
+use crate::tokens::TokenService;
 
 /// The registry of running rooms by slug.
 #[derive(Default)]
 pub struct Rooms {
     running: RwLock<HashMap<String, Arc<RoomRuntime>>>,
-    /// Rooms deleted while this process ran, and when (their tickets answer 410 `room_deleted`).
-    deleted: RwLock<HashMap<String, Instant>>,
-    /// Who starts the tasks of a room added (see [`Rooms::starts`]).
+    /// The last generation of each slug deleted while this process ran (its tickets answer 410
+    /// `room_deleted`; a document read before the deletion cannot start it again).
+    deleted: RwLock<HashMap<String, u64>>,
+    /// Who starts the tasks of a room put (see [`Rooms::starts`]).
     starters: Mutex<Vec<mpsc::UnboundedSender<Arc<RoomRuntime>>>>,
-    /// Rooms whose settings a sync could not read, warned of once until they can be (a slug
-    /// left listed with no settings would otherwise log every tick: found by a probe).
-    unreadable: Mutex<HashSet<String>>,
 }
 
 impl Rooms {
     /// A registry of `rooms`.
     pub fn new(rooms: impl IntoIterator<Item = Arc<RoomRuntime>>) -> Self {
         let registry = Self::default();
-        {
-            let mut running = write(&registry.running);
-            for room in rooms {
-                running.insert(room.name.clone(), room);
-            }
+        for room in rooms {
+            registry.put(room);
         }
         registry
     }
@@ -62,65 +62,51 @@ impl Rooms {
 
     /// Whether `room` was deleted while this process ran (and not created again).
     pub fn was_deleted(&self, room: &str) -> bool {
-        read(&self.deleted).contains_key(room)
+        !self.contains(room) && read(&self.deleted).contains_key(room)
     }
 
-    /// Adds `runtime` and has its tasks started; a room already running is kept (and returned).
-    pub fn add(&self, runtime: Arc<RoomRuntime>) -> Arc<RoomRuntime> {
-        let mut running = write(&self.running);
-        if let Some(existing) = running.get(&runtime.name) {
-            return existing.clone();
-        }
-        running.insert(runtime.name.clone(), runtime.clone());
-        write(&self.deleted).remove(&runtime.name);
-        lock(&self.starters).retain(|starter| starter.send(runtime.clone()).is_ok());
-        runtime
-    }
-
-    /// Puts `runtime` under its slug and has its tasks started, in one step; a runtime the slug
-    /// had here (a deleted room's: the store just let this one be created) retires.
-    pub fn put(&self, runtime: Arc<RoomRuntime>) {
+    /// Puts `runtime` under its slug and has its tasks started, unless the slug runs the same
+    /// or a later generation here, or had it deleted here; a runtime of an earlier generation
+    /// retires. Returns the runtime in force for the slug (`None` if deleted).
+    pub fn put(&self, runtime: Arc<RoomRuntime>) -> Option<Arc<RoomRuntime>> {
         let old = {
             let mut running = write(&self.running);
-            let old = running.insert(runtime.name.clone(), runtime.clone());
-            write(&self.deleted).remove(&runtime.name);
+            if let Some(current) = running.get(&runtime.name) {
+                if current.generation >= runtime.generation {
+                    return Some(current.clone());
+                }
+            }
+            let deleted = read(&self.deleted).get(&runtime.name).copied();
+            if deleted.is_some_and(|deleted| deleted >= runtime.generation) {
+                return None;
+            }
             lock(&self.starters).retain(|starter| starter.send(runtime.clone()).is_ok());
-            old
+            running.insert(runtime.name.clone(), runtime.clone())
         };
         if let Some(old) = old {
             old.retire();
         }
+        Some(runtime)
     }
 
-    /// Stops `runtime` (its scheduler gives up its lease, its hub and streams end) and marks its
-    /// slug deleted, if it still runs under its slug; a runtime put there since (a room created
-    /// again through this process) stays. Whether it was removed.
-    pub fn remove(&self, runtime: &Arc<RoomRuntime>) -> bool {
-        {
+    /// Stops the runtime of `slug` if it serves `generation` or an earlier one (its scheduler
+    /// gives up its lease, its hub and streams end) and remembers the deletion. Whether a
+    /// runtime stopped.
+    pub fn stop(&self, slug: &str, generation: u64) -> bool {
+        let stopped = {
             let mut running = write(&self.running);
-            match running.get(&runtime.name) {
-                Some(current) if Arc::ptr_eq(current, runtime) => {}
-                _ => return false,
+            let mut deleted = write(&self.deleted);
+            let last = deleted.entry(slug.to_owned()).or_default();
+            *last = (*last).max(generation);
+            match running.get(slug) {
+                Some(current) if current.generation <= generation => running.remove(slug),
+                _ => None,
             }
-            running.remove(&runtime.name);
-            write(&self.deleted).insert(runtime.name.clone(), Instant::now());
-        }
-        runtime.retire();
-        true
+        };
+        stopped.map(|runtime| runtime.retire()).is_some()
     }
 
-    /// Whether `room`'s settings are newly unreadable (to be warned of); `readable` clears it.
-    fn unreadable_now(&self, room: &str, readable: bool) -> bool {
-        let mut unreadable = lock(&self.unreadable);
-        if readable {
-            unreadable.remove(room);
-            false
-        } else {
-            unreadable.insert(room.to_owned())
-        }
-    }
-
-    /// A channel of rooms to start: every running room at once, then each room added.
+    /// A channel of rooms to start: every running room at once, then each room put.
     pub fn starts(&self) -> mpsc::UnboundedReceiver<Arc<RoomRuntime>> {
         let (sender, receiver) = mpsc::unbounded_channel();
         let running = read(&self.running);
@@ -131,185 +117,79 @@ impl Rooms {
         receiver
     }
 
-    /// Replaces each running room of `listed` whose incarnation in the store is not the one it
-    /// serves: the room was deleted and created again (through other replicas) between two
-    /// syncs. The new room's settings are read first and the new runtime takes the old one's
-    /// place in one step, so a request never finds the slug missing here (a CI run caught a
-    /// replica answering 404 `room_not_found` for a room that existed, while it read them); until
-    /// they can be read (the room is still being created), the old runtime stays and the next
-    /// sync tries again. The old runtime then retires (its scheduler, hub and streams end; its
-    /// tickets are gone from the store). A runtime that has not learnt its incarnation yet takes
-    /// the store's.
-    async fn replace_recreated(
-        &self,
-        state: &AppState,
-        listed: &[String],
-        incarnations: &HashMap<String, String>,
-        read_at: Instant,
-    ) {
-        for name in listed {
-            let (Some(room), Some(incarnation)) = (self.get(name), incarnations.get(name)) else {
-                continue;
-            };
-            if room.made_at >= read_at {
-                // Made here (a create) after the reads began: they may predate its incarnation.
-                continue;
-            }
-            let held = room.incarnation.get_or_init(|| incarnation.clone());
-            if held == incarnation {
-                continue;
-            }
-            match state.store.room_settings(name).await {
-                Ok(settings) => {
-                    self.unreadable_now(name, true);
-                    let fresh = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
-                    let _ = fresh.incarnation.set(incarnation.clone());
-                    // The old room's cached secret, seed and method go before the new runtime
-                    // serves: a join re-reads them from the store, where only the new room is.
-                    state.forget_room(name);
-                    if self.replace(&room, Arc::new(fresh)) {
-                        tracing::info!(room = %name, "room deleted and created again (through another replica): restarted here");
-                    }
-                }
-                Err(error) if self.unreadable_now(name, false) => {
-                    tracing::warn!(room = %name, %error, "a room created again elsewhere: its settings could not be read yet; the old runtime stays until they can be (retried every tick)");
-                }
-                Err(_) => {}
-            }
+    /// Reads `slug`'s document now and brings the registry in line with it (a request found its
+    /// runtime's generation gone: within one round trip, not one tick).
+    pub async fn refresh(&self, store: &dyn Store, tokens: &Arc<TokenService>, slug: &str) {
+        if let Ok(doc) = store.room_doc(slug).await {
+            self.apply(store, tokens, slug, doc, None).await;
         }
     }
 
-    /// Puts `fresh` in the place of `old` in one step, has its tasks started and retires `old`;
-    /// false (and nothing done) when `old` no longer runs under its slug (deleted or replaced
-    /// through this process meanwhile).
-    fn replace(&self, old: &Arc<RoomRuntime>, fresh: Arc<RoomRuntime>) -> bool {
-        {
-            let mut running = write(&self.running);
-            match running.get(&fresh.name) {
-                Some(current) if Arc::ptr_eq(current, old) => {}
-                _ => return false,
-            }
-            running.insert(fresh.name.clone(), fresh.clone());
-            write(&self.deleted).remove(&fresh.name);
-            lock(&self.starters).retain(|starter| starter.send(fresh.clone()).is_ok());
-        }
-        old.retire();
-        true
-    }
-
-    /// Brings the registry in line with `listed` (the store's rooms, read at `read_at`),
-    /// `deleted` (the rooms deleted through the admin API) and `incarnations` (read after both):
-    /// starts the rooms missing here (reading their settings), stops the deleted ones, and lists
-    /// again a running room the store lost without a deletion (Redis restarted without
-    /// persistence). A running room missing from the list under another incarnation than its
-    /// own was deleted and created again between the reads (the list read before, the rest
-    /// after): it is left to the next sync, which finds it listed and replaces it; a runtime
-    /// made here after `read_at` (a create through this process) is left alone.
-    async fn sync(
+    /// Brings `slug`'s runtime in line with its document `doc`, and mends the index when it
+    /// disagrees (`listed`: whether the index holds the slug; `None` = not read).
+    async fn apply(
         &self,
-        state: &AppState,
-        listed: &[String],
-        deleted: &[String],
-        incarnations: &HashMap<String, String>,
-        read_at: Instant,
+        store: &dyn Store,
+        tokens: &Arc<TokenService>,
+        slug: &str,
+        doc: Option<RoomDoc>,
+        listed: Option<bool>,
     ) {
-        let listed_set: HashSet<&str> = listed.iter().map(String::as_str).collect();
-        let missing: Vec<Arc<RoomRuntime>> = read(&self.running)
-            .values()
-            .filter(|room| !listed_set.contains(room.name.as_str()))
-            .cloned()
-            .collect();
-        for room in missing {
-            if room.made_at >= read_at {
-                // Made here (a create) after the list was read: the list cannot know it.
-                continue;
-            }
-            let recreated = incarnations
-                .get(&room.name)
-                .is_some_and(|id| room.incarnation.get().is_some_and(|held| held != id));
-            if recreated {
-                // Deleted and created again between the list's read and the incarnations':
-                // listed again by then (a creation lists and re-incarnates in one step), so the
-                // next sync replaces the runtime (`replace_recreated`); neither stopped here
-                // (a 410 for a room that exists) nor listed again with the old room's settings.
-                continue;
-            }
-            if deleted.contains(&room.name) {
-                if self.remove(&room) {
-                    tracing::info!(room = %room.name, "room deleted (through another replica): stopped here");
-                    state.forget_room(&room.name);
-                }
-            } else if let Err(error) = relist(state, &room).await {
-                tracing::warn!(room = %room.name, %error, "a room the store lost could not be listed again");
-            } else {
-                tracing::warn!(room = %room.name, "the store had lost this room: listed again");
-            }
-        }
-        for name in listed {
-            // A list read before this process deleted the room is stale for it.
-            let deleted_since = read(&self.deleted)
-                .get(name)
-                .is_some_and(|at| *at >= read_at);
-            if self.contains(name) || deleted_since {
-                continue;
-            }
-            match state.store.room_settings(name).await {
-                Ok(settings) => {
-                    self.unreadable_now(name, true);
-                    tracing::info!(room = %name, "room created (through another replica): started here");
-                    let runtime = RoomRuntime::new(name.clone(), settings, state.tokens.clone());
-                    // The incarnation read before the settings: if the room was created again
-                    // in between, the next sync finds it changed and restarts the room.
-                    if let Some(incarnation) = incarnations.get(name) {
-                        let _ = runtime.incarnation.set(incarnation.clone());
+        let running = self.get(slug);
+        match doc {
+            Some(RoomDoc::Live(settings)) => {
+                match &running {
+                    Some(room) if room.generation == settings.generation => {
+                        room.set_settings(settings);
                     }
-                    self.add(Arc::new(runtime));
+                    Some(room) if room.generation > settings.generation => {}
+                    _ => {
+                        let runtime = RoomRuntime::new(slug.to_owned(), settings, tokens.clone());
+                        if self.put(Arc::new(runtime)).is_some() {
+                            tracing::info!(room = %slug, "room created (through another replica): started here");
+                        }
+                    }
                 }
-                Err(error) if self.unreadable_now(name, false) => {
-                    tracing::warn!(room = %name, %error, "a new room's settings could not be read; retrying every tick");
+                if listed == Some(false) {
+                    let _ = store.index_room(slug, true).await;
                 }
-                Err(_) => {}
+            }
+            Some(RoomDoc::Deleted { generation }) => {
+                if self.stop(slug, generation) {
+                    tracing::info!(room = %slug, "room deleted (through another replica): stopped here");
+                }
+                if listed == Some(true) {
+                    let _ = store.index_room(slug, false).await;
+                }
+            }
+            None => {
+                let Some(room) = running else { return };
+                match store.restore_room(slug, &room.versioned_settings()).await {
+                    Ok(in_force) => room.take_restored(in_force),
+                    Err(StoreError::RoomGone(_)) => {}
+                    Err(error) => {
+                        tracing::warn!(room = %slug, %error, "a room the store lost could not be written back yet; retrying every tick");
+                    }
+                }
             }
         }
     }
 }
 
-/// Lists again a running room the store lost, under the incarnation this process runs it under
-/// (if it has one), with every field of the settings it holds ([`Store::restore_room`]; a lease
-/// may have written the base ones first, from the same held settings).
-///
-/// [`Store::restore_room`]: crate::store::Store::restore_room
-async fn relist(state: &AppState, room: &RoomRuntime) -> Result<(), crate::store::StoreError> {
-    if let Some(incarnation) = room.incarnation.get() {
-        state
-            .store
-            .keep_incarnation(&room.name, incarnation)
-            .await?;
-    }
-    let in_force = state
-        .store
-        .restore_room(
-            &room.name,
-            &room.settings(),
-            room.incarnation.get().map(String::as_str),
-        )
-        .await?;
-    room.set_settings(in_force);
-    Ok(())
-}
-
-/// Runs `task` for each room running now and for every room added later, on the current runtime,
-/// until shutdown; then waits for the tasks (each ends on shutdown or when its room is removed).
-pub async fn run_each_room<F>(state: AppState, task: impl Fn(Arc<RoomRuntime>) -> F)
-where
+/// Runs `task` for each room running now and for every room put later, on the current runtime,
+/// until `shutdown`; then waits for the tasks (each ends on shutdown or when its room retires).
+pub async fn run_each_room<F>(
+    rooms: Arc<Rooms>,
+    mut shutdown: watch::Receiver<bool>,
+    task: impl Fn(Arc<RoomRuntime>) -> F,
+) where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let mut rooms = state.rooms.starts();
-    let mut shutdown = state.shutdown.clone();
+    let mut starts = rooms.starts();
     let mut running = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
-            room = rooms.recv() => match room {
+            room = starts.recv() => match room {
                 Some(room) => {
                     running.spawn(task(room));
                 }
@@ -322,44 +202,46 @@ where
     while running.join_next().await.is_some() {}
 }
 
-/// Every tick, reads the store's list of rooms and brings this process's registry in line with
-/// it. Ends on shutdown.
-pub async fn sync_loop(state: AppState) {
-    let tick = state.config.tick();
-    let mut shutdown = state.shutdown.clone();
+/// Every `tick`, reads the index of rooms and the document of every slug it names or that runs
+/// here, and brings the registry in line with them. Ends on shutdown.
+pub async fn sync_loop(
+    rooms: Arc<Rooms>,
+    store: Arc<dyn Store>,
+    tokens: Arc<TokenService>,
+    tick: std::time::Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut outage_logged = false;
     loop {
         tokio::select! {
             () = tokio::time::sleep(tick) => {}
             _ = shutdown.wait_for(|stopping| *stopping) => return,
         }
-        let read_at = Instant::now();
-        // The list first, then the deleted, then the incarnations: a deletion writes its mark
-        // before it leaves the list, so a room missing from this list for a deletion is in the
-        // later read, unless it was created again in between, which the incarnations then show
-        // (a creation lists it, removes the mark and writes its incarnation in one step).
-        let listed = async {
-            let listed = state.store.list_rooms().await?;
-            let deleted = state.store.deleted_rooms().await?;
-            Ok::<_, crate::store::StoreError>((listed, deleted, state.store.incarnations().await?))
+        let listed = match store.list_rooms().await {
+            Ok(listed) => listed,
+            Err(error) => {
+                if !std::mem::replace(&mut outage_logged, true) {
+                    tracing::warn!(%error, "the list of rooms cannot be read; rooms stay as they are");
+                }
+                continue;
+            }
         };
-        match listed.await {
-            Ok((listed, deleted, incarnations)) => {
-                outage_logged = false;
-                state
-                    .rooms
-                    .replace_recreated(&state, &listed, &incarnations, read_at)
-                    .await;
-                state
-                    .rooms
-                    .sync(&state, &listed, &deleted, &incarnations, read_at)
+        outage_logged = false;
+        let mut slugs: Vec<(String, bool)> = listed.into_iter().map(|slug| (slug, true)).collect();
+        for room in rooms.list() {
+            if !slugs.iter().any(|(slug, _)| *slug == room.name) {
+                slugs.push((room.name.clone(), false));
+            }
+        }
+        let docs =
+            futures_util::future::join_all(slugs.iter().map(|(slug, _)| store.room_doc(slug)))
+                .await;
+        for ((slug, listed), doc) in slugs.iter().zip(docs) {
+            if let Ok(doc) = doc {
+                rooms
+                    .apply(&*store, &tokens, slug, doc, Some(*listed))
                     .await;
             }
-            Err(error) if !outage_logged => {
-                tracing::warn!(%error, "the list of rooms cannot be read; rooms stay as they are");
-                outage_logged = true;
-            }
-            Err(_) => {}
         }
     }
 }

@@ -7,13 +7,16 @@ use std::sync::Arc;
 
 use crate::room::counters::RoomCounters;
 use crate::room::sse_hub::SseHub;
-use crate::store::{Pace, Settings, VersionedSettings};
+use crate::store::{Pace, RoomId, Settings, VersionedSettings};
 use crate::tokens::TokenService;
 
-/// One room's in-process view: its settings as last read from the store, and its SSE hub.
+/// One room's in-process view: one generation of it (`store::room_doc`), its settings as last
+/// read from the store, and its SSE hub. A room deleted and created again gets a new runtime.
 pub struct RoomRuntime {
     /// Room slug.
     pub name: String,
+    /// The generation this runtime serves; every store call names it.
+    pub generation: u64,
     /// Shared, so a read is a reference count, not a copy of the settings' strings (every poll and
     /// every published SSE status reads them).
     settings: RwLock<Arc<VersionedSettings>>,
@@ -33,12 +36,6 @@ pub struct RoomRuntime {
     drawn: AtomicBool,
     /// Flips to `true` when the room is deleted here: its scheduler, hub and streams end.
     retired: tokio::sync::watch::Sender<bool>,
-    /// Which creation of the slug this runtime serves (the store's incarnation id: set by the
-    /// create that made it, by `room::registry` when it starts a room created elsewhere, else
-    /// learnt at its first sync; unset on stores without incarnations).
-    pub incarnation: std::sync::OnceLock<String>,
-    /// When this runtime was made: a registry sync whose reads began earlier knows nothing of it.
-    pub made_at: std::time::Instant,
     /// The room's per-poll Prometheus counters, registered at the first poll.
     poll_metrics: std::sync::OnceLock<PollMetrics>,
     /// The room's per-join Prometheus counters (`new`, `existing`), each registered at the
@@ -57,11 +54,12 @@ pub struct PollMetrics {
 }
 
 impl RoomRuntime {
-    /// A room with its settings in force, signing entry tokens with `tokens`.
+    /// A room at the generation of its settings in force, signing entry tokens with `tokens`.
     pub fn new(name: String, settings: VersionedSettings, tokens: Arc<TokenService>) -> Self {
         Self {
             tokens,
             name,
+            generation: settings.generation,
             settings: RwLock::new(Arc::new(settings)),
             hub: SseHub::default(),
             counters: RoomCounters::default(),
@@ -70,11 +68,14 @@ impl RoomRuntime {
             seeded: AtomicBool::new(false),
             drawn: AtomicBool::new(false),
             retired: tokio::sync::watch::Sender::new(false),
-            incarnation: std::sync::OnceLock::new(),
-            made_at: std::time::Instant::now(),
             poll_metrics: std::sync::OnceLock::new(),
             join_metrics: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
         }
+    }
+
+    /// The room and generation, as store calls name them.
+    pub fn id(&self) -> RoomId<'_> {
+        RoomId::new(&self.name, self.generation)
     }
 
     /// Stops the room's tasks here (it was deleted).
@@ -185,20 +186,33 @@ impl RoomRuntime {
         self.active_users.store(active, Ordering::Relaxed);
     }
 
-    /// Replaces the cached settings, unless they are older than the ones held: a scheduler tick
-    /// that read the store before an admin change must not undo it here when it answers after.
+    /// Replaces the cached settings, unless they are of another generation or older than the
+    /// ones held: a scheduler tick that read the store before an admin change must not undo it
+    /// here when it answers after.
     pub fn set_settings(&self, settings: VersionedSettings) {
         let mut held = self
             .settings
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if settings.version >= held.version {
+        if settings.generation == self.generation && settings.version >= held.version {
             // The sold-out mark is never cleared in the store; an older read of the same version
             // (a tick that started before the last order) must not take it back here either.
             let sold_out = held.settings.sale.sold_out;
             let mut settings = settings;
             settings.settings.sale.sold_out |= sold_out;
             *held = Arc::new(settings);
+        }
+    }
+
+    /// Replaces the cached settings with those the store holds after it lost the room and a
+    /// replica wrote it back (`Catalog::restore_room`): the first replica's copy wins, whatever
+    /// version this one held.
+    pub fn take_restored(&self, settings: VersionedSettings) {
+        if settings.generation == self.generation {
+            *self
+                .settings
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(settings);
         }
     }
 }

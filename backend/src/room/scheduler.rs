@@ -93,10 +93,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             // The lease goes over the scheduler's own connection like the admissions: a
             // follower's tick must not wait behind request traffic either, or it would take
             // over late when the leader dies.
-            None => match store
-                .lease(&room.name, &holder, state.config.lease_ms)
-                .await
-            {
+            None => match store.lease(room.id(), &holder, state.config.lease_ms).await {
                 Ok(lease) => {
                     room.set_settings(lease.settings);
                     room.set_active_users(lease.active);
@@ -111,10 +108,10 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     }
                     Ok(())
                 }
-                Err(crate::store::StoreError::SettingsLost(_)) => {
+                Err(crate::store::StoreError::RoomLost(_)) => {
                     // Redis restarted without persistence: written back as this runtime holds
-                    // them (the first replica to write them wins).
-                    restore_settings(&*store, &room).await
+                    // it (the first replica to write it wins).
+                    restore_document(&*store, &room).await
                 }
                 Err(error) => Err(error),
             },
@@ -152,7 +149,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     ),
                     pace: Some(meter.pace()),
                 };
-                match store.admit(&room.name, &request).await {
+                match store.admit(room.id(), &request).await {
                     Ok(outcome) if outcome.fenced => {
                         tracing::warn!(room = %room.name, epoch = leadership.epoch, "admission refused by the fencing epoch: another process leads now, or the room was deleted");
                         metrics::counter!("vestibule_admissions_fenced_total", &labels)
@@ -195,10 +192,6 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                         room.set_active_users(outcome.active);
                         if let Some(config) = outcome.settings {
                             room.set_settings(config);
-                        } else if let Err(error) = restore_settings(&*store, &room).await {
-                            // The store lost the settings (the leader's tick reads them but
-                            // calls no lease); tried again next tick.
-                            tracing::debug!(room = %room.name, %error, "the room's settings could not be written back");
                         }
                         metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
                         metrics::counter!("vestibule_admissions_total", &labels)
@@ -232,10 +225,10 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
         };
         match result {
             Ok(()) => outage_logged = false,
-            Err(crate::store::StoreError::RoomDeleted(_)) if !outage_logged => {
-                // Not an outage: the room was deleted (this process stops it within a tick) or
-                // is being created again (its tombstone goes with the create's last step).
-                tracing::info!(room = %room.name, "the room's tombstone is there (deleted, or being created again): the scheduler waits");
+            Err(crate::store::StoreError::RoomGone(_)) if !outage_logged => {
+                // Not an outage: this generation of the room was deleted (or the room created
+                // again); the registry stops this runtime within a tick.
+                tracing::info!(room = %room.name, generation = room.generation, "this generation of the room is gone: its scheduler waits to be stopped");
                 outage_logged = true;
             }
             Err(error) if !outage_logged => {
@@ -256,10 +249,10 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
     if leader.is_some() {
         // A deleted room has no lease left to give up (the embedded store says so).
         if let Err(error) = store
-            .release_lease(&room.name, &holder)
+            .release_lease(room.id(), &holder)
             .await
             .or_else(|error| match error {
-                crate::store::StoreError::NoSuchRoom(_) => Ok(()),
+                crate::store::StoreError::RoomGone(_) => Ok(()),
                 other => Err(other),
             })
         {
@@ -386,22 +379,17 @@ pub fn instant_bank_max(rate_per_sec: f64, paused: bool, tick: Duration) -> u64 
     ((rate_per_sec * tick.as_secs_f64()).ceil() as u64).max(1)
 }
 
-/// Writes back the settings the store lost (Redis restarted without persistence) as `room`'s
-/// runtime holds them, every field, above every version held, only while they are still
-/// missing (`Store::restore_room`), and takes the settings in force.
-async fn restore_settings(
+/// Writes back the room's document the store lost (Redis restarted without persistence) as
+/// `room`'s runtime holds it, only while it is still missing (`Catalog::restore_room`: the
+/// first replica's copy wins), and takes the document in force.
+async fn restore_document(
     store: &dyn Store,
     room: &RoomRuntime,
 ) -> Result<(), crate::store::StoreError> {
     let in_force = store
-        .restore_room(
-            &room.name,
-            &room.settings(),
-            room.incarnation.get().map(String::as_str),
-        )
+        .restore_room(&room.name, &room.versioned_settings())
         .await?;
-    tracing::warn!(room = %room.name, "the store had lost the room's settings: written back as this process held them");
-    room.set_settings(in_force);
+    room.take_restored(in_force);
     Ok(())
 }
 

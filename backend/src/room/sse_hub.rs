@@ -28,7 +28,8 @@ use tokio::sync::{watch, Notify};
 use vestibule_shared::{TicketState, TicketStatus};
 
 use crate::store::{
-    now_ms, PollAnchor, PolledTicket, QueueCursor, Settings, Store, StoreError, TicketRecord,
+    now_ms, PollAnchor, PolledTicket, QueueCursor, RoomId, Settings, Store, StoreError,
+    TicketRecord,
 };
 
 /// Most exact reads in one refresh, so one store call never blocks Redis for long.
@@ -792,7 +793,7 @@ impl SseHub {
     pub async fn refresh(
         &self,
         store: &dyn Store,
-        room: &str,
+        room: RoomId<'_>,
         settings: Settings,
         status: &(dyn Fn(&TicketRecord) -> TicketStatus + Sync),
     ) -> Result<bool, StoreError> {
@@ -1050,30 +1051,34 @@ mod tests {
     #[tokio::test]
     async fn in_a_random_room_every_stream_is_read_in_turn() {
         use crate::store::memory::MemoryStore;
-        use crate::store::{QueueingMethod, Settings, SettingsPatch, Store};
+        use crate::store::{Catalog, QueueingMethod, Settings, SettingsPatch, Store};
         let store = MemoryStore::new();
         let settings: Settings = serde_json::from_value(serde_json::json!({
             "admissionRatePerSec": 0.0, "paused": true, "tokenTtlMs": 60000
         }))
         .unwrap();
-        store.init_room("main", &settings).await.unwrap();
-        store.draw_seed("main", &"07".repeat(32)).await.unwrap();
+        let room = RoomId::new(
+            "main",
+            store.seed_room("main", &settings).await.unwrap().generation,
+        );
+        store.draw_seed(room, &"07".repeat(32)).await.unwrap();
         let patch = SettingsPatch {
             queueing_method: Some(QueueingMethod::Random),
             ..SettingsPatch::default()
         };
-        store.update_room("main", &patch, None).await.unwrap();
+        let base = store.room_settings("main").await.unwrap();
+        store.update_room(room, &base, &patch, None).await.unwrap();
         let hub = SseHub::default();
         let mut receivers = Vec::new();
         for i in 0..5_000 {
             let id = format!("ticket-{i}");
-            store.join("main", None, &id).await.unwrap();
+            store.join(room, None, &id).await.unwrap();
             receivers.push(hub.subscribe(&id, status(0)));
         }
         let settings = store.room_settings("main").await.unwrap().settings;
         let status_of = |record: &TicketRecord| status(record.position.unwrap_or(0));
         for _ in 0..3 {
-            hub.refresh(&store, "main", settings.clone(), &status_of)
+            hub.refresh(&store, room, settings.clone(), &status_of)
                 .await
                 .unwrap();
         }
@@ -1195,25 +1200,28 @@ mod tests {
     #[tokio::test]
     async fn polled_tickets_are_answered_from_memory_by_the_rules() {
         use crate::store::memory::MemoryStore;
-        use crate::store::Store;
+        use crate::store::{Catalog, Store};
         let store = MemoryStore::new();
         let settings: Settings = serde_json::from_value(serde_json::json!({
             "admissionRatePerSec": 1.0, "paused": true, "tokenTtlMs": 60000
         }))
         .unwrap();
-        store.init_room("main", &settings).await.unwrap();
+        let room = RoomId::new(
+            "main",
+            store.seed_room("main", &settings).await.unwrap().generation,
+        );
         let hub = SseHub::default();
         let status_of = |record: &TicketRecord| status(record.position.unwrap_or(0));
         let ids: Vec<String> = (0..10).map(|i| format!("ticket-{i}")).collect();
         for id in &ids {
-            store.join("main", None, id).await.unwrap();
+            store.join(room, None, id).await.unwrap();
         }
         let poll = |id: String| {
             let (hub, store) = (&hub, &store);
             async move {
                 let sent = Instant::now();
                 let (record, anchor) = store
-                    .hear_polled("main", &id, now_ms())
+                    .hear_polled(room, &id, now_ms())
                     .await
                     .unwrap()
                     .unwrap();
@@ -1228,7 +1236,7 @@ mod tests {
         );
         assert_eq!(poll(ids[5].clone()).await, Some(6));
         // No cursor yet: read exactly at the first refresh.
-        hub.refresh(&store, "main", settings.clone(), &status_of)
+        hub.refresh(&store, room, settings.clone(), &status_of)
             .await
             .unwrap();
         let answer = hub.answer_poll(&ids[5], &rules(100)).expect("followed");
@@ -1242,7 +1250,7 @@ mod tests {
         // A return heard here ahead of ticket 8 (seq 5) and one unknown: 8 sees both, 5 one.
         let seq_of = |id: &str| {
             store
-                .with_room("main", |room| room.poll_anchor(id))
+                .with_room(room, |room| room.poll_anchor(id))
                 .unwrap()
                 .unwrap()
                 .seq
@@ -1258,7 +1266,7 @@ mod tests {
         assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 11);
         assert_eq!(hub.answer_poll(&ids[5], &rules(100)).unwrap().position, 7);
         // A refresh sent after them has read them (none happened): they no longer count.
-        hub.refresh(&store, "main", settings.clone(), &status_of)
+        hub.refresh(&store, room, settings.clone(), &status_of)
             .await
             .unwrap();
         assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 9);
@@ -1267,12 +1275,9 @@ mod tests {
         assert_eq!(heard.len(), 2, "{heard:?}");
         assert!(hub.take_heard().is_empty());
         // A leave moves the answers at the next refresh, and the one that left is forgotten.
-        store
-            .leave("main", &ids[2], now_ms(), 60_000)
-            .await
-            .unwrap();
+        store.leave(room, &ids[2], now_ms(), 60_000).await.unwrap();
         hub.forget(&ids[2]);
-        hub.refresh(&store, "main", settings.clone(), &status_of)
+        hub.refresh(&store, room, settings.clone(), &status_of)
             .await
             .unwrap();
         assert_eq!(hub.answer_poll(&ids[8], &rules(100)).unwrap().position, 8);
@@ -1288,11 +1293,8 @@ mod tests {
         // call is in flight; unanswered (a dropped request), it counts until the next refresh.
         let hearing = hub.hearing(&[ids[5].clone()]);
         assert_eq!(answer(&ids[8]), 8);
-        store
-            .leave("main", &ids[5], now_ms(), 60_000)
-            .await
-            .unwrap();
-        hub.refresh(&store, "main", settings.clone(), &status_of)
+        store.leave(room, &ids[5], now_ms(), 60_000).await.unwrap();
+        hub.refresh(&store, room, settings.clone(), &status_of)
             .await
             .unwrap();
         assert_eq!(
@@ -1302,7 +1304,7 @@ mod tests {
         );
         drop(hearing);
         assert_eq!(answer(&ids[8]), 8);
-        hub.refresh(&store, "main", settings.clone(), &status_of)
+        hub.refresh(&store, room, settings.clone(), &status_of)
             .await
             .unwrap();
         assert_eq!(answer(&ids[8]), 7);

@@ -1,18 +1,15 @@
-//! Rooms as data (issue 14): which rooms exist, creating and deleting them, each room's audit
-//! log of admin changes, and the list of who is waiting. A supertrait of [`super::Store`], kept
-//! apart so the main trait stays about one room's queue.
+//! Rooms as data: which rooms exist (their documents, `room_doc`), creating and deleting them,
+//! each room's audit log of admin changes, and the list of who is waiting. A supertrait of
+//! [`super::Store`], kept apart so the main trait stays about one room's queue.
 //!
-//! Redis: the set `vestibule:{_catalog}:rooms` names the rooms and the hash
-//! `vestibule:{_catalog}:deleted` the deleted ones (slug → Unix ms; keys of their own, under the
-//! catalog's hash tag, never a room's), the stream `vestibule:{r}:audit` keeps the audit log
-//! (`XADD MAXLEN ~ 10000`), and
-//! `vestibule:{r}:born:<n>` each waiting shopper's join time (u32 Unix seconds per arrival seq,
-//! as `seen:`). The embedded stores keep the audit log in memory (bounded the same way); the
-//! durable store journals it and keeps it in its snapshots.
+//! Redis keeps the documents and the index of slugs (`store/redis/keys.rs`), the audit log in
+//! the stream `vestibule:{r}:audit` (`XADD MAXLEN ~ 10000`). The embedded stores keep the audit
+//! log in memory (bounded the same way); the durable store journals it and keeps it in its
+//! snapshots.
 
 use async_trait::async_trait;
 
-use super::{Settings, StoreError, VersionedSettings};
+use super::{RoomDoc, RoomId, Settings, StoreError, VersionedSettings};
 
 /// Most audit entries kept per room (older ones are dropped).
 pub const AUDIT_KEPT: usize = 10_000;
@@ -77,80 +74,94 @@ pub struct WaiterPage {
     pub waiters: Vec<WaiterRecord>,
 }
 
-/// The settings version a room created through the admin API starts at: the time of its creation
-/// in Unix microseconds, so that every version a room of the same slug had before (created
-/// earlier and changed less than once a microsecond, which no store call can beat) is below it,
-/// and an `If-Match` read from a deleted room never applies to the new one (found by a probe: both
-/// started again at 0). A room seeded by `--rooms` starts at 0.
-pub fn first_version() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_micros() as u64)
-}
-
 /// Rooms as data; every store implements it (docs/DESIGN.md "Rooms at run time").
+///
+/// The document of each slug ([`RoomDoc`]) is the one source of truth for whether the room
+/// exists and what its settings are; the list of rooms is an index of the documents, written
+/// after a create and removed after a delete, and where the two disagree the document wins.
 #[async_trait]
 pub trait Catalog: Send + Sync {
-    /// Every room's slug, sorted.
+    /// Every slug in the index of rooms, sorted.
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError>;
 
-    /// Creates `room` with `settings` under `incarnation` (a fresh random id the caller's runtime
-    /// of the room holds; see [`Catalog::incarnations`]; a store without incarnations ignores
-    /// it), in one step as seen by other replicas (the room appears in [`Catalog::list_rooms`]
-    /// with its settings written); `None` when it exists.
+    /// `slug`'s document: live, deleted, or `None` (never created, or lost by the store).
+    async fn room_doc(&self, slug: &str) -> Result<Option<RoomDoc>, StoreError>;
+
+    /// The live generation's settings of `slug`.
+    ///
+    /// # Errors
+    /// [`StoreError::RoomGone`] when its document says deleted, [`StoreError::RoomLost`] when
+    /// there is none; else the call's error.
+    async fn room_settings(&self, slug: &str) -> Result<VersionedSettings, StoreError> {
+        match self.room_doc(slug).await? {
+            Some(RoomDoc::Live(settings)) => Ok(settings),
+            Some(RoomDoc::Deleted { .. }) => Err(StoreError::RoomGone(slug.to_owned())),
+            None => Err(StoreError::RoomLost(slug.to_owned())),
+        }
+    }
+
+    /// Creates `slug` with `settings`: the slug's next generation, its whole document in one
+    /// step, then the index. `None` when a live generation holds the slug.
     async fn create_room(
         &self,
-        room: &str,
+        slug: &str,
         settings: &Settings,
-        incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError>;
 
-    /// Deletes `room`: refused while tickets wait or are active unless `force`; then every
-    /// ticket, token and setting of the room is gone (its audit log stays).
+    /// Seeds `slug` (`--rooms`): the live generation's settings if there is one, else a room
+    /// created with `defaults` (a seeded room an operator deleted comes back).
+    async fn seed_room(
+        &self,
+        slug: &str,
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError>;
+
+    /// Writes back the document of a room the store lost, as a replica running it `held` it
+    /// (generation, version and every setting), only if the document is still missing: the
+    /// first replica to write it wins. Then indexes the slug. Returns the live document's
+    /// settings (the restored ones, or those another replica restored first).
+    ///
+    /// # Errors
+    /// [`StoreError::RoomGone`] when the document found says deleted or another generation.
+    async fn restore_room(
+        &self,
+        slug: &str,
+        held: &VersionedSettings,
+    ) -> Result<VersionedSettings, StoreError>;
+
+    /// Deletes `room`: refused while tickets wait or are active unless `force`; then its
+    /// document says deleted (in one step with the check), the slug leaves the index and the
+    /// generation's tickets, tokens and settings are removed (its audit log stays).
+    /// [`RoomDeletion::NotFound`] when `room`'s generation is not the live one.
     async fn delete_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         force: bool,
         now_ms: u64,
     ) -> Result<RoomDeletion, StoreError>;
 
-    /// Rooms deleted through the admin API (and not created again): a replica stops these when
-    /// they leave the list. A running room missing from the list but not deleted here was lost
-    /// by the store (Redis restarted without persistence) and is listed again.
-    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError>;
-
-    /// Each room's incarnation: an id written when the room is created, so that a replica can
-    /// tell a room deleted and created again between two of its reads (Redis) from the one it
-    /// runs. A store that one process owns has none (the empty map): its registry sees every
-    /// deletion and creation itself.
-    async fn incarnations(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
-        Ok(std::collections::HashMap::new())
-    }
-
-    /// Writes `incarnation` back as `room`'s, unless the room has one: a replica listing again a
-    /// room the store lost keeps the id it runs the room under, so that no replica (itself
-    /// included) takes the room for one created again and restarts it. A store without
-    /// incarnations does nothing.
-    async fn keep_incarnation(&self, _room: &str, _incarnation: &str) -> Result<(), StoreError> {
+    /// Puts `slug` in the index of rooms (`listed`) or takes it out: a replica mending the index
+    /// after a create or delete whose last step did not reach the store. Nothing by default
+    /// (a store whose index cannot disagree with its documents).
+    async fn index_room(&self, _slug: &str, _listed: bool) -> Result<(), StoreError> {
         Ok(())
     }
 
-    /// Forgets what this process cached of `room` (Redis: its secret, draw seed and queueing
-    /// method), called for every handle of the process (`AppState::forget_room`) when the room
-    /// stops here (deleted here or through another replica, or deleted and created again): the
-    /// next call reads the new room's. Nothing by default.
-    fn forget_room(&self, _room: &str) {}
-
-    /// Appends entries to `room`'s audit log (bounded to [`AUDIT_KEPT`]); returns their ids.
+    /// Appends entries to `slug`'s audit log (bounded to [`AUDIT_KEPT`]); returns their ids.
     async fn append_audit(
         &self,
-        room: &str,
+        slug: &str,
         entries: &[AuditRecord],
     ) -> Result<Vec<String>, StoreError>;
 
-    /// The newest `limit` entries of `room`'s audit log, newest first.
-    async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
+    /// The newest `limit` entries of `slug`'s audit log, newest first.
+    async fn audit(&self, slug: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
 
     /// Waiting shoppers from 0-based `offset` in queue order, at most `limit`, and the total.
-    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError>;
+    async fn waiters(
+        &self,
+        room: RoomId<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<WaiterPage, StoreError>;
 }

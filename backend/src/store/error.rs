@@ -24,21 +24,17 @@ pub enum StoreError {
     /// [`Store::join`](crate::store::Store::join); nothing changed). Answered 409.
     #[error("join refused: {0:?}")]
     Refused(crate::store::JoinRefusal),
-    /// The embedded store has no such room (deleted while the call was on its way; issue 14).
-    /// Answered 404 `room_not_found`.
-    #[error("no room named {0:?}")]
-    NoSuchRoom(String),
-    /// The room was deleted through another replica and this one has not seen it yet (Redis: the
-    /// room's tombstone `vestibule:{r}:gone` is there; nothing was changed). Answered 410
-    /// `room_deleted`.
+    /// The call named a generation of the room that is not its live one: the room was deleted
+    /// (or deleted and created again) through some replica, and the caller's copy is older
+    /// (docs/DESIGN.md "Rooms at run time"); nothing was changed. Answered 410 `room_deleted`.
     #[error("room {0:?} was deleted")]
-    RoomDeleted(String),
-    /// The room's settings are missing without a tombstone: the store lost them (Redis restarted
-    /// without persistence); the replicas running the room write them back as they hold them
-    /// ([`Store::restore_room`](crate::store::Store::restore_room)) within a tick. Answered 503
-    /// `store_unavailable`.
-    #[error("store unavailable: the settings of room {0:?} are missing from Redis; they are written back within a tick")]
-    SettingsLost(String),
+    RoomGone(String),
+    /// The room's document is missing: the store lost it (Redis restarted without persistence,
+    /// or the key was removed by hand). A replica running the room writes back the document it
+    /// holds ([`Catalog::restore_room`](crate::store::Catalog::restore_room)) within a tick.
+    /// Answered 503 `store_unavailable`.
+    #[error("store unavailable: room {0:?} is missing from the store; a replica running it writes it back within a tick")]
+    RoomLost(String),
 }
 
 impl StoreError {

@@ -11,9 +11,13 @@
 //! - [`safety`]: how a Redis server is set up, where that can lose queue state.
 //! - [`order_index`]: the order-statistics index that gives `MemoryStore` O(log N) positions.
 //!
+//! - [`room_doc`]: the room model: one document per generation ([`RoomId`], [`RoomDoc`]).
+//!
 //! Semantics both must keep (docs/DESIGN.md "Queue semantics"): idempotent join by dedup key, order by a
 //! per-room arrival sequence, 1-based exact positions, admission that pops and issues tokens in one
-//! atomic step fenced by the leader epoch, and tokens consumed exactly once.
+//! atomic step fenced by the leader epoch, and tokens consumed exactly once. Every call names the
+//! generation of the room it is for and changes nothing when that generation is not the live one
+//! ([`StoreError::RoomGone`]).
 
 pub mod catalog;
 pub mod draw;
@@ -27,6 +31,7 @@ pub mod memory;
 pub mod order_index;
 pub mod pace;
 pub mod redis;
+mod room_doc;
 pub mod safety;
 pub mod sale;
 mod settings;
@@ -39,6 +44,7 @@ pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
 pub use labels::{LabelsPatch, RoomLabels};
 pub use pace::Pace;
+pub use room_doc::{RoomDoc, RoomId};
 pub use safety::StoreSafety;
 pub use sale::{JoinRefusal, SalePatch, SaleSettings};
 pub use settings::{
@@ -297,7 +303,7 @@ pub struct PolledTicket {
 /// As [`Store::hear`].
 pub async fn hear_unanchored<S: Store + ?Sized>(
     store: &S,
-    room: &str,
+    room: RoomId<'_>,
     id: &str,
     now_ms: u64,
 ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
@@ -333,36 +339,19 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// [`StoreError::Unavailable`] when it does not.
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// Writes `defaults` as the room's settings unless some replica already did; returns the
-    /// settings in force.
-    async fn init_room(
-        &self,
-        room: &str,
-        defaults: &Settings,
-    ) -> Result<VersionedSettings, StoreError>;
-
-    /// A room the store lost (Redis restarted without persistence) written back with the
-    /// settings a replica `held`, every field of them in one step and only if still missing, at
-    /// a version above every one a replica holds (Redis: the time in µs), so that every replica
-    /// takes them and every change after them; then listed, under the caller's `incarnation` if
-    /// the store has none. Returns the settings in force.
-    async fn restore_room(
-        &self,
-        room: &str,
-        held: &Settings,
-        _incarnation: Option<&str>,
-    ) -> Result<VersionedSettings, StoreError> {
-        self.init_room(room, held).await
-    }
-
-    /// The room's settings as stored now, with their version (read-your-writes across replicas).
-    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError>;
-
-    /// Applies a settings change in one atomic step and bumps the version; with
-    /// `expected_version`, only if the settings are still at that version.
+    /// Applies a settings change in one atomic step: `patch` applied to `base` (the caller's
+    /// copy of the settings, e.g. its runtime's) as a compare-and-set on `room`'s generation and
+    /// `base`'s version, so that a change is one store call. When the store holds another
+    /// version it changes nothing and, without `expected_version`, applies the patch to the
+    /// version it holds instead; with `expected_version` (`If-Match`), only at that version.
+    ///
+    /// # Errors
+    /// [`StoreError::RoomGone`] when `room`'s generation is not the live one,
+    /// [`StoreError::RoomLost`] when the store lost the room; else the call's error.
     async fn update_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
+        base: &VersionedSettings,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError>;
@@ -374,7 +363,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// (in the same atomic step; refused joins change nothing).
     async fn join_with_limit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -383,7 +372,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// [`Store::join_with_limit`] without a limit.
     async fn join(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
     ) -> Result<JoinOutcome, StoreError> {
@@ -404,7 +393,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// and the scheduler's bank of unused quota holds one, which it takes.
     async fn join_admitting(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -414,7 +403,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// One ticket, with its exact position while waiting.
     async fn ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError>;
@@ -423,7 +412,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// of `ids` (see [`SseRefresh`]). One store call however many streams the hub follows.
     async fn sse_refresh(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         since: Option<QueueCursor>,
         ids: &[String],
         now_ms: u64,
@@ -437,7 +426,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// `None` (cheaper: heartbeats and SSE presence batches).
     async fn hear(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         ids: &[String],
         now_ms: u64,
         positions: bool,
@@ -454,7 +443,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// As [`Store::hear`].
     async fn mark_heard(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         polled: &[PolledTicket],
         now_ms: u64,
     ) -> Result<(), StoreError> {
@@ -468,7 +457,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// default gives no anchor (every poll is then read from the store).
     async fn hear_polled(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
@@ -478,45 +467,45 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// Leaves the queue (or gives back an unused token).
     async fn leave(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
         keep_ms: u64,
     ) -> Result<LeaveOutcome, StoreError>;
 
     /// Waiting and active counts.
-    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError>;
+    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError>;
 
     /// Takes or renews the room's scheduler lease for `holder` (`lease_ms` long) and reads the
     /// room's settings in the same step. A new holder gets a new, larger fencing epoch.
     ///
     /// # Errors
-    /// [`StoreError::RoomDeleted`] under the room's tombstone; [`StoreError::SettingsLost`] when
-    /// the store lost the settings (the caller writes back the ones it holds,
-    /// [`Store::restore_room`]); else the call's error.
+    /// [`StoreError::RoomGone`] when `room`'s generation is not the live one;
+    /// [`StoreError::RoomLost`] when the store lost the room (the caller writes back the document
+    /// it holds, [`Catalog::restore_room`]); else the call's error.
     async fn lease(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         holder: &str,
         lease_ms: u64,
     ) -> Result<LeaseOutcome, StoreError>;
 
     /// Gives up the lease if `holder` has it (on shutdown), so another replica takes over at once.
-    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError>;
+    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError>;
 
     /// One leader tick in one atomic step: refused (fenced) unless `holder` holds the lease with
     /// `epoch`; else renews the lease, expires overdue tokens, pops up to `tokens.len()` shoppers
     /// in arrival order and issues their tokens, and reads the settings for the next tick.
     async fn admit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         request: &AdmitRequest<'_>,
     ) -> Result<AdmitOutcome, StoreError>;
 
     /// Checks an entry token without using it.
     async fn check_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         now_ms: u64,
     ) -> Result<TokenCheck, StoreError>;
@@ -526,7 +515,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// used by an order with the same idempotency key answers that order's receipt again.
     async fn consume_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         order: &OrderClaim<'_>,
         now_ms: u64,
@@ -540,7 +529,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// settings have another version answers [`JoinReply::SettingsChanged`] and changes nothing.
     async fn join_prequeue(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -550,15 +539,16 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// The room's draw seed: `fresh_seed` (64 hex digits) is written only if the room has none
     /// (atomically: the first caller's seed wins, later callers read it); returns the record in
     /// force.
-    async fn draw_seed(&self, room: &str, fresh_seed: &str) -> Result<DrawRecord, StoreError>;
+    async fn draw_seed(&self, room: RoomId<'_>, fresh_seed: &str)
+        -> Result<DrawRecord, StoreError>;
 
     /// The room's draw record (`None` = no seed yet).
-    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError>;
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError>;
 
     /// The drawn tags in place order from `offset`, at most `limit` (empty before the draw).
     async fn draw_tags(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         offset: u64,
         limit: u64,
     ) -> Result<Vec<String>, StoreError>;
@@ -569,13 +559,13 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// a new one.
     async fn keyed_ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError>;
 
     /// The ids of every `PRE_QUEUE` ticket (any order).
-    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError>;
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError>;
 
     /// One step of the draw, exactly once over all steps: fenced like [`Store::admit`]; refused
     /// if made already. Places the next pre-queue tickets in drawn order (HMAC-SHA256(seed, tag),
@@ -586,13 +576,17 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// order (place k gets the k-th smallest), so every ticket that joined after the opening
     /// stays behind all of them; drawn tickets count as heard from; the tags are kept for
     /// `GET …/draw`.
-    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError>;
+    async fn draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError>;
     /// Marks proof-of-work challenge `id` of `room` used, in one atomic step, until at least
     /// `expires_at_ms` (when the challenge stops verifying anyway): true the first time, false
     /// when some join (on any replica) already used it (README "Bots at the door").
     async fn use_challenge(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         expires_at_ms: u64,
         now_ms: u64,

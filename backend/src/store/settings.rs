@@ -110,14 +110,16 @@ pub struct SettingsPatch {
     pub queueing_method: Option<QueueingMethod>,
 }
 
-/// A room's settings with their version: the version grows by one with every change, so an
-/// operator can make a change conditional on what they last read (`If-Match`).
+/// A live room's settings with its generation and version (`room_doc`): the version grows with
+/// every change, so an operator can make a change conditional on what they last read
+/// (`If-Match`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionedSettings {
     /// The settings.
     pub settings: Settings,
-    /// Bumped by every change: from 0 for a seeded room, from its creation time in Unix µs for a
-    /// room created through the admin API ([`crate::store::catalog::first_version`]).
+    /// Which creation of the slug these are the settings of.
+    pub generation: u64,
+    /// The slug's counter at the last change (at the creation: the generation itself).
     pub version: u64,
 }
 

@@ -1,11 +1,13 @@
 //! What the store contract tests share: every store under test, each with its rooms initialised.
 
+#![allow(dead_code)]
+
 use std::sync::Arc;
 
 use vestibule::store::durable::{DurableOptions, DurableStore};
 use vestibule::store::memory::MemoryStore;
 use vestibule::store::redis::RedisStore;
-use vestibule::store::{Settings, Store};
+use vestibule::store::{RoomId, Settings, SettingsPatch, SettingsUpdate, Store, StoreError};
 use vestibule_tests::RedisServer;
 
 /// A store under test, with what must live as long as it: its Redis server or its data dir.
@@ -31,8 +33,31 @@ pub async fn stores(rooms: &[&str], settings: &Settings) -> Vec<UnderTest> {
     ];
     for (store, _, _) in &all {
         for room in rooms {
-            store.init_room(room, settings).await.unwrap();
+            store.seed_room(room, settings).await.unwrap();
         }
     }
     all
+}
+
+/// The first generation of `slug`: the one a room seeded once (by [`stores`] or `seed_room`) is.
+pub fn room_id(slug: &str) -> RoomId<'_> {
+    RoomId::new(slug, 1)
+}
+
+/// A settings change of `slug`'s live generation, based on the settings the store holds now
+/// (as the admin API bases one on its runtime's copy).
+///
+/// # Errors
+/// The store's.
+pub async fn change(
+    store: &(impl Store + ?Sized),
+    slug: &str,
+    patch: &SettingsPatch,
+    expected_version: Option<u64>,
+) -> Result<SettingsUpdate, StoreError> {
+    let base = store.room_settings(slug).await?;
+    let room = RoomId::new(slug, base.generation);
+    store
+        .update_room(room, &base, patch, expected_version)
+        .await
 }

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use super::change::Change;
 use super::DurableStore;
 use crate::store::{
-    AuditRecord, Catalog, RoomDeletion, Settings, StoreError, VersionedSettings, WaiterPage,
+    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, StoreError, VersionedSettings,
+    WaiterPage,
 };
 
 #[async_trait]
@@ -16,43 +17,63 @@ impl Catalog for DurableStore {
         self.engine.list_rooms().await
     }
 
+    async fn room_doc(&self, slug: &str) -> Result<Option<RoomDoc>, StoreError> {
+        self.engine.room_doc(slug).await
+    }
+
     async fn create_room(
         &self,
-        room: &str,
+        slug: &str,
         settings: &Settings,
-        _incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError> {
-        let first_version = crate::store::catalog::first_version();
         self.change(|engine| {
-            let (in_force, created) = engine.create_room(room, settings, first_version);
+            let (in_force, created) = engine.create_room(slug, settings);
             let change = created.then(|| Change::InitRoom {
-                room: room.to_owned(),
+                room: slug.to_owned(),
                 defaults: settings.clone(),
-                first_version,
             });
             Ok((created.then_some(in_force), change))
         })
     }
 
+    async fn seed_room(
+        &self,
+        slug: &str,
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
+        self.change(|engine| {
+            let (in_force, created) = engine.create_room(slug, defaults);
+            let change = created.then(|| Change::InitRoom {
+                room: slug.to_owned(),
+                defaults: defaults.clone(),
+            });
+            Ok((in_force, change))
+        })
+    }
+
+    async fn restore_room(
+        &self,
+        slug: &str,
+        held: &VersionedSettings,
+    ) -> Result<VersionedSettings, StoreError> {
+        self.engine.restore_room(slug, held).await
+    }
+
     async fn delete_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         force: bool,
         now_ms: u64,
     ) -> Result<RoomDeletion, StoreError> {
         self.change(|engine| {
-            let outcome = engine.remove_room(room, force, now_ms);
+            let outcome = engine.remove_room(room.slug, Some(room.generation), force, now_ms);
             let change =
                 matches!(outcome, RoomDeletion::Deleted { .. }).then(|| Change::DeleteRoom {
-                    room: room.to_owned(),
+                    room: room.slug.to_owned(),
                     now_ms,
                 });
             Ok((outcome, change))
         })
-    }
-
-    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
-        self.engine.deleted_rooms().await
     }
 
     async fn append_audit(
@@ -82,7 +103,12 @@ impl Catalog for DurableStore {
         self.engine.audit(room, limit).await
     }
 
-    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
+    async fn waiters(
+        &self,
+        room: RoomId<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<WaiterPage, StoreError> {
         self.engine.waiters(room, offset, limit).await
     }
 }

@@ -14,15 +14,12 @@ use crate::store::{InstantAdmission, JoinLimit, OrderClaim, Settings, StoreError
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Change {
-    /// A room created with its default settings.
+    /// A room created (its slug's next generation) with its settings.
     InitRoom {
         /// Room slug.
         room: String,
         /// The settings it was created with.
         defaults: Settings,
-        /// Its first settings version (0 for a seeded room; see `catalog::first_version`).
-        #[serde(default)]
-        first_version: u64,
     },
     /// A join that created a ticket.
     Join {
@@ -168,15 +165,13 @@ impl Change {
     /// Applies this change to `engine` as the original call did.
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] when the change names a room the journal never created.
+    /// [`StoreError::RoomGone`] when the change names a room the journal never created (or had
+    /// deleted). A journal's changes carry no generation: replayed in order, each finds the
+    /// generation it was made on live.
     pub fn replay(&self, engine: &MemoryStore) -> Result<(), StoreError> {
         match self {
-            Self::InitRoom {
-                room,
-                defaults,
-                first_version,
-            } => {
-                engine.create_room(room, defaults, *first_version);
+            Self::InitRoom { room, defaults } => {
+                engine.create_room(room, defaults);
                 Ok(())
             }
             Self::Join {
@@ -186,7 +181,7 @@ impl Change {
                 limit,
                 now_ms,
                 instant,
-            } => engine.with_room(room, |state| {
+            } => engine.with_live_room(room, |state| {
                 state.join(key.as_deref(), id, limit.as_ref(), *now_ms);
                 if let Some(instant) = instant {
                     state.admit_joined(&InstantAdmission {
@@ -203,7 +198,7 @@ impl Change {
                 id,
                 now_ms,
                 keep_ms,
-            } => engine.with_room(room, |state| {
+            } => engine.with_live_room(room, |state| {
                 state.leave(id, *now_ms, *keep_ms);
             }),
             Self::Admit {
@@ -215,13 +210,13 @@ impl Change {
                 tokens,
                 skipped,
                 hold_place_ms,
-            } => engine.with_room(room, |state| {
+            } => engine.with_live_room(room, |state| {
                 let skipped: Vec<std::sync::Arc<str>> =
                     skipped.iter().map(|id| id.as_str().into()).collect();
                 state.skip(&skipped, *now_ms, *hold_place_ms);
                 state.admit_unfenced(*now_ms, *token_ttl_ms, *keep_ms, *max_active_users, tokens);
             }),
-            Self::Return { room, ids, now_ms } => engine.with_room(room, |state| {
+            Self::Return { room, ids, now_ms } => engine.with_live_room(room, |state| {
                 for id in ids {
                     state.bring_back(id, *now_ms);
                 }
@@ -233,7 +228,7 @@ impl Change {
                 receipt,
                 now_ms,
                 keep_ms,
-            } => engine.with_room(room, |state| {
+            } => engine.with_live_room(room, |state| {
                 let claim = OrderClaim {
                     idempotency_key: key.as_deref(),
                     receipt,
@@ -246,10 +241,10 @@ impl Change {
                 id,
                 limit,
                 now_ms,
-            } => engine.with_room(room, |state| {
+            } => engine.with_live_room(room, |state| {
                 state.join_prequeue(key.as_deref(), id, limit.as_ref(), *now_ms, None);
             }),
-            Self::DrawSeed { room, seed } => engine.with_room(room, |state| {
+            Self::DrawSeed { room, seed } => engine.with_live_room(room, |state| {
                 state.draw_seed(seed);
             }),
             Self::Draw {
@@ -257,18 +252,18 @@ impl Change {
                 ids,
                 tags,
                 now_ms,
-            } => engine.with_room(room, |state| {
+            } => engine.with_live_room(room, |state| {
                 state.draw_unfenced(ids, tags, *now_ms);
             }),
-            Self::UpdateRoom { room, config } => engine.with_room(room, |state| {
-                state.update(&config.as_patch(), None);
+            Self::UpdateRoom { room, config } => engine.with_live_room(room, |state| {
+                state.update(&config.as_patch(), None, || engine.next_count(room));
             }),
             Self::Audit { room, entries } => {
                 engine.push_audit(room, entries, true);
                 Ok(())
             }
             Self::DeleteRoom { room, now_ms } => {
-                engine.remove_room(room, true, *now_ms);
+                engine.remove_room(room, None, true, *now_ms);
                 Ok(())
             }
         }

@@ -4,13 +4,13 @@
 use super::change::Change;
 use super::DurableStore;
 use crate::store::{
-    now_ms, DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, StoreError,
+    now_ms, DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError,
 };
 
 impl DurableStore {
     pub(super) fn join_prequeue_kept(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -23,7 +23,7 @@ impl DurableStore {
             })?;
             let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
             let change = created.then(|| Change::JoinPrequeue {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 key: dedup_key.map(str::to_owned),
                 id: new_id.to_owned(),
                 limit: limit.cloned(),
@@ -35,7 +35,7 @@ impl DurableStore {
 
     pub(super) fn draw_seed_kept(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         fresh_seed: &str,
     ) -> Result<DrawRecord, StoreError> {
         self.change(|engine| {
@@ -44,7 +44,7 @@ impl DurableStore {
                 .is_some();
             let record = engine.with_room(room, |state| state.draw_seed(fresh_seed))?;
             let change = (!existed).then(|| Change::DrawSeed {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 seed: fresh_seed.to_owned(),
             });
             Ok((record, change))
@@ -53,14 +53,14 @@ impl DurableStore {
 
     pub(super) fn draw_kept(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         request: &DrawRequest<'_>,
     ) -> Result<DrawOutcome, StoreError> {
         self.change(|engine| {
             let clock = now_ms();
             let (outcome, drawn) = engine.with_room(room, |state| state.draw(request, clock))?;
             let change = drawn.map(|(ids, tags)| Change::Draw {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 ids,
                 tags,
                 now_ms: request.now_ms,

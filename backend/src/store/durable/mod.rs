@@ -42,8 +42,8 @@ use super::memory::{lock, MemoryStore};
 use super::{
     now_ms, AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission,
     JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor,
-    RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError,
-    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    RoomCounts, RoomId, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord,
+    TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store, kept in a data dir. See the module docs.
@@ -116,7 +116,7 @@ impl DurableStore {
         }
         // Last-heard times are not kept: nobody is skipped for the time the process was down.
         for room in engine.room_names() {
-            let _ = engine.with_room(&room, |state| state.presume_present(now_ms()));
+            let _ = engine.with_live_room(&room, |state| state.presume_present(now_ms()));
         }
         tracing::info!(
             dir = %dir.display(),
@@ -213,38 +213,20 @@ impl Store for DurableStore {
         Ok(())
     }
 
-    async fn init_room(
-        &self,
-        room: &str,
-        defaults: &Settings,
-    ) -> Result<VersionedSettings, StoreError> {
-        self.change(|engine| {
-            let first_version = engine.seed_version(room);
-            let (in_force, created) = engine.create_room(room, defaults, first_version);
-            let change = created.then(|| Change::InitRoom {
-                room: room.to_owned(),
-                defaults: defaults.clone(),
-                first_version,
-            });
-            Ok((in_force, change))
-        })
-    }
-
-    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
-        self.engine.room_settings(room).await
-    }
-
     async fn update_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
+        _base: &VersionedSettings,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
         self.change(|engine| {
-            let update = engine.with_room(room, |state| state.update(patch, expected_version))?;
+            let update = engine.with_room(room, |state| {
+                state.update(patch, expected_version, || engine.next_count(room.slug))
+            })?;
             let change = match &update {
                 SettingsUpdate::Applied(in_force) => Some(Change::UpdateRoom {
-                    room: room.to_owned(),
+                    room: room.slug.to_owned(),
                     config: in_force.settings.clone(),
                 }),
                 SettingsUpdate::VersionMismatch(_) => None,
@@ -255,7 +237,7 @@ impl Store for DurableStore {
 
     async fn join_with_limit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -266,7 +248,7 @@ impl Store for DurableStore {
                 engine.with_room(room, |state| state.join(dedup_key, new_id, limit, now))?;
             let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
             let change = created.then(|| Change::Join {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 key: dedup_key.map(str::to_owned),
                 id: new_id.to_owned(),
                 limit: limit.cloned(),
@@ -279,7 +261,7 @@ impl Store for DurableStore {
 
     async fn join_prequeue(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -288,38 +270,47 @@ impl Store for DurableStore {
         self.join_prequeue_kept(room, dedup_key, new_id, limit, settings_version)
     }
 
-    async fn draw_seed(&self, room: &str, seed: &str) -> Result<DrawRecord, StoreError> {
+    async fn draw_seed(&self, room: RoomId<'_>, seed: &str) -> Result<DrawRecord, StoreError> {
         self.draw_seed_kept(room, seed)
     }
 
-    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError> {
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
         self.engine.draw_record(room).await
     }
 
-    async fn draw_tags(&self, room: &str, from: u64, n: u64) -> Result<Vec<String>, StoreError> {
+    async fn draw_tags(
+        &self,
+        room: RoomId<'_>,
+        from: u64,
+        n: u64,
+    ) -> Result<Vec<String>, StoreError> {
         self.engine.draw_tags(room, from, n).await
     }
 
     async fn keyed_ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         key: &str,
         now: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
         self.engine.keyed_ticket(room, key, now).await
     }
 
-    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
         self.engine.prequeue_ids(room).await
     }
 
-    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
+    async fn draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError> {
         self.draw_kept(room, request)
     }
 
     async fn join_admitting(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -331,7 +322,7 @@ impl Store for DurableStore {
             })?;
             let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
             let change = created.then(|| Change::Join {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 key: dedup_key.map(str::to_owned),
                 id: new_id.to_owned(),
                 limit: limit.cloned(),
@@ -348,7 +339,7 @@ impl Store for DurableStore {
 
     async fn ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
@@ -357,7 +348,7 @@ impl Store for DurableStore {
 
     async fn hear(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         ids: &[String],
         now_ms: u64,
         _positions: bool,
@@ -374,7 +365,7 @@ impl Store for DurableStore {
         self.change(|engine| {
             let (records, ids) = engine.with_room(room, |state| state.hear(ids, now_ms))?;
             let change = (!ids.is_empty()).then(|| Change::Return {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 ids,
                 now_ms,
             });
@@ -384,7 +375,7 @@ impl Store for DurableStore {
 
     async fn hear_polled(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
@@ -406,7 +397,7 @@ impl Store for DurableStore {
 
     async fn sse_refresh(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         since: Option<QueueCursor>,
         ids: &[String],
         now_ms: u64,
@@ -416,7 +407,7 @@ impl Store for DurableStore {
 
     async fn leave(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
         keep_ms: u64,
@@ -424,7 +415,7 @@ impl Store for DurableStore {
         self.change(|engine| {
             let outcome = engine.with_room(room, |state| state.leave(id, now_ms, keep_ms))?;
             let change = (outcome == LeaveOutcome::Left).then(|| Change::Leave {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 id: id.to_owned(),
                 now_ms,
                 keep_ms,
@@ -433,26 +424,26 @@ impl Store for DurableStore {
         })
     }
 
-    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
         self.engine.counts(room, now_ms).await
     }
 
     async fn lease(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         holder: &str,
         lease_ms: u64,
     ) -> Result<LeaseOutcome, StoreError> {
         self.engine.lease(room, holder, lease_ms).await
     }
 
-    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
         self.engine.release_lease(room, holder).await
     }
 
     async fn admit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         request: &AdmitRequest<'_>,
     ) -> Result<AdmitOutcome, StoreError> {
         self.change(|engine| {
@@ -463,7 +454,7 @@ impl Store for DurableStore {
             // skipped nobody changed nothing the next recorded tick would not redo.
             let recorded = outcome.admitted > 0 || !skipped.is_empty();
             let change = recorded.then(|| Change::Admit {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 now_ms: request.now_ms,
                 token_ttl_ms: request.token_ttl_ms,
                 keep_ms: request.keep_ms,
@@ -485,7 +476,7 @@ impl Store for DurableStore {
     /// challenge from before a restart never verifies again.
     async fn use_challenge(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         expires_at_ms: u64,
         now_ms: u64,
@@ -497,7 +488,7 @@ impl Store for DurableStore {
 
     async fn check_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         now_ms: u64,
     ) -> Result<TokenCheck, StoreError> {
@@ -506,7 +497,7 @@ impl Store for DurableStore {
 
     async fn consume_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         order: &OrderClaim<'_>,
         now_ms: u64,
@@ -517,7 +508,7 @@ impl Store for DurableStore {
                 state.consume_token(token, order, now_ms, keep_ms)
             })?;
             let change = matches!(used, TokenUse::Consumed { .. }).then(|| Change::ConsumeToken {
-                room: room.to_owned(),
+                room: room.slug.to_owned(),
                 token: token.to_owned(),
                 key: order.idempotency_key.map(str::to_owned),
                 receipt: order.receipt.to_owned(),

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::store::memory::image::RoomImage;
-use crate::store::memory::{MemoryStore, Room};
+use crate::store::memory::{MemoryStore, Room, SlugRecord};
 
 /// The snapshot format this code writes and reads.
 const FORMAT: u32 = 1;
@@ -31,6 +31,10 @@ pub struct Snapshot {
     /// Room slug → its audit log, oldest entry first (issue 14; kept after a room is deleted).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub audit: BTreeMap<String, Vec<crate::store::AuditRecord>>,
+    /// Slug → what it ever had: its counter of generations and versions, its last deleted
+    /// generation (a snapshot from before generations has none: the rooms' versions count).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slugs: BTreeMap<String, SlugRecord>,
 }
 
 impl Snapshot {
@@ -38,6 +42,7 @@ impl Snapshot {
     pub fn of(
         rooms: Vec<(String, Room)>,
         audit: BTreeMap<String, Vec<crate::store::AuditRecord>>,
+        slugs: BTreeMap<String, SlugRecord>,
         last_seq: u64,
     ) -> Self {
         let rooms = rooms
@@ -49,6 +54,7 @@ impl Snapshot {
             last_seq,
             rooms,
             audit,
+            slugs,
         }
     }
 
@@ -57,6 +63,7 @@ impl Snapshot {
     /// # Errors
     /// A reason naming a room whose image contradicts itself.
     pub fn restore(self, engine: &MemoryStore) -> Result<(), String> {
+        engine.restore_slug_records(self.slugs);
         for (name, image) in self.rooms {
             let room =
                 Room::from_image(image).map_err(|reason| format!("room {name}: {reason}"))?;

@@ -72,6 +72,7 @@ impl Writer {
         let snapshot = Snapshot::of(
             engine.clone_rooms(),
             engine.audit_logs(),
+            engine.slug_records(),
             self.journal.last_seq(),
         );
         let bytes = snapshot.write(&self.snapshot_path)?;
@@ -113,6 +114,7 @@ impl Writer {
         self.journal.rotate(&self.old_journal_path)?;
         let rooms = engine.clone_rooms();
         let audit = engine.audit_logs();
+        let slugs = engine.slug_records();
         let file = self.snapshot_file.clone();
         let (bytes, in_flight) = (self.snapshot_bytes.clone(), self.in_flight.clone());
         let (snapshot_path, old_journal) =
@@ -122,7 +124,7 @@ impl Writer {
             .name("snapshot".into())
             .spawn(move || {
                 let _file = lock(&file);
-                let written = Snapshot::of(rooms, audit, last_seq).write(&snapshot_path);
+                let written = Snapshot::of(rooms, audit, slugs, last_seq).write(&snapshot_path);
                 match written.and_then(|size| {
                     bytes.store(size, Ordering::Relaxed);
                     remove_if_there(&old_journal)

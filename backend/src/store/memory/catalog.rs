@@ -8,26 +8,43 @@ use async_trait::async_trait;
 use super::{lock, MemoryStore};
 use crate::store::catalog::AUDIT_KEPT;
 use crate::store::{
-    AuditRecord, Catalog, RoomDeletion, Settings, StoreError, VersionedSettings, WaiterPage,
-    WaiterRecord,
+    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, StoreError, VersionedSettings,
+    WaiterPage, WaiterRecord,
 };
 
 impl MemoryStore {
-    /// Removes `room` unless tickets wait or are active at `now_ms` and `force` is off.
-    pub fn remove_room(&self, room: &str, force: bool, now_ms: u64) -> RoomDeletion {
+    /// Removes `room`'s live generation unless tickets wait or are active at `now_ms` and
+    /// `force` is off; [`RoomDeletion::NotFound`] when `room`'s generation is not live. With
+    /// `room` `None` (a journal's replay), whichever generation is live.
+    pub fn remove_room(
+        &self,
+        slug: &str,
+        generation: Option<u64>,
+        force: bool,
+        now_ms: u64,
+    ) -> RoomDeletion {
         let mut rooms = lock(&self.rooms);
-        let Some(state) = rooms.get(room).cloned() else {
+        let Some(state) = rooms.get(slug).cloned() else {
             return RoomDeletion::NotFound;
         };
-        let counts = lock(&state).counts(now_ms);
+        let (counts, live) = {
+            let state = lock(&state);
+            (state.counts(now_ms), state.generation)
+        };
+        if generation.is_some_and(|generation| generation != live) {
+            return RoomDeletion::NotFound;
+        }
         if !force && (counts.waiting > 0 || counts.active > 0) {
             return RoomDeletion::NotEmpty {
                 waiting: counts.waiting,
                 active: counts.active,
             };
         }
-        rooms.remove(room);
-        lock(&self.deleted).insert(room.to_owned());
+        rooms.remove(slug);
+        lock(&self.slugs)
+            .entry(slug.to_owned())
+            .or_default()
+            .deleted = Some(live);
         RoomDeletion::Deleted {
             ended: counts.waiting + counts.active,
         }
@@ -78,10 +95,10 @@ impl MemoryStore {
     /// A page of `room`'s waiting line (see [`Catalog::waiters`]).
     ///
     /// # Errors
-    /// [`StoreError::NoSuchRoom`].
+    /// [`StoreError::RoomGone`].
     pub fn waiter_page(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         offset: u64,
         limit: u64,
     ) -> Result<WaiterPage, StoreError> {
@@ -110,46 +127,69 @@ impl Catalog for MemoryStore {
         Ok(self.room_names())
     }
 
+    async fn room_doc(&self, slug: &str) -> Result<Option<RoomDoc>, StoreError> {
+        Ok(self.doc(slug))
+    }
+
     async fn create_room(
         &self,
-        room: &str,
+        slug: &str,
         settings: &Settings,
-        _incarnation: &str,
     ) -> Result<Option<VersionedSettings>, StoreError> {
-        let (in_force, created) =
-            self.create_room(room, settings, crate::store::catalog::first_version());
+        let (in_force, created) = MemoryStore::create_room(self, slug, settings);
         Ok(created.then_some(in_force))
     }
 
-    async fn deleted_rooms(&self) -> Result<Vec<String>, StoreError> {
-        Ok(lock(&self.deleted).iter().cloned().collect())
+    async fn seed_room(
+        &self,
+        slug: &str,
+        defaults: &Settings,
+    ) -> Result<VersionedSettings, StoreError> {
+        Ok(MemoryStore::create_room(self, slug, defaults).0)
+    }
+
+    async fn restore_room(
+        &self,
+        slug: &str,
+        held: &VersionedSettings,
+    ) -> Result<VersionedSettings, StoreError> {
+        // One process owns this store: it never loses a room its replica runs.
+        match self.doc(slug) {
+            Some(RoomDoc::Live(in_force)) if in_force.generation == held.generation => Ok(in_force),
+            _ => Err(StoreError::RoomGone(slug.to_owned())),
+        }
     }
 
     async fn delete_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         force: bool,
         now_ms: u64,
     ) -> Result<RoomDeletion, StoreError> {
-        Ok(self.remove_room(room, force, now_ms))
+        Ok(self.remove_room(room.slug, Some(room.generation), force, now_ms))
     }
 
     async fn append_audit(
         &self,
-        room: &str,
+        slug: &str,
         entries: &[AuditRecord],
     ) -> Result<Vec<String>, StoreError> {
-        Ok(self.push_audit(room, entries, false))
+        Ok(self.push_audit(slug, entries, false))
     }
 
-    async fn audit(&self, room: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+    async fn audit(&self, slug: &str, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         Ok(lock(&self.audit)
-            .get(room)
+            .get(slug)
             .map(|log| log.iter().rev().take(limit).cloned().collect())
             .unwrap_or_default())
     }
 
-    async fn waiters(&self, room: &str, offset: u64, limit: u64) -> Result<WaiterPage, StoreError> {
+    async fn waiters(
+        &self,
+        room: RoomId<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<WaiterPage, StoreError> {
         self.waiter_page(room, offset, limit)
     }
 }

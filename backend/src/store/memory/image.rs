@@ -21,7 +21,10 @@ use crate::store::Settings;
 pub struct RoomImage {
     /// The settings in force.
     pub config: Settings,
-    /// Settings changes so far (the admin API's `ETag`).
+    /// Which creation of the slug the room is (0 in a snapshot from before generations).
+    #[serde(default)]
+    pub generation: u64,
+    /// The slug's counter at the last settings change (the admin API's `ETag`).
     pub version: u64,
     /// Last arrival sequence handed out.
     pub seq: u64,
@@ -93,6 +96,7 @@ impl Room {
         settled.sort_unstable_by(|a, b| (a.forget_at_ms, &a.id).cmp(&(b.forget_at_ms, &b.id)));
         RoomImage {
             config: self.config.clone(),
+            generation: self.generation,
             version: self.version,
             seq: self.seq,
             waiting: self
@@ -129,7 +133,7 @@ impl Room {
     /// A reason when the image contradicts itself (arrival sequences out of order or past
     /// `seq`): such an image was not written by this code.
     pub fn from_image(image: RoomImage) -> Result<Self, String> {
-        let mut room = Room::new(image.config);
+        let mut room = Room::new(image.config, image.generation);
         room.joined = image.joined.into_iter().collect();
         room.version = image.version;
         room.seq = image.seq;

@@ -29,21 +29,34 @@ pub use self::room::Room;
 use super::{
     AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
     JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor, RoomCounts,
-    Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord,
-    TokenCheck, TokenUse, VersionedSettings,
+    RoomDoc, RoomId, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError,
+    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
+    /// The live generation of each room.
     rooms: Mutex<HashMap<String, Arc<Mutex<Room>>>>,
+    /// What each slug ever had: its counter and its last deleted generation (`room_doc`).
+    slugs: Mutex<HashMap<String, SlugRecord>>,
     challenges: Mutex<challenges::UsedChallenges>,
     /// Each room's audit log, newest last (`catalog.rs`; in memory only, bounded).
     audit: Mutex<HashMap<String, std::collections::VecDeque<crate::store::AuditRecord>>>,
-    /// Rooms deleted (and not created again) since this process started.
-    deleted: Mutex<std::collections::HashSet<String>>,
     /// The audit entries' running number (their ids).
     audit_seq: std::sync::atomic::AtomicU64,
+}
+
+/// What a slug ever had (never forgotten): the counter of its generations and versions, and
+/// the generation last deleted while none is live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlugRecord {
+    /// The last generation or version handed out.
+    pub counter: u64,
+    /// The generation last deleted, until the slug is created again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<u64>,
 }
 
 impl MemoryStore {
@@ -52,63 +65,91 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// Runs `apply` on the room named `room`, under its lock.
+    /// Runs `apply` on `room`, under its lock.
     ///
     /// # Errors
-    /// [`StoreError::NoSuchRoom`] when the room was never initialised (or was deleted).
+    /// [`StoreError::RoomGone`] when `room`'s generation is not the live one.
     pub fn with_room<R>(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         apply: impl FnOnce(&mut Room) -> R,
     ) -> Result<R, StoreError> {
         let state = lock(&self.rooms)
-            .get(room)
+            .get(room.slug)
             .cloned()
-            .ok_or_else(|| StoreError::NoSuchRoom(room.to_owned()))?;
+            .ok_or_else(|| StoreError::RoomGone(room.slug.to_owned()))?;
+        let mut state = lock(&state);
+        if state.generation != room.generation {
+            return Err(StoreError::RoomGone(room.slug.to_owned()));
+        }
+        Ok(apply(&mut state))
+    }
+
+    /// Runs `apply` on the live generation of `slug` (a journal's replay, which knows no
+    /// generations: it replays them in order).
+    ///
+    /// # Errors
+    /// [`StoreError::RoomGone`] when no generation is live.
+    pub fn with_live_room<R>(
+        &self,
+        slug: &str,
+        apply: impl FnOnce(&mut Room) -> R,
+    ) -> Result<R, StoreError> {
+        let state = lock(&self.rooms)
+            .get(slug)
+            .cloned()
+            .ok_or_else(|| StoreError::RoomGone(slug.to_owned()))?;
         let mut state = lock(&state);
         Ok(apply(&mut state))
     }
 
-    /// Creates `room` with `defaults` at settings version `first_version` unless it exists; the
-    /// settings in force, and whether this call created the room.
-    pub fn create_room(
-        &self,
-        room: &str,
-        defaults: &Settings,
-        first_version: u64,
-    ) -> (VersionedSettings, bool) {
-        let mut rooms = lock(&self.rooms);
-        let mut created = false;
-        let state = rooms.entry(room.to_owned()).or_insert_with(|| {
-            created = true;
-            let mut fresh = Room::new(defaults.clone());
-            fresh.version = first_version;
-            Arc::new(Mutex::new(fresh))
-        });
-        let config = lock(state).versioned();
-        if created {
-            lock(&self.deleted).remove(room);
-        }
-        (config, created)
+    /// The next value of `slug`'s counter: a new generation or version.
+    pub fn next_count(&self, slug: &str) -> u64 {
+        let mut slugs = lock(&self.slugs);
+        let record = slugs.entry(slug.to_owned()).or_default();
+        record.counter += 1;
+        record.counter
     }
 
-    /// The first settings version of `room` seeded by `--rooms`: 0, or, for a room an operator
-    /// deleted earlier, the time in Unix µs as a created room's (so an ETag of the deleted room
-    /// never matches the revived one). Deleted earlier: marked so in this process, or (after a
-    /// restart of the durable store, whose snapshot keeps audit logs but not the marks) absent
-    /// with an audit log, which its deletion always wrote to.
-    pub fn seed_version(&self, room: &str) -> u64 {
-        let absent = !lock(&self.rooms).contains_key(room);
-        let deleted = lock(&self.deleted).contains(room)
-            || (absent
-                && lock(&self.audit)
-                    .get(room)
-                    .is_some_and(|log| !log.is_empty()));
-        if deleted {
-            crate::store::catalog::first_version()
-        } else {
-            0
+    /// Creates `slug` with `settings` as its next generation unless a live one holds it; the
+    /// settings in force, and whether this call created the room.
+    pub fn create_room(&self, slug: &str, settings: &Settings) -> (VersionedSettings, bool) {
+        let mut rooms = lock(&self.rooms);
+        if let Some(live) = rooms.get(slug) {
+            return (lock(live).versioned(), false);
         }
+        let generation = self.next_count(slug);
+        let fresh = Room::new(settings.clone(), generation);
+        let in_force = fresh.versioned();
+        rooms.insert(slug.to_owned(), Arc::new(Mutex::new(fresh)));
+        if let Some(record) = lock(&self.slugs).get_mut(slug) {
+            record.deleted = None;
+        }
+        (in_force, true)
+    }
+
+    /// `slug`'s document.
+    pub fn doc(&self, slug: &str) -> Option<RoomDoc> {
+        if let Some(live) = lock(&self.rooms).get(slug).cloned() {
+            return Some(RoomDoc::Live(lock(&live).versioned()));
+        }
+        lock(&self.slugs)
+            .get(slug)
+            .and_then(|record| record.deleted)
+            .map(|generation| RoomDoc::Deleted { generation })
+    }
+
+    /// Every slug's record (for a snapshot).
+    pub fn slug_records(&self) -> std::collections::BTreeMap<String, SlugRecord> {
+        lock(&self.slugs)
+            .iter()
+            .map(|(slug, record)| (slug.clone(), *record))
+            .collect()
+    }
+
+    /// Puts back the slugs' records of a snapshot.
+    pub fn restore_slug_records(&self, records: std::collections::BTreeMap<String, SlugRecord>) {
+        lock(&self.slugs).extend(records);
     }
 
     /// Names of every room, sorted.
@@ -131,8 +172,15 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Puts `state` in as the room `room`, replacing any room of that name (snapshot loading).
+    /// Puts `state` in as the live room `room`, replacing any room of that name (snapshot
+    /// loading); the slug's counter is moved up to its version.
     pub fn insert_room(&self, room: &str, state: Room) {
+        {
+            let mut slugs = lock(&self.slugs);
+            let record = slugs.entry(room.to_owned()).or_default();
+            record.counter = record.counter.max(state.version).max(state.generation);
+            record.deleted = None;
+        }
         lock(&self.rooms).insert(room.to_owned(), Arc::new(Mutex::new(state)));
     }
 }
@@ -155,30 +203,21 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn init_room(
-        &self,
-        room: &str,
-        defaults: &Settings,
-    ) -> Result<VersionedSettings, StoreError> {
-        Ok(self.create_room(room, defaults, self.seed_version(room)).0)
-    }
-
-    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
-        self.with_room(room, |state| state.versioned())
-    }
-
     async fn update_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
+        _base: &VersionedSettings,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
-        self.with_room(room, |state| state.update(patch, expected_version))
+        self.with_room(room, |state| {
+            state.update(patch, expected_version, || self.next_count(room.slug))
+        })
     }
 
     async fn join_with_limit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -189,7 +228,7 @@ impl Store for MemoryStore {
 
     async fn join_prequeue(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -201,17 +240,21 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn draw_seed(&self, room: &str, fresh_seed: &str) -> Result<DrawRecord, StoreError> {
+    async fn draw_seed(
+        &self,
+        room: RoomId<'_>,
+        fresh_seed: &str,
+    ) -> Result<DrawRecord, StoreError> {
         self.with_room(room, |state| state.draw_seed(fresh_seed))
     }
 
-    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError> {
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
         self.with_room(room, |state| state.draw_record())
     }
 
     async fn draw_tags(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         offset: u64,
         limit: u64,
     ) -> Result<Vec<String>, StoreError> {
@@ -220,25 +263,29 @@ impl Store for MemoryStore {
 
     async fn keyed_ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         key: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
         self.with_room(room, |state| state.live_for_dedup(key, now_ms))
     }
 
-    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
         self.with_room(room, |state| state.prequeue_ids())
     }
 
-    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
+    async fn draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError> {
         let clock = super::now_ms();
         self.with_room(room, |state| state.draw(request, clock).0)
     }
 
     async fn join_admitting(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -251,7 +298,7 @@ impl Store for MemoryStore {
 
     async fn ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
@@ -260,7 +307,7 @@ impl Store for MemoryStore {
 
     async fn hear(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         ids: &[String],
         now_ms: u64,
         _positions: bool,
@@ -270,7 +317,7 @@ impl Store for MemoryStore {
 
     async fn hear_polled(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
@@ -282,7 +329,7 @@ impl Store for MemoryStore {
 
     async fn sse_refresh(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         since: Option<QueueCursor>,
         ids: &[String],
         now_ms: u64,
@@ -292,7 +339,7 @@ impl Store for MemoryStore {
 
     async fn leave(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
         keep_ms: u64,
@@ -300,13 +347,13 @@ impl Store for MemoryStore {
         self.with_room(room, |state| state.leave(id, now_ms, keep_ms))
     }
 
-    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
         self.with_room(room, |state| state.counts(now_ms))
     }
 
     async fn lease(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         holder: &str,
         lease_ms: u64,
     ) -> Result<LeaseOutcome, StoreError> {
@@ -314,13 +361,13 @@ impl Store for MemoryStore {
         self.with_room(room, |state| state.lease(holder, lease_ms, clock))
     }
 
-    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
         self.with_room(room, |state| state.release_lease(holder))
     }
 
     async fn admit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         request: &AdmitRequest<'_>,
     ) -> Result<AdmitOutcome, StoreError> {
         let clock = super::now_ms();
@@ -329,17 +376,17 @@ impl Store for MemoryStore {
 
     async fn use_challenge(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         expires_at_ms: u64,
         now_ms: u64,
     ) -> Result<bool, StoreError> {
-        Ok(lock(&self.challenges).use_once(room, id, expires_at_ms, now_ms))
+        Ok(lock(&self.challenges).use_once(room.slug, id, expires_at_ms, now_ms))
     }
 
     async fn check_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         now_ms: u64,
     ) -> Result<TokenCheck, StoreError> {
@@ -348,7 +395,7 @@ impl Store for MemoryStore {
 
     async fn consume_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         order: &OrderClaim<'_>,
         now_ms: u64,

@@ -58,7 +58,9 @@ pub(super) struct Lease {
 #[derive(Debug, Clone)]
 pub struct Room {
     pub(super) config: Settings,
-    /// Settings changes so far (`If-Match` versions).
+    /// Which creation of the slug this is (`store::room_doc`).
+    pub(super) generation: u64,
+    /// The slug's counter at the last settings change (`If-Match` versions).
     pub(super) version: u64,
     /// Join-limit state per client: the GCRA theoretical arrival time, Unix ms.
     pub(super) join_limits: HashMap<String, u64>,
@@ -102,11 +104,13 @@ pub struct Room {
 pub(super) const LEFT_KEPT: usize = 10_000;
 
 impl Room {
-    /// An empty room with `config` as its settings (version 0).
-    pub fn new(config: Settings) -> Self {
+    /// An empty room, generation `generation` of its slug, with `config` as its settings (its
+    /// first version is its generation).
+    pub fn new(config: Settings, generation: u64) -> Self {
         Self {
             config,
-            version: 0,
+            generation,
+            version: generation,
             join_limits: HashMap::new(),
             join_limits_sweep_at: 1024,
             seq: 0,
@@ -246,6 +250,7 @@ impl Room {
     pub fn versioned(&self) -> VersionedSettings {
         VersionedSettings {
             settings: self.config.clone(),
+            generation: self.generation,
             version: self.version,
         }
     }
@@ -313,17 +318,19 @@ impl Room {
         })
     }
 
-    /// Applies a settings change (see `Store::update_room`).
+    /// Applies a settings change (see `Store::update_room`); `next_version` gives the slug
+    /// counter's next value, the new version.
     pub fn update(
         &mut self,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
+        next_version: impl FnOnce() -> u64,
     ) -> SettingsUpdate {
         if expected_version.is_some_and(|expected| expected != self.version) {
             return SettingsUpdate::VersionMismatch(self.versioned());
         }
         self.config = self.config.patched(patch);
-        self.version += 1;
+        self.version = next_version().max(self.version + 1);
         self.sync_lottery();
         SettingsUpdate::Applied(self.versioned())
     }

@@ -1,6 +1,6 @@
 //! A scheduled opening in Redis (docs/DESIGN.md "Scheduled opening and the draw"): the
 //! pre-queue join (`join.lua` in pre-queue mode, with the ticket's place in the drawn order
-//! computed here from the seed), the draw seed (`HSETNX`: the first replica's seed wins), the
+//! computed here from the seed), the draw seed (`draw_seed.lua`: the first replica's seed wins), the
 //! draw (`draw.lua`, fenced steps of [`crate::store::DRAW_PLACES_PER_STEP`] places) and the
 //! reads of `GET …/draw`.
 
@@ -8,14 +8,17 @@ use std::sync::{Arc, PoisonError};
 
 use redis::Value;
 
+use super::keys::{Key, RoomKeys};
 use super::reply::{as_string, as_u64};
-use super::{Keys, RedisStore};
-use crate::store::{DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, StoreError};
+use super::RedisStore;
+use crate::store::{
+    DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError,
+};
 
 impl RedisStore {
     pub(super) async fn join_prequeue_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -30,22 +33,16 @@ impl RedisStore {
             .await
     }
 
-    /// The room's seed, from this process's copy (a seed never changes) or from Redis, written
-    /// there first if the room has none (the first pre-queue join may be the first to need it).
-    /// Forgets this process's copy of `room`'s seed (the room is purged).
-    pub(super) fn forget_seed(&self, room: &str) {
-        self.seeds
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(room);
-    }
-
-    pub(super) async fn seed_for_joins(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
-        if let Some(seed) = self
+    /// The room's seed, from this process's copy of its generation's (a seed never changes) or
+    /// from Redis, written there first if the room has none (the first pre-queue join may be the
+    /// first to need it).
+    pub(super) async fn seed_for_joins(&self, room: RoomId<'_>) -> Result<Arc<[u8]>, StoreError> {
+        if let Some((_, seed)) = self
             .seeds
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(room)
+            .get(room.slug)
+            .filter(|(generation, _)| *generation == room.generation)
         {
             return Ok(seed.clone());
         }
@@ -58,38 +55,33 @@ impl RedisStore {
         self.seeds
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(room.to_owned(), seed.clone());
+            .insert(room.slug.to_owned(), (room.generation, seed.clone()));
         Ok(seed)
     }
 
     pub(super) async fn draw_seed_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         fresh_seed: &str,
     ) -> Result<DrawRecord, StoreError> {
-        let key = Keys::new(room).key("draw");
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .hset_nx(&key, "seed", fresh_seed)
-            .ignore()
-            .cmd("HMGET")
-            .arg(&key)
-            .arg(&["seed", "drawn_ms", "count"]);
-        let mut connection = self.link.connection.clone();
-        let (fields,): (Vec<Value>,) = self.link.bounded(pipe.query_async(&mut connection)).await?;
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.draw_seed.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("seed", fresh_seed);
+        let fields = self.link.run(&call).await?;
         parse_record(&fields)?.ok_or_else(|| StoreError::Corrupt("the draw seed vanished".into()))
     }
 
     pub(super) async fn draw_record_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
     ) -> Result<Option<DrawRecord>, StoreError> {
         let mut connection = self.link.connection.clone();
         let fields: Vec<Value> = self
             .link
             .bounded(
                 redis::cmd("HMGET")
-                    .arg(Keys::new(room).key("draw"))
+                    .arg(RoomKeys::new(room).of(Key::Draw))
                     .arg(&["seed", "drawn_ms", "count"])
                     .query_async(&mut connection),
             )
@@ -100,7 +92,7 @@ impl RedisStore {
 
     pub(super) async fn draw_tags_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         offset: u64,
         limit: u64,
     ) -> Result<Vec<String>, StoreError> {
@@ -116,7 +108,7 @@ impl RedisStore {
         self.link
             .bounded(
                 redis::cmd("LRANGE")
-                    .arg(Keys::new(room).key("draw_tags"))
+                    .arg(RoomKeys::new(room).of(Key::DrawTags))
                     .arg(start)
                     .arg(stop)
                     .query_async(&mut connection),
@@ -127,13 +119,13 @@ impl RedisStore {
 
     pub(super) async fn prequeue_ids_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
     ) -> Result<Vec<String>, StoreError> {
         let mut connection = self.link.connection.clone();
         self.link
             .bounded(
                 redis::cmd("SMEMBERS")
-                    .arg(Keys::new(room).key("prequeue"))
+                    .arg(RoomKeys::new(room).of(Key::Prequeue))
                     .query_async(&mut connection),
             )
             .await
@@ -142,28 +134,19 @@ impl RedisStore {
 
     pub(super) async fn draw_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         request: &DrawRequest<'_>,
     ) -> Result<DrawOutcome, StoreError> {
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.draw.key(keys.key("leader"));
-        invocation
-            .key(keys.key("epoch"))
-            .key(keys.key("queue"))
-            .key(keys.key("prequeue"))
-            .key(keys.key("draw"))
-            .key(keys.key("draw_tags"))
-            .key(keys.key("prequeue_order"))
-            .key(keys.key("prequeue_mac"))
-            .key(keys.key("prequeue_seqs"))
-            .key(keys.key(super::settings::GONE))
-            .arg(request.holder)
-            .arg(request.epoch)
-            .arg(&keys.prefix)
-            .arg(request.now_ms)
-            .arg(request.places_per_step.max(1))
-            .arg(request.lease_ms.max(1));
-        let reply = self.link.run_script(&invocation).await?;
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.draw.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("holder", request.holder)
+            .arg("fence", request.epoch)
+            .arg("prefix", keys.prefix())
+            .arg("now_ms", request.now_ms)
+            .arg("per_step", request.places_per_step.max(1))
+            .arg("lease_ms", request.lease_ms.max(1));
+        let reply = self.link.run(&call).await?;
         let outcome = reply
             .first()
             .map(as_string)

@@ -1,6 +1,6 @@
 //! Joins of one room sent to Redis together (a group commit).
 //!
-//! A join costs Redis one `join.lua` run and the server one script call (its 16 keys and 16
+//! A join costs Redis one `join.lua` run and the server one script call (its 15 keys and 17
 //! arguments encoded, a trip through the multiplexed connection, a wake-up when the answer
 //! comes). In a rush most of that is the same for every join of a room. So a serving thread's
 //! joins of one room queue in a lane here; one task per busy lane sends what is waiting as one
@@ -13,7 +13,7 @@
 //! order, idempotency keys and limits hold across a batch as across calls, and each join gets
 //! its own answer. A failure of the call (Redis gone, the timeout) is every join's answer. Joins
 //! with an idempotency key go in batches of their own, which are resent once when their
-//! connection turns out to have dropped ([`Link::run_script_repeatable`]); a join without one is
+//! connection turns out to have dropped ([`Link::run_value_repeatable`]); a join without one is
 //! never sent twice. The sending task is spawned, so a shopper who hangs up does not stop the
 //! joins that came after theirs; a join whose shopper hung up before its batch left is dropped.
 //!
@@ -29,22 +29,23 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::{Script, Value};
+use redis::Value;
 use tokio::sync::oneshot;
 
-use super::reply::{as_array, corrupt};
-use super::{Keys, Link, DEDUP_TTL_SECS};
-use crate::store::StoreError;
+use super::keys::RoomKeys;
+use super::reply::corrupt;
+use super::script::Loaded;
+use super::{specs, Link, DEDUP_TTL_SECS};
+use crate::store::{RoomId, StoreError};
 
-/// Arguments of one join in a `join.lua` call (its `PER_JOIN`).
+/// Arguments of one join in a `join.lua` call (the items of its spec).
 pub(super) const PER_JOIN: usize = 13;
 
 /// The most joins in one call: Redis runs a batch without a break (~10 µs per join), so this
 /// bounds how long one call holds it (well under a millisecond).
 const MOST_PER_CALL: usize = 64;
 
-/// One join's own arguments to `join.lua`, in its order (`A[1] A[2] A[5] A[7..16]`, see the
-/// script's header).
+/// One join's own arguments to `join.lua`: an item of its spec, in that order.
 pub(super) struct Join {
     pub args: [String; PER_JOIN],
     /// It carries an idempotency key: sending it twice makes one ticket.
@@ -54,8 +55,9 @@ pub(super) struct Join {
 /// The joins of every room waiting to be sent on one connection.
 pub(super) struct GroupCommit {
     link: Arc<Link>,
-    script: Script,
-    lanes: Mutex<HashMap<String, Lane>>,
+    script: Loaded,
+    /// A lane per room generation: one call checks one generation.
+    lanes: Mutex<HashMap<(String, u64), Lane>>,
 }
 
 #[derive(Default)]
@@ -67,60 +69,38 @@ struct Lane {
 
 struct Waiting {
     join: Join,
-    answer: oneshot::Sender<Result<Vec<Value>, StoreError>>,
+    answer: oneshot::Sender<Result<String, StoreError>>,
     /// Taken into a call (set under the lanes' lock, as the waiter reads it when its time is up).
     taken: Arc<AtomicBool>,
 }
-
-/// `join.lua`'s keys in its order (`KEYS[1]` … `KEYS[16]`), as named under a room's prefix
-/// (`vestibule:{room}:`).
-pub const JOIN_KEYS: [&str; 16] = [
-    "queue",
-    "seq",
-    "dedup",
-    "settings",
-    "active",
-    "bank",
-    "popped",
-    "prequeue",
-    "draw",
-    "prequeue_order",
-    "prequeue_mac",
-    "prequeue_seqs",
-    "lottery",
-    "lottery_mac",
-    "lottery_filing",
-    super::settings::GONE,
-];
 
 impl GroupCommit {
     pub(super) fn new(link: Arc<Link>) -> Self {
         Self {
             link,
-            script: Script::new(include_str!("lua/join.lua")),
+            script: specs::JOIN.load(),
             lanes: Mutex::new(HashMap::new()),
         }
     }
 
     /// Runs `join` in `room` with whatever other joins of the room go at the same time; answers
-    /// `join.lua`'s reply for this join (`{id, created, position[, expiry]}`).
+    /// `join.lua`'s line for this join (see the script's header).
     ///
     /// # Errors
-    /// The call's error ([`StoreError::Unavailable`], [`StoreError::OutcomeUnknown`]), or
-    /// [`StoreError::Corrupt`] when the reply does not have one entry per join.
+    /// The call's error ([`StoreError::Unavailable`], [`StoreError::OutcomeUnknown`],
+    /// [`StoreError::RoomGone`]), or [`StoreError::Corrupt`] when the reply does not have one
+    /// line per join.
     pub(super) async fn join(
         self: &Arc<Self>,
-        room: &str,
+        room: RoomId<'_>,
         join: Join,
-    ) -> Result<Vec<Value>, StoreError> {
+    ) -> Result<String, StoreError> {
         let (answer, mut answered) = oneshot::channel();
         let taken = Arc::new(AtomicBool::new(false));
+        let lane_key = (room.slug.to_owned(), room.generation);
         let start = {
             let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-            let lane = match lanes.get_mut(room) {
-                Some(lane) => lane,
-                None => lanes.entry(room.to_owned()).or_default(),
-            };
+            let lane = lanes.entry(lane_key.clone()).or_default();
             lane.waiting.push_back(Waiting {
                 join,
                 answer,
@@ -129,7 +109,7 @@ impl GroupCommit {
             !std::mem::replace(&mut lane.sending, true)
         };
         if start {
-            tokio::spawn(self.clone().send(room.to_owned()));
+            tokio::spawn(self.clone().send(lane_key));
         }
         let unanswered = || {
             StoreError::OutcomeUnknown("the join's call to Redis ended without an answer".into())
@@ -158,10 +138,9 @@ impl GroupCommit {
     }
 
     /// Sends the lane's joins, a batch per call, until none wait.
-    async fn send(self: Arc<Self>, room: String) {
-        let keys = Keys::new(&room);
+    async fn send(self: Arc<Self>, room: (String, u64)) {
         // The script's keys, named once for all the calls of this busy spell.
-        let names = JOIN_KEYS.map(|name| keys.key(name));
+        let keys = RoomKeys::new(RoomId::new(&room.0, room.1));
         let _unwinding = ForgetLaneOnPanic {
             commit: &self,
             room: &room,
@@ -171,10 +150,10 @@ impl GroupCommit {
             if batch.is_empty() {
                 return;
             }
-            match self.call(&keys, &names, &batch).await {
+            match self.call(&keys, room.1, &batch).await {
                 Ok(replies) => {
                     for (waiting, reply) in batch.into_iter().zip(replies) {
-                        let _ = waiting.answer.send(as_array(reply));
+                        let _ = waiting.answer.send(Ok(reply));
                     }
                 }
                 Err(error) => {
@@ -182,7 +161,9 @@ impl GroupCommit {
                     // still waiting would only meet the same in calls of their own, one after
                     // another (a reconnect's retries each); they get the answer now, unsent.
                     let unsent = match &error {
-                        StoreError::Unavailable(_) => self.take_waiting(&room),
+                        StoreError::Unavailable(_) | StoreError::RoomGone(_) => {
+                            self.take_waiting(&room)
+                        }
                         _ => Vec::new(),
                     };
                     for waiting in batch.into_iter().chain(unsent) {
@@ -196,7 +177,7 @@ impl GroupCommit {
     /// Takes the next batch from `room`'s lane: the joins of the first one's kind (keyed or not)
     /// in their order, at most [`MOST_PER_CALL`], leaving out those whose shopper hung up. An
     /// empty batch ends the sending task (the lane is marked idle under the same lock).
-    fn next_batch(&self, room: &str) -> Vec<Waiting> {
+    fn next_batch(&self, room: &(String, u64)) -> Vec<Waiting> {
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(lane) = lanes.get_mut(room) else {
             return Vec::new();
@@ -228,7 +209,7 @@ impl GroupCommit {
     }
 
     /// Every join waiting in `room`'s lane (none of them sent).
-    fn take_waiting(&self, room: &str) -> Vec<Waiting> {
+    fn take_waiting(&self, room: &(String, u64)) -> Vec<Waiting> {
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         lanes
             .get_mut(room)
@@ -236,35 +217,30 @@ impl GroupCommit {
             .unwrap_or_default()
     }
 
-    /// One `join.lua` call for `batch` with the script's keys `names` ([`JOIN_KEYS`] of the
-    /// room); one reply per join.
+    /// One `join.lua` call for `batch` on the room `keys` name at `generation`; one reply line
+    /// per join.
     async fn call(
         &self,
-        keys: &Keys,
-        names: &[String],
+        keys: &RoomKeys,
+        generation: u64,
         batch: &[Waiting],
-    ) -> Result<Vec<Value>, StoreError> {
-        let mut invocation = self.script.prepare_invoke();
-        for name in names {
-            invocation.key(name);
-        }
-        invocation
-            .arg(&keys.prefix)
-            .arg(DEDUP_TTL_SECS)
-            .arg(crate::store::now_ms());
+    ) -> Result<Vec<String>, StoreError> {
+        let mut call = self.script.call(keys);
+        call.arg("generation", generation)
+            .arg("prefix", keys.prefix())
+            .arg("dedup_ttl", DEDUP_TTL_SECS)
+            .arg("now_ms", crate::store::now_ms());
         for waiting in batch {
-            for arg in &waiting.join.args {
-                invocation.arg(arg);
-            }
+            call.item(&waiting.join.args);
         }
         // Looked up per call, not kept: a store may open before the recorder is installed.
         metrics::counter!("vestibule_redis_join_calls_total").increment(1);
         metrics::counter!("vestibule_redis_joins_sent_total").increment(batch.len() as u64);
         // All of one kind (`next_batch`): keyed joins mean the same sent twice.
         let reply = if batch.iter().all(|waiting| waiting.join.keyed) {
-            self.link.run_script_value_repeatable(&invocation).await?
+            self.link.run_value_repeatable(&call).await?
         } else {
-            self.link.run_script_value(&invocation).await?
+            self.link.run_value(&call).await?
         };
         let replies = unpack(&reply)?;
         if replies.len() != batch.len() {
@@ -278,32 +254,16 @@ impl GroupCommit {
     }
 }
 
-/// `join.lua`'s packed reply (one line per join, its fields joined by spaces: the id, then
-/// integers) as one array of values per join, as the script's callers read them: the id a bulk
-/// string, the rest [`Value::Int`].
+/// `join.lua`'s packed reply: its lines, one per join.
 ///
 /// # Errors
-/// [`StoreError::Corrupt`] when the reply is not text of that shape.
-fn unpack(reply: &Value) -> Result<Vec<Value>, StoreError> {
+/// [`StoreError::Corrupt`] when the reply is not text.
+fn unpack(reply: &Value) -> Result<Vec<String>, StoreError> {
     let Value::BulkString(bytes) = reply else {
         return Err(corrupt("join.lua's packed reply", reply));
     };
     let text = std::str::from_utf8(bytes).map_err(|_| corrupt("text", reply))?;
-    text.split('\n')
-        .map(|line| {
-            let mut fields = line.split(' ');
-            let id = fields.next().unwrap_or_default();
-            let mut values = Vec::with_capacity(4);
-            values.push(Value::BulkString(id.as_bytes().to_vec()));
-            for field in fields {
-                let number = field
-                    .parse()
-                    .map_err(|_| corrupt("a join's answer: id, then integers", reply))?;
-                values.push(Value::Int(number));
-            }
-            Ok(Value::Array(values))
-        })
-        .collect()
+    Ok(text.split('\n').map(str::to_owned).collect())
 }
 
 /// Were the sending task to panic, its lane would stay marked busy and no join of the room on
@@ -311,7 +271,7 @@ fn unpack(reply: &Value) -> Result<Vec<Value>, StoreError> {
 /// next join starts a fresh one).
 struct ForgetLaneOnPanic<'a> {
     commit: &'a GroupCommit,
-    room: &'a str,
+    room: &'a (String, u64),
 }
 
 impl Drop for ForgetLaneOnPanic<'_> {

@@ -6,26 +6,28 @@ use std::sync::PoisonError;
 
 use redis::Value;
 
-use super::reply::{as_array, as_i64, as_string};
-use super::{Keys, RedisStore};
+use super::keys::{Key, RoomKeys};
+use super::reply::as_string;
+use super::RedisStore;
 use crate::room::opening::draw_key;
-use crate::store::StoreError;
+use crate::store::{RoomId, StoreError};
 
 /// Waiting tickets filed per script call: one batch's keys are computed here (one HMAC each),
 /// and the script stays well under the store timeout.
 const FILE_BATCH: usize = 5_000;
 
 impl RedisStore {
-    /// Whether this process knows `room` to be random.
-    pub(super) fn is_lottery_room(&self, room: &str) -> bool {
+    /// Whether this process knows `room` (at its generation) to be random.
+    pub(super) fn is_lottery_room(&self, room: RoomId<'_>) -> bool {
         self.lottery_rooms
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(room)
+            .get(room.slug)
+            .is_some_and(|generation| *generation == room.generation)
     }
 
     /// Records what this process learnt of `room`'s queueing method.
-    pub(super) fn note_lottery(&self, room: &str, random: bool) {
+    pub(super) fn note_lottery(&self, room: RoomId<'_>, random: bool) {
         if random == self.is_lottery_room(room) {
             return;
         }
@@ -34,9 +36,9 @@ impl RedisStore {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         if random {
-            rooms.insert(room.to_owned());
-        } else {
-            rooms.remove(room);
+            rooms.insert(room.slug.to_owned(), room.generation);
+        } else if rooms.get(room.slug) == Some(&room.generation) {
+            rooms.remove(room.slug);
         }
     }
 
@@ -45,8 +47,8 @@ impl RedisStore {
     /// which files those still waiting and not filed yet. The last page deletes
     /// `lottery_filing` if the lottery then holds every waiting ticket. Idempotent: any replica
     /// may run it again (the leader's tick does while `lottery_filing` exists).
-    pub(super) async fn file_lottery(&self, room: &str) -> Result<(), StoreError> {
-        let keys = Keys::new(room);
+    pub(super) async fn file_lottery(&self, room: RoomId<'_>) -> Result<(), StoreError> {
+        let keys = RoomKeys::new(room);
         // Nothing to file unless a switch (or a return of a ticket skipped before it) asked:
         // a patch that leaves a random room random scans nothing.
         let mut connection = self.link.connection.clone();
@@ -54,7 +56,7 @@ impl RedisStore {
             .link
             .bounded(
                 redis::cmd("EXISTS")
-                    .arg(keys.key("lottery_filing"))
+                    .arg(keys.of(Key::LotteryFiling))
                     .query_async(&mut connection),
             )
             .await
@@ -70,7 +72,7 @@ impl RedisStore {
                 .link
                 .bounded(
                     redis::cmd("ZRANGE")
-                        .arg(keys.key("queue"))
+                        .arg(keys.of(Key::Queue))
                         .arg(&from)
                         .arg("+inf")
                         .arg("BYSCORE")
@@ -83,15 +85,9 @@ impl RedisStore {
                 .await
                 .map_err(StoreError::for_read)?;
             let last = page.len() < FILE_BATCH * 2;
-            let mut invocation = self.scripts.lottery_file.key(keys.key("queue"));
-            invocation
-                .key(keys.key("settings"))
-                .key(keys.key("lottery"))
-                .key(keys.key("lottery_mac"))
-                .key(keys.key("lottery_filing"))
-                .key(keys.key("prequeue"))
-                .key(keys.key(super::settings::GONE))
-                .arg(if last { "1" } else { "0" });
+            let mut call = self.scripts.lottery_file.call(&keys);
+            call.arg("generation", room.generation)
+                .arg("last", if last { "1" } else { "0" });
             for pair in page.chunks(2) {
                 let [id, seq] = pair else {
                     return Err(StoreError::Corrupt("a queue page without scores".into()));
@@ -99,11 +95,11 @@ impl RedisStore {
                 let id = as_string(id)?;
                 let mut member = draw_key(&seed, &id);
                 member.push_str(&id);
-                invocation.arg(&id).arg(member);
+                call.item(&[id, member]);
                 from = format!("({}", as_string(seq)?);
             }
-            let reply = as_array(Value::Array(self.link.run_script(&invocation).await?))?;
-            if reply.first().map(as_i64).transpose()? == Some(-1) {
+            let reply = self.link.run(&call).await?;
+            if reply.first().map(as_string).transpose()?.as_deref() == Some("not_random") {
                 // Switched back to FIFO meanwhile: nothing to file.
                 self.note_lottery(room, false);
                 return Ok(());

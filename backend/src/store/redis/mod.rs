@@ -3,14 +3,16 @@
 //! One multiplexed connection that reconnects by itself: to one Redis (`ConnectionManager`) or to
 //! a Redis Cluster (the `redis` crate's cluster client), behind [`RedisConnection`]; every call
 //! bounded by the store timeout so nothing hangs during an outage. Every multi-step change is one
-//! Lua script (`store/redis/lua/*.lua`); all keys of a room share the hash tag `{room}` so a room
-//! lives on one Redis Cluster slot, and the catalog's keys share `{_catalog}`. The key layout is
-//! documented in ARCHITECTURE.md.
+//! Lua script (`store/redis/lua/*.lua`), whose contract is declared once in Rust (`script.rs`,
+//! `specs.rs`); all keys of a room share the hash tag `{room}` so a room lives on one Redis
+//! Cluster slot (`keys.rs`).
 //!
 //! Each script's Rust half (its arguments and its reply) lives in the file of its concern:
-//! - [`settings`]: `init_room.lua`, `update_room.lua`, `lease.lua`, `release_lease.lua`.
+//! - [`catalog`]: `create.lua`, `change.lua`, `restore.lua`, `delete.lua`, the document read,
+//!   the index, the purge of a generation's keys; [`doc`]: a document as a hash.
+//! - [`settings`]: `lease.lua`, `release_lease.lua`.
 //! - [`queue`]: `join.lua`, `sse_refresh.lua`, `leave.lua`, a ticket's read, the counts.
-//! - [`draw`]: the pre-queue join, the draw seed, `draw.lua`.
+//! - [`draw`]: the pre-queue join, `draw_seed.lua`, `draw.lua`.
 //! - [`admission`]: `admit.lua`. [`tokens`]: `token.lua`. [`safety`]: `INFO`, `CONFIG GET`.
 //! - [`reply`]: reading Redis replies into the store's types.
 
@@ -23,51 +25,60 @@ mod admission;
 mod bots;
 pub mod catalog;
 mod connection;
+mod doc;
 mod draw;
 mod group_commit;
+pub mod keys;
 mod lottery;
+mod migrate;
 mod presence;
 mod queue;
 mod reply;
 mod safety;
+mod script;
 mod settings;
 mod siblings;
+mod specs;
 mod tokens;
 
 use async_trait::async_trait;
-use redis::{Script, Value};
+use redis::Value;
 
 pub use self::connection::{key_slot, RedisConnection};
-pub use self::group_commit::JOIN_KEYS;
 use crate::config::RedisTarget;
 
+use self::keys::RoomKeys;
 use self::reply::as_array;
+use self::script::{Call, Loaded};
 use self::siblings::Member;
 use super::{
     AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
     JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, PolledTicket, QueueCursor,
-    RoomCounts, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError,
-    StoreSafety, TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    RoomCounts, RoomId, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, StoreSafety,
+    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
 };
 
 /// Seconds the dedup hash of a room lives after its last keyed join (± [`SECRET_RECHECK`]).
 pub(super) const DEDUP_TTL_SECS: u64 = 24 * 3600;
 
+/// Every script of the store, loaded from its spec (`specs.rs`).
 struct Scripts {
-    lease: Script,
-    admit: Script,
-    token: Script,
-    leave: Script,
-    sse_refresh: Script,
-    hear: Script,
-    init_room: Script,
-    update_room: Script,
-    release_lease: Script,
-    draw: Script,
-    waiters: Script,
-    lottery_file: Script,
-    room_secret: Script,
-    catalog: Script,
+    create: Loaded,
+    change: Loaded,
+    restore: Loaded,
+    delete: Loaded,
+    lease: Loaded,
+    release_lease: Loaded,
+    admit: Loaded,
+    token: Loaded,
+    leave: Loaded,
+    sse_refresh: Loaded,
+    hear: Loaded,
+    draw: Loaded,
+    draw_seed: Loaded,
+    waiters: Loaded,
+    lottery_file: Loaded,
+    room_secret: Loaded,
 }
 
 /// One connection to Redis with its store timeout, and its part in its family: what every call
@@ -87,21 +98,24 @@ pub struct RedisStore {
     /// Joins sent to Redis together, per room (`join.lua` takes several in one call).
     joins: Arc<group_commit::GroupCommit>,
     scripts: Scripts,
-    /// Each room's secret (`vestibule:{room}:secret`), the HMAC key of derived ticket ids, as
-    /// last read from Redis; written back there if Redis lost it. Never logged.
+    /// Each room's secret (the HMAC key of derived ticket ids) as last read from Redis, for the
+    /// generation it is of: another generation's is no copy at all. Never logged.
     secrets: RwLock<HashMap<String, CachedSecret>>,
-    /// Each room's draw seed as read from Redis (it never changes once written): pre-queue joins
-    /// compute their place in the drawn order with it (`draw.rs`). Never logged.
-    seeds: RwLock<HashMap<String, Arc<[u8]>>>,
-    /// Rooms this process knows to be random (docs/DESIGN.md "Random queueing"): their joins
-    /// carry lottery keys from the first try (`lottery.rs`).
-    lottery_rooms: RwLock<std::collections::HashSet<String>>,
+    /// Each room's draw seed as read from Redis (it never changes once written), for the
+    /// generation it is of: pre-queue joins compute their place in the drawn order with it
+    /// (`draw.rs`). Never logged.
+    seeds: RwLock<HashMap<String, (u64, Arc<[u8]>)>>,
+    /// The generation of each room this process knows to be random (docs/DESIGN.md "Random
+    /// queueing"): their joins carry lottery keys from the first try (`lottery.rs`).
+    lottery_rooms: RwLock<HashMap<String, u64>>,
 }
 
-/// A room secret, and when a join last checked it against Redis (the upkeep round trip of
-/// `RedisStore::room_secret`; lease calls update the secret but not this time).
+/// A room secret, the generation it is of, and when a join last checked it against Redis (the
+/// upkeep round trip of `RedisStore::room_secret`; lease calls update the secret but not this
+/// time).
 #[derive(Clone)]
 struct CachedSecret {
+    generation: u64,
     secret: Arc<[u8]>,
     checked: Instant,
 }
@@ -110,26 +124,14 @@ struct CachedSecret {
 /// also check at every lease call; the leader makes none while it leads).
 const SECRET_RECHECK: Duration = Duration::from_secs(5);
 
-/// The names of one room's keys.
-pub(super) struct Keys {
-    pub(super) prefix: String,
-}
-
-impl Keys {
-    pub(super) fn new(room: &str) -> Self {
-        Self {
-            prefix: format!("vestibule:{{{room}}}:"),
-        }
-    }
-    pub(super) fn key(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
-    }
-}
-
-/// Classifies a Redis failure by what the caller may assume about its effect: refused before
-/// anything was sent, or an error reply (Redis ran nothing of it) → surely not applied; a broken
-/// connection or a timeout after sending → the outcome is unknown.
+/// Classifies a Redis failure by what the caller may assume about its effect: a script's refusal
+/// of a room (`script::script_error`: nothing written); refused before anything was sent, or an
+/// error reply (Redis ran nothing of it) → surely not applied; a broken connection or a timeout
+/// after sending → the outcome is unknown.
 pub(super) fn unavailable(error: redis::RedisError) -> StoreError {
+    if let Some(refusal) = script::script_error(&error) {
+        return refusal;
+    }
     let sent_maybe = !error.is_connection_refusal()
         && (error.is_io_error() || error.is_timeout() || error.is_connection_dropped());
     if sent_maybe {
@@ -140,41 +142,29 @@ pub(super) fn unavailable(error: redis::RedisError) -> StoreError {
 }
 
 impl Link {
-    /// Runs a script, bounded by the store timeout, expecting an array reply.
-    pub(super) async fn run_script(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<Vec<Value>, StoreError> {
-        as_array(self.run_script_value(invocation).await?)
+    /// Runs `call`, bounded by the store timeout, expecting an array reply.
+    async fn run(&self, call: &Call<'_>) -> Result<Vec<Value>, StoreError> {
+        as_array(self.run_value(call).await?)
     }
 
-    /// Runs a script, bounded by the store timeout: its reply as it came.
-    pub(super) async fn run_script_value(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<Value, StoreError> {
+    /// Runs `call`, bounded by the store timeout: its reply as it came.
+    async fn run_value(&self, call: &Call<'_>) -> Result<Value, StoreError> {
         let mut connection = self.connection.clone();
-        self.bounded(invocation.invoke_async(&mut connection)).await
+        self.bounded(call.invocation.invoke_async(&mut connection))
+            .await
     }
 
-    /// Runs `script` like [`Self::run_script`], once more if the connection turns out to have
-    /// dropped ([`Self::bounded_repeatable`]): only for a script that means the same when run
-    /// twice.
-    pub(super) async fn run_script_repeatable(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<Vec<Value>, StoreError> {
-        as_array(self.run_script_value_repeatable(invocation).await?)
+    /// Runs `call` like [`Self::run`], once more if the connection turns out to have dropped
+    /// ([`Self::bounded_repeatable`]): only for a script that means the same when run twice.
+    async fn run_repeatable(&self, call: &Call<'_>) -> Result<Vec<Value>, StoreError> {
+        as_array(self.run_value_repeatable(call).await?)
     }
 
-    /// [`Self::run_script_repeatable`] with the reply as it came.
-    pub(super) async fn run_script_value_repeatable(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<Value, StoreError> {
+    /// [`Self::run_repeatable`] with the reply as it came.
+    async fn run_value_repeatable(&self, call: &Call<'_>) -> Result<Value, StoreError> {
         self.bounded_repeatable(|| {
             let mut connection = self.connection.clone();
-            async move { invocation.invoke_async(&mut connection).await }
+            async move { call.invocation.invoke_async(&mut connection).await }
         })
         .await
     }
@@ -233,7 +223,9 @@ impl Link {
         match tokio::time::timeout(left, call()).await {
             Ok(second) => {
                 self.saw(&second);
-                second.map_err(|_| unavailable(dropped))
+                second.map_err(|error| {
+                    script::script_error(&error).unwrap_or_else(|| unavailable(dropped))
+                })
             }
             Err(_) => Err(unavailable(dropped)),
         }
@@ -264,7 +256,8 @@ impl RedisStore {
         Self::open(&RedisTarget::Single(url), timeout).await
     }
 
-    /// Connects to one Redis or to a Redis Cluster (its seed nodes).
+    /// Connects to one Redis or to a Redis Cluster (its seed nodes), and moves the rooms an
+    /// earlier version wrote into documents ([`RedisStore::migrate`]).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when a URL is invalid or Redis does not answer within
@@ -287,7 +280,7 @@ impl RedisStore {
             _ => None,
         };
         let store = Self::with_connection(connection, timeout, family);
-        store.move_old_catalog().await?;
+        store.migrate().await?;
         Ok(store)
     }
 
@@ -305,24 +298,26 @@ impl RedisStore {
             joins: Arc::new(group_commit::GroupCommit::new(link.clone())),
             link,
             scripts: Scripts {
-                lease: Script::new(include_str!("lua/lease.lua")),
-                admit: Script::new(include_str!("lua/admit.lua")),
-                token: Script::new(include_str!("lua/token.lua")),
-                leave: Script::new(include_str!("lua/leave.lua")),
-                sse_refresh: Script::new(include_str!("lua/sse_refresh.lua")),
-                hear: Script::new(include_str!("lua/hear.lua")),
-                init_room: Script::new(include_str!("lua/init_room.lua")),
-                update_room: Script::new(include_str!("lua/update_room.lua")),
-                release_lease: Script::new(include_str!("lua/release_lease.lua")),
-                draw: Script::new(include_str!("lua/draw.lua")),
-                waiters: Script::new(include_str!("lua/waiters.lua")),
-                lottery_file: Script::new(include_str!("lua/lottery_file.lua")),
-                room_secret: Script::new(include_str!("lua/room_secret.lua")),
-                catalog: Script::new(include_str!("lua/catalog.lua")),
+                create: specs::CREATE.load(),
+                change: specs::CHANGE.load(),
+                restore: specs::RESTORE.load(),
+                delete: specs::DELETE.load(),
+                lease: specs::LEASE.load(),
+                release_lease: specs::RELEASE_LEASE.load(),
+                admit: specs::ADMIT.load(),
+                token: specs::TOKEN.load(),
+                leave: specs::LEAVE.load(),
+                sse_refresh: specs::SSE_REFRESH.load(),
+                hear: specs::HEAR.load(),
+                draw: specs::DRAW.load(),
+                draw_seed: specs::DRAW_SEED.load(),
+                waiters: specs::WAITERS.load(),
+                lottery_file: specs::LOTTERY_FILE.load(),
+                room_secret: specs::ROOM_SECRET.load(),
             },
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
-            lottery_rooms: RwLock::new(std::collections::HashSet::new()),
+            lottery_rooms: RwLock::new(HashMap::new()),
         }
     }
 
@@ -331,22 +326,23 @@ impl RedisStore {
         self.link.connection.clone()
     }
 
-    /// This process's copy of a room's secret, if it has one.
-    pub(super) fn cached_secret(&self, room: &str) -> Option<Arc<[u8]>> {
+    /// This process's copy of `room`'s secret, if it has one of that generation.
+    pub(super) fn cached_secret(&self, room: RoomId<'_>) -> Option<Arc<[u8]>> {
         self.secrets
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(room)
+            .get(room.slug)
+            .filter(|cached| cached.generation == room.generation)
             .map(|cached| cached.secret.clone())
     }
 
-    /// Keeps the secret Redis answered for `room` (Nil: none there, nothing to keep). Redis
-    /// wins over an older copy: after Redis lost the key and another replica wrote a new one,
-    /// every replica converges on the one in Redis at its next lease call or join upkeep.
+    /// Keeps the secret Redis answered for `room` (Nil or empty: none there, nothing to keep).
+    /// Redis wins over an older copy: after Redis lost the key and another replica wrote a new
+    /// one, every replica converges on the one in Redis at its next lease call or join upkeep.
     /// `upkeep`: this answer came from the join upkeep round trip (or starts the cache entry).
     pub(super) fn remember_secret(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         value: &Value,
         upkeep: bool,
     ) -> Result<(), StoreError> {
@@ -361,21 +357,35 @@ impl RedisStore {
             }
         };
         let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
-        let checked = match secrets.get(room) {
+        let held = secrets
+            .get(room.slug)
+            .filter(|cached| cached.generation == room.generation);
+        let checked = match held {
             Some(cached) if !upkeep => cached.checked,
             _ => Instant::now(),
         };
-        if secrets
-            .get(room)
-            .is_some_and(|cached| cached.secret != secret)
-        {
+        if held.is_some_and(|cached| cached.secret != secret) {
             tracing::warn!(
-                room,
+                room = room.slug,
                 "the room secret in Redis changed (Redis lost it and another replica wrote a new \
                  one): retried joins now derive ticket ids with the new one"
             );
         }
-        secrets.insert(room.to_owned(), CachedSecret { secret, checked });
+        // A later generation's secret replaces an earlier one's; an earlier one's never
+        // replaces a later one's.
+        if secrets
+            .get(room.slug)
+            .is_none_or(|cached| cached.generation <= room.generation)
+        {
+            secrets.insert(
+                room.slug.to_owned(),
+                CachedSecret {
+                    generation: room.generation,
+                    secret,
+                    checked,
+                },
+            );
+        }
         Ok(())
     }
 
@@ -383,16 +393,18 @@ impl RedisStore {
     /// within [`SECRET_RECHECK`]; else (one join per period does this) one round trip
     /// (`room_secret.lua`) writes the copy back with `SET NX`, reads the secret in force, and
     /// renews the dedup hash's TTL, which thus lives [`DEDUP_TTL_SECS`] past the room's last keyed
-    /// join without a command per join. A store whose room was never initialised offers a fresh
-    /// secret the same way.
+    /// join without a command per join.
     ///
     /// # Errors
-    /// [`StoreError::RoomDeleted`] when the room's tombstone is there (nothing written: a secret
-    /// written behind the purge's `SCAN` would outlive it); else the call's error.
-    pub(super) async fn room_secret(&self, room: &str) -> Result<Arc<[u8]>, StoreError> {
+    /// [`StoreError::RoomGone`] when `room`'s generation is not the live one; else the call's
+    /// error.
+    pub(super) async fn room_secret(&self, room: RoomId<'_>) -> Result<Arc<[u8]>, StoreError> {
         let offer = {
             let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
-            match secrets.get_mut(room) {
+            match secrets
+                .get_mut(room.slug)
+                .filter(|cached| cached.generation == room.generation)
+            {
                 Some(cached) if cached.checked.elapsed() < SECRET_RECHECK => {
                     return Ok(cached.secret.clone());
                 }
@@ -404,19 +416,13 @@ impl RedisStore {
                 None => Arc::from(&fresh_secret()[..]),
             }
         };
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.room_secret.key(keys.key("secret"));
-        invocation
-            .key(keys.key("dedup"))
-            .key(keys.key(settings::GONE))
-            .arg(&*offer)
-            .arg(DEDUP_TTL_SECS);
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.room_secret.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("offer", &*offer)
+            .arg("dedup_ttl", DEDUP_TTL_SECS);
         // SET NX, EXPIRE and GET mean the same sent twice.
-        let value = self.link.run_script_value_repeatable(&invocation).await?;
-        if value == Value::Nil {
-            // Deleted through another replica (its tombstone): nothing was written.
-            return Err(StoreError::RoomDeleted(room.to_owned()));
-        }
+        let value = self.link.run_value_repeatable(&call).await?;
         self.remember_secret(room, &value, true)?;
         self.cached_secret(room)
             .ok_or_else(|| StoreError::Corrupt("the room secret is missing".into()))
@@ -438,57 +444,20 @@ impl Store for RedisStore {
             .map_err(StoreError::for_read)
     }
 
-    async fn init_room(
-        &self,
-        room: &str,
-        defaults: &Settings,
-    ) -> Result<VersionedSettings, StoreError> {
-        self.init_room_in_redis(room, defaults).await
-    }
-
-    async fn restore_room(
-        &self,
-        room: &str,
-        held: &Settings,
-        incarnation: Option<&str>,
-    ) -> Result<VersionedSettings, StoreError> {
-        // Every field in one step, only if still missing (`update_room.lua`'s restore); the
-        // secret goes back with the lease and the keyed joins (each replica's cached copy).
-        let version = crate::store::catalog::first_version();
-        let in_force = match self
-            .update_room_in_redis(
-                room,
-                &held.as_patch(),
-                None,
-                settings::UpdateStep::Restore(version),
-            )
-            .await?
-        {
-            SettingsUpdate::Applied(in_force) | SettingsUpdate::VersionMismatch(in_force) => {
-                in_force
-            }
-        };
-        self.relist_room(room, incarnation).await?;
-        Ok(in_force)
-    }
-
-    async fn room_settings(&self, room: &str) -> Result<VersionedSettings, StoreError> {
-        self.room_settings_in_redis(room).await
-    }
-
     async fn update_room(
         &self,
-        room: &str,
+        room: RoomId<'_>,
+        base: &VersionedSettings,
         patch: &SettingsPatch,
         expected_version: Option<u64>,
     ) -> Result<SettingsUpdate, StoreError> {
-        self.update_room_in_redis(room, patch, expected_version, settings::UpdateStep::Change)
+        self.update_room_in_redis(room, base, patch, expected_version)
             .await
     }
 
     async fn join_with_limit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -500,7 +469,7 @@ impl Store for RedisStore {
 
     async fn join_admitting(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -516,7 +485,7 @@ impl Store for RedisStore {
 
     async fn join_prequeue(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -526,38 +495,47 @@ impl Store for RedisStore {
             .await
     }
 
-    async fn draw_seed(&self, room: &str, seed: &str) -> Result<DrawRecord, StoreError> {
+    async fn draw_seed(&self, room: RoomId<'_>, seed: &str) -> Result<DrawRecord, StoreError> {
         self.draw_seed_in_redis(room, seed).await
     }
 
-    async fn draw_record(&self, room: &str) -> Result<Option<DrawRecord>, StoreError> {
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
         self.draw_record_in_redis(room).await
     }
 
-    async fn draw_tags(&self, room: &str, from: u64, n: u64) -> Result<Vec<String>, StoreError> {
+    async fn draw_tags(
+        &self,
+        room: RoomId<'_>,
+        from: u64,
+        n: u64,
+    ) -> Result<Vec<String>, StoreError> {
         self.draw_tags_in_redis(room, from, n).await
     }
 
     async fn keyed_ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         key: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
         self.keyed_ticket_in_redis(room, key, now_ms).await
     }
 
-    async fn prequeue_ids(&self, room: &str) -> Result<Vec<String>, StoreError> {
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
         self.prequeue_ids_in_redis(room).await
     }
 
-    async fn draw(&self, room: &str, request: &DrawRequest<'_>) -> Result<DrawOutcome, StoreError> {
+    async fn draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError> {
         self.draw_in_redis(room, request).await
     }
 
     async fn ticket(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
@@ -566,7 +544,7 @@ impl Store for RedisStore {
 
     async fn hear(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         ids: &[String],
         now_ms: u64,
         positions: bool,
@@ -576,7 +554,7 @@ impl Store for RedisStore {
 
     async fn mark_heard(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         polled: &[PolledTicket],
         now_ms: u64,
     ) -> Result<(), StoreError> {
@@ -585,7 +563,7 @@ impl Store for RedisStore {
 
     async fn hear_polled(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
@@ -594,7 +572,7 @@ impl Store for RedisStore {
 
     async fn sse_refresh(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         since: Option<QueueCursor>,
         ids: &[String],
         now_ms: u64,
@@ -604,7 +582,7 @@ impl Store for RedisStore {
 
     async fn leave(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
         keep_ms: u64,
@@ -612,26 +590,26 @@ impl Store for RedisStore {
         self.leave_in_redis(room, id, now_ms, keep_ms).await
     }
 
-    async fn counts(&self, room: &str, now_ms: u64) -> Result<RoomCounts, StoreError> {
+    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
         self.counts_in_redis(room, now_ms).await
     }
 
     async fn lease(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         holder: &str,
         lease_ms: u64,
     ) -> Result<LeaseOutcome, StoreError> {
         self.lease_in_redis(room, holder, lease_ms).await
     }
 
-    async fn release_lease(&self, room: &str, holder: &str) -> Result<(), StoreError> {
+    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
         self.release_lease_in_redis(room, holder).await
     }
 
     async fn admit(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         request: &AdmitRequest<'_>,
     ) -> Result<AdmitOutcome, StoreError> {
         self.admit_in_redis(room, request).await
@@ -639,7 +617,7 @@ impl Store for RedisStore {
 
     async fn use_challenge(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         expires_at_ms: u64,
         now_ms: u64,
@@ -650,7 +628,7 @@ impl Store for RedisStore {
 
     async fn check_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         now_ms: u64,
     ) -> Result<TokenCheck, StoreError> {
@@ -659,7 +637,7 @@ impl Store for RedisStore {
 
     async fn consume_token(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         order: &OrderClaim<'_>,
         now_ms: u64,
@@ -672,6 +650,16 @@ impl Store for RedisStore {
     async fn safety(&self) -> Result<Option<StoreSafety>, StoreError> {
         self.safety_in_redis().await
     }
+}
+
+/// `join.lua` as the store runs it (bindings and prelude included) and its KEYS for `room`, in
+/// order: for tests that call the script directly.
+pub fn join_script(room: RoomId<'_>) -> (String, Vec<String>) {
+    let keys = RoomKeys::new(room);
+    (
+        specs::JOIN.source(),
+        specs::JOIN.keys.iter().map(|key| keys.of(*key)).collect(),
+    )
 }
 
 /// 32 bytes from the OS CSPRNG: a new room's secret.

@@ -1,9 +1,10 @@
 //! Presence: `hear.lua` (docs/DESIGN.md "Presence"). Skipping silent tickets is part of the
 //! leader tick (`admit.lua`).
 
+use super::keys::RoomKeys;
 use super::reply::{as_i64, as_string, as_u64, settled_record};
-use super::{Keys, RedisStore};
-use crate::store::{PollAnchor, PolledTicket, QueueCursor, StoreError, TicketRecord};
+use super::RedisStore;
+use crate::store::{PollAnchor, PolledTicket, QueueCursor, RoomId, StoreError, TicketRecord};
 
 /// Most ids in one `hear.lua` call, so one call never blocks Redis for long.
 const HEAR_BATCH: usize = 1000;
@@ -11,7 +12,7 @@ const HEAR_BATCH: usize = 1000;
 impl RedisStore {
     pub(super) async fn hear_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         ids: &[String],
         now_ms: u64,
         positions: bool,
@@ -29,7 +30,7 @@ impl RedisStore {
     /// (grouped by chunk: [`slots_by_chunk`]) and reads nothing back.
     pub(super) async fn mark_heard_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         polled: &[PolledTicket],
         now_ms: u64,
     ) -> Result<(), StoreError> {
@@ -46,7 +47,7 @@ impl RedisStore {
     /// `Store::hear_polled`: `hear.lua` in mode 2, the anchor read in the same step.
     pub(super) async fn hear_polled_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
@@ -71,36 +72,26 @@ impl RedisStore {
     /// [`slots_by_chunk`]).
     async fn run_hear(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         batch: &[String],
         now_ms: u64,
         mode: &str,
     ) -> Result<Vec<redis::Value>, StoreError> {
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.hear.key(keys.key("queue"));
-        invocation
-            .key(keys.key("left"))
-            .key(keys.key("left_count"))
-            .key(keys.key("prequeue"))
-            .key(keys.key("settings"))
-            .key(keys.key("lottery"))
-            .key(keys.key("lottery_mac"))
-            .key(keys.key("lottery_filing"))
-            .key(keys.key("popped"))
-            .key(keys.key("sweep_low"))
-            .key(keys.key(super::settings::GONE))
-            .arg(&keys.prefix)
-            .arg(now_ms)
-            .arg(mode);
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.hear.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("prefix", keys.prefix())
+            .arg("now_ms", now_ms)
+            .arg("mode", mode);
         for id in batch {
-            invocation.arg(id);
+            call.item(&[id]);
         }
         // Being heard from is not a change the client must confirm: like a read, an
         // unanswered call is reported as unavailable (503), never 504. Heard twice is heard
         // once: it may go again when the connection drops.
         let reply = self
             .link
-            .run_script_repeatable(&invocation)
+            .run_repeatable(&call)
             .await
             .map_err(StoreError::for_read)?;
         let expected = match mode {

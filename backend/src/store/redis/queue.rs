@@ -4,13 +4,14 @@
 use redis::Value;
 
 use super::group_commit::Join;
+use super::keys::{Key, RoomKeys};
 use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
-use super::{Keys, RedisStore};
+use super::RedisStore;
 use crate::ids::derived_id;
 use crate::room::opening::draw_key;
 use crate::store::{
     InstantAdmission, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, LeaveOutcome, QueueCursor,
-    QueueDelta, RoomCounts, SseRefresh, StoreError, TicketRecord,
+    QueueDelta, RoomCounts, RoomId, SseRefresh, StoreError, TicketRecord,
 };
 
 /// How `join.lua` is asked to join.
@@ -26,7 +27,7 @@ pub(super) struct JoinMode<'a> {
 impl RedisStore {
     pub(super) async fn join_with_limit_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         dedup_key: Option<&str>,
         new_id: &str,
         limit: Option<&JoinLimit>,
@@ -77,7 +78,7 @@ impl RedisStore {
             ),
             None => (String::new(), "0".into(), "0".into()),
         };
-        // join.lua's `A[1] A[2] A[5] A[7..16]` (the shared A[3], A[4], A[6] go once per call).
+        // An item of join.lua's spec, in its order (the shared arguments go once per call).
         let join = Join {
             args: [
                 new_id.to_owned(),
@@ -105,83 +106,93 @@ impl RedisStore {
             // when the connection drops. Without one it would make a second.
             keyed: dedup_key.is_some(),
         };
-        let reply = self.joins.join(room, join).await?;
-        if let ([id, _, _, expires_at], Some(instant)) = (reply.as_slice(), instant) {
-            // Admitted at once (join.lua's fourth field: the token's expiry).
-            return Ok(JoinReply::Joined(JoinOutcome {
-                ticket: TicketRecord {
-                    id: as_string(id)?,
-                    state: vestibule_shared::TicketState::TokenIssued,
+        let line = self.joins.join(room, join).await?;
+        let mut words = line.split(' ');
+        let outcome = words.next().unwrap_or_default();
+        let mut next = || words.next().unwrap_or_default();
+        let number = |text: &str| {
+            text.parse::<u64>()
+                .map_err(|_| StoreError::Corrupt(format!("join.lua answered {line:?}")))
+        };
+        let (id, created, ticket) = match outcome {
+            "waiting" => {
+                let id = next().to_owned();
+                let created = next() == "1";
+                let position = number(next())?;
+                let ticket = TicketRecord::waiting(&id, position);
+                (id, created, Some(ticket))
+            }
+            "prequeue" => {
+                let id = next().to_owned();
+                let created = next() == "1";
+                let ticket = TicketRecord {
+                    state: vestibule_shared::TicketState::PreQueue,
                     position: None,
-                    entry_token: Some(instant.token.clone()),
-                    token_expires_at_ms: Some(as_u64(expires_at)?),
-                    place_kept: false,
-                },
-                created: true,
-            }));
-        }
-        let [id, created, position] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("join reply needs 3 fields".into()));
+                    ..TicketRecord::waiting(&id, 0)
+                };
+                (id, created, Some(ticket))
+            }
+            "admitted" => {
+                let id = next().to_owned();
+                let expires_at_ms = number(next())?;
+                let Some(instant) = instant else {
+                    return Err(StoreError::Corrupt(
+                        "join.lua admitted a join that carried no token".into(),
+                    ));
+                };
+                return Ok(JoinReply::Joined(JoinOutcome {
+                    ticket: TicketRecord {
+                        id,
+                        state: vestibule_shared::TicketState::TokenIssued,
+                        position: None,
+                        entry_token: Some(instant.token.clone()),
+                        token_expires_at_ms: Some(expires_at_ms),
+                        place_kept: false,
+                    },
+                    created: true,
+                }));
+            }
+            "ended" => (next().to_owned(), false, None),
+            "limited" => {
+                return Ok(JoinReply::RateLimited {
+                    retry_after_ms: number(next())?,
+                })
+            }
+            "sold_out" => return Ok(JoinReply::Refused(JoinRefusal::SoldOut)),
+            "closed" => return Ok(JoinReply::Refused(JoinRefusal::Closed)),
+            "stale" => return Ok(JoinReply::SettingsChanged),
+            "needs_lottery" => {
+                // A random room: join again with the ticket's lottery key (the store remembers
+                // the room is random from now on).
+                if lottery_seed.is_some() {
+                    return Err(StoreError::Corrupt(
+                        "join.lua asked again for lottery keys it was given".into(),
+                    ));
+                }
+                self.note_lottery(room, true);
+                return Box::pin(
+                    self.join_with_limit_in_redis(room, dedup_key, new_id, limit, instant, mode),
+                )
+                .await;
+            }
+            _ => return Err(StoreError::Corrupt(format!("join.lua answered {line:?}"))),
         };
-        let created = as_i64(created)?;
-        let position = as_i64(position)?;
-        if created == -2 {
-            return Ok(JoinReply::RateLimited {
-                retry_after_ms: position.max(0) as u64,
-            });
-        }
-        if created == -3 {
-            return Ok(JoinReply::Refused(JoinRefusal::SoldOut));
-        }
-        if created == -4 {
-            return Ok(JoinReply::Refused(JoinRefusal::Closed));
-        }
-        if created == -5 {
-            return Ok(JoinReply::SettingsChanged);
-        }
-        if created == -7 {
-            return Err(StoreError::RoomDeleted(room.to_owned()));
-        }
-        if created == -6 {
-            // A random room: join again with the ticket's lottery key (the store remembers the
-            // room is random from now on).
-            if lottery_seed.is_some() {
-                return Err(StoreError::Corrupt(
-                    "join.lua asked again for lottery keys it was given".into(),
-                ));
-            }
-            self.note_lottery(room, true);
-            return Box::pin(
-                self.join_with_limit_in_redis(room, dedup_key, new_id, limit, instant, mode),
-            )
-            .await;
-        }
-        let id = as_string(id)?;
-        let ticket = if position > 0 {
-            TicketRecord::waiting(&id, position as u64)
-        } else if position == -3 {
-            TicketRecord {
-                state: vestibule_shared::TicketState::PreQueue,
-                position: None,
-                ..TicketRecord::waiting(&id, 0)
-            }
-        } else {
+        let ticket = match ticket {
+            Some(ticket) => ticket,
             // The deduplicated ticket has been admitted since: read it whole.
-            self.ticket_in_redis(room, &id, now_ms)
+            None => self
+                .ticket_in_redis(room, &id, now_ms)
                 .await?
-                .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?
+                .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?,
         };
-        Ok(JoinReply::Joined(JoinOutcome {
-            ticket,
-            created: created == 1,
-        }))
+        Ok(JoinReply::Joined(JoinOutcome { ticket, created }))
     }
 
     /// `join.lua`'s look-up of a key's ticket, without joining: the dedup entry, else the key's
     /// derived id; only a live ticket counts (see `Store::keyed_ticket`).
     pub(super) async fn keyed_ticket_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         key: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
@@ -190,7 +201,7 @@ impl RedisStore {
             .link
             .bounded(
                 redis::cmd("HGET")
-                    .arg(Keys::new(room).key("dedup"))
+                    .arg(RoomKeys::new(room).of(Key::Dedup))
                     .arg(key)
                     .query_async(&mut connection),
             )
@@ -214,21 +225,21 @@ impl RedisStore {
 
     pub(super) async fn ticket_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
     ) -> Result<Option<TicketRecord>, StoreError> {
-        let keys = Keys::new(room);
+        let keys = RoomKeys::new(room);
         // ZRANK first: if it finds the ticket it is waiting, whatever happens after.
         let mut pipe = redis::pipe();
-        pipe.zrank(keys.key("queue"), id)
-            .sismember(keys.key("prequeue"), id)
+        pipe.zrank(keys.of(Key::Queue), id)
+            .sismember(keys.of(Key::Prequeue), id)
             .cmd("HMGET")
-            .arg(keys.key(&format!("ticket:{id}")))
+            .arg(format!("{}ticket:{id}", keys.prefix()))
             .arg(&["state", "tok", "exp"])
-            .hget(keys.key("settings"), "qmethod")
-            .exists(keys.key("lottery_filing"))
-            .hget(keys.key("lottery_mac"), id);
+            .hget(keys.of(Key::Doc), "qmethod")
+            .exists(keys.of(Key::LotteryFiling))
+            .hget(keys.of(Key::LotteryMac), id);
         type Read = (
             Option<u64>,
             bool,
@@ -251,7 +262,7 @@ impl RedisStore {
                     .link
                     .bounded(
                         redis::cmd("ZRANK")
-                            .arg(keys.key("lottery"))
+                            .arg(keys.of(Key::Lottery))
                             .arg(member)
                             .query_async(&mut connection),
                     )
@@ -277,35 +288,29 @@ impl RedisStore {
 
     pub(super) async fn sse_refresh_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         since: Option<QueueCursor>,
         ids: &[String],
         now_ms: u64,
     ) -> Result<SseRefresh, StoreError> {
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.sse_refresh.key(keys.key("queue"));
-        invocation
-            .key(keys.key("popped"))
-            .key(keys.key("left"))
-            .key(keys.key("left_count"))
-            .key(keys.key("prequeue"))
-            .key(keys.key("settings"))
-            .key(keys.key("lottery"))
-            .key(keys.key("lottery_mac"))
-            .key(keys.key("lottery_filing"))
-            .arg(&keys.prefix);
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.sse_refresh.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("prefix", keys.prefix());
         match since {
-            Some(cursor) => invocation.arg("1").arg(cursor.popped).arg(cursor.left),
-            None => invocation.arg("0").arg(0).arg(0),
+            Some(cursor) => call
+                .arg("has_cursor", "1")
+                .arg("since_popped", cursor.popped)
+                .arg("since_left", cursor.left),
+            None => call
+                .arg("has_cursor", "0")
+                .arg("since_popped", 0)
+                .arg("since_left", 0),
         };
         for id in ids {
-            invocation.arg(id);
+            call.item(&[id]);
         }
-        let reply = self
-            .link
-            .run_script(&invocation)
-            .await
-            .map_err(StoreError::for_read)?;
+        let reply = self.link.run(&call).await.map_err(StoreError::for_read)?;
         let number = |index: usize| {
             reply
                 .get(index)
@@ -365,28 +370,19 @@ impl RedisStore {
 
     pub(super) async fn leave_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         id: &str,
         now_ms: u64,
         keep_ms: u64,
     ) -> Result<LeaveOutcome, StoreError> {
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.leave.key(keys.key("queue"));
-        invocation
-            .key(keys.key("active"))
-            .key(keys.key("left"))
-            .key(keys.key("left_count"))
-            .key(keys.key("prequeue"))
-            .key(keys.key("prequeue_order"))
-            .key(keys.key("prequeue_mac"))
-            .key(keys.key("lottery"))
-            .key(keys.key("lottery_mac"))
-            .key(keys.key(super::settings::GONE))
-            .arg(id)
-            .arg(now_ms)
-            .arg(keep_ms)
-            .arg(&keys.prefix);
-        let reply = self.link.run_script(&invocation).await?;
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.leave.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("id", id)
+            .arg("now_ms", now_ms)
+            .arg("keep_ms", keep_ms)
+            .arg("prefix", keys.prefix());
+        let reply = self.link.run(&call).await?;
         let (outcome, state) = two_strings(&reply)?;
         Ok(match outcome.as_str() {
             "LEFT" => LeaveOutcome::Left,
@@ -397,13 +393,13 @@ impl RedisStore {
 
     pub(super) async fn counts_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         now_ms: u64,
     ) -> Result<RoomCounts, StoreError> {
-        let keys = Keys::new(room);
+        let keys = RoomKeys::new(room);
         let mut pipe = redis::pipe();
-        pipe.zcard(keys.key("queue"))
-            .zcount(keys.key("active"), format!("({now_ms}"), "+inf");
+        pipe.zcard(keys.of(Key::Queue))
+            .zcount(keys.of(Key::Active), format!("({now_ms}"), "+inf");
         let mut connection = self.link.connection.clone();
         let (waiting, active): (u64, u64) = self
             .link

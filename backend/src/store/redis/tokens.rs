@@ -1,33 +1,34 @@
 //! Entry tokens: `token.lua`, for a check and for an order's consume.
 
+use super::keys::RoomKeys;
 use super::reply::{as_string, two_strings};
-use super::{Keys, RedisStore};
-use crate::store::{OrderClaim, StoreError, TokenCheck, TokenUse};
+use super::RedisStore;
+use crate::store::{OrderClaim, RoomId, StoreError, TokenCheck, TokenUse};
 
 impl RedisStore {
     /// `token.lua`: a check (`order` = `None`) or an order's consume.
     async fn run_token_script(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         now_ms: u64,
         order: Option<&OrderClaim<'_>>,
         keep_ms: u64,
     ) -> Result<TokenUse, StoreError> {
-        let keys = Keys::new(room);
-        let mut invocation = self.scripts.token.key(keys.key("active"));
-        invocation
-            .key(keys.key("settings"))
-            .key(keys.key(super::settings::GONE));
-        invocation
-            .arg(token)
-            .arg(now_ms)
-            .arg(if order.is_some() { "1" } else { "0" })
-            .arg(keep_ms)
-            .arg(&keys.prefix)
-            .arg(order.and_then(|o| o.idempotency_key).unwrap_or_default())
-            .arg(order.map(|o| o.receipt).unwrap_or_default());
-        let reply = self.link.run_script(&invocation).await?;
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.token.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("token", token)
+            .arg("now_ms", now_ms)
+            .arg("consume", if order.is_some() { "1" } else { "0" })
+            .arg("keep_ms", keep_ms)
+            .arg("prefix", keys.prefix())
+            .arg(
+                "order_key",
+                order.and_then(|o| o.idempotency_key).unwrap_or_default(),
+            )
+            .arg("receipt", order.map(|o| o.receipt).unwrap_or_default());
+        let reply = self.link.run(&call).await?;
         let (verdict, ticket_id) = two_strings(&reply)?;
         Ok(match verdict.as_str() {
             "VALID" => TokenUse::Consumed { ticket_id },
@@ -44,7 +45,7 @@ impl RedisStore {
 
     pub(super) async fn check_token_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         now_ms: u64,
     ) -> Result<TokenCheck, StoreError> {
@@ -62,7 +63,7 @@ impl RedisStore {
 
     pub(super) async fn consume_token_in_redis(
         &self,
-        room: &str,
+        room: RoomId<'_>,
         token: &str,
         order: &OrderClaim<'_>,
         now_ms: u64,

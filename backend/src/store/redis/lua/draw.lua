@@ -1,5 +1,5 @@
 -- One step of the draw of a scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"):
--- places the next ARGV[5] pre-queue tickets in drawn order, and ends the draw when none is left.
+-- places the next `per_step` pre-queue tickets in drawn order, and ends the draw when none is left.
 -- Fenced like admit.lua; refused when the draw is made already.
 -- The order is kept since the joins: `prequeue_order` is a ZSET, every score 0, of members
 -- `hex(HMAC-SHA256(seed, tag)) .. tag .. id` (64 + 12 characters, then the id; written by
@@ -17,22 +17,22 @@
 -- pre-queue, no admission, no skips) and the last step leaves every seq distinct. The seqs left
 -- in the list at the end (as many as leavers) held nobody by then: their last-heard slots are
 -- cleared.
--- KEYS[1] leader   KEYS[2] epoch   KEYS[3] queue (ZSET)   KEYS[4] prequeue (SET of ids)
--- KEYS[5] draw (HASH: seed, started_ms, placed, then drawn_ms, count)
--- KEYS[6] draw_tags (LIST)   KEYS[7] prequeue_order (ZSET)   KEYS[8] prequeue_mac (HASH id -> member)
--- KEYS[9] prequeue_seqs (LIST)
--- ARGV[1] holder   ARGV[2] epoch   ARGV[3] key prefix   ARGV[4] now ms   ARGV[5] places per step
--- ARGV[6] lease ms: every step renews the leader's lease, as admit.lua does
+-- KEYS: room leader epoch queue prequeue draw draw_tags prequeue_order prequeue_mac prequeue_seqs
+-- ARGV: generation holder fence prefix now_ms per_step lease_ms
+-- queue: ZSET; prequeue: SET of ids; draw: HASH seed, started_ms, placed, then drawn_ms, count;
+-- draw_tags: LIST; prequeue_order: ZSET; prequeue_mac: HASH id -> member; prequeue_seqs: LIST.
+-- holder, fence: the lease holder and its epoch; every step renews its lease, as admit.lua does.
 -- Returns {DRAWN, count} (the last step), {PLACED, placed so far} (call again), {ALREADY},
 -- {FENCED} or {NO_SEED}.
--- KEYS[10] gone (the room's tombstone): a deleted room is drawn no more, as if fenced (its keys
--- are being purged: a place written behind the purge's SCAN would outlive it).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2]
-    or redis.call('EXISTS', KEYS[10]) == 1 then
+local refused = refusal(room, generation)
+if refused then
+  return refused
+end
+if redis.call('GET', leader) ~= holder or redis.call('GET', epoch) ~= fence then
   return {'FENCED'}
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-local record = redis.call('HMGET', KEYS[5], 'seed', 'drawn_ms', 'count', 'placed')
+redis.call('PEXPIRE', leader, lease_ms)
+local record = redis.call('HMGET', draw, 'seed', 'drawn_ms', 'count', 'placed')
 if not record[1] then
   return {'NO_SEED'}
 end
@@ -41,21 +41,20 @@ if record[2] then
 end
 if not record[4] then
   -- From now on a join is an ordinary one (join.lua reads `started_ms`).
-  redis.call('HSET', KEYS[5], 'started_ms', ARGV[4], 'placed', 0)
+  redis.call('HSET', draw, 'started_ms', now_ms, 'placed', 0)
 end
 local placed = tonumber(record[4] or '0')
 local BATCH = 1000 -- unpack() takes at most a few thousand values
-local popped = redis.call('ZPOPMIN', KEYS[7], tonumber(ARGV[5]))
+local popped = redis.call('ZPOPMIN', prequeue_order, tonumber(per_step))
 local k = #popped / 2
 local seqs = {}
 if k > 0 then
-  seqs = redis.call('LPOP', KEYS[9], k) or {}
+  seqs = redis.call('LPOP', prequeue_seqs, k) or {}
   if #seqs < k then
     return redis.error_reply('draw: the pre-queue holds fewer seqs than tickets')
   end
 end
-local prefix = ARGV[3]
-local now_s = math.floor(tonumber(ARGV[4]) / 1000)
+local now_s = math.floor(tonumber(now_ms) / 1000)
 -- Last-heard slots (u32 big-endian at byte (seq mod 65536) * 4 of `seen:<seq / 65536>`, as
 -- BITFIELD writes them): one SETRANGE per run of consecutive seqs in one chunk (a pre-queue's
 -- seqs are mostly consecutive), not one BITFIELD operation per seq.
@@ -84,18 +83,18 @@ for from = 1, k, BATCH do
     zadd[#zadd + 1] = string.sub(member, 77)
     tags[#tags + 1] = string.sub(member, 65, 76)
   end
-  redis.call('ZADD', KEYS[3], unpack(zadd))
-  redis.call('RPUSH', KEYS[6], unpack(tags))
+  redis.call('ZADD', queue, unpack(zadd))
+  redis.call('RPUSH', draw_tags, unpack(tags))
 end
 set_seen(seqs, now_s)
 placed = placed + k
 if k > 0 then
-  redis.call('HSET', KEYS[5], 'placed', placed)
+  redis.call('HSET', draw, 'placed', placed)
 end
-if redis.call('ZCARD', KEYS[7]) > 0 then
+if redis.call('ZCARD', prequeue_order) > 0 then
   return {'PLACED', placed}
 end
-set_seen(redis.call('LRANGE', KEYS[9], 0, -1), 0)
-redis.call('DEL', KEYS[4], KEYS[8], KEYS[9])
-redis.call('HSET', KEYS[5], 'drawn_ms', ARGV[4], 'count', placed)
+set_seen(redis.call('LRANGE', prequeue_seqs, 0, -1), 0)
+redis.call('DEL', prequeue, prequeue_mac, prequeue_seqs)
+redis.call('HSET', draw, 'drawn_ms', now_ms, 'count', placed)
 return {'DRAWN', placed}
