@@ -8,7 +8,7 @@
 //! written whatever happens.
 
 use redis::AsyncCommands as _;
-use vestibule::store::redis::{join_script, RedisStore};
+use vestibule::store::redis::{script_parts, RedisStore};
 use vestibule::store::{Catalog, RoomId, Settings};
 use vestibule_tests::RedisServer;
 
@@ -50,7 +50,7 @@ async fn call(
     connection: &mut redis::aio::MultiplexedConnection,
     joins: &[Vec<String>],
 ) -> redis::RedisResult<String> {
-    let (source, keys) = join_script(room());
+    let (source, keys) = script_parts("join", room()).expect("join.lua");
     let script = redis::Script::new(&source);
     let mut invocation = script.prepare_invoke();
     for key in keys {

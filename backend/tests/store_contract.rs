@@ -336,7 +336,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
 
     redis.restart();
     // The lease reports the room lost (its document went with Redis); the replica writes back
-    // the document it holds (`restore_room`), and the next lease its copy of the secret.
+    // the document it holds (`write_back_room`), and the next lease its copy of the secret.
     let lost = until_ok(|| async {
         match a.lease(room_id(ROOM), "a", LEASE_MS).await {
             Err(vestibule::store::StoreError::RoomLost(_)) => Ok(()),
@@ -347,7 +347,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
         }
     });
     lost.await;
-    a.restore_room(ROOM, &held).await.unwrap();
+    a.write_back_room(ROOM, &held).await.unwrap();
     a.lease(room_id(ROOM), "a", LEASE_MS).await.unwrap();
     assert_eq!(stored_secret(&a).await, Some(secret.clone()));
     let after = until_ok(|| async { a.join(room_id(ROOM), Some("k:x"), &random_id()).await }).await;

@@ -1,15 +1,16 @@
 //! Reading and loading Redis directly, in the key layout the server uses (ARCHITECTURE.md):
-//! `vestibule:{room}:queue` (ZSET ticket id → arrival seq), `vestibule:{room}:seq` (counter),
-//! `vestibule:{room}:ticket:{id}` (HASH state, tok, exp once admitted).
+//! `vestibule:{room}:g1:queue` (ZSET ticket id → arrival seq), `vestibule:{room}:g1:seq`
+//! (counter), `vestibule:{room}:g1:ticket:{id}` (HASH state, tok, exp once admitted). The bench's
+//! rooms are created once each, on a Redis of their own: generation 1.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-/// The key of `name` in `room`, e.g. `vestibule:{main}:queue`.
+/// The key of `name` in `room`'s first generation, e.g. `vestibule:{main}:g1:queue`.
 pub fn key(room: &str, name: &str) -> String {
-    format!("vestibule:{{{room}}}:{name}")
+    format!("vestibule:{{{room}}}:g1:{name}")
 }
 
 /// `INFO <section>` as a map of `field → value`.

@@ -67,15 +67,15 @@ async fn rooms_spread_over_the_masters_each_on_one_slot_and_the_catalog_on_one()
     for room in &rooms {
         let (status, ticket) = app.join(room, Some(&format!("{room}-key"))).await;
         assert!(status.is_success(), "{room}: {status}");
-        // Every key of the room is on the master of its slot, the queue and settings included:
+        // Every key of the room is on the master of its slot, the queue and document included:
         // asked without following redirections, that master has them.
-        let queue = format!("vestibule:{{{room}}}:queue");
-        let settings = format!("vestibule:{{{room}}}:settings");
+        let queue = format!("vestibule:{{{room}}}:g1:queue");
+        let document = format!("vestibule:{{{room}}}:room");
         let slot = cluster.key_slot(&queue);
-        assert_eq!(cluster.key_slot(&settings), slot);
+        assert_eq!(cluster.key_slot(&document), slot);
         let master = cluster.master_of_slot(slot);
-        assert_eq!(cluster.cli(master, &["EXISTS", &settings]), "1", "{room}");
-        let ticket_key = format!("vestibule:{{{room}}}:ticket:{}", ticket.ticket_id);
+        assert_eq!(cluster.cli(master, &["EXISTS", &document]), "1", "{room}");
+        let ticket_key = format!("vestibule:{{{room}}}:g1:ticket:{}", ticket.ticket_id);
         if ticket.status == TicketState::TokenIssued {
             assert_eq!(cluster.cli(master, &["EXISTS", &ticket_key]), "1", "{room}");
         }
@@ -86,17 +86,12 @@ async fn rooms_spread_over_the_masters_each_on_one_slot_and_the_catalog_on_one()
         masters.len() >= 2,
         "12 rooms all on one master: {masters:?}"
     );
-    // The catalog's keys share one slot, and its master holds all of them.
-    let catalog = [
-        "vestibule:{_catalog}:rooms",
-        "vestibule:{_catalog}:incarnations",
-        "vestibule:{_catalog}:deleted",
-    ];
-    let slot = cluster.key_slot(catalog[0]);
-    assert!(catalog.iter().all(|key| cluster.key_slot(key) == slot));
-    let master = cluster.master_of_slot(slot);
-    assert_eq!(cluster.cli(master, &["SCARD", catalog[0]]), "13");
-    // A deletion (marks in the catalog's slot, purge on the room's) works across slots.
+    // The index of rooms is one key, on its master.
+    let index = "vestibule:{_catalog}:rooms";
+    let master = cluster.master_of_key(index);
+    assert_eq!(cluster.cli(master, &["SCARD", index]), "13");
+    // A deletion (the document and the purge on the room's slot, the index on its own) works
+    // across slots.
     let response = app
         .client
         .delete(app.url(&format!("{}?force=true", paths::admin_room("drop-3"))))
@@ -105,8 +100,12 @@ async fn rooms_spread_over_the_masters_each_on_one_slot_and_the_catalog_on_one()
         .await
         .expect("delete");
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
-    assert_eq!(cluster.cli(master, &["HEXISTS", catalog[2], "drop-3"]), "1");
-    let room_master = cluster.master_of_key("vestibule:{drop-3}:queue");
+    assert_eq!(cluster.cli(master, &["SISMEMBER", index, "drop-3"]), "0");
+    let room_master = cluster.master_of_key("vestibule:{drop-3}:room");
+    assert_eq!(
+        cluster.cli(room_master, &["HGET", "vestibule:{drop-3}:room", "state"]),
+        "deleted"
+    );
     let left = cluster.cli(
         room_master,
         &["--scan", "--pattern", "vestibule:{drop-3}:*"],
@@ -116,10 +115,10 @@ async fn rooms_spread_over_the_masters_each_on_one_slot_and_the_catalog_on_one()
         left,
         BTreeSet::from([
             "vestibule:{drop-3}:audit",
-            "vestibule:{drop-3}:gone",
-            "vestibule:{drop-3}:secret"
+            "vestibule:{drop-3}:gen",
+            "vestibule:{drop-3}:room"
         ]),
-        "the purge leaves the audit log, the tombstone and the secret (kept with the slug) only"
+        "the purge leaves the audit log, the counter and the document only"
     );
     // `/readyz` reads every node's settings.
     let (status, ready) = app.get_json(paths::READYZ).await;
@@ -215,7 +214,7 @@ async fn a_master_killed_mid_sale_fails_over_and_the_room_keeps_its_line() {
         assert_eq!(ticket.position, Some(i as u64 + 1));
         ids.push(ticket.ticket_id);
     }
-    let master = cluster.master_of_key("vestibule:{flash}:queue");
+    let master = cluster.master_of_key("vestibule:{flash}:room");
     let seen: Arc<Mutex<HashMap<String, Seen>>> = Arc::default();
 
     // The sale: admitted at RATE a second; shoppers poll and the first ten order at once.
@@ -311,7 +310,7 @@ async fn a_master_killed_mid_sale_fails_over_and_the_room_keeps_its_line() {
     assert!(readiness
         .iter()
         .all(|&status| status == 200 || status == 503));
-    let promoted = cluster.master_of_key("vestibule:{flash}:queue");
+    let promoted = cluster.master_of_key("vestibule:{flash}:room");
     assert_ne!(promoted, master);
     println!(
         "failover: the room answered again {:.2} s after the kill (new master :{promoted})",

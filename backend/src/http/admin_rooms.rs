@@ -137,8 +137,18 @@ pub async fn create_room(
     let defaults = state.default_settings();
     check_opening(&defaults, &patch)?;
     let settings = defaults.patched(&patch);
-    let Some(created) = state.store.create_room(&room, &settings).await? else {
-        return Err(ApiError::RoomExists(room));
+    let created = match state.store.create_room(&room, &settings).await? {
+        Some(created) => created,
+        // The same create again, before any change of the room it made (a retry after a 504,
+        // whose first try Redis took): answered as that create was.
+        None => match state.store.room_doc(&room).await? {
+            Some(RoomDoc::Live(live))
+                if live.settings == settings && live.version == live.generation =>
+            {
+                live
+            }
+            _ => return Err(ApiError::RoomExists(room)),
+        },
     };
     let id = RoomId::new(&room, created.generation);
     // A random room's keys need its seed before the first join (docs/DESIGN.md "Random

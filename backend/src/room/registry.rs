@@ -144,9 +144,14 @@ impl Rooms {
                     }
                     Some(room) if room.generation > settings.generation => {}
                     _ => {
+                        let generation = settings.generation;
                         let runtime = RoomRuntime::new(slug.to_owned(), settings, tokens.clone());
                         if self.put(Arc::new(runtime)).is_some() {
-                            tracing::info!(room = %slug, "room created (through another replica): started here");
+                            if running.is_some() {
+                                tracing::info!(room = %slug, generation, "room deleted and created again (through another replica): restarted here");
+                            } else {
+                                tracing::info!(room = %slug, generation, "room created (through another replica): started here");
+                            }
                         }
                     }
                 }
@@ -164,7 +169,10 @@ impl Rooms {
             }
             None => {
                 let Some(room) = running else { return };
-                match store.restore_room(slug, &room.versioned_settings()).await {
+                match store
+                    .write_back_room(slug, &room.versioned_settings())
+                    .await
+                {
                     Ok(in_force) => room.take_restored(in_force),
                     Err(StoreError::RoomGone(_)) => {}
                     Err(error) => {

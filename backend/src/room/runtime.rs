@@ -205,7 +205,7 @@ impl RoomRuntime {
     }
 
     /// Replaces the cached settings with those the store holds after it lost the room and a
-    /// replica wrote it back (`Catalog::restore_room`): the first replica's copy wins, whatever
+    /// replica wrote it back (`Catalog::write_back_room`): the first replica's copy wins, whatever
     /// version this one held.
     pub fn take_restored(&self, settings: VersionedSettings) {
         if settings.generation == self.generation {

@@ -111,7 +111,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 Err(crate::store::StoreError::RoomLost(_)) => {
                     // Redis restarted without persistence: written back as this runtime holds
                     // it (the first replica to write it wins).
-                    restore_document(&*store, &room).await
+                    write_back_document(&*store, &room).await
                 }
                 Err(error) => Err(error),
             },
@@ -380,14 +380,14 @@ pub fn instant_bank_max(rate_per_sec: f64, paused: bool, tick: Duration) -> u64 
 }
 
 /// Writes back the room's document the store lost (Redis restarted without persistence) as
-/// `room`'s runtime holds it, only while it is still missing (`Catalog::restore_room`: the
+/// `room`'s runtime holds it, only while it is still missing (`Catalog::write_back_room`: the
 /// first replica's copy wins), and takes the document in force.
-async fn restore_document(
+async fn write_back_document(
     store: &dyn Store,
     room: &RoomRuntime,
 ) -> Result<(), crate::store::StoreError> {
     let in_force = store
-        .restore_room(&room.name, &room.versioned_settings())
+        .write_back_room(&room.name, &room.versioned_settings())
         .await?;
     room.take_restored(in_force);
     Ok(())

@@ -123,7 +123,7 @@ pub trait Catalog: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::RoomGone`] when the document found says deleted or another generation.
-    async fn restore_room(
+    async fn write_back_room(
         &self,
         slug: &str,
         held: &VersionedSettings,

@@ -31,7 +31,7 @@ pub enum StoreError {
     RoomGone(String),
     /// The room's document is missing: the store lost it (Redis restarted without persistence,
     /// or the key was removed by hand). A replica running the room writes back the document it
-    /// holds ([`Catalog::restore_room`](crate::store::Catalog::restore_room)) within a tick.
+    /// holds ([`Catalog::write_back_room`](crate::store::Catalog::write_back_room)) within a tick.
     /// Answered 503 `store_unavailable`.
     #[error("store unavailable: room {0:?} is missing from the store; a replica running it writes it back within a tick")]
     RoomLost(String),

@@ -482,7 +482,7 @@ pub trait Store: Catalog + Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::RoomGone`] when `room`'s generation is not the live one;
     /// [`StoreError::RoomLost`] when the store lost the room (the caller writes back the document
-    /// it holds, [`Catalog::restore_room`]); else the call's error.
+    /// it holds, [`Catalog::write_back_room`]); else the call's error.
     async fn lease(
         &self,
         room: RoomId<'_>,

@@ -206,24 +206,9 @@ async fn a_skipped_ticket_expires_after_its_hold_and_heartbeats_keep_a_place(bac
     assert_eq!(body["error"], "invalid_field");
 }
 
-/// `vestibule:{main}:` key `name`.
-pub(crate) fn main_key(name: &str) -> String {
-    format!("vestibule:{{main}}:{name}")
-}
-
-/// Runs the store's script `backend/src/store/redis/lua/<name>.lua` on `redis` (`EVAL`) with the
-/// keys `vestibule:{main}:<key>` and `args`; answers `redis-cli`'s output.
-pub(crate) fn run_script(redis: &RedisServer, name: &str, keys: &[&str], args: &[&str]) -> String {
-    let script = std::fs::read_to_string(
-        vestibule_tests::workspace_root().join(format!("backend/src/store/redis/lua/{name}.lua")),
-    )
-    .expect("the script");
-    let keys: Vec<String> = keys.iter().map(|key| main_key(key)).collect();
-    let count = keys.len().to_string();
-    let mut all = vec!["EVAL", script.as_str(), count.as_str()];
-    all.extend(keys.iter().map(String::as_str));
-    all.extend_from_slice(args);
-    redis.cli(&all)
+/// `main`'s key `name` of its first generation (`vestibule:{main}:g1:`).
+fn main_key(name: &str) -> String {
+    format!("vestibule:{{main}}:g1:{name}")
 }
 
 /// The `seen:` slot (Unix seconds) of `ticket` in `main`, read from Redis.
@@ -293,93 +278,4 @@ async fn polls_answered_from_memory_write_their_slots_and_bring_back_nobody() {
     assert_eq!(app.poll("main", &leaver).await.status, TicketState::Left);
     let (_, room) = app.get_json(&paths::room("main")).await;
     assert_eq!(room["waiting"], 11, "{room}");
-}
-
-/// `hear.lua` run on its own. Mode 3 (the batch of polls answered from memory): slots of two
-/// chunks written by chunk; nothing written below `sweep_low` (a chunk `admit.lua` deleted would
-/// be made again, and never deleted) nor when nobody waits. A deleted room (its tombstone set,
-/// its keys being purged: a probe saw a batch land between the purge's `UNLINK` of a `seen:`
-/// chunk and that of the queue, and the chunk stay for good) is written in no mode: no slot,
-/// no skipped ticket taken back, its tickets unknown.
-#[test]
-fn the_heard_batch_writes_no_chunk_admit_deleted_nor_a_gone_room() {
-    let redis = RedisServer::start();
-    let keys = [
-        "queue",
-        "left",
-        "left_count",
-        "prequeue",
-        "settings",
-        "lottery",
-        "lottery_mac",
-        "lottery_filing",
-        "popped",
-        "sweep_low",
-        "gone",
-    ];
-    let now_ms = "1800000000123";
-    let prefix = main_key("");
-    let hear = |mode: &str, ids_or_slots: &[&str]| {
-        let mut args = vec![prefix.as_str(), now_ms, mode];
-        args.extend_from_slice(ids_or_slots);
-        run_script(&redis, "hear", &keys, &args)
-    };
-    let heard = |slots: &[&str]| hear("3", slots);
-    let slot = |chunk: u64, index: u64| {
-        redis.cli(&[
-            "BITFIELD",
-            &main_key(&format!("seen:{chunk}")),
-            "GET",
-            "u32",
-            &format!("#{index}"),
-        ])
-    };
-    // Nobody waits (a gone room): nothing is made.
-    assert_eq!(heard(&["0", "1", "#5"]), "");
-    assert_eq!(redis.cli(&["EXISTS", &main_key("seen:0")]), "0");
-    // Somebody waits: two chunks, three slots.
-    redis.cli(&["ZADD", &main_key("queue"), "65541", "someone"]);
-    heard(&["0", "1", "#5", "1", "2", "#5", "#9"]);
-    assert_eq!(slot(0, 5), "1800000000");
-    assert_eq!(slot(1, 5), "1800000000");
-    assert_eq!(slot(1, 9), "1800000000");
-    assert_eq!(slot(1, 6), "0");
-    // Chunk 0 deleted by admit.lua's sweep (sweep_low 1): written no more.
-    redis.cli(&["DEL", &main_key("seen:0")]);
-    redis.cli(&["SET", &main_key("sweep_low"), "1"]);
-    heard(&["0", "1", "#7", "1", "1", "#6"]);
-    assert_eq!(redis.cli(&["EXISTS", &main_key("seen:0")]), "0");
-    assert_eq!(slot(1, 6), "1800000000");
-
-    // The room deleted (tombstone), its purge under way: the queue and a skipped ticket within
-    // its hold are still there, the `seen:` chunks already gone.
-    redis.cli(&["DEL", &main_key("seen:1"), &main_key("sweep_low")]);
-    redis.cli(&[
-        "HSET",
-        &main_key("ticket:held"),
-        "state",
-        "HELD",
-        "seq",
-        "65542",
-        "exp",
-        "1900000000000",
-    ]);
-    redis.cli(&["SET", &main_key("gone"), now_ms]);
-    heard(&["1", "1", "#5"]);
-    let answered = hear("0", &["someone", "held"]);
-    assert_eq!(
-        answered.lines().filter(|line| *line == "0").count(),
-        2,
-        "both unknown: {answered:?}"
-    );
-    assert_eq!(redis.cli(&["EXISTS", &main_key("seen:1")]), "0");
-    assert_eq!(
-        redis.cli(&["ZSCORE", &main_key("queue"), "held"]),
-        "",
-        "the held ticket was not taken back"
-    );
-    // Without the tombstone the same hear takes it back (the check above is not vacuous).
-    redis.cli(&["DEL", &main_key("gone")]);
-    hear("0", &["someone", "held"]);
-    assert_eq!(redis.cli(&["ZSCORE", &main_key("queue"), "held"]), "65542");
 }

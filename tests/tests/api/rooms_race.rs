@@ -29,7 +29,7 @@ const SLUGS: [&str; 2] = ["race-a", "race-b"];
 const TICK: Duration = Duration::from_millis(100);
 /// How long after an acknowledgement a replica may still serve what it replaced: a tick, and
 /// room for a busy two-core machine running both replicas, Redis and the clients.
-const BOUND: Duration = Duration::from_millis(600);
+const BOUND: Duration = Duration::from_millis(400);
 
 /// A small deterministic generator (SplitMix64): the interleavings follow from the seed.
 struct Dice(u64);

@@ -97,40 +97,36 @@ async fn two_replicas_on_one_redis_share_rooms_created_changed_and_deleted_at_ru
         .await,
         "B still answers for the deleted room"
     );
-    // Its line and tickets are gone from Redis (a follower's last lease call may write the
-    // settings back until it stops the room: a create clears them).
+    // Its line and tickets are gone from Redis, and its document says deleted.
     for pattern in [
-        "vestibule:{drop-7}:ticket:*",
-        "vestibule:{drop-7}:queue",
-        "vestibule:{drop-7}:active",
+        "vestibule:{drop-7}:g*:ticket:*",
+        "vestibule:{drop-7}:g*:queue",
+        "vestibule:{drop-7}:g*:active",
     ] {
         let keys = redis.cli(&["--scan", "--pattern", pattern]);
         assert_eq!(keys.trim(), "", "left behind: {keys}");
     }
     assert_eq!(
-        redis.cli(&["HEXISTS", "vestibule:{_catalog}:deleted", "drop-7"]),
-        "1"
+        redis.cli(&["HGET", "vestibule:{drop-7}:room", "state"]),
+        "deleted"
     );
-    // Nothing of the room but its audit log, its secret (kept with the slug) and its tombstone
-    // stays once both replicas have stopped it: no replica's lease writes its settings or epoch
-    // back.
+    // Nothing of the room but its document, its counter and its audit log stays once both
+    // replicas have stopped it: no replica's lease writes its settings or epoch back.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut left = redis.cli(&["--scan", "--pattern", "vestibule:{drop-7}:*"]);
     left = left
         .lines()
-        .filter(|key| !key.ends_with(":audit") && !key.ends_with(":gone"))
-        .filter(|key| !key.ends_with(":secret"))
+        .filter(|key| !key.ends_with(":audit") && !key.ends_with(":room"))
+        .filter(|key| !key.ends_with(":gen"))
         .collect::<Vec<_>>()
         .join(" ");
     assert_eq!(left, "", "left behind after the delete");
 }
 
-/// Found by a black-box probe: a room deleted through one replica and created again at once had
-/// the other replica keep the old room (its settings, its streams, its rate) because the new
-/// room's settings version started again below the one it held; and changes or joins through a
-/// replica that had not seen a deletion yet answered 500 and wrote a partial settings hash. Now
-/// every creation has an incarnation (the registry restarts a room whose incarnation changed),
-/// and a deleted room's tombstone makes its scripts answer 410 `room_deleted`.
+/// A room deleted through one replica and created again at once is the new room on the other
+/// replica within a tick (its settings, its streams, its rate), whatever version the old one had
+/// reached; and changes or joins through a replica that has not seen a deletion yet answer 410
+/// `room_deleted` and write nothing (every script checks the room's generation first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_deleted_and_created_again_at_once_is_the_new_room_on_every_replica() {
     let redis = RedisServer::start();
@@ -214,9 +210,9 @@ async fn a_room_deleted_and_created_again_at_once_is_the_new_room_on_every_repli
         join.status()
     );
     assert_eq!(
-        redis.cli(&["EXISTS", "vestibule:{rr}:settings"]).trim(),
-        "0",
-        "a change after the delete wrote settings"
+        redis.cli(&["HGET", "vestibule:{rr}:room", "state"]).trim(),
+        "deleted",
+        "a change after the delete wrote the document"
     );
 }
 
@@ -238,59 +234,33 @@ async fn info_status(app: &TestApp, room: &str) -> StatusCode {
         .status()
 }
 
-/// A replica that finds a room it runs under another incarnation (deleted and created again
-/// elsewhere) reads the new room's settings before it swaps runtimes, and swaps them in one
-/// step: a CI run caught a replica answering 404 `room_not_found` for a room that existed while
-/// it read them. Here the store is held for a second as a creation leaves it before it writes
-/// the settings (listed under the new incarnation, the deleted room's tombstone still there):
-/// the room must be served throughout, the old runtime must write nothing (its lease is refused
-/// by the tombstone), and once the settings and the tombstone change in one step, as
-/// `init_room.lua` does, the room is restarted.
+/// A replica that finds a later generation of a room it runs (deleted and created again
+/// elsewhere between two of its syncs) puts the new runtime in the old one's place in one step:
+/// the room is answered throughout, and the new generation takes joins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_created_again_elsewhere_is_served_throughout_its_restart_here() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
-    let (status, _, body) = create(&app, json!({"room": "rr"})).await;
+    let (status, _, body) = create(&app, json!({"room": "rr", "paused": true})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // In one step, so that no sync sees half of it.
-    let held = redis.cli(&[
+    // Generation 1 deleted and generation 2 created, as a sync between the two sees it: in one
+    // step, the document of the next generation with the same settings.
+    let recreated = redis.cli(&[
         "EVAL",
-        "redis.call('SET', KEYS[2], '1') redis.call('HSET', KEYS[3], 'rr', 'another') \
-         return redis.call('RENAME', KEYS[1], KEYS[4])",
-        "4",
-        "vestibule:{rr}:settings",
-        "vestibule:{rr}:gone",
-        "vestibule:{_catalog}:incarnations",
-        "vestibule:{rr}:held",
+        "local n = redis.call('INCR', KEYS[2]) \
+         redis.call('HSET', KEYS[1], 'gen', n, 'ver', n, 'state', 'live') return n",
+        "2",
+        "vestibule:{rr}:room",
+        "vestibule:{rr}:gen",
     ]);
-    assert_eq!(held, "OK");
-    let held_until = Instant::now() + Duration::from_secs(1);
+    assert_eq!(recreated, "2");
+    let until = Instant::now() + Duration::from_secs(1);
     let mut answers = 0;
-    while Instant::now() < held_until {
+    while Instant::now() < until {
         let status = info_status(&app, "rr").await;
         assert_eq!(status, StatusCode::OK, "after {answers} answers");
         answers += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        redis.cli(&["EXISTS", "vestibule:{rr}:settings"]),
-        "0",
-        "the old runtime wrote settings"
-    );
-    assert!(!app.log().contains("restarted here"), "{}", app.log());
-    let settled = redis.cli(&[
-        "EVAL",
-        "redis.call('DEL', KEYS[1]) return redis.call('RENAME', KEYS[2], KEYS[3])",
-        "3",
-        "vestibule:{rr}:gone",
-        "vestibule:{rr}:held",
-        "vestibule:{rr}:settings",
-    ]);
-    assert_eq!(settled, "OK");
-    let restarted_until = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < restarted_until {
-        assert_eq!(info_status(&app, "rr").await, StatusCode::OK);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
@@ -300,32 +270,25 @@ async fn a_room_created_again_elsewhere_is_served_throughout_its_restart_here() 
     );
     let response = app.join_request("rr").send().await.expect("join");
     assert!(response.status().is_success(), "{}", response.status());
+    assert_eq!(redis.cli(&["ZCARD", "vestibule:{rr}:g2:queue"]), "1");
 }
 
-/// A replica reads the list of rooms, then the deleted marks, then the incarnations. A room
-/// deleted and created again between the first read and the others is missing from the list,
-/// no longer marked deleted, and under another incarnation. It is neither taken for one Redis
-/// lost and listed again with the old room's settings, nor stopped (a 410 for a room that
-/// exists): it is left to the next sync, which finds it listed and restarts it. The store is
-/// held here as those reads saw it.
+/// The index of rooms is derived from the documents: a live room missing from it (a create whose
+/// last step did not reach the store, a key removed by hand) is served throughout and put back
+/// in the index by the next sync; a deleted one left in it is taken out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_room_missing_from_the_list_under_another_incarnation_is_left_to_the_next_sync() {
+async fn a_room_missing_from_the_index_is_served_and_indexed_again() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     let (status, _, body) = create(&app, json!({"room": "rr"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // In one step, so that no sync sees half of it.
-    let unlisted = redis.cli(&[
-        "EVAL",
-        "redis.call('HSET', KEYS[2], 'rr', 'another') return redis.call('SREM', KEYS[1], 'rr')",
-        "2",
-        "vestibule:{_catalog}:rooms",
-        "vestibule:{_catalog}:incarnations",
-    ]);
-    assert_eq!(unlisted, "1");
-    let held_until = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < held_until {
+    assert_eq!(
+        redis.cli(&["SREM", "vestibule:{_catalog}:rooms", "rr"]),
+        "1"
+    );
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
         assert_eq!(
             info_status(&app, "rr").await,
             StatusCode::OK,
@@ -334,26 +297,27 @@ async fn a_room_missing_from_the_list_under_another_incarnation_is_left_to_the_n
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(
-        redis.cli(&["SISMEMBER", "vestibule:{_catalog}:rooms", "rr"]),
-        "0",
-        "listed again: {}",
-        app.log()
-    );
-    assert!(!app.log().contains("had lost this room"), "{}", app.log());
-    redis.cli(&["SADD", "vestibule:{_catalog}:rooms", "rr"]);
     assert!(
-        within(async || app.log().contains("restarted here")).await,
-        "{}",
+        within(async || redis.cli(&["SISMEMBER", "vestibule:{_catalog}:rooms", "rr"]) == "1").await,
+        "never indexed again: {}",
         app.log()
     );
-    assert_eq!(info_status(&app, "rr").await, StatusCode::OK);
+    assert!(!app.log().contains("restarted here"), "{}", app.log());
+    force_delete(&app, "rr").await;
+    assert_eq!(
+        redis.cli(&["SADD", "vestibule:{_catalog}:rooms", "rr"]),
+        "1"
+    );
+    assert!(
+        within(async || redis.cli(&["SISMEMBER", "vestibule:{_catalog}:rooms", "rr"]) == "0").await,
+        "a deleted room stayed in the index"
+    );
+    assert_eq!(info_status(&app, "rr").await, StatusCode::GONE);
 }
 
-/// A replica that starts a room created elsewhere takes the incarnation it read with the list:
-/// deleted and created again before its next sync, the room is restarted there. (Without it,
-/// the runtime took the next incarnation it read for its own and ran the deleted room's
-/// settings and caches for good: found by a review.)
+/// A replica that started a room created elsewhere (or found it at its own start) restarts it
+/// when it is deleted and created again before its next sync: its runtime serves one
+/// generation, and a later one replaces it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_started_here_then_created_again_at_once_is_restarted() {
     let redis = RedisServer::start();
@@ -386,10 +350,10 @@ async fn recreate_and_see_restarted(a: &TestApp, replica: &TestApp, name: &str) 
     );
 }
 
-/// A slug keeps its secret when its room is deleted, so a room created again derives the same
-/// ticket id for an `Idempotency-Key` on every replica, those that have not yet learnt of the
-/// new room included (found by a probe: within a tick of a create, a replica still holding the
-/// deleted room's secret made a second ticket for a key the creating replica had made one for).
+/// A keyed join right after a room is created again is one ticket on every replica: a replica
+/// that has not learnt of the new generation yet has its join refused by the store (its
+/// generation is gone), learns the room's document at once and joins the new generation, with
+/// the new generation's secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_join_right_after_a_create_again_is_one_ticket_on_every_replica() {
     let redis = RedisServer::start();
@@ -415,7 +379,6 @@ async fn a_keyed_join_right_after_a_create_again_is_one_ticket_on_every_replica(
         within(async || keyed(&b, "warm-up").await.0.is_success()).await,
         "B never took joins"
     );
-    let secret = redis.cli(&["GET", "vestibule:{rr}:secret"]);
     for round in 0..5 {
         force_delete(&a, "rr").await;
         let (status, _, body) = create(&a, json!({"room": "rr", "paused": true})).await;
@@ -437,39 +400,32 @@ async fn a_keyed_join_right_after_a_create_again_is_one_ticket_on_every_replica(
             "{through_b} {through_a}"
         );
         assert_eq!(id_a, id_b, "round {round}: two tickets for one key");
-        assert_eq!(redis.cli(&["ZCARD", "vestibule:{rr}:queue"]), "1");
-        assert_eq!(redis.cli(&["GET", "vestibule:{rr}:secret"]), secret);
+        let generation = redis.cli(&["HGET", "vestibule:{rr}:room", "gen"]);
+        let queue = format!("vestibule:{{rr}}:g{generation}:queue");
+        assert_eq!(redis.cli(&["ZCARD", &queue]), "1", "round {round}");
     }
 }
 
-/// A create whose first step Redis takes but does not confirm in time (stalled past the store
-/// timeout) answers 504, and the slug is taken back once Redis answers again: found by a probe,
-/// such a slug stayed listed with no settings, every replica failing to start it and every
-/// create of it answered 409.
+/// A create that Redis takes but does not confirm in time (stalled past the store timeout)
+/// answers 504; once Redis answers again, the room it made is there, and the create retried with
+/// the same settings answers as the first would have (201), so a client's retry is safe.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_create_caught_in_a_redis_stall_gives_its_slug_back() {
+async fn a_create_caught_in_a_redis_stall_is_made_once_and_its_retry_answers_it() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     assert_eq!(redis.cli(&["CLIENT", "PAUSE", "2500", "ALL"]), "OK");
     let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
-    // Redis answers again within 2.5 s; the slug is taken back within a second or so after.
-    let freed = async || {
-        let listed = redis.cli(&["SISMEMBER", "vestibule:{_catalog}:rooms", "stalled"]);
-        let incarnation = redis.cli(&["HEXISTS", "vestibule:{_catalog}:incarnations", "stalled"]);
-        listed == "0" && incarnation == "0"
-    };
     let deadline = Instant::now() + Duration::from_secs(8);
-    while !freed().await {
-        assert!(
-            Instant::now() < deadline,
-            "the slug stayed listed: {}",
-            app.log()
-        );
+    while redis.cli(&["HGET", "vestibule:{stalled}:room", "state"]) != "live" {
+        assert!(Instant::now() < deadline, "the create never landed");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Not for other settings: that is another operator's create.
+    let (status, _, body) = create(&app, json!({"room": "stalled", "paused": true})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(
         within(async || {
             let response = app.join_request("stalled").send().await.expect("join");
@@ -480,39 +436,29 @@ async fn a_create_caught_in_a_redis_stall_gives_its_slug_back() {
     );
 }
 
-/// A delete unlists the slug and drops its incarnation in one step, so a replica never takes a
-/// room deleted twice for one created again (deleted, created, deleted again before its sync,
-/// it kept running the first room: found by a review). A create that fails after listing its
-/// slug takes it back: the slug is deleted as before, and a create once the store works again
-/// succeeds (it was stuck: listed with no settings, every create answered 409).
+/// A deleted generation's keys are removed after its document says deleted; when Redis refuses
+/// the removal, the room is deleted all the same (nothing writes those keys any more), and the
+/// next create of the slug removes what is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delete_drops_the_incarnation_and_a_failed_create_gives_the_slug_back() {
+async fn a_purge_redis_refuses_is_finished_by_the_next_create() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     let (status, _, body) = create(&app, json!({"room": "rr"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let incarnations = "vestibule:{_catalog}:incarnations";
-    assert_eq!(redis.cli(&["HEXISTS", incarnations, "rr"]), "1");
-    force_delete(&app, "rr").await;
-    assert_eq!(redis.cli(&["HEXISTS", incarnations, "rr"]), "0");
-    // A key the next create's purge must remove, and a Redis that refuses the removal.
-    redis.cli(&["SET", "vestibule:{rr}:left-behind", "1"]);
+    assert_eq!(redis.cli(&["HGET", "vestibule:{rr}:room", "gen"]), "1");
+    redis.cli(&["SET", "vestibule:{rr}:g1:left-behind", "1"]);
     assert_eq!(redis.cli(&["ACL", "SETUSER", "default", "-unlink"]), "OK");
-    let (status, _, body) = create(&app, json!({"room": "rr"})).await;
+    force_delete(&app, "rr").await;
     assert_eq!(redis.cli(&["ACL", "SETUSER", "default", "+unlink"]), "OK");
-    assert!(
-        status.is_server_error() && body["error"].is_string(),
-        "{status} {body}"
+    assert_eq!(
+        redis.cli(&["HGET", "vestibule:{rr}:room", "state"]),
+        "deleted"
     );
     assert_eq!(
         redis.cli(&["SISMEMBER", "vestibule:{_catalog}:rooms", "rr"]),
         "0"
     );
-    assert_eq!(
-        redis.cli(&["HEXISTS", "vestibule:{_catalog}:deleted", "rr"]),
-        "1"
-    );
-    assert_eq!(redis.cli(&["HEXISTS", incarnations, "rr"]), "0");
+    assert_eq!(redis.cli(&["EXISTS", "vestibule:{rr}:g1:left-behind"]), "1");
     let (status, _, body) = create(&app, json!({"room": "rr"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert!(
@@ -523,76 +469,59 @@ async fn a_delete_drops_the_incarnation_and_a_failed_create_gives_the_slug_back(
         .await,
         "the room created again takes no joins"
     );
-    assert_eq!(redis.cli(&["EXISTS", "vestibule:{rr}:left-behind"]), "0");
+    assert!(
+        within(async || redis.cli(&["EXISTS", "vestibule:{rr}:g1:left-behind"]) == "0").await,
+        "the earlier generation's keys stayed"
+    );
 }
 
-/// A create runs under the room's tombstone (the deleted room's, or one it sets for a new slug)
-/// and removes it only in its last step, the script that writes the last of the settings
-/// (`update_room.lua`): until then no script writes the room, nobody joins it and nobody reads
-/// its settings half written. (Found by a review: with the tombstone gone first, a replica still
-/// running the deleted room wrote default settings and the deleted room's secret; found by a
-/// probe: a room created closed took a join between the create's steps.) Seen through `MONITOR`:
-/// no command but that script removes the tombstone, and it writes `closed` in the same step.
+/// A create writes the room's whole document in one step (`create.lua`): no command outside
+/// that script run writes the document, and the run writes every setting (`closed` here) with
+/// the state `live`, so nobody sees (nor joins) half a room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_create_removes_the_tombstone_only_with_its_last_settings() {
+async fn a_create_writes_the_whole_document_in_one_step() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     let (status, _, _) = create(&app, json!({"room": "rr"})).await;
     assert_eq!(status, StatusCode::CREATED);
     force_delete(&app, "rr").await;
-    assert_eq!(redis.cli(&["EXISTS", "vestibule:{rr}:gone"]), "1");
     for slug in ["rr", "fresh"] {
         let seen = create_under_monitor(&redis, &app, json!({"room": slug, "closed": true})).await;
-        let gone = format!("\"vestibule:{{{slug}}}:gone\"");
-        // Sent by the process (not from inside a script): only the gate, set if absent, and reads.
-        let sent: Vec<&String> = seen
+        let doc = format!("\"vestibule:{{{slug}}}:room\"");
+        let writes: Vec<usize> = seen
             .iter()
-            .filter(|line| line.contains(&gone) && !line.contains(" lua] "))
-            .filter(|line| !line.contains("\"EXISTS\"") && !line.contains("\"EVALSHA\""))
+            .enumerate()
+            .filter(|(_, line)| line.contains(&doc) && !line.contains("\"HGETALL\""))
+            .filter(|(_, line)| !line.contains("\"HMGET\"") && !line.contains("\"HGET\""))
+            .filter(|(_, line)| !line.contains("\"EVALSHA\"") && !line.contains("\"EVAL\""))
+            .map(|(at, _)| at)
             .collect();
-        assert_eq!(sent.len(), 1, "{slug}: {sent:#?}");
+        assert!(!writes.is_empty(), "{slug}: {seen:#?}");
         assert!(
-            sent[0].contains("\"SET\"") && sent[0].ends_with("\"NX\""),
-            "{sent:#?}"
+            writes.iter().all(|at| seen[*at].contains(" lua] ")),
+            "{slug}: the document written outside a script: {seen:#?}"
         );
-        let first_settings_write = seen
-            .iter()
-            .position(|line| line.contains("\"HSET\"") && line.contains(":settings\""))
-            .expect("settings written");
-        let gate = seen.iter().position(|line| line == sent[0]).expect("gate");
-        assert!(
-            gate < first_settings_write,
-            "{slug}: settings written before the gate"
-        );
-        let removal = seen
-            .iter()
-            .position(|line| line.contains(" lua] \"DEL\"") && line.contains(&gone))
-            .unwrap_or_else(|| panic!("{slug}: the tombstone never removed: {seen:#?}"));
-        assert_eq!(
-            seen.iter()
-                .filter(|line| line.contains("\"DEL\"") && line.contains(&gone))
-                .count(),
-            1
-        );
-        // The script run that removed it: from its EVALSHA to the next command not from a script.
-        let start = seen[..removal]
+        // One script run: from its EVALSHA to the next command not from a script.
+        let start = seen[..writes[0]]
             .iter()
             .rposition(|line| line.contains("\"EVALSHA\""))
             .expect("the script's call");
-        let end = seen[removal..]
+        let end = seen[writes[0]..]
             .iter()
             .position(|line| !line.contains(" lua] "))
-            .map_or(seen.len(), |at| removal + at);
+            .map_or(seen.len(), |at| writes[0] + at);
         assert!(
-            seen[start..end]
-                .iter()
-                .any(|line| line.contains("\"HSET\"") && line.contains("\"closed\" \"1\"")),
-            "{slug}: {:#?}",
-            &seen[start..end]
+            writes.iter().all(|at| (start..end).contains(at)),
+            "{slug}: the document written by more than one run: {seen:#?}"
         );
-        assert_eq!(
-            redis.cli(&["EXISTS", &format!("vestibule:{{{slug}}}:gone")]),
-            "0"
+        let run = &seen[start..end];
+        assert!(
+            run.iter().any(|line| line.contains("\"state\" \"live\"")),
+            "{slug}: {run:#?}"
+        );
+        assert!(
+            run.iter().any(|line| line.contains("\"closed\" \"1\"")),
+            "{slug}: {run:#?}"
         );
         let join = app.join_request(slug).send().await.expect("join");
         assert_eq!(
@@ -636,9 +565,10 @@ async fn create_under_monitor(
     seen
 }
 
-/// Redis restarted without persistence loses the list of rooms too: a replica running a room
-/// lists it again (and its scheduler writes its settings back), so the room keeps taking joins,
-/// under the incarnation it ran under (a new one would make every replica restart the room).
+/// Redis restarted without persistence loses the rooms' documents and the index too: a replica
+/// running a room writes its document back as it holds it (the first replica's copy wins) and
+/// indexes it, so the room keeps taking joins, under the generation it ran under (no replica
+/// restarts it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     let mut redis = RedisServer::start();
@@ -649,9 +579,9 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     assert_eq!(status, StatusCode::CREATED);
     app.patch_room("drop-7", json!({"admissionRatePerSec": 4, "stock": 9}))
         .await;
-    // A few syncs, so that the runtime has learnt its incarnation and its settings.
+    // A few syncs, so that the runtime has read its document.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let incarnation = redis.cli(&["HGET", "vestibule:{_catalog}:incarnations", "drop-7"]);
+    let generation = redis.cli(&["HGET", "vestibule:{drop-7}:room", "gen"]);
     redis.restart();
     assert!(
         within(async || {
@@ -669,7 +599,7 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
         .await,
         "the room stopped taking joins"
     );
-    // Listed again under the incarnation it ran under: not taken for a room created again.
+    // Written back under the generation it ran under: not taken for a room created again.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!app.log().contains("restarted here"), "{}", app.log());
     // With the settings it ran with, not the command line's defaults (found by a probe: every
@@ -688,8 +618,7 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     })
     .await;
     assert!(restored, "{settings}");
-    // At a version above the ones the replica held, so that changes after it take effect (found
-    // by a probe: written back at a low version, a PATCH was answered 200 and never applied).
+    // Changes after it take effect.
     app.patch_room("drop-7", json!({"paused": false, "messageEn": "after"}))
         .await;
     assert!(
@@ -709,8 +638,8 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
         .await,
         "the change after the restore never took effect"
     );
-    // A change made as soon as Redis is back stays (found by a probe: a replica's restore,
-    // later, wrote its older copy over it).
+    // A change made as soon as Redis is back stays: a replica's later write-back of its older
+    // copy does not undo it.
     redis.restart();
     let early = json!({"messageEn": "early"});
     assert!(
@@ -730,22 +659,21 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let (_, settings) = room_settings(&app, "drop-7").await;
     assert_eq!(settings["messageEn"], "early", "{settings}");
-    // Nor does it leave the room without the fields it did not name (found by a probe: a change
-    // between two restore steps lost the stock), and the room keeps its incarnation.
+    // Nor does it leave the room without the fields it did not name, and the room keeps its
+    // generation.
     assert_eq!(
         (&settings["admissionRatePerSec"], &settings["stock"]),
         (&json!(4.0), &json!(9)),
         "{settings}"
     );
     assert_eq!(
-        redis.cli(&["HGET", "vestibule:{_catalog}:incarnations", "drop-7"]),
-        incarnation
+        redis.cli(&["HGET", "vestibule:{drop-7}:room", "gen"]),
+        generation
     );
 }
 
-/// Settings lost while the room stays listed (a key evicted or deleted by hand): the scheduler
-/// finds them missing at its lease and writes back every field its runtime holds, at a version
-/// above the ones held (the lease used to write the command line's defaults).
+/// A document lost while the room stays indexed (a key evicted or deleted by hand): the
+/// scheduler finds it missing at its lease and writes back every field its runtime holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settings_lost_alone_are_written_back_as_held() {
     let redis = RedisServer::start();
@@ -755,7 +683,7 @@ async fn settings_lost_alone_are_written_back_as_held() {
     assert_eq!(status, StatusCode::CREATED);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (_, before) = room_settings(&app, "drop-8").await;
-    assert_eq!(redis.cli(&["DEL", "vestibule:{drop-8}:settings"]), "1");
+    assert_eq!(redis.cli(&["DEL", "vestibule:{drop-8}:room"]), "1");
     let mut settings = serde_json::Value::Null;
     let restored = within(async || {
         settings = room_settings(&app, "drop-8").await.1;
@@ -773,59 +701,77 @@ async fn settings_lost_alone_are_written_back_as_held() {
     }
 }
 
-/// A Redis written by a version before the cluster support keeps its catalog under
-/// `vestibule:rooms`, `…:deleted` and `…:incarnations`: the first start moves it, once, under
-/// `{_catalog}` (README "Upgrading"), and the rooms, waiting shoppers included, carry on.
+/// A Redis written by an earlier version (settings in `vestibule:{r}:settings`, the catalog
+/// under `vestibule:rooms…` with its deletion marks and incarnations) is moved into room
+/// documents at the first start, once (README "Upgrading"); its rooms become generation 0,
+/// whose keys are the old ones, so waiting shoppers carry on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catalog_under_the_old_key_names_is_moved_once_at_start() {
     let redis = RedisServer::start();
-    let before = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
-    let (status, _, body) = create(&before, json!({"room": "drop-1"})).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    before.patch_room("drop-1", json!({"paused": true})).await;
-    let (_, waiting) = before.join("drop-1", None).await;
-    let (status, _, _) = create(&before, json!({"room": "gone-1"})).await;
-    assert_eq!(status, StatusCode::CREATED);
-    let (status, _, _) = admin(
-        &before,
-        reqwest::Method::DELETE,
-        &paths::admin_room("gone-1"),
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
-    drop(before);
-    // As the earlier version left it.
-    for (new, old) in [
-        ("vestibule:{_catalog}:rooms", "vestibule:rooms"),
-        ("vestibule:{_catalog}:deleted", "vestibule:rooms:deleted"),
-        (
-            "vestibule:{_catalog}:incarnations",
-            "vestibule:rooms:incarnations",
-        ),
-    ] {
-        assert_eq!(redis.cli(&["RENAME", new, old]), "OK");
-    }
+    // As the earlier version left it: drop-1 paused with one shopper waiting, gone-1 deleted.
+    redis.cli(&["SADD", "vestibule:rooms", "drop-1"]);
+    redis.cli(&["HSET", "vestibule:rooms:deleted", "gone-1", "1764000000000"]);
+    redis.cli(&["HSET", "vestibule:rooms:incarnations", "drop-1", "i1"]);
+    redis.cli(&[
+        "HSET",
+        "vestibule:{drop-1}:settings",
+        "rate",
+        "20",
+        "paused",
+        "1",
+        "ttl_ms",
+        "300000",
+        "cap",
+        "",
+        "checkout",
+        "",
+        "share",
+        "0",
+        "ver",
+        "1764000000000001",
+        "stock",
+        "",
+        "wait_en",
+        "old message",
+    ]);
+    redis.cli(&[
+        "ZADD",
+        "vestibule:{drop-1}:queue",
+        "1",
+        "waitingticketid0000000",
+    ]);
+    redis.cli(&["SET", "vestibule:{drop-1}:seq", "1"]);
+    redis.cli(&["SET", "vestibule:{gone-1}:gone", "1764000000000"]);
     let after = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     assert_eq!(listed_rooms(&after).await, ["drop-1", "main"]);
     assert_eq!(
-        after.poll("drop-1", &waiting.ticket_id).await.position,
+        after
+            .poll("drop-1", "waitingticketid0000000")
+            .await
+            .position,
         Some(1)
     );
+    let (_, settings) = room_settings(&after, "drop-1").await;
     assert_eq!(
-        redis.cli(&["HEXISTS", "vestibule:{_catalog}:deleted", "gone-1"]),
-        "1"
+        (&settings["paused"], &settings["messageEn"]),
+        (&json!(true), &json!("old message")),
+        "{settings}"
     );
-    for old in [
-        "vestibule:rooms",
-        "vestibule:rooms:deleted",
-        "vestibule:rooms:incarnations",
-    ] {
+    for old in ["vestibule:rooms", "vestibule:{drop-1}:settings"] {
         assert_eq!(redis.cli(&["EXISTS", old]), "0", "{old} is left behind");
     }
     assert!(
-        after.log().contains("moved the room catalog"),
+        after
+            .log()
+            .contains("moved the rooms of an earlier version"),
         "{}",
         after.log()
+    );
+    // A change and a join carry on in generation 0.
+    after.patch_room("drop-1", json!({"paused": false})).await;
+    let (_, joined) = after.join("drop-1", None).await;
+    assert!(
+        joined.position.is_some() || joined.entry_token.is_some(),
+        "{joined:?}"
     );
 }

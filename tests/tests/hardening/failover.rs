@@ -38,7 +38,7 @@ async fn leader_failover_is_fast_and_a_paused_old_leader_is_fenced() {
     let sale_started = Instant::now();
     let waiting = || {
         redis
-            .cli(&["ZCARD", "vestibule:{main}:queue"])
+            .cli(&["ZCARD", "vestibule:{main}:g1:queue"])
             .parse::<f64>()
             .unwrap()
     };

@@ -51,12 +51,12 @@ impl Catalog for DurableStore {
         })
     }
 
-    async fn restore_room(
+    async fn write_back_room(
         &self,
         slug: &str,
         held: &VersionedSettings,
     ) -> Result<VersionedSettings, StoreError> {
-        self.engine.restore_room(slug, held).await
+        self.engine.write_back_room(slug, held).await
     }
 
     async fn delete_room(

@@ -148,7 +148,7 @@ impl Catalog for MemoryStore {
         Ok(MemoryStore::create_room(self, slug, defaults).0)
     }
 
-    async fn restore_room(
+    async fn write_back_room(
         &self,
         slug: &str,
         held: &VersionedSettings,

@@ -1,5 +1,5 @@
 //! Redis's half of [`Catalog`]: each room's document (`doc.rs`) written by `create.lua`,
-//! `restore.lua` and `delete.lua`, the index of slugs ([`ROOMS_KEY`], written after a create and
+//! `write_back.lua` and `delete.lua`, the index of slugs ([`ROOMS_KEY`], written after a create and
 //! removed after a delete), the purge of a generation's keys, each room's audit log (the stream
 //! `vestibule:{r}:audit`, `XADD MAXLEN ~ 10000`), and `waiters.lua`, a page of the line.
 
@@ -193,14 +193,14 @@ impl Catalog for RedisStore {
         Ok(in_force)
     }
 
-    async fn restore_room(
+    async fn write_back_room(
         &self,
         slug: &str,
         held: &VersionedSettings,
     ) -> Result<VersionedSettings, StoreError> {
         let encoded = doc::encode(&held.settings)?;
         let keys = RoomKeys::slug(slug);
-        let mut call = self.scripts.restore.call(&keys);
+        let mut call = self.scripts.write_back.call(&keys);
         call.arg("generation", held.generation)
             .arg("version", held.version)
             .arg("cfg", &encoded.cfg);
@@ -210,13 +210,15 @@ impl Catalog for RedisStore {
         // Means the same sent twice: the first write wins.
         let reply = self.link.run_repeatable(&call).await?;
         let [status, fields] = reply.as_slice() else {
-            return Err(StoreError::Corrupt("restore reply needs 2 fields".into()));
+            return Err(StoreError::Corrupt(
+                "write_back reply needs 2 fields".into(),
+            ));
         };
         let in_force = doc::decode_live(slug, &as_array(fields.clone())?)?;
         if in_force.generation != held.generation {
             return Err(StoreError::RoomGone(slug.to_owned()));
         }
-        if as_string(status)? == "restored" {
+        if as_string(status)? == "written" {
             tracing::warn!(
                 room = slug,
                 generation = held.generation,

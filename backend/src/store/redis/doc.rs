@@ -125,7 +125,7 @@ pub(super) struct Encoded {
 
 impl Encoded {
     /// (field, value, `1` = set | `0` = remove) for every script field, the triples a change or a
-    /// restore takes.
+    /// write-back takes.
     pub(super) fn triples(&self) -> Vec<[String; 3]> {
         let set = self
             .set

@@ -1,46 +1,30 @@
 //! Rooms an earlier version of Vestibule wrote, moved into documents at start (README
-//! "Upgrading"). Before documents, a room's settings were the hash `vestibule:{r}:settings`, its
-//! deletion a tombstone `vestibule:{r}:gone`, and the catalog a set with two hashes (deletion
-//! marks, incarnations), first under `vestibule:rooms…`, later under `vestibule:{_catalog}:…`.
-//! Each such room becomes generation 0, whose keys are the old ones (`keys.rs`), so its waiting
-//! line carries on; the old catalog keys go.
+//! "Upgrading"). Before documents, a room's settings were the hash `vestibule:{r}:settings`, a
+//! deleted room was marked by the key `vestibule:{r}:gone`, and the set of rooms was
+//! `vestibule:rooms` in the earliest versions, [`ROOMS_KEY`] since. Each such room becomes
+//! generation 0, whose keys are the old ones (`keys.rs`), so its waiting line carries on.
 
 use std::collections::HashMap;
 
-use super::keys::{slug_prefix, ROOMS_KEY};
+use super::keys::{slug_prefix, Key, RoomKeys, ROOMS_KEY};
 use super::RedisStore;
 use crate::store::{
     Catalog, QueueingMethod, RoomLabels, SaleSettings, Settings, StoreError, VersionedSettings,
 };
 
-/// The keys only an earlier version wrote: their presence is what asks for a migration.
-const OLD_CATALOG: [&str; 5] = [
-    "vestibule:rooms",
-    "vestibule:rooms:deleted",
-    "vestibule:rooms:incarnations",
-    "vestibule:{_catalog}:deleted",
-    "vestibule:{_catalog}:incarnations",
-];
+/// The set of rooms of the earliest versions.
+const OLDEST_ROOMS_KEY: &str = "vestibule:rooms";
 
 impl RedisStore {
-    /// Moves the rooms an earlier version wrote into documents, once: only when a key of the
-    /// old catalog is there (one `EXISTS` per start otherwise).
+    /// Moves the rooms an earlier version wrote into documents: each slug of the sets of rooms
+    /// whose document is missing and whose old settings hash is there (not marked deleted).
+    /// Idempotent; at a start with nothing to move, one `SMEMBERS` per set and one `EXISTS` per
+    /// room.
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
         let mut connection = self.link.connection.clone();
-        let mut old = 0;
-        for key in OLD_CATALOG {
-            // One key a command: on a cluster the old names live on different slots.
-            let found: i64 = self
-                .link
-                .bounded(redis::cmd("EXISTS").arg(key).query_async(&mut connection))
-                .await?;
-            old += found;
-        }
-        if old == 0 {
-            return Ok(());
-        }
         let mut slugs: Vec<String> = Vec::new();
-        for key in [OLD_CATALOG[0], ROOMS_KEY] {
+        for key in [OLDEST_ROOMS_KEY, ROOMS_KEY] {
+            // One key a command: on a cluster the two sets live on different slots.
             let members: Vec<String> = self
                 .link
                 .bounded(redis::cmd("SMEMBERS").arg(key).query_async(&mut connection))
@@ -52,6 +36,17 @@ impl RedisStore {
         let mut moved = 0;
         for slug in &slugs {
             let prefix = slug_prefix(slug);
+            let document: i64 = self
+                .link
+                .bounded(
+                    redis::cmd("EXISTS")
+                        .arg(RoomKeys::slug(slug).of(Key::Doc))
+                        .query_async(&mut connection),
+                )
+                .await?;
+            if document == 1 {
+                continue;
+            }
             let fields: HashMap<String, String> = self
                 .link
                 .bounded(
@@ -60,7 +55,7 @@ impl RedisStore {
                         .query_async(&mut connection),
                 )
                 .await?;
-            let gone: i64 = self
+            let deleted: i64 = self
                 .link
                 .bounded(
                     redis::cmd("EXISTS")
@@ -68,7 +63,7 @@ impl RedisStore {
                         .query_async(&mut connection),
                 )
                 .await?;
-            if fields.is_empty() || gone == 1 || self.room_doc(slug).await?.is_some() {
+            if fields.is_empty() || deleted == 1 {
                 continue;
             }
             let held = VersionedSettings {
@@ -76,7 +71,7 @@ impl RedisStore {
                 generation: 0,
                 version: fields.get("ver").and_then(|v| v.parse().ok()).unwrap_or(0),
             };
-            self.restore_room(slug, &held).await?;
+            self.write_back_room(slug, &held).await?;
             let _: i64 = self
                 .link
                 .bounded(
@@ -87,16 +82,20 @@ impl RedisStore {
                 .await?;
             moved += 1;
         }
-        for key in OLD_CATALOG {
-            let _: i64 = self
-                .link
-                .bounded(redis::cmd("DEL").arg(key).query_async(&mut connection))
-                .await?;
+        let _: i64 = self
+            .link
+            .bounded(
+                redis::cmd("DEL")
+                    .arg(OLDEST_ROOMS_KEY)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        if moved > 0 {
+            tracing::info!(
+                rooms = moved,
+                "moved the rooms of an earlier version into room documents"
+            );
         }
-        tracing::info!(
-            rooms = moved,
-            "moved the rooms of an earlier version into room documents"
-        );
         Ok(())
     }
 }

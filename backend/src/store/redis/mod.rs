@@ -8,7 +8,7 @@
 //! Cluster slot (`keys.rs`).
 //!
 //! Each script's Rust half (its arguments and its reply) lives in the file of its concern:
-//! - [`catalog`]: `create.lua`, `change.lua`, `restore.lua`, `delete.lua`, the document read,
+//! - [`catalog`]: `create.lua`, `change.lua`, `write_back.lua`, `delete.lua`, the document read,
 //!   the index, the purge of a generation's keys; [`doc`]: a document as a hash.
 //! - [`settings`]: `lease.lua`, `release_lease.lua`.
 //! - [`queue`]: `join.lua`, `sse_refresh.lua`, `leave.lua`, a ticket's read, the counts.
@@ -65,7 +65,7 @@ pub(super) const DEDUP_TTL_SECS: u64 = 24 * 3600;
 struct Scripts {
     create: Loaded,
     change: Loaded,
-    restore: Loaded,
+    write_back: Loaded,
     delete: Loaded,
     lease: Loaded,
     release_lease: Loaded,
@@ -300,7 +300,7 @@ impl RedisStore {
             scripts: Scripts {
                 create: specs::CREATE.load(),
                 change: specs::CHANGE.load(),
-                restore: specs::RESTORE.load(),
+                write_back: specs::WRITE_BACK.load(),
                 delete: specs::DELETE.load(),
                 lease: specs::LEASE.load(),
                 release_lease: specs::RELEASE_LEASE.load(),
@@ -652,14 +652,15 @@ impl Store for RedisStore {
     }
 }
 
-/// `join.lua` as the store runs it (bindings and prelude included) and its KEYS for `room`, in
-/// order: for tests that call the script directly.
-pub fn join_script(room: RoomId<'_>) -> (String, Vec<String>) {
+/// The script `<name>.lua` as the store runs it (its bindings and prelude included) and its KEYS
+/// for `room`, in order; `None` for a name no script has. For tests that run a script directly.
+pub fn script_parts(name: &str, room: RoomId<'_>) -> Option<(String, Vec<String>)> {
+    let spec = script::SPECS.iter().find(|spec| spec.name == name)?;
     let keys = RoomKeys::new(room);
-    (
-        specs::JOIN.source(),
-        specs::JOIN.keys.iter().map(|key| keys.of(*key)).collect(),
-    )
+    Some((
+        spec.source(),
+        spec.keys.iter().map(|key| keys.of(*key)).collect(),
+    ))
 }
 
 /// 32 bytes from the OS CSPRNG: a new room's secret.

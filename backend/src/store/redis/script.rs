@@ -196,11 +196,10 @@ pub(super) fn script_error(error: &redis::RedisError) -> Option<StoreError> {
 }
 
 /// Every script of the store.
-#[cfg(test)]
 pub(super) static SPECS: &[&ScriptSpec] = &[
     &super::specs::CREATE,
     &super::specs::CHANGE,
-    &super::specs::RESTORE,
+    &super::specs::WRITE_BACK,
     &super::specs::DELETE,
     &super::specs::LEASE,
     &super::specs::RELEASE_LEASE,

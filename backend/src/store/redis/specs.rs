@@ -27,9 +27,9 @@ pub(super) static CHANGE: ScriptSpec = ScriptSpec {
 };
 
 /// A document the store lost, written back as a replica held it, only if still missing.
-pub(super) static RESTORE: ScriptSpec = ScriptSpec {
-    name: "restore",
-    body: include_str!("lua/restore.lua"),
+pub(super) static WRITE_BACK: ScriptSpec = ScriptSpec {
+    name: "write_back",
+    body: include_str!("lua/write_back.lua"),
     keys: &[Doc, Gen],
     args: &["generation", "version", "cfg"],
     each: &["field", "value", "present"],

@@ -6,7 +6,7 @@
 -- ARGV: generation version cfg
 -- EACH: field value present
 -- The counter is moved up to the version, so later generations and versions stay above it.
--- Returns {'restored', document} or {'exists', document} (the document as HGETALL answers it).
+-- Returns {'written', document} or {'exists', document} (the document as HGETALL answers it).
 if redis.call('EXISTS', room) == 1 then
   return {'exists', redis.call('HGETALL', room)}
 end
@@ -21,4 +21,4 @@ end
 if tonumber(redis.call('GET', gen) or '0') < tonumber(version) then
   redis.call('SET', gen, version)
 end
-return {'restored', redis.call('HGETALL', room)}
+return {'written', redis.call('HGETALL', room)}
