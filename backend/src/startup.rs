@@ -16,7 +16,7 @@ use crate::connections::{serve, ConnectionLimits, MakeApp};
 use crate::http;
 use crate::ids::random_id;
 use crate::room::hub_loop::{self, HubContext};
-use crate::room::{registry, scheduler};
+use crate::room::{scheduler, sync};
 use crate::room::{RoomRuntime, Rooms};
 use crate::state::{AppState, AppStateParts};
 use crate::store::durable::{DurableOptions, DurableStore};
@@ -207,12 +207,12 @@ impl Application {
         let mut tasks = JoinSet::new();
         // Each room's SSE hub, for the rooms running now and every room added later.
         let context = HubContext::from(&state);
-        tasks.spawn(registry::run_each_room(
+        tasks.spawn(sync::run_each_room(
             state.rooms.clone(),
             state.shutdown.clone(),
             move |room| hub_loop::run(context.clone(), room),
         ));
-        tasks.spawn(registry::sync_loop(
+        tasks.spawn(sync::sync_loop(
             state.rooms.clone(),
             state.store.clone(),
             state.tokens.clone(),
@@ -308,7 +308,7 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
                 state.note_store(&store);
                 // The rooms running now and every room added later (issue 14).
                 let each = state.clone();
-                registry::run_each_room(state.rooms.clone(), state.shutdown.clone(), move |room| {
+                sync::run_each_room(state.rooms.clone(), state.shutdown.clone(), move |room| {
                     scheduler::run(each.clone(), store.clone(), room)
                 })
                 .await;

@@ -412,37 +412,56 @@ pub async fn update(
     Json(body): Json<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
-    let runtime = state.room(&room)?;
+    state.room(&room)?;
     let named: Vec<String> = body
         .as_object()
         .map(|fields| fields.keys().cloned().collect())
         .unwrap_or_default();
     let patch = parse_patch(&state, body)?;
     let expected = if_match(&headers)?;
+    crate::http::on_live_room(&state, &room, |runtime| {
+        update_in(&state, runtime, &named, &patch, expected)
+    })
+    .await
+}
+
+/// A settings change of `runtime`'s generation of the room (see [`update`]).
+async fn update_in(
+    state: &AppState,
+    runtime: std::sync::Arc<crate::room::RoomRuntime>,
+    named: &[String],
+    patch: &SettingsPatch,
+    expected: Option<u64>,
+) -> Result<Response, ApiError> {
+    let room = runtime.name.as_str();
     if named.is_empty() {
-        // `{}` changes nothing: the settings in force, their version unchanged (a probe saw
-        // every empty PATCH bump it), still checked against `If-Match`.
-        let current = state.store.room_settings(&room).await?;
+        // `{}` changes nothing: the settings in force, their version unchanged, still checked
+        // against `If-Match`.
+        let current = state.store.room_settings(room).await?;
         if let Some(expected) = expected.filter(|expected| *expected != current.version) {
             return Err(ApiError::PreconditionFailed {
                 expected,
                 current: current.version,
             });
         }
-        return answer(&state, &room, current).await;
+        return answer(state, room, current).await;
     }
     let needs_current = patch.sale != SalePatch::default()
         || patch.opens_at_ms.is_some()
         || patch.prequeue_opens_at_ms.is_some()
         || patch.queueing_method.is_some();
-    // The audit log's old values: the store's when the checks read it, else this replica's copy
-    // (refreshed every tick). A plain change goes to the store in one call, so that one stalled
-    // is answered 504 (sent, maybe applied), never 503 from a read before it.
+    // The change is based on the store's settings when the checks read them, else on this
+    // replica's copy (refreshed every tick): then it goes to the store in one call (a
+    // compare-and-set), so that one stalled is answered 504 (sent, maybe applied), never 503
+    // from a read before it. The audit log's old values are the base's.
     let base = if needs_current {
-        let current = state.store.room_settings(&room).await?;
+        let current = state.store.room_settings(room).await?;
+        if current.generation != runtime.generation {
+            return Err(ApiError::RoomDeleted(room.to_owned()));
+        }
         check_not_reopening(&current.settings.sale, &patch.sale)?;
-        check_opening(&current.settings, &patch)?;
-        prepare_lottery(&state, runtime.id(), &current.settings, &patch).await?;
+        check_opening(&current.settings, patch)?;
+        prepare_lottery(state, runtime.id(), &current.settings, patch).await?;
         current
     } else {
         runtime.versioned_settings()
@@ -450,7 +469,7 @@ pub async fn update(
     let before = base.settings.clone();
     let settings = match state
         .store
-        .update_room(runtime.id(), &base, &patch, expected)
+        .update_room(runtime.id(), &base, patch, expected)
         .await?
     {
         SettingsUpdate::Applied(settings) => settings,
@@ -463,9 +482,9 @@ pub async fn update(
     };
     runtime.set_settings(settings.clone());
     tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
-    let changes = super::audit::changes_named(&room, &before, &settings.settings, &named);
-    let ids = super::audit::record(&state, &room, changes).await;
-    let mut response = answer(&state, &room, settings).await?;
+    let changes = super::audit::changes_named(room, &before, &settings.settings, named);
+    let ids = super::audit::record(state, room, changes).await;
+    let mut response = answer(state, room, settings).await?;
     super::audit::ids_header(&mut response, &ids);
     Ok(response)
 }

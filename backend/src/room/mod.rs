@@ -12,7 +12,8 @@
 //! - [`presence`]: the abandon time in force, heartbeat and stream-presence periods.
 //! - [`pace`]: the leader's measurement of the admission rate and the finish rate it achieves.
 //! - [`opening`]: a scheduled opening's phase and its provably fair draw.
-//! - [`registry`]: [`registry::Rooms`], the rooms running here, kept in line with the store's list.
+//! - [`registry`]: [`registry::Rooms`], the rooms running here, one generation each.
+//! - [`sync`]: the registry kept in line with the rooms' documents every tick; a task per room.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
 pub mod counters;
@@ -29,6 +30,7 @@ pub mod scheduler;
 pub mod sse_hub;
 pub mod state;
 pub mod status;
+pub mod sync;
 
 pub use registry::Rooms;
 pub use runtime::RoomRuntime;

@@ -1,7 +1,6 @@
 //! A room's words for people, kept with its settings (issue 14): its display name and the
-//! message to waiters, each in English and Korean. Redis: fields `name_en`, `name_ko`, `wait_en`,
-//! `wait_ko` of the settings hash (`""` = none), appended after the sale's fields in every
-//! script's reply. Bounds in `vestibule_shared::settings` (names ≤ 100, messages ≤ 280 chars).
+//! message to waiters, each in English and Korean. Bounds in `vestibule_shared::settings` (names
+//! ≤ 100, messages ≤ 280 chars).
 
 /// Display names and the message to waiters; `None` = none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -56,27 +55,5 @@ impl RoomLabels {
             message_en: Some(self.message_en.clone()),
             message_ko: Some(self.message_ko.clone()),
         }
-    }
-
-    /// The four values in stored order (`name_en`, `name_ko`, `wait_en`, `wait_ko`).
-    pub fn fields(&self) -> [&Option<String>; 4] {
-        [
-            &self.display_name_en,
-            &self.display_name_ko,
-            &self.message_en,
-            &self.message_ko,
-        ]
-    }
-}
-
-impl LabelsPatch {
-    /// The four changes in stored order (`name_en`, `name_ko`, `wait_en`, `wait_ko`).
-    pub fn fields(&self) -> [&Option<Option<String>>; 4] {
-        [
-            &self.display_name_en,
-            &self.display_name_ko,
-            &self.message_en,
-            &self.message_ko,
-        ]
     }
 }

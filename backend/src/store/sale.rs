@@ -2,10 +2,10 @@
 //! closing and the sold-out message (docs/DESIGN.md "Stock and sold out"). The admin API's view is
 //! the matching fields of `vestibule_shared::RoomSettings`; bounds in `vestibule_shared::settings`.
 
-/// Stock, sold out and closing. Stored with the settings (Redis: fields `stock`, `sold`,
-/// `soldout`, `closed`, `msg_en`, `msg_ko` of the settings hash), but changed by orders too:
-/// an order's store step takes a unit from `stock` and adds one to `sold` without bumping the
-/// settings' version.
+/// Stock, sold out and closing. Stored with the settings (Redis: the document's fields `stock`,
+/// `sold`, `soldout` and `closed`, which scripts read and orders change), but changed by orders
+/// too: an order's store step takes a unit from `stock` and adds one to `sold` without moving
+/// the settings' version.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SaleSettings {
