@@ -3,6 +3,7 @@
 //! Every flag has an environment twin; every default works with no setup (docs/DESIGN.md
 //! "Configuration"). [`Config::validate`] rejects an invalid configuration with a one-line reason.
 
+pub use crate::store::redis::RedisTarget;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -586,15 +587,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// Where the Redis store lives (see [`Config::redis_target`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RedisTarget<'a> {
-    /// One Redis server (`--redis-url`): a `ConnectionManager`.
-    Single(&'a str),
-    /// A Redis Cluster's seed nodes (`--redis-cluster`): the cluster client.
-    Cluster(Vec<&'a str>),
 }
 
 /// Replaces the password of `scheme://user:password@host` with `***`.

@@ -14,9 +14,9 @@
 //!   client address, user assertions.
 //! - [`gate`]: gate mode: the reverse proxy in front of a storefront, its rules and sessions.
 //! - [`room`]: a running room: scheduler, SSE hub and its loop, ticket status, ETA, outage policy.
-//! - [`store`]: the store trait with its Redis and embedded implementations.
+//! - [`store`]: the store traits with the Redis and embedded stores (the `vestibule-store` crate).
 //! - [`tokens`]: signed entry tokens (JWT, Ed25519): keys, signing, verification, JWKS.
-//! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG.
+//! - [`ids`]: ticket ids and entry tokens from the OS CSPRNG (in `vestibule-store`).
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 //! - [`verify_draw`]: the `vestibule verify-draw` subcommand (recomputes a published draw).
 
@@ -26,14 +26,14 @@ pub mod connections;
 pub mod demo;
 pub mod gate;
 pub mod http;
-pub mod ids;
 pub mod room;
 pub mod startup;
 pub mod state;
-pub mod store;
 pub mod telemetry;
 pub mod tokens;
 pub mod verify_draw;
 
 pub use config::Config;
 pub use startup::Application;
+pub use vestibule_store as store;
+pub use vestibule_store::ids;

@@ -4,6 +4,7 @@
 //! draw is fenced, exactly once and all at once — a permutation of places 1..N by HMAC of the
 //! seed, recomputed by `verify-draw` — and arrivals after the opening stay behind the drawn.
 
+#[path = "../store/tests/support/mod.rs"]
 mod support;
 
 use support::room_id;
@@ -12,18 +13,18 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use vestibule::ids::{entry_token, log_tag, random_id};
-use vestibule::room::opening::{draw_order, fresh_seed, seed_bytes, seed_commitment};
-use vestibule::store::durable::{DurableOptions, DurableStore};
-use vestibule::store::memory::MemoryStore;
-use vestibule::store::redis::RedisStore;
-use vestibule::store::{
-    now_ms, AdmitRequest, DrawOutcome, DrawRequest, JoinReply, Settings, SettingsPatch, Store,
-    TicketRecord,
-};
 use vestibule::verify_draw::verify;
 use vestibule_shared::draw::{DrawInfo, DrawState};
 use vestibule_shared::TicketState;
+use vestibule_store::draw::{draw_order, fresh_seed, seed_bytes, seed_commitment};
+use vestibule_store::durable::{DurableOptions, DurableStore};
+use vestibule_store::ids::{entry_token, log_tag, random_id};
+use vestibule_store::memory::MemoryStore;
+use vestibule_store::redis::RedisStore;
+use vestibule_store::{
+    now_ms, AdmitRequest, DrawOutcome, DrawRequest, JoinReply, Settings, SettingsPatch, Store,
+    TicketRecord,
+};
 use vestibule_tests::RedisServer;
 
 const ROOM: &str = "main";
@@ -96,7 +97,7 @@ async fn read_all(store: &dyn Store, ids: &[String]) -> Vec<TicketRecord> {
     records
 }
 
-fn joined(reply: JoinReply) -> vestibule::store::JoinOutcome {
+fn joined(reply: JoinReply) -> vestibule_store::JoinOutcome {
     match reply {
         JoinReply::Joined(outcome) => outcome,
         JoinReply::RateLimited { .. } => panic!("no limit was set"),
@@ -115,7 +116,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         prequeue_opens_at_ms: Some(Some(at)),
         ..SettingsPatch::default()
     };
-    support::change(&*store, ROOM, &patch, None).await.unwrap();
+    support::change(store, ROOM, &patch, None).await.unwrap();
     let stored = store.room_settings(ROOM).await.unwrap().settings;
     assert_eq!(stored.opens_at_ms, Some(at + 60_000), "{kind}");
     assert_eq!(stored.prequeue_opens_at_ms, Some(at), "{kind}");

@@ -20,7 +20,6 @@ use base64::Engine as _;
 
 pub use challenge::{ChallengeKey, Refusal, Verified};
 
-use crate::store::memory::lock;
 use crate::store::redis::RedisStore;
 use crate::store::Settings;
 
@@ -143,4 +142,11 @@ fn random_key() -> [u8; 32] {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS CSPRNG is available");
     bytes
+}
+
+/// Locks `mutex`, recovering the data if a panicking thread poisoned it.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -398,21 +398,6 @@ fn add_frame_headers(response: &mut Response, frame_ancestors: &HeaderValue) {
     );
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn logged_paths_never_carry_ticket_ids() {
-        assert_eq!(
-            super::redacted_path("/api/v1/rooms/main/tickets/Zb3n0W6m1q8VqL2pX9cT4A/events"),
-            "/api/v1/rooms/main/tickets/:id/events"
-        );
-        assert_eq!(
-            super::redacted_path("/api/v1/rooms/main/tickets"),
-            "/api/v1/rooms/main/tickets"
-        );
-    }
-}
-
 /// Runs `call` on the runtime of `room`. When the store answers that the runtime's generation is
 /// gone (the room was deleted, or deleted and created again, through another replica since this
 /// one last read its document; the store changed nothing), the room's document is read at once
@@ -444,5 +429,20 @@ where
             }
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn logged_paths_never_carry_ticket_ids() {
+        assert_eq!(
+            super::redacted_path("/api/v1/rooms/main/tickets/Zb3n0W6m1q8VqL2pX9cT4A/events"),
+            "/api/v1/rooms/main/tickets/:id/events"
+        );
+        assert_eq!(
+            super::redacted_path("/api/v1/rooms/main/tickets"),
+            "/api/v1/rooms/main/tickets"
+        );
     }
 }

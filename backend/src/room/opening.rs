@@ -3,15 +3,17 @@
 //! - [`opening_phase`]: where a room stands at a time (before the pre-queue, pre-queue, open) —
 //!   the one rule joins, the scheduler and the room's public state follow.
 //! - [`fresh_seed`], [`seed_commitment`], [`draw_mac`], [`draw_order`]: the published algorithm
-//!   ([`vestibule_shared::draw::DRAW_ALGORITHM`]); `verify-draw` recomputes with the same code.
+//!   ([`vestibule_shared::draw::DRAW_ALGORITHM`]), kept with the store that orders by it
+//!   (`vestibule_store::draw`); `verify-draw` recomputes with the same code.
 //! - [`leader_step`]: what the leader's tick does for the opening: make sure the seed exists once
 //!   the pre-queue is open, and make the draw once the opening has passed.
 
-use hmac::{Hmac, Mac};
+use crate::room::RoomRuntime;
 use sha2::{Digest, Sha256};
 
-use crate::ids::log_tag;
-use crate::room::RoomRuntime;
+pub use crate::store::draw::{
+    draw_key, draw_mac, draw_order, fresh_seed, seed_bytes, seed_commitment,
+};
 use crate::store::{DrawOutcome, DrawRequest, Settings, Store, StoreError, DRAW_PLACES_PER_STEP};
 
 /// Where a room stands with respect to its scheduled opening.
@@ -56,59 +58,6 @@ pub fn has_draw(settings: &Settings) -> bool {
     settings.opens_at_ms.is_some() && settings.prequeue_opens_at_ms.is_some()
 }
 
-/// A fresh draw seed: 32 bytes from the OS CSPRNG as 64 lowercase hex digits.
-pub fn fresh_seed() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS CSPRNG is available");
-    hex(&bytes)
-}
-
-/// The seed's bytes; `None` unless it is 64 hex digits.
-pub fn seed_bytes(seed_hex: &str) -> Option<Vec<u8>> {
-    if seed_hex.len() != 64 {
-        return None;
-    }
-    (0..32)
-        .map(|i| u8::from_str_radix(seed_hex.get(i * 2..i * 2 + 2)?, 16).ok())
-        .collect()
-}
-
-/// The commitment published while the pre-queue is open: SHA-256 of the seed's bytes, hex.
-pub fn seed_commitment(seed: &[u8]) -> String {
-    hex(&Sha256::digest(seed))
-}
-
-/// HMAC-SHA256 with the seed as key over a ticket tag's ASCII: the draw's sort key.
-pub fn draw_mac(seed: &[u8], tag: &str) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(seed).expect("HMAC takes any key length");
-    mac.update(tag.as_bytes());
-    mac.finalize().into_bytes().into()
-}
-
-/// `items` in drawn place order: ascending by [`draw_mac`] of `tag_of(item)`, ties by tag.
-pub fn draw_order<T>(seed: &[u8], items: Vec<T>, tag_of: impl Fn(&T) -> String) -> Vec<T> {
-    let mut keyed: Vec<([u8; 32], String, T)> = items
-        .into_iter()
-        .map(|item| {
-            let tag = tag_of(&item);
-            (draw_mac(seed, &tag), tag, item)
-        })
-        .collect();
-    keyed.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    keyed.into_iter().map(|(_, _, item)| item).collect()
-}
-
-/// A ticket's key in the drawn order: `hex(draw_mac(seed, tag)) .. tag` (64 + 12 characters),
-/// tag = [`log_tag`] of `ticket_id`. Byte order of these keys is [`draw_order`]'s order (the MAC
-/// has a fixed width, so ties fall to the tag): the Redis store keeps its pre-queue sorted by it
-/// from the joins on, so the draw only walks it.
-pub fn draw_key(seed: &[u8], ticket_id: &str) -> String {
-    let tag = log_tag(ticket_id);
-    let mut key = hex(&draw_mac(seed, &tag));
-    key.push_str(&tag);
-    key
-}
-
 /// Spread of the pre-queue's first polls after the opening, ms: 20,000 clients poll over these
 /// 4.5 s (about 4,400/s), not in one millisecond.
 pub const OPENING_POLL_SPREAD_MS: u64 = 4_500;
@@ -126,10 +75,6 @@ pub fn prequeue_poll_after_ms(ticket_id: &str, opens_at_ms: u64, now_ms: u64, fa
     let digest = Sha256::digest(ticket_id.as_bytes());
     let spread = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default());
     (until + 500 + spread % OPENING_POLL_SPREAD_MS).max(1_000)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the leader's tick did for the opening.
@@ -326,7 +271,7 @@ mod tests {
         );
         assert!(seed_bytes("xyz").is_none() && fresh_seed().len() == 64);
         let ids: Vec<String> = (0..200).map(|i| format!("ticket{i}")).collect();
-        let by_hmac = draw_order(&seed, ids.clone(), |id| log_tag(id));
+        let by_hmac = draw_order(&seed, ids.clone(), |id| crate::ids::log_tag(id));
         let mut by_key = ids;
         by_key.sort_by_cached_key(|id| draw_key(&seed, id));
         assert_eq!(by_key, by_hmac, "the stored keys sort in drawn order");

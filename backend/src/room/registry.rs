@@ -9,8 +9,7 @@
 //! is missing was lost by the store: it is written back as this runtime holds it. The index of
 //! slugs only says which documents to read; where it disagrees with them it is mended.
 //!
-//! Starting a room's tasks is left to whoever listens ([`Rooms::starts`]): the scheduler thread
-//! and the main runtime each start their half (scheduler, SSE hub) of every room put.
+//! Whoever listens ([`Rooms::starts`]) starts a room's tasks (scheduler, SSE hub).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,7 +17,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::mpsc;
 
 use crate::room::RoomRuntime;
-use crate::store::memory::lock;
 use crate::store::{RoomDoc, Store, StoreError};
 use crate::tokens::TokenService;
 
@@ -191,4 +189,11 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Locks `mutex`, recovering the data if a panicking thread poisoned it.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -1,0 +1,411 @@
+//! The queue: `join.lua` (with the join limit), a ticket's read, `sse_refresh.lua`, `leave.lua`
+//! and the counts.
+
+use redis::Value;
+
+use super::group_commit::Join;
+use super::keys::{Key, RoomKeys};
+use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
+use super::RedisStore;
+use crate::draw::draw_key;
+use crate::ids::derived_id;
+use crate::{
+    InstantAdmission, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, LeaveOutcome, QueueCursor,
+    QueueDelta, RoomCounts, RoomId, SseRefresh, StoreError, TicketRecord,
+};
+
+/// How `join.lua` is asked to join.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct JoinMode<'a> {
+    /// The room's draw seed for a join in the pre-queue window (`A[13]`, and the ticket's
+    /// place in the drawn order, `A[15..16]`); `None` for an ordinary join.
+    pub prequeue_seed: Option<&'a [u8]>,
+    /// The settings version the join was decided on (`A[14]`; `None` checks nothing).
+    pub settings_version: Option<u64>,
+}
+
+impl RedisStore {
+    pub(super) async fn join_with_limit_in_redis(
+        &self,
+        room: RoomId<'_>,
+        dedup_key: Option<&str>,
+        new_id: &str,
+        limit: Option<&JoinLimit>,
+        instant: Option<&InstantAdmission>,
+        mode: JoinMode<'_>,
+    ) -> Result<JoinReply, StoreError> {
+        // A key's first ticket takes an id derived from the key, so that a retry finds it without
+        // a dedup entry (join.lua); `new_id` serves joins without a key and re-joins after LEFT
+        // or EXPIRED.
+        let derived = match dedup_key {
+            Some(key) => derived_id(&self.room_secret(room).await?, key),
+            None => String::new(),
+        };
+        let now_ms = crate::now_ms();
+        // A random room's join carries the ticket's lottery key (join.lua asks for it when this
+        // process did not know the room is random yet).
+        let lottery_seed = if mode.prequeue_seed.is_none() && self.is_lottery_room(room) {
+            Some(self.seed_for_joins(room).await?)
+        } else {
+            None
+        };
+        // A pre-queue join carries its place in the drawn order (join.lua, draw.lua): one for the
+        // fresh id and one for the key's derived id, whichever the script gives the ticket.
+        let (order_new, order_derived) = match mode.prequeue_seed.or(lottery_seed.as_deref()) {
+            Some(seed) => (
+                draw_key(seed, new_id),
+                if derived.is_empty() {
+                    String::new()
+                } else {
+                    draw_key(seed, &derived)
+                },
+            ),
+            None => (String::new(), String::new()),
+        };
+        let (client, period, burst) = match limit {
+            Some(limit) => (
+                limit.client.clone(),
+                limit.period_ms().to_string(),
+                limit.per_minute.to_string(),
+            ),
+            None => (String::new(), "0".into(), "0".into()),
+        };
+        let (token, token_ttl, keep) = match instant {
+            Some(instant) => (
+                instant.token.clone(),
+                instant.token_ttl_ms.to_string(),
+                instant.keep_ms.to_string(),
+            ),
+            None => (String::new(), "0".into(), "0".into()),
+        };
+        // An item of join.lua's spec, in its order (the shared arguments go once per call).
+        let join = Join {
+            args: [
+                new_id.to_owned(),
+                dedup_key.unwrap_or("").to_owned(),
+                derived,
+                client,
+                period,
+                burst,
+                token,
+                token_ttl,
+                keep,
+                if mode.prequeue_seed.is_some() {
+                    "1"
+                } else {
+                    "0"
+                }
+                .to_owned(),
+                mode.settings_version
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
+                order_new,
+                order_derived,
+            ],
+            // With a key, a join run twice finds the ticket the first made: it may go again
+            // when the connection drops. Without one it would make a second.
+            keyed: dedup_key.is_some(),
+        };
+        let line = self.joins.join(room, join).await?;
+        let mut words = line.split(' ');
+        let outcome = words.next().unwrap_or_default();
+        let mut next = || words.next().unwrap_or_default();
+        let number = |text: &str| {
+            text.parse::<u64>()
+                .map_err(|_| StoreError::Corrupt(format!("join.lua answered {line:?}")))
+        };
+        let (id, created, ticket) = match outcome {
+            "waiting" => {
+                let id = next().to_owned();
+                let created = next() == "1";
+                let position = number(next())?;
+                let ticket = TicketRecord::waiting(&id, position);
+                (id, created, Some(ticket))
+            }
+            "prequeue" => {
+                let id = next().to_owned();
+                let created = next() == "1";
+                let ticket = TicketRecord {
+                    state: vestibule_shared::TicketState::PreQueue,
+                    position: None,
+                    ..TicketRecord::waiting(&id, 0)
+                };
+                (id, created, Some(ticket))
+            }
+            "admitted" => {
+                let id = next().to_owned();
+                let expires_at_ms = number(next())?;
+                let Some(instant) = instant else {
+                    return Err(StoreError::Corrupt(
+                        "join.lua admitted a join that carried no token".into(),
+                    ));
+                };
+                return Ok(JoinReply::Joined(JoinOutcome {
+                    ticket: TicketRecord {
+                        id,
+                        state: vestibule_shared::TicketState::TokenIssued,
+                        position: None,
+                        entry_token: Some(instant.token.clone()),
+                        token_expires_at_ms: Some(expires_at_ms),
+                        place_kept: false,
+                    },
+                    created: true,
+                }));
+            }
+            "ended" => (next().to_owned(), false, None),
+            "limited" => {
+                return Ok(JoinReply::RateLimited {
+                    retry_after_ms: number(next())?,
+                })
+            }
+            "sold_out" => return Ok(JoinReply::Refused(JoinRefusal::SoldOut)),
+            "closed" => return Ok(JoinReply::Refused(JoinRefusal::Closed)),
+            "stale" => return Ok(JoinReply::SettingsChanged),
+            "needs_lottery" => {
+                // A random room: join again with the ticket's lottery key (the store remembers
+                // the room is random from now on).
+                if lottery_seed.is_some() {
+                    return Err(StoreError::Corrupt(
+                        "join.lua asked again for lottery keys it was given".into(),
+                    ));
+                }
+                self.note_lottery(room, true);
+                return Box::pin(
+                    self.join_with_limit_in_redis(room, dedup_key, new_id, limit, instant, mode),
+                )
+                .await;
+            }
+            _ => return Err(StoreError::Corrupt(format!("join.lua answered {line:?}"))),
+        };
+        let ticket = match ticket {
+            Some(ticket) => ticket,
+            // The deduplicated ticket has been admitted since: read it whole.
+            None => self
+                .ticket_in_redis(room, &id, now_ms)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?,
+        };
+        Ok(JoinReply::Joined(JoinOutcome { ticket, created }))
+    }
+
+    /// `join.lua`'s look-up of a key's ticket, without joining: the dedup entry, else the key's
+    /// derived id; only a live ticket counts (see `Store::keyed_ticket`).
+    pub(super) async fn keyed_ticket_in_redis(
+        &self,
+        room: RoomId<'_>,
+        key: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let mut connection = self.link.connection.clone();
+        let mapped: Option<String> = self
+            .link
+            .bounded(
+                redis::cmd("HGET")
+                    .arg(RoomKeys::new(room).of(Key::Dedup))
+                    .arg(key)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        let id = match mapped {
+            Some(id) => id,
+            None => derived_id(&self.room_secret(room).await?, key),
+        };
+        let record = self.ticket_in_redis(room, &id, now_ms).await?;
+        Ok(record.filter(|ticket| {
+            use vestibule_shared::TicketState::{
+                Completed, PreQueue, SoldOut, TokenIssued, Waiting,
+            };
+            matches!(
+                ticket.state,
+                PreQueue | Waiting | TokenIssued | Completed | SoldOut
+            )
+        }))
+    }
+
+    pub(super) async fn ticket_in_redis(
+        &self,
+        room: RoomId<'_>,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let keys = RoomKeys::new(room);
+        // ZRANK first: if it finds the ticket it is waiting, whatever happens after.
+        let mut pipe = redis::pipe();
+        pipe.zrank(keys.of(Key::Queue), id)
+            .sismember(keys.of(Key::Prequeue), id)
+            .cmd("HMGET")
+            .arg(format!("{}ticket:{id}", keys.prefix()))
+            .arg(&["state", "tok", "exp"])
+            .hget(keys.of(Key::Doc), "qmethod")
+            .exists(keys.of(Key::LotteryFiling))
+            .hget(keys.of(Key::LotteryMac), id);
+        type Read = (
+            Option<u64>,
+            bool,
+            Vec<Option<String>>,
+            Option<String>,
+            bool,
+            Option<String>,
+        );
+        let (rank, prequeue, fields, method, filing, member): Read = self
+            .link
+            .query_repeatable(&pipe)
+            .await
+            .map_err(StoreError::for_read)?;
+        let mut connection = self.link.connection.clone();
+        if let Some(mut rank) = rank {
+            // A random room's position is the rank in its lottery (docs/DESIGN.md "Random
+            // queueing"), once every waiting ticket is filed.
+            if let (Some("random"), false, Some(member)) = (method.as_deref(), filing, member) {
+                let in_lottery: Option<u64> = self
+                    .link
+                    .bounded(
+                        redis::cmd("ZRANK")
+                            .arg(keys.of(Key::Lottery))
+                            .arg(member)
+                            .query_async(&mut connection),
+                    )
+                    .await
+                    .map_err(StoreError::for_read)?;
+                rank = in_lottery.unwrap_or(rank);
+            }
+            if prequeue {
+                return Ok(Some(TicketRecord {
+                    state: vestibule_shared::TicketState::PreQueue,
+                    position: None,
+                    ..TicketRecord::waiting(id, 0)
+                }));
+            }
+            return Ok(Some(TicketRecord::waiting(id, rank + 1)));
+        }
+        let mut fields = fields.into_iter().map(Option::unwrap_or_default);
+        let state = fields.next().unwrap_or_default();
+        let token = fields.next().unwrap_or_default();
+        let expires = fields.next().unwrap_or_default();
+        settled_record(id, &state, token, &expires, now_ms)
+    }
+
+    pub(super) async fn sse_refresh_in_redis(
+        &self,
+        room: RoomId<'_>,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.sse_refresh.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("prefix", keys.prefix());
+        match since {
+            Some(cursor) => call
+                .arg("has_cursor", "1")
+                .arg("since_popped", cursor.popped)
+                .arg("since_left", cursor.left),
+            None => call
+                .arg("has_cursor", "0")
+                .arg("since_popped", 0)
+                .arg("since_left", 0),
+        };
+        for id in ids {
+            call.item(&[id]);
+        }
+        let reply = self.link.run(&call).await.map_err(StoreError::for_read)?;
+        let number = |index: usize| {
+            reply
+                .get(index)
+                .map_or(Err(corrupt("number", &Value::Nil)), as_u64)
+        };
+        let cursor = QueueCursor {
+            popped: number(0)?,
+            left: number(1)?,
+        };
+        let reset = number(2)? == 1;
+        let popped = number(3)?;
+        let leavers = number(4)? as usize;
+        // A leaver's seq, or a return's -seq (a skipped ticket back at its place: hear.lua).
+        let events: Vec<i64> = (5..5 + leavers)
+            .map(|index| reply.get(index).map_or(Ok(0), as_i64))
+            .collect::<Result<_, _>>()?;
+        let (returned, left): (Vec<i64>, Vec<i64>) = events.into_iter().partition(|e| *e < 0);
+        let mut left_seqs: Vec<u64> = left.into_iter().map(|seq| seq as u64).collect();
+        let mut returned_seqs: Vec<u64> = returned.into_iter().map(i64::unsigned_abs).collect();
+        left_seqs.sort_unstable();
+        returned_seqs.sort_unstable();
+        let entries = reply.get(5 + leavers..).unwrap_or_default();
+        if entries.len() != ids.len() * 5 {
+            return Err(StoreError::Corrupt(
+                "sse_refresh reply has the wrong length".into(),
+            ));
+        }
+        let tickets = ids
+            .iter()
+            .zip(entries.chunks_exact(5))
+            .map(|(id, entry)| {
+                let position = as_u64(&entry[0])?;
+                if position > 0 {
+                    let seq = as_string(&entry[1])?.parse().ok();
+                    return Ok(Some((TicketRecord::waiting(id, position), seq)));
+                }
+                let record = settled_record(
+                    id,
+                    &as_string(&entry[2])?,
+                    as_string(&entry[3])?,
+                    &as_string(&entry[4])?,
+                    now_ms,
+                )?;
+                Ok(record.map(|record| (record, None)))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(SseRefresh {
+            cursor,
+            delta: (!reset).then_some(QueueDelta {
+                popped,
+                left_seqs,
+                returned_seqs,
+            }),
+            tickets,
+        })
+    }
+
+    pub(super) async fn leave_in_redis(
+        &self,
+        room: RoomId<'_>,
+        id: &str,
+        now_ms: u64,
+        keep_ms: u64,
+    ) -> Result<LeaveOutcome, StoreError> {
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.leave.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("id", id)
+            .arg("now_ms", now_ms)
+            .arg("keep_ms", keep_ms)
+            .arg("prefix", keys.prefix());
+        let reply = self.link.run(&call).await?;
+        let (outcome, state) = two_strings(&reply)?;
+        Ok(match outcome.as_str() {
+            "LEFT" => LeaveOutcome::Left,
+            "NOT_FOUND" => LeaveOutcome::NotFound,
+            _ => LeaveOutcome::AlreadyEnded(parse_state(&state)?),
+        })
+    }
+
+    pub(super) async fn counts_in_redis(
+        &self,
+        room: RoomId<'_>,
+        now_ms: u64,
+    ) -> Result<RoomCounts, StoreError> {
+        let keys = RoomKeys::new(room);
+        let mut pipe = redis::pipe();
+        pipe.zcard(keys.of(Key::Queue))
+            .zcount(keys.of(Key::Active), format!("({now_ms}"), "+inf");
+        let mut connection = self.link.connection.clone();
+        let (waiting, active): (u64, u64) = self
+            .link
+            .bounded(pipe.query_async(&mut connection))
+            .await
+            .map_err(StoreError::for_read)?;
+        Ok(RoomCounts { waiting, active })
+    }
+}
