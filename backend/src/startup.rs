@@ -103,12 +103,11 @@ impl Application {
         let metrics = telemetry::metrics_handle();
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
         warn_if_page_missing(&config.static_dir);
-        let defaults = config.default_settings();
         // `--rooms` seeds the rooms that do not exist yet; every room in the store runs
         // (issue 14: rooms created at run time are data, like the settings).
         for room in &config.rooms {
             store
-                .init_room(room, &defaults)
+                .init_room(room, &config.default_settings_for(room))
                 .await
                 .with_context(|| format!("initialising room {room}"))?;
         }

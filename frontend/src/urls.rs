@@ -94,10 +94,30 @@ pub fn is_same_origin_path(target: &str) -> bool {
         && !target.chars().any(char::is_control)
 }
 
-/// Where gate mode sends an admitted shopper: the page URL's `return` when it is a
-/// [same-origin path](is_same_origin_path), else `/` (the origin's home).
+/// Whether the path part of `target` (before `?` or `#`) escapes a `/`, a `\\` or a control
+/// character (`%2F%2F`, `%5C`, `%09`, `%0A`, `%0D`…), or has a dot segment: a path a decoding
+/// server reads as another one, or that the gate refuses as ambiguous.
+fn has_unclean_escape(target: &str) -> bool {
+    let path = target.split(['?', '#']).next().unwrap_or_default();
+    let lower = path.to_ascii_lowercase();
+    let escaped_control = lower.match_indices('%').any(|(at, _)| {
+        let hex = lower.get(at + 1..at + 3).unwrap_or_default();
+        u8::from_str_radix(hex, 16).is_ok_and(|byte| byte < 0x20 || byte == 0x7f)
+    });
+    escaped_control
+        || lower.contains("%2f")
+        || lower.contains("%5c")
+        || lower
+            .replace("%2e", ".")
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
+}
+
+/// Where gate mode sends an admitted shopper: the page URL's `return` when it is a clean
+/// [same-origin path](is_same_origin_path) (no escaped `/`, `\\` or control character in its
+/// path, no dot segment), else `/` (the origin's home).
 pub fn safe_return(target: &str) -> &str {
-    if is_same_origin_path(target) {
+    if is_same_origin_path(target) && !has_unclean_escape(target) {
         target
     } else {
         "/"
@@ -162,11 +182,28 @@ mod tests {
             "/checkout",
             "/checkout?x=1",
             "/drops/42/buy?size=9&colour=red#top",
-            "/a/%2F%2Fevil.example",
+            "/checkout?next=%2F%2Fx",
             "/path\\with-a-backslash-later",
         ] {
             assert!(is_same_origin_path(path), "{path}");
             assert_eq!(safe_return(path), path);
+        }
+    }
+
+    #[test]
+    fn a_return_with_escapes_a_server_reads_otherwise_goes_home() {
+        for target in [
+            "/%2F%2Fevil.example",
+            "/a/%2f%2fevil.example",
+            "/%5Cevil.example",
+            "/%09/evil.example",
+            "/checkout%0a",
+            "/checkout%0B",
+            "/%0d/x",
+            "/checkout/../admin",
+            "/checkout/%2e%2e/admin",
+        ] {
+            assert_eq!(safe_return(target), "/", "{target:?}");
         }
     }
 

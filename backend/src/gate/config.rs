@@ -66,6 +66,16 @@ impl GateConfig {
         }
     }
 
+    /// A room's checkout in gate mode: the first path a `--gate` rule names for it alone
+    /// (literal segments, `{room}` filled in; see [`GateRule::path_for`]). `None` outside gate
+    /// mode or when no rule names one path (the page's demo checkout is used then).
+    pub fn default_checkout(&self, room: &str) -> Option<String> {
+        if !self.enabled() {
+            return None;
+        }
+        self.rules().iter().find_map(|rule| rule.path_for(room))
+    }
+
     /// The bound on the origin's answer (headers).
     pub fn upstream_timeout(&self) -> Duration {
         Duration::from_secs(self.upstream_timeout_secs)
