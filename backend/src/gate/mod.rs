@@ -115,11 +115,19 @@ pub fn router(state: AppState, app: Router) -> anyhow::Result<Router> {
         )))
 }
 
+/// Marks an answer whose `Location` is already a path of the storefront (the hand-off's `return`,
+/// or the waiting room with the prefix written in): [`under_prefix`] leaves it as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct StorefrontLocation;
+
 /// An answer of Vestibule's own app with its `Location` (a path of the app, which believes it
 /// is at `/`) moved under the mount prefix `prefix` (no trailing `/`): a new ticket's
 /// `/api/v1/rooms/main/tickets/…` is `/_vestibule/api/v1/…` to the client (RFC 9110 §10.2.2:
 /// resolved against the request's URI), not a path of the storefront.
 async fn under_prefix(mut response: Response, prefix: Arc<str>) -> Response {
+    if response.extensions().get::<StorefrontLocation>().is_some() {
+        return response;
+    }
     let moved = response
         .headers()
         .get(header::LOCATION)

@@ -187,7 +187,9 @@ pub async fn hand_off(
     let prefix = state.config.gate.page_base();
     let refused = |clear: bool| {
         let join = join_url(&prefix, &room, &back);
-        answers::refusal(&room, "", "", &join, true, clear)
+        let mut response = answers::refusal(&room, "", "", &join, true, clear);
+        response.extensions_mut().insert(super::StorefrontLocation);
+        response
     };
     if token.is_empty() {
         return Ok(refused(false));
@@ -220,7 +222,7 @@ pub async fn hand_off(
         .map_err(|error| ApiError::Internal(anyhow::Error::new(error)))?;
     let location = HeaderValue::from_str(&back)
         .map_err(|error| ApiError::Internal(anyhow::Error::new(error)))?;
-    Ok((
+    let mut response = (
         StatusCode::SEE_OTHER,
         [
             (header::LOCATION, location),
@@ -233,7 +235,9 @@ pub async fn hand_off(
             ),
         ],
     )
-        .into_response())
+        .into_response();
+    response.extensions_mut().insert(super::StorefrontLocation);
+    Ok(response)
 }
 
 #[cfg(test)]
