@@ -117,12 +117,17 @@ impl Sites {
     async fn browser(&self, driver: &ChromeDriver, dir: &std::path::Path, block: bool) -> Client {
         let rules = "--host-resolver-rules=MAP shop.test 127.0.0.1, MAP queue.test 127.0.0.1";
         let prefs = if block {
-            // Third-party cookies (and storage) blocked, as more and more browsers do by default.
+            // Third-party cookies blocked, as more and more browsers do by default (the pref and
+            // the flag each do it in some Chromium versions).
             json!({ "profile.cookie_controls_mode": 1, "profile.block_third_party_cookies": true })
         } else {
             json!({})
         };
-        driver.browser_with(dir, "en-US", &[rules], prefs).await
+        let mut args = vec![rules];
+        if block {
+            args.push("--test-third-party-cookie-phaseout");
+        }
+        driver.browser_with(dir, "en-US", &args, prefs).await
     }
 
     /// The room paused, so that the shopper waits in line.
@@ -238,6 +243,16 @@ async fn a_waiting_room_framed_cross_site_with_third_party_cookies_blocked_reach
     let frame = browser.find(Locator::Id("queue")).await.unwrap();
     frame.enter_frame().await.unwrap();
     shown_position(&browser).await;
+    // The frame cannot keep a cookie of its own (a cross-site frame, third-party cookies
+    // blocked): what the old hand-off relied on.
+    let kept = browser
+        .execute(
+            "document.cookie = 'probe=1; Path=/'; return document.cookie;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept, "", "the frame kept a cookie");
     let waiting = sites.vestibule.get_json("/api/v1/rooms/main").await.1;
     assert_eq!(waiting["waiting"], 1, "{waiting}");
     let before = sites.seen().len();
@@ -263,6 +278,7 @@ async fn a_waiting_room_framed_cross_site_with_third_party_cookies_blocked_reach
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(clicked <= 1, "clicked {clicked} times");
+    eprintln!("framed hand-off: {clicked} click(s)");
     sites.on_checkout(&browser, "size=7").await;
     let (cookie, _) = shop_cookie(&browser).await;
     assert!(cookie.is_some(), "the shop's own, first-party cookie");
