@@ -142,7 +142,11 @@ impl Sites {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let url = browser.current_url().await.unwrap();
-            if url.as_str() == format!("{}/checkout?{query}", self.shop) {
+            let want = match query {
+                "" => format!("{}/checkout", self.shop),
+                query => format!("{}/checkout?{query}", self.shop),
+            };
+            if url.as_str() == want {
                 break;
             }
             assert!(Instant::now() < deadline, "still on {url}");
@@ -225,6 +229,23 @@ async fn a_shopper_of_a_shop_on_another_site_lands_on_its_checkout_with_its_own_
         .unwrap()
         .as_str()
         .contains(&token));
+    browser.close().await.unwrap();
+}
+
+/// A shopper who starts on the waiting room (no `return`) lands on the room's checkout URL, the
+/// shop's page, with the shop's cookie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shopper_who_starts_on_the_waiting_room_lands_on_the_shops_checkout() {
+    let sites = Sites::start().await;
+    let driver = ChromeDriver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let browser = sites.browser(&driver, dir.path(), false).await;
+    browser
+        .goto(&format!("{}/?room=main", sites.queue))
+        .await
+        .unwrap();
+    sites.on_checkout(&browser, "").await;
+    assert!(shop_cookie(&browser).await.0.is_some());
     browser.close().await.unwrap();
 }
 

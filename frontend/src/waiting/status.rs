@@ -176,10 +176,13 @@ pub fn StatusSection(
     let lang = params.lang;
     let lang_in_links = params.lang_from_url.then_some(lang);
     let gate = exit.with_value(|e| e.is_gate());
+    let handoff = exit.with_value(|e| e.state);
     let next_step = move || {
+        // A form hand-off (to a shop on another origin) shows its form, gate mode or not.
+        let posting = matches!(handoff.get(), HandoffState::Posting { .. });
         phase.with(|p| match p {
             Phase::Ticket(s) => match s.status {
-                TicketState::TokenIssued if gate => NextStep::HandOff,
+                TicketState::TokenIssued if gate || posting => NextStep::HandOff,
                 TicketState::TokenIssued => NextStep::Checkout(checkout_href(
                     &params.base,
                     &params.room,
