@@ -507,7 +507,7 @@ async fn a_rolling_rotation_over_two_replicas_refuses_no_token() {
     let (old_key, new_key) = (old_key.to_str().unwrap(), new_key.to_str().unwrap());
     let redis = RedisServer::start();
     let spawn = |keys: Vec<&str>| {
-        let mut args: Vec<String> = ["--origin-api-key", ORIGIN_KEY, "--admission-rate", "1000"]
+        let args: Vec<String> = ["--origin-api-key", ORIGIN_KEY, "--admission-rate", "1000"]
             .iter()
             .chain(&keys)
             .map(|arg| (*arg).to_owned())
