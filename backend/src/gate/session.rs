@@ -121,8 +121,12 @@ pub struct HandoffForm {
     return_to: Option<String>,
 }
 
-/// The fields `entryToken` and `return` of a form body; `None` when the body is no form.
-pub fn handoff_fields(headers: &HeaderMap, body: &[u8]) -> Option<(String, Option<String>)> {
+/// The fields `entryToken` (trimmed) and `return` of a form body, each `None` when absent;
+/// `None` when the body is no form.
+pub fn handoff_fields(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<(Option<String>, Option<String>)> {
     let form = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -134,10 +138,10 @@ pub fn handoff_fields(headers: &HeaderMap, body: &[u8]) -> Option<(String, Optio
     if !form {
         return None;
     }
-    let (mut token, mut back) = (String::new(), None);
+    let (mut token, mut back) = (None, None);
     for (name, value) in url::form_urlencoded::parse(body) {
         match name.as_ref() {
-            "entryToken" => token = value.trim().to_owned(),
+            "entryToken" => token = Some(value.trim().to_owned()),
             "return" => back = Some(value.into_owned()),
             _ => {}
         }
@@ -165,7 +169,7 @@ pub fn handoff_fields(headers: &HeaderMap, body: &[u8]) -> Option<(String, Optio
         (status = 303, description = "To `return` with the session cookie set, or to the waiting room when the token does not work",
             headers(("Location" = String, description = "`return`, or the waiting room"),
                     ("Set-Cookie" = String, description = "The session cookie, or its removal"))),
-        (status = 400, description = "Malformed body (`bad_request`)", body = ErrorBody),
+        (status = 400, description = "No `entryToken` field (`bad_request`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
         (status = 415, description = "A body that is not a form (`unsupported_media_type`)", body = ErrorBody),
         EdgeErrors, StoreReadErrors,
@@ -183,6 +187,7 @@ pub async fn hand_off(
             "send the body as Content-Type: application/x-www-form-urlencoded".into(),
         )
     })?;
+    let token = token.ok_or_else(|| ApiError::BadRequest("the form has no entryToken".into()))?;
     let back = safe_return_path(back.as_deref().unwrap_or("/")).to_owned();
     let prefix = state.config.gate.page_base();
     let refused = |clear: bool| {
@@ -256,9 +261,9 @@ mod tests {
         );
         assert_eq!(
             handoff_fields(&headers, b"entryToken=+a.b+&return=%2Fcheckout%3Fx%3D1&x=y"),
-            Some(("a.b".into(), Some("/checkout?x=1".into())))
+            Some((Some("a.b".into()), Some("/checkout?x=1".into())))
         );
-        assert_eq!(handoff_fields(&headers, b""), Some((String::new(), None)));
+        assert_eq!(handoff_fields(&headers, b""), Some((None, None)));
     }
 
     #[test]
