@@ -56,8 +56,9 @@ pub enum HandoffState {
     /// The session is open; the page is about to go to `return`.
     Done,
     /// The token goes by a top-level form POST to `action` (the shop's or the gate's hand-off
-    /// route) with `return`; the form (`#handoff-form`) is submitted at once, and its button
-    /// does it again (a framed page may only navigate the top after a click).
+    /// route) with `return`, once the turn was announced; the "Continue to checkout" button
+    /// (`#handoff-continue`) posts it again (a framed page may only navigate the top after a
+    /// click).
     Posting {
         /// The hand-off route (absolute on another origin, or under the base).
         action: String,
@@ -126,8 +127,6 @@ pub struct Exit {
     framed: bool,
     /// The page's base (the gate's hand-off route is under it).
     base: String,
-    /// The token once admitted (the form's hidden field).
-    pub posted_token: RwSignal<String>,
 }
 
 impl Exit {
@@ -152,7 +151,6 @@ impl Exit {
             embed,
             framed: matches!(params.host, Host::Framed { .. }),
             base: params.base.clone(),
-            posted_token: RwSignal::new(String::new()),
         })
     }
 
@@ -187,15 +185,13 @@ impl Exit {
         if let Some((token, state)) = posting {
             // The embedder hears of the turn first and may keep the page where it is (its
             // parent navigates, or said so).
+            self.token.replace(Some(token.clone()));
             let this = Rc::clone(self);
-            let handed = token.clone();
             let leave: Box<dyn FnOnce()> = Box::new(move || {
-                this.posted_token.set(handed);
                 this.state.set(state);
-                // The form is in the page once rendered; it goes after the turn was
-                // announced. A browser that keeps a frame from navigating the top without a
-                // click leaves the button to do it.
-                set_timeout(submit_handoff_form, TURN_ANNOUNCEMENT);
+                // After the turn was announced. A browser that keeps a frame from navigating
+                // the top without a click leaves the button to do it.
+                set_timeout(move || this.post(), TURN_ANNOUNCEMENT);
             });
             self.embed.admitted(&checkout, Some(&token), Some(leave));
             return;
@@ -212,6 +208,16 @@ impl Exit {
             self.token.replace(Some(token.to_owned()));
         }
         self.hand_off();
+    }
+
+    /// Posts the token to the hand-off route by a top-level form (the "Continue to checkout"
+    /// button too); nothing unless the hand-off is a form one.
+    pub fn post(&self) {
+        if let (HandoffState::Posting { action, back }, Some(token)) =
+            (self.state.get_untracked(), self.token.borrow().as_deref())
+        {
+            let _ = submit_form(&action, token, &back);
+        }
     }
 
     /// Tries the hand-off again (the "Try again" button).
@@ -292,16 +298,33 @@ pub fn form_handoff(
     }
 }
 
-/// Submits the hand-off form (`#handoff-form`), if it is in the page.
-fn submit_handoff_form() {
-    if let Some(form) = document().get_element_by_id("handoff-form") {
-        // HTMLFormElement.submit(), called by name: no extra web-sys binding in the page.
-        if let Ok(submit) = js_sys::Reflect::get(&form, &"submit".into()) {
-            if let Ok(submit) = submit.dyn_into::<js_sys::Function>() {
-                let _ = submit.call0(&form);
-            }
-        }
+/// Posts `entryToken` and `return` to `action` by a hidden form with `target="_top"`: a
+/// top-level navigation, the token in the body (never in a URL). Built on the DOM, not in the
+/// view, so the page carries no form component for it.
+fn submit_form(action: &str, token: &str, back: &str) -> Option<()> {
+    let doc = document();
+    let form = doc.create_element("form").ok()?;
+    for (name, value) in [
+        ("method", "post"),
+        ("action", action),
+        ("target", "_top"),
+        ("hidden", ""),
+    ] {
+        form.set_attribute(name, value).ok()?;
     }
+    for (name, value) in [("entryToken", token), ("return", back)] {
+        let input = doc.create_element("input").ok()?;
+        input.set_attribute("type", "hidden").ok()?;
+        input.set_attribute("name", name).ok()?;
+        input.set_attribute("value", value).ok()?;
+        form.append_child(&input).ok()?;
+    }
+    doc.body()?.append_child(&form).ok()?;
+    // HTMLFormElement.submit(), called by name: no extra web-sys binding in the page.
+    let submit = js_sys::Reflect::get(&form, &"submit".into()).ok()?;
+    let sent = submit.dyn_into::<js_sys::Function>().ok()?.call0(&form);
+    form.remove();
+    sent.ok().map(|_| ())
 }
 
 /// Leaves for `href` without leaving this page in the history.

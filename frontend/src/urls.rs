@@ -100,15 +100,11 @@ pub fn is_same_origin_path(target: &str) -> bool {
 fn has_unclean_escape(target: &str) -> bool {
     let path = target.split(['?', '#']).next().unwrap_or_default();
     let lower = path.to_ascii_lowercase();
-    let escaped_control = lower.match_indices('%').any(|(at, _)| {
-        let hex = lower.get(at + 1..at + 3).unwrap_or_default();
-        u8::from_str_radix(hex, 16).is_ok_and(|byte| byte < 0x20 || byte == 0x7f)
-    });
-    escaped_control
-        || lower.contains("%2f")
-        || lower.contains("%5c")
-        || lower
-            .replace("%2e", ".")
+    // `%0x` and `%1x` are the control characters; an escaped dot is never needed in a path.
+    ["%0", "%1", "%7f", "%2f", "%5c", "%2e"]
+        .iter()
+        .any(|escape| lower.contains(escape))
+        || path
             .split('/')
             .any(|segment| segment == "." || segment == "..")
 }

@@ -129,19 +129,13 @@ fn HandoffStep(lang: Lang, exit: StoredValue<Rc<Exit>, LocalStorage>) -> impl In
             <a class="button" href=target.clone()>{t(lang, Text::ContinueToCheckout)}</a>
         }
         .into_any(),
-        HandoffState::Posting { action, back } => {
-            let token = exit.with_value(|e| e.posted_token);
-            view! {
-                <form id="handoff-form" method="post" action=action target="_top">
-                    <input type="hidden" name="entryToken" prop:value=move || token.get()/>
-                    <input type="hidden" name="return" value=back/>
-                    <button type="submit" class="button" id="handoff-continue">
-                        {t(lang, Text::ContinueToCheckout)}
-                    </button>
-                </form>
-            }
-            .into_any()
+        HandoffState::Posting { .. } => view! {
+            <button type="button" class="button" id="handoff-continue"
+                on:click=move |_| exit.with_value(|e| e.post())>
+                {t(lang, Text::ContinueToCheckout)}
+            </button>
         }
+        .into_any(),
         failed @ HandoffState::Failed { .. } => {
             let text = failed.failure_text().unwrap_or(Text::HandoffRefused);
             let code = match failed {
