@@ -2033,3 +2033,33 @@ async fn the_shared_table_of_tokens_is_refused_at_the_gate_as_at_the_layer() {
         .unwrap();
     assert_eq!(passed.status(), StatusCode::OK);
 }
+
+/// `--metrics-bind`: `/metrics` with no token on an address of its own, while the shop's domain
+/// keeps asking for the admin token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_open_on_their_own_bind_address_only() {
+    let origin = Origin::start().await;
+    let port = vestibule_tests::free_port().unwrap();
+    let address = format!("127.0.0.1:{port}");
+    let app = gate_in_front_of(&origin, Backend::Memory, &["--metrics-bind", &address]).await;
+    let client = no_redirects();
+    let own = client
+        .get(format!("http://{address}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    assert!(own.text().await.unwrap().contains("vestibule_"));
+    let other = client
+        .get(format!("http://{address}/_vestibule/api/v1/rooms/main"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::NOT_FOUND,
+        "only the metrics there"
+    );
+    let shop = client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(shop.status(), StatusCode::UNAUTHORIZED);
+}

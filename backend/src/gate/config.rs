@@ -43,6 +43,12 @@ pub struct GateConfig {
     /// the shopper gets 504. An answer's body then streams for as long as it takes.
     #[arg(long, env = "VESTIBULE_UPSTREAM_TIMEOUT_SECS", default_value_t = 30)]
     pub upstream_timeout_secs: u64,
+
+    /// A second address serving `/metrics` alone, with no token (a private interface for the
+    /// scraper). In gate mode the main port's `/metrics`, on the storefront's own domain, needs
+    /// the admin token.
+    #[arg(long, env = "VESTIBULE_METRICS_BIND")]
+    pub metrics_bind: Option<std::net::SocketAddr>,
 }
 
 impl GateConfig {
@@ -183,6 +189,7 @@ mod tests {
             mount_prefix: prefix.into(),
             gates: gates.iter().map(|g| (*g).to_owned()).collect(),
             upstream_timeout_secs: 30,
+            metrics_bind: None,
         }
     }
 
