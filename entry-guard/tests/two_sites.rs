@@ -318,3 +318,142 @@ async fn a_waiting_room_framed_cross_site_with_third_party_cookies_blocked_reach
     assert_eq!(room["waiting"], 0, "{room}");
     browser.close().await.unwrap();
 }
+
+/// Gate mode's waiting room framed by a page on another site, third-party cookies blocked: the
+/// frame's own session cookie would be dropped, so the admitted frame hands the token to the
+/// gate by a top-level form, and the shopper lands on the gated checkout (the origin's content)
+/// with a first-party cookie: one hand-off, no loop, nobody queued again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gates_waiting_room_framed_cross_site_hands_off_to_the_top() {
+    // The origin behind the gate: its checkout says who it let in.
+    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = format!("http://{}", origin.local_addr().unwrap());
+    let shop = Router::new().route(
+        "/checkout",
+        get(|headers: axum::http::HeaderMap| async move {
+            let entry = headers
+                .get("x-vestibule-entry")
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("none")
+                .to_owned();
+            Html(format!(
+                "<!doctype html><title>Checkout</title>\
+                 <h1 id=\"checkout\">The shop's own checkout</h1><p id=\"entry\">{entry}</p>"
+            ))
+        }),
+    );
+    tokio::spawn(async move { axum::serve(origin, shop).await.unwrap() });
+    // The page on another site that frames the waiting room.
+    let landing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let landing_site = format!(
+        "http://landing.test:{}",
+        landing.local_addr().unwrap().port()
+    );
+    let dist = dist_dir().to_string_lossy().to_string();
+    let gate = TestApp::spawn_with_url(
+        None,
+        &[
+            "--static-dir",
+            &dist,
+            "--upstream",
+            &upstream,
+            "--gate",
+            "/checkout=main",
+            "--cors-origins",
+            &landing_site,
+        ],
+    )
+    .await;
+    let queue = format!(
+        "http://queue.test:{}",
+        gate.base.rsplit(':').next().unwrap()
+    );
+    let frame = format!(
+        "<!doctype html><title>Landing</title><h1>Drop day</h1>\
+         <iframe id=\"queue\" title=\"Waiting room\" style=\"width:100%;height:700px;border:0\" \
+         src=\"{queue}/_vestibule/?room=main&return=%2Fcheckout%3Fitem%3D7\"></iframe>"
+    );
+    let landing_app = Router::new().route(
+        "/",
+        get(move || {
+            let frame = frame.clone();
+            async move { Html(frame) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(landing, landing_app).await.unwrap() });
+
+    let driver = ChromeDriver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "--host-resolver-rules=MAP landing.test 127.0.0.1, MAP queue.test 127.0.0.1";
+    let browser = driver
+        .browser_with(
+            dir.path(),
+            "en-US",
+            &[rules, "--test-third-party-cookie-phaseout"],
+            json!({ "profile.cookie_controls_mode": 1, "profile.block_third_party_cookies": true }),
+        )
+        .await;
+    let pause = |paused: bool| {
+        gate.client
+            .patch(gate.url("/_vestibule/api/v1/admin/rooms/main"))
+            .bearer_auth(vestibule_tests::ADMIN_TOKEN)
+            .json(&json!({ "paused": paused }))
+            .send()
+    };
+    assert!(pause(true).await.unwrap().status().is_success());
+    browser.goto(&format!("{landing_site}/")).await.unwrap();
+    browser
+        .find(Locator::Id("queue"))
+        .await
+        .unwrap()
+        .enter_frame()
+        .await
+        .unwrap();
+    shown_position(&browser).await;
+    assert!(pause(false).await.unwrap().status().is_success());
+
+    // The page tries the top-level form by itself after the turn's announcement; Chromium keeps
+    // a cross-site frame from navigating the top to the frame's own site without a click, so the
+    // shopper clicks "Continue to checkout": one click, one hand-off.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut clicked = 0;
+    loop {
+        let url = browser.current_url().await.unwrap();
+        if url.as_str() == format!("{queue}/checkout?item=7") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still on {url}");
+        if clicked == 0 {
+            if let Ok(button) = browser.find(Locator::Id("handoff-continue")).await {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                if browser.current_url().await.unwrap().as_str() == format!("{landing_site}/") {
+                    button.click().await.unwrap();
+                    clicked += 1;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(clicked <= 1);
+    let _ = browser.enter_parent_frame().await;
+    wait_for(
+        &browser,
+        "#checkout",
+        None,
+        Duration::from_secs(5),
+        |text| text == "The shop's own checkout",
+    )
+    .await;
+    let entry = wait_for(&browser, "#entry", None, Duration::from_secs(5), |_| true).await;
+    assert!(entry.contains("\"room\":\"main\""), "{entry}");
+    assert!(browser
+        .get_named_cookie("vestibule_entry_main")
+        .await
+        .is_ok());
+    // No loop: still there a moment later, and nobody waits in line again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(browser.current_url().await.unwrap().path(), "/checkout");
+    let room = gate.get_json("/_vestibule/api/v1/rooms/main").await.1;
+    assert_eq!(room["waiting"], 0, "{room}");
+    browser.close().await.unwrap();
+}
