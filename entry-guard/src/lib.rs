@@ -15,8 +15,9 @@
 //! the background, and when a token names an unknown `kid` (at most once per cooldown). Keys
 //! held stay while Vestibule is unreachable, so a token whose key is known never waits on the
 //! network and is never answered 503. Only a token whose key cannot be known (Vestibule
-//! unreachable since before its key was published) gets 503: a small HTML page for a browser,
-//! JSON for anything else, with `Retry-After`.
+//! unreachable since before its key was published), or with online consume one Vestibule cannot
+//! be asked about, gets 503: a small HTML page for a browser, JSON for anything else, with
+//! `Retry-After`.
 //!
 //! **Hand-off.** [`EntryGuard::handoff`] is the route Vestibule's waiting room posts an admitted
 //! shopper's token to, by a top-level form navigation from another origin:
