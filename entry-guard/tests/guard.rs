@@ -379,3 +379,29 @@ async fn with_vestibule_down_then_hanging_then_back_known_keys_always_pass() {
         StatusCode::OK
     );
 }
+
+/// The guard speaks HTTPS to Vestibule: a key set at an `https://` URL is fetched (here from a
+/// closed port: the request is sent and fails to connect), not refused as a URL the client
+/// cannot use. (In this workspace the test crates turn reqwest's TLS on too; that the crate's
+/// own default feature does is `cargo tree -p vestibule-guard -e normal -i rustls`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_key_set_is_fetched_in_the_default_build() {
+    let port = vestibule_tests::free_port().unwrap();
+    let guard = EntryGuard::builder("main", "storefront")
+        .jwks_url(format!("https://127.0.0.1:{port}/.well-known/jwks.json"))
+        .startup_wait(std::time::Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    // A token naming a key: only its header is read before the key set is asked for.
+    let header = "eyJhbGciOiJFZERTQSIsImtpZCI6ImsifQ"; // {"alg":"EdDSA","kid":"k"}
+    let token = format!("{header}.e30.c2ln");
+    let (status, _, body) = send(&shop(guard), get_with(Some(&token), "application/json")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = serde_json::from_str::<Value>(&body).unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("error sending request"), "{message}");
+    assert!(!message.contains("builder error"), "{message}");
+}
