@@ -475,6 +475,16 @@ impl Config {
         Ok(())
     }
 
+    /// The settings a new room `room` starts with: [`Config::default_settings`], with the
+    /// checkout in gate mode at the room's first gated path unless `--checkout-url` names one.
+    pub fn default_settings_for(&self, room: &str) -> crate::store::Settings {
+        let mut settings = self.default_settings();
+        if settings.checkout_url.is_none() {
+            settings.checkout_url = self.gate.default_checkout(room);
+        }
+        settings
+    }
+
     /// A room's settings before any operator change.
     pub fn default_settings(&self) -> crate::store::Settings {
         crate::store::Settings {

@@ -30,6 +30,8 @@ use crate::tokens::{KeyRing, TokenService};
 /// A built application: bound socket, state and background tasks, ready to serve.
 pub struct Application {
     listener: TcpListener,
+    /// `--metrics-bind`: `/metrics` alone, no token.
+    metrics_listener: Option<TcpListener>,
     state: AppState,
     shutdown: watch::Sender<bool>,
     generated_admin_token: Option<String>,
@@ -103,12 +105,11 @@ impl Application {
         let metrics = telemetry::metrics_handle();
         let safety = check_store_safety(store.as_ref(), config.require_safe_redis).await?;
         warn_if_page_missing(&config.static_dir);
-        let defaults = config.default_settings();
         // `--rooms` seeds the rooms that do not exist yet; every room in the store runs
         // (issue 14: rooms created at run time are data, like the settings).
         for room in &config.rooms {
             store
-                .seed_room(room, &defaults)
+                .seed_room(room, &config.default_settings_for(room))
                 .await
                 .with_context(|| format!("initialising room {room}"))?;
         }
@@ -140,6 +141,14 @@ impl Application {
         let listener = TcpListener::bind(config.bind)
             .await
             .with_context(|| format!("binding {}", config.bind))?;
+        let metrics_listener = match config.gate.metrics_bind {
+            Some(address) => Some(
+                TcpListener::bind(address)
+                    .await
+                    .with_context(|| format!("binding --metrics-bind {address}"))?,
+            ),
+            None => None,
+        };
         let (shutdown, shutdown_rx) = watch::channel(false);
         let bots = Arc::new(Bots::new(challenge_key));
         let state = AppState::new(AppStateParts {
@@ -157,6 +166,7 @@ impl Application {
         });
         Ok(Self {
             listener,
+            metrics_listener,
             state,
             shutdown,
             generated_admin_token,
@@ -198,11 +208,15 @@ impl Application {
     ) -> anyhow::Result<()> {
         let Self {
             listener,
+            metrics_listener,
             state,
             shutdown,
             shared_key,
             ..
         } = self;
+        if let Some(metrics_listener) = metrics_listener {
+            serve_metrics(&state, metrics_listener);
+        }
         let schedulers = spawn_scheduler_thread(state.clone())?;
         let mut tasks = JoinSet::new();
         // Each room's SSE hub, for the rooms running now and every room added later.
@@ -281,6 +295,32 @@ impl Application {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         self.run_until(shutdown_signal()).await
     }
+}
+
+/// Serves `/metrics` alone on `--metrics-bind` until shutdown (no token: the address is meant
+/// for the scraper's private network).
+fn serve_metrics(state: &AppState, listener: TcpListener) {
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "metrics on http://{address}/metrics");
+    }
+    let app = axum::Router::new()
+        .route(
+            vestibule_shared::paths::METRICS,
+            axum::routing::get(http::health::metrics_text),
+        )
+        .with_state(state.clone());
+    let mut shutdown = state.shutdown.clone();
+    tokio::spawn(async move {
+        let stopped = async move {
+            let _ = shutdown.wait_for(|stopping| *stopping).await;
+        };
+        if let Err(error) = axum::serve(listener, app)
+            .with_graceful_shutdown(stopped)
+            .await
+        {
+            tracing::warn!(%error, "the metrics listener stopped");
+        }
+    });
 }
 
 /// Runs every room's scheduler on a thread of its own, with its own single-threaded runtime and,

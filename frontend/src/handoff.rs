@@ -9,8 +9,20 @@
 //!   failed hand-off (no answer, 4xx, 5xx) is shown with a "Try again" button; nothing moves on
 //!   until it succeeds.
 //!
-//! Both leave with `location.replace`, so Back from the store returns to the shop, not to this
-//! redirect.
+//! - **A shop on another origin** (the room's `checkoutUrl` is an `http(s)` URL on another
+//!   origin than the page's, e.g. a storefront checking tokens with `vestibule-guard`): the page
+//!   hands the token to the shop's own origin by a top-level navigation, a form POST (the token
+//!   in the body, never in a URL) to `{shop}/_vestibule/api/v1/rooms/{room}/handoff` with
+//!   `return` resolved against the shop's origin (the page's `return`, else the checkout URL's
+//!   path); the shop verifies it, sets its own first-party cookie and answers 303 to `return`.
+//! - **Gate mode in a frame** (framed by a storefront on another site, where the frame's cookie
+//!   would be a third-party one the browser drops): the same form POST, to the gate's own
+//!   `{base}api/v1/rooms/{room}/handoff`, with `target="_top"`, so the cookie is set for the
+//!   top-level document. The form shows a "Continue to checkout" button: a browser lets a
+//!   cross-site frame navigate the top only after a click.
+//!
+//! Page and session hand-offs leave with `location.replace`, so Back from the store returns to
+//! the shop, not to this redirect.
 
 use std::{
     cell::{Cell, RefCell},
@@ -20,9 +32,12 @@ use std::{
 
 use leptos::{prelude::*, task::spawn_local};
 
+use vestibule_shared::settings::url_origin;
+use wasm_bindgen::JsCast;
+
 use crate::{
     api::{self, ApiError},
-    embed::Embedder,
+    embed::{Embedder, Host},
     i18n::{t, Lang, Text},
     page_params::PageParams,
     urls::safe_return,
@@ -40,6 +55,16 @@ pub enum HandoffState {
     Sending,
     /// The session is open; the page is about to go to `return`.
     Done,
+    /// The token goes by a top-level form POST to `action` (the shop's or the gate's hand-off
+    /// route) with `return`, once the turn was announced; the "Continue to checkout" button
+    /// (`#handoff-continue`) posts it again (a framed page may only navigate the top after a
+    /// click).
+    Posting {
+        /// The hand-off route (absolute on another origin, or under the base).
+        action: String,
+        /// The `return` field: a path on the action's origin.
+        back: String,
+    },
     /// The server did not take the token: shown with "Try again".
     Failed {
         /// Worth trying again as it is: no answer (offline, timeout), 429 or 5xx; `false` for
@@ -77,6 +102,7 @@ impl HandoffState {
             Self::Idle => "idle",
             Self::Sending => "sending",
             Self::Done => "done",
+            Self::Posting { .. } => "posting",
             Self::Failed { .. } => "failed",
         }
     }
@@ -97,6 +123,10 @@ pub struct Exit {
     turn_at: Cell<f64>,
     /// The storefront embedding the page, told of the turn first ([`crate::embed`]).
     embed: Rc<Embedder>,
+    /// Whether the page runs in a frame: its hand-off then navigates the top.
+    framed: bool,
+    /// The page's base (the gate's hand-off route is under it).
+    base: String,
 }
 
 impl Exit {
@@ -119,6 +149,8 @@ impl Exit {
             token: RefCell::new(None),
             turn_at: Cell::new(0.0),
             embed,
+            framed: matches!(params.host, Host::Framed { .. }),
+            base: params.base.clone(),
         })
     }
 
@@ -132,10 +164,38 @@ impl Exit {
         self.return_to.clone()
     }
 
-    /// The shopper was admitted with `token`: leave for `checkout` (standalone), or hand the
-    /// token over and leave for `return` (gate mode).
+    /// The shopper was admitted with `token`: leave for `checkout` (standalone), hand the
+    /// token to a shop on another origin or out of a frame (form POST), or open the session and
+    /// leave for `return` (gate mode).
     pub fn admitted(self: &Rc<Self>, token: Option<&str>, checkout: String) {
         self.turn_at.set(js_sys::Date::now());
+        let own_origin = window().location().origin().unwrap_or_default();
+        let return_to = self.return_to.as_deref();
+        let posting = token.and_then(|token| {
+            form_handoff(
+                &self.room,
+                &self.base,
+                self.framed,
+                &own_origin,
+                return_to,
+                &checkout,
+            )
+            .map(|state| (token.to_owned(), state))
+        });
+        if let Some((token, state)) = posting {
+            // The embedder hears of the turn first and may keep the page where it is (its
+            // parent navigates, or said so).
+            self.token.replace(Some(token.clone()));
+            let this = Rc::clone(self);
+            let leave: Box<dyn FnOnce()> = Box::new(move || {
+                this.state.set(state);
+                // After the turn was announced. A browser that keeps a frame from navigating
+                // the top without a click leaves the button to do it.
+                set_timeout(move || this.post(), TURN_ANNOUNCEMENT);
+            });
+            self.embed.admitted(&checkout, Some(&token), Some(leave));
+            return;
+        }
         if !self.is_gate() {
             // The embedder hears of the turn first and may keep the page where it is.
             let href = checkout.clone();
@@ -148,6 +208,16 @@ impl Exit {
             self.token.replace(Some(token.to_owned()));
         }
         self.hand_off();
+    }
+
+    /// Posts the token to the hand-off route by a top-level form (the "Continue to checkout"
+    /// button too); nothing unless the hand-off is a form one.
+    pub fn post(&self) {
+        if let (HandoffState::Posting { action, back }, Some(token)) =
+            (self.state.get_untracked(), self.token.borrow().as_deref())
+        {
+            let _ = submit_form(&action, token, &back);
+        }
     }
 
     /// Tries the hand-off again (the "Try again" button).
@@ -189,6 +259,72 @@ impl Exit {
             }
         });
     }
+}
+
+/// The form hand-off for an admitted page, if it needs one: to the shop's origin when the
+/// checkout URL `checkout` is absolute on another origin than `own_origin` (`return` there:
+/// the page's `return_to`, else the checkout URL's path), or, in a frame (`framed`) in gate
+/// mode (`return_to` set), to the gate's hand-off under `base`.
+pub fn form_handoff(
+    room: &str,
+    base: &str,
+    framed: bool,
+    own_origin: &str,
+    return_to: Option<&str>,
+    checkout: &str,
+) -> Option<HandoffState> {
+    let route = format!(
+        "api/v1/rooms/{}/handoff",
+        crate::urls::encode_component(room)
+    );
+    match url_origin(checkout) {
+        Some(shop) if !shop.eq_ignore_ascii_case(own_origin) => {
+            let path = &checkout[shop.len()..];
+            let back = match return_to {
+                Some(back) => safe_return(back),
+                None if path.is_empty() => "/",
+                None => safe_return(path),
+            };
+            Some(HandoffState::Posting {
+                action: format!("{shop}/_vestibule/{route}"),
+                back: back.to_owned(),
+            })
+        }
+        _ if framed => return_to.map(|back| HandoffState::Posting {
+            action: format!("{base}{route}"),
+            back: safe_return(back).to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// Posts `entryToken` and `return` to `action` by a hidden form with `target="_top"`: a
+/// top-level navigation, the token in the body (never in a URL). Built on the DOM, not in the
+/// view, so the page carries no form component for it.
+fn submit_form(action: &str, token: &str, back: &str) -> Option<()> {
+    let doc = document();
+    let form = doc.create_element("form").ok()?;
+    for (name, value) in [
+        ("method", "post"),
+        ("action", action),
+        ("target", "_top"),
+        ("hidden", ""),
+    ] {
+        form.set_attribute(name, value).ok()?;
+    }
+    for (name, value) in [("entryToken", token), ("return", back)] {
+        let input = doc.create_element("input").ok()?;
+        input.set_attribute("type", "hidden").ok()?;
+        input.set_attribute("name", name).ok()?;
+        input.set_attribute("value", value).ok()?;
+        form.append_child(&input).ok()?;
+    }
+    doc.body()?.append_child(&form).ok()?;
+    // HTMLFormElement.submit(), called by name: no extra web-sys binding in the page.
+    let submit = js_sys::Reflect::get(&form, &"submit".into()).ok()?;
+    let sent = submit.dyn_into::<js_sys::Function>().ok()?.call0(&form);
+    form.remove();
+    sent.ok().map(|_| ())
 }
 
 /// Leaves for `href` without leaving this page in the history.
@@ -240,5 +376,86 @@ mod tests {
             Some(Text::HandoffUnsent)
         );
         assert_eq!(HandoffState::Sending.failure_text(), None);
+    }
+
+    #[test]
+    fn a_shop_on_another_origin_gets_the_token_at_its_own_origin() {
+        let posting = |action: &str, back: &str| {
+            Some(HandoffState::Posting {
+                action: action.into(),
+                back: back.into(),
+            })
+        };
+        let shop = "http://shop.test/_vestibule/api/v1/rooms/main/handoff";
+        // The page's return is a path on the shop, not on the waiting room.
+        assert_eq!(
+            form_handoff(
+                "main",
+                "/",
+                false,
+                "http://queue.test",
+                Some("/checkout?size=42"),
+                "http://shop.test/checkout"
+            ),
+            posting(shop, "/checkout?size=42")
+        );
+        // Started on the waiting room: the checkout URL's own path.
+        assert_eq!(
+            form_handoff(
+                "main",
+                "/",
+                false,
+                "http://queue.test",
+                None,
+                "http://shop.test/checkout?x=1"
+            ),
+            posting(shop, "/checkout?x=1")
+        );
+        assert_eq!(
+            form_handoff(
+                "main",
+                "/",
+                false,
+                "http://queue.test",
+                Some("//evil.example"),
+                "http://shop.test"
+            ),
+            posting(shop, "/")
+        );
+        // Gate mode on its own origin: the session request, no form; in a frame, the form.
+        assert_eq!(
+            form_handoff(
+                "main",
+                "/_vestibule/",
+                false,
+                "http://shop.test",
+                Some("/checkout"),
+                "/checkout"
+            ),
+            None
+        );
+        assert_eq!(
+            form_handoff(
+                "main",
+                "/_vestibule/",
+                true,
+                "http://shop.test",
+                Some("/checkout"),
+                "/checkout"
+            ),
+            posting("/_vestibule/api/v1/rooms/main/handoff", "/checkout")
+        );
+        // A standalone page framed with no way back to a shop: nothing to hand over.
+        assert_eq!(
+            form_handoff(
+                "main",
+                "/",
+                true,
+                "http://q.test",
+                None,
+                "/checkout?room=main"
+            ),
+            None
+        );
     }
 }

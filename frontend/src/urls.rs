@@ -94,10 +94,26 @@ pub fn is_same_origin_path(target: &str) -> bool {
         && !target.chars().any(char::is_control)
 }
 
-/// Where gate mode sends an admitted shopper: the page URL's `return` when it is a
-/// [same-origin path](is_same_origin_path), else `/` (the origin's home).
+/// Whether the path part of `target` (before `?` or `#`) escapes a `/`, a `\\` or a control
+/// character (`%2F%2F`, `%5C`, `%09`, `%0A`, `%0D`…), or has a dot segment: a path a decoding
+/// server reads as another one, or that the gate refuses as ambiguous.
+fn has_unclean_escape(target: &str) -> bool {
+    let path = target.split(['?', '#']).next().unwrap_or_default();
+    let lower = path.to_ascii_lowercase();
+    // `%0x` and `%1x` are the control characters; an escaped dot is never needed in a path.
+    ["%0", "%1", "%7f", "%2f", "%5c", "%2e"]
+        .iter()
+        .any(|escape| lower.contains(escape))
+        || path
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
+}
+
+/// Where gate mode sends an admitted shopper: the page URL's `return` when it is a clean
+/// [same-origin path](is_same_origin_path) (no escaped `/`, `\\` or control character in its
+/// path, no dot segment), else `/` (the origin's home).
 pub fn safe_return(target: &str) -> &str {
-    if is_same_origin_path(target) {
+    if is_same_origin_path(target) && !has_unclean_escape(target) {
         target
     } else {
         "/"
@@ -162,11 +178,28 @@ mod tests {
             "/checkout",
             "/checkout?x=1",
             "/drops/42/buy?size=9&colour=red#top",
-            "/a/%2F%2Fevil.example",
+            "/checkout?next=%2F%2Fx",
             "/path\\with-a-backslash-later",
         ] {
             assert!(is_same_origin_path(path), "{path}");
             assert_eq!(safe_return(path), path);
+        }
+    }
+
+    #[test]
+    fn a_return_with_escapes_a_server_reads_otherwise_goes_home() {
+        for target in [
+            "/%2F%2Fevil.example",
+            "/a/%2f%2fevil.example",
+            "/%5Cevil.example",
+            "/%09/evil.example",
+            "/checkout%0a",
+            "/checkout%0B",
+            "/%0d/x",
+            "/checkout/../admin",
+            "/checkout/%2e%2e/admin",
+        ] {
+            assert_eq!(safe_return(target), "/", "{target:?}");
         }
     }
 

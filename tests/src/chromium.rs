@@ -75,20 +75,50 @@ impl ChromeDriver {
     /// # Panics
     /// When no session can be created.
     pub async fn browser(&self, user_data_dir: &Path, lang: &str) -> Client {
+        self.browser_with(user_data_dir, lang, &[], json!({})).await
+    }
+
+    /// [`ChromeDriver::browser`] with more command-line `args` (e.g.
+    /// `--host-resolver-rules=MAP shop.test 127.0.0.1`) and profile `prefs` (e.g.
+    /// `{"profile.cookie_controls_mode": 1}`: third-party cookies blocked).
+    ///
+    /// # Panics
+    /// When no session can be created.
+    pub async fn browser_with(
+        &self,
+        user_data_dir: &Path,
+        lang: &str,
+        args: &[&str],
+        prefs: serde_json::Value,
+    ) -> Client {
+        let mut all_prefs = json!({ "intl.accept_languages": lang });
+        if let (Some(all), Some(more)) = (all_prefs.as_object_mut(), prefs.as_object()) {
+            all.extend(more.clone());
+        }
+        let mut all_args = vec![
+            "--headless".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-quic".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--disable-dev-shm-usage".into(),
+            "--window-size=430,900".into(),
+            format!("--lang={lang}"),
+            format!("--user-data-dir={}", user_data_dir.display()),
+        ];
+        all_args.extend(args.iter().map(|arg| (*arg).to_owned()));
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
             json!({
                 "binary": "/usr/bin/chromium",
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--disable-dev-shm-usage", "--window-size=430,900",
-                    format!("--lang={lang}"),
-                    format!("--user-data-dir={}", user_data_dir.display()),
-                ],
-                // What navigator.language reports (the page's default language).
-                "prefs": { "intl.accept_languages": lang },
+                "args": all_args,
+                // `intl.accept_languages`: what navigator.language reports (the page's default
+                // language).
+                "prefs": all_prefs,
             }),
         );
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();

@@ -16,6 +16,7 @@
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
 
 pub mod chromium;
+pub mod entry_cases;
 pub mod nginx;
 
 mod cluster;
@@ -503,8 +504,10 @@ impl TestApp {
 
     /// The Prometheus text of `/metrics`.
     pub async fn metrics(&self) -> String {
+        // In gate mode the metrics need the admin token; elsewhere it is ignored.
         self.client
             .get(self.url(paths::METRICS))
+            .bearer_auth(ADMIN_TOKEN)
             .send()
             .await
             .expect("metrics")

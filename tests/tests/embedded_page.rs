@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Request, State};
 use axum::response::Html;
 use axum::Router;
-use fantoccini::Client;
+use fantoccini::{Client, Locator};
 use serde_json::{json, Value};
 use vestibule_tests::chromium::{dist_dir, save_screenshot, ChromeDriver};
 use vestibule_tests::{Backend, TestApp};
@@ -276,8 +276,9 @@ async fn a_framed_page_tells_its_storefront_resizes_and_keeps_its_place() {
     browser.close().await.unwrap();
 }
 
-/// Without `embed=1` the framed page goes to checkout itself (its own frame); a parent that
-/// posts `vestibule:navigate-self: false` keeps it where it is, whatever another frame says.
+/// Without `embed=1` the framed page goes on by itself (a top-level hand-off to the
+/// storefront's origin); a parent that posts `vestibule:navigate-self: false` keeps it where it
+/// is, whatever another frame says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parent_decides_whether_the_framed_page_navigates() {
     let (app, shop, checkout) = sale("/checkout", false).await;
@@ -298,12 +299,32 @@ async fn the_parent_decides_whether_the_framed_page_navigates() {
             .await;
         let admitted = wait_message(&browser, "vestibule:admitted", |_| true).await;
         assert_eq!(admitted["checkoutUrl"], checkout.as_str(), "{path}");
-        let deadline = Instant::now() + Duration::from_secs(6);
-        while !shop.asked_for("/checkout") && Instant::now() < deadline {
+        // A page that goes on hands the token to the storefront's origin by a top-level form
+        // (never the bare checkout URL, which would leave the shop without the token); the
+        // others stay and show no form.
+        let frame = browser.find(Locator::Id("queue")).await.unwrap();
+        frame.enter_frame().await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut button = false;
+        while Instant::now() < deadline && !button {
+            button = browser.find(Locator::Id("handoff-continue")).await.is_ok();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_eq!(shop.asked_for("/checkout"), navigates, "{path}");
-        assert_eq!(browser.current_url().await.unwrap().path(), path);
+        let _ = browser.enter_parent_frame().await;
+        assert_eq!(button, navigates, "{path}: the hand-off's button");
+        if navigates {
+            // The form goes to the top: the storefront's hand-off route is asked.
+            let deadline = Instant::now() + Duration::from_secs(6);
+            while !shop.asked_for("/_vestibule/api/v1/rooms/main/handoff") {
+                assert!(Instant::now() < deadline, "{path}: no hand-off");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        } else {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            assert!(!shop.asked_for("/_vestibule/"), "{path}");
+            assert_eq!(browser.current_url().await.unwrap().path(), path);
+        }
+        assert!(!shop.asked_for("/checkout"), "{path}");
         browser.close().await.unwrap();
     }
 }

@@ -493,3 +493,92 @@ async fn the_token_layer_on_a_protected_prefix_verifies_offline_then_asks_the_st
         (StatusCode::FORBIDDEN, Some("entry_token_used"))
     );
 }
+
+/// The three-step rotation of README "Rotating the signing key", as a rolling restart of two
+/// replicas on one Redis with shoppers admitted throughout: each step restarts one replica at a
+/// time, and after every restart a token issued by each replica is used at the other (a
+/// storefront's consume), and one issued before the rotation at the end. No token is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_rotation_over_two_replicas_refuses_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_key, new_key) = (dir.path().join("old.pem"), dir.path().join("new.pem"));
+    ed25519_pem(&old_key);
+    ed25519_pem(&new_key);
+    let (old_key, new_key) = (old_key.to_str().unwrap(), new_key.to_str().unwrap());
+    let redis = RedisServer::start();
+    let spawn = |keys: Vec<&str>| {
+        let args: Vec<String> = ["--origin-api-key", ORIGIN_KEY, "--admission-rate", "1000"]
+            .iter()
+            .chain(&keys)
+            .map(|arg| (*arg).to_owned())
+            .collect();
+        let url = redis.url();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            TestApp::spawn_with_url(Some(&url), &args).await
+        }
+    };
+    let steps: [Vec<&str>; 4] = [
+        vec!["--signing-key-file", old_key],
+        vec![
+            "--signing-key-file",
+            old_key,
+            "--next-signing-key-file",
+            new_key,
+        ],
+        vec![
+            "--signing-key-file",
+            new_key,
+            "--previous-signing-key-file",
+            old_key,
+        ],
+        vec!["--signing-key-file", new_key],
+    ];
+    let mut replicas = [spawn(steps[0].clone()).await, spawn(steps[0].clone()).await];
+    let (_, held_since_the_start) = replicas[0].admitted("main").await;
+    let old_kid = kid_of(&held_since_the_start);
+    let mut kids_seen = std::collections::BTreeSet::new();
+    let mut used = 0;
+    for (step, keys) in steps.iter().enumerate().skip(1) {
+        for restarted in 0..2 {
+            replicas[restarted].signal("TERM");
+            assert!(replicas[restarted]
+                .wait_exit(Duration::from_secs(10))
+                .await
+                .is_some());
+            replicas[restarted] = spawn(keys.clone()).await;
+            for (issuer, user) in [(0, 1), (1, 0)] {
+                let (_, token) = replicas[issuer].admitted("main").await;
+                kids_seen.insert(kid_of(&token));
+                let (status, body) =
+                    consume(&replicas[user], "main", &token, Some(ORIGIN_KEY)).await;
+                assert_eq!(
+                    status,
+                    StatusCode::OK,
+                    "step {step}, replica {restarted} restarted: a token of replica {issuer} at replica {user}: {body}"
+                );
+                used += 1;
+            }
+            if step == 2 && restarted == 1 {
+                // Both sign with the new key now; a token of the old one still works.
+                let (status, body) = consume(
+                    &replicas[1],
+                    "main",
+                    &held_since_the_start,
+                    Some(ORIGIN_KEY),
+                )
+                .await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+            }
+        }
+        let published = jwks(&replicas[0]).await.1;
+        assert_eq!(published, jwks(&replicas[1]).await.1, "step {step}");
+        if step == 1 {
+            // The next key is announced before anyone signs with it.
+            assert_eq!(published.len(), 2, "{published:?}");
+            assert!(published.contains(&old_kid));
+        }
+    }
+    assert_eq!(used, 12);
+    assert_eq!(kids_seen.len(), 2, "both keys signed during the rotation");
+}

@@ -227,12 +227,12 @@ async fn admitted(app: &TestApp, room: &str) -> String {
             .await
             .unwrap();
         if status["status"] == TicketState::TokenIssued.as_str() {
-            // The demo checkout link stays under the prefix (the page follows it without `return`).
-            assert_eq!(
-                status["checkoutUrl"],
-                format!("{PREFIX}checkout?room={room}"),
-                "{status}"
-            );
+            // A room's checkout is its first gated path (the page follows it without `return`).
+            let first_gated = match room {
+                "main" => "/checkout".to_owned(),
+                room => format!("/rooms/{room}/pay"),
+            };
+            assert_eq!(status["checkoutUrl"], first_gated, "{status}");
             return status["entryToken"].as_str().unwrap().to_owned();
         }
         assert!(Instant::now() < deadline, "not admitted: {status}");
@@ -1247,6 +1247,7 @@ async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
     let metrics = app
         .client
         .get(app.url("/metrics"))
+        .bearer_auth(vestibule_tests::ADMIN_TOKEN)
         .send()
         .await
         .unwrap()
@@ -1830,4 +1831,235 @@ async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
     let followed = reqwest::get(app.url(&location)).await.unwrap();
     assert_eq!(followed.status(), StatusCode::OK, "{location}");
     assert!(origin.paths().iter().all(|path| !path.contains("tickets")));
+}
+
+/// An OPTIONS request to a gated path that is not a bare CORS preflight (a cookie, an
+/// `Authorization`, an entry token or a body) is gated like any other method: it never reaches
+/// the origin without admission. A bare preflight still does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_with_credentials_or_a_body_to_a_gated_path_never_reaches_the_origin() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    let client = no_redirects();
+    let preflight = || {
+        client
+            .request(
+                reqwest::Method::OPTIONS,
+                app.url("/checkout?item=7&qty=100"),
+            )
+            .header("origin", "https://shop.example")
+            .header("access-control-request-method", "POST")
+    };
+    for (what, request) in [
+        ("a cookie", preflight().header("cookie", "session=abc")),
+        (
+            "Authorization",
+            preflight().header("authorization", "Bearer x"),
+        ),
+        (
+            "an entry token",
+            preflight().header("x-entry-token", "forged"),
+        ),
+        ("a body", preflight().body("item=7&qty=100!")),
+        (
+            "a chunked body",
+            preflight().body(reqwest::Body::wrap_stream(futures_util::stream::iter([
+                Ok::<_, std::io::Error>(Bytes::from("item=7")),
+            ]))),
+        ),
+    ] {
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::FORBIDDEN, "with {what}");
+    }
+    assert!(
+        origin.paths().is_empty(),
+        "the origin saw {:?}",
+        origin.paths()
+    );
+    let bare = preflight().send().await.unwrap();
+    assert_eq!(bare.status(), StatusCode::OK);
+    assert_eq!(origin.paths(), ["/checkout"]);
+}
+
+/// The gate's own extras for a storefront: the verified token for an origin that checks it
+/// itself, metrics only with the admin token, and the top-level hand-off a framed page uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_origin_gets_the_token_metrics_need_the_admin_token_and_a_form_hands_off() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &[]).await;
+    let token = admitted(&app, "main").await;
+    let client = no_redirects();
+
+    // The origin sees the very token that admitted the request; a client's own is dropped.
+    let (status, _, echo) = json_of(
+        client
+            .get(app.url("/checkout"))
+            .header("x-entry-token", &token)
+            .header("x-vestibule-token", "forged")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{echo}");
+    assert_eq!(seen_header(&echo, "x-vestibule-token"), token);
+    let (_, _, echo) = json_of(
+        client
+            .get(app.url("/elsewhere"))
+            .header("x-vestibule-token", "forged")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(seen_header(&echo, "x-vestibule-token"), "");
+
+    // Metrics on the shop's domain: the admin token, at the root and under the prefix.
+    for path in ["/metrics", "/_vestibule/metrics"] {
+        let anonymous = client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "{path}");
+        let wrong = client
+            .get(app.url(path))
+            .bearer_auth("not-the-admin-token-at-all")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), StatusCode::FORBIDDEN, "{path}");
+        let admin = client
+            .get(app.url(path))
+            .bearer_auth(vestibule_tests::ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(admin.status(), StatusCode::OK, "{path}");
+    }
+    assert!(origin.paths().iter().all(|path| !path.contains("metrics")));
+
+    // The form hand-off: 303 to `return` with the session cookie, which then passes the gate.
+    let handoff = |token: &str, back: &str| {
+        client
+            .post(app.url(&format!("{PREFIX}api/v1/rooms/main/handoff")))
+            .form(&[("entryToken", token), ("return", back)])
+            .send()
+    };
+    let handed = handoff(&token, "/checkout?x=1").await.unwrap();
+    assert_eq!(handed.status(), StatusCode::SEE_OTHER);
+    assert_eq!(handed.headers()["location"], "/checkout?x=1");
+    assert_eq!(handed.headers()["referrer-policy"], "no-referrer");
+    let cookie = handed.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let through = client
+        .get(app.url("/checkout?x=1"))
+        .header("cookie", pair)
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(through.status(), StatusCode::OK);
+    // A `return` that is not a clean same-origin path comes back as `/`, by form and by JSON.
+    for dirty in [
+        "/%5Cevil.example",
+        "/%09/evil.example",
+        "/checkout%0a",
+        "/checkout%0B",
+        "/%0d/x",
+        "/%2F%2Fevil.example",
+        "//evil.example",
+    ] {
+        let handed = handoff(&token, dirty).await.unwrap();
+        assert_eq!(handed.headers()["location"], "/", "{dirty:?}");
+        let (_, _, session) =
+            json_of(open_session(&app, "main", &token, json!({"returnTo": dirty})).await).await;
+        assert_eq!(session["returnTo"], "/", "{dirty:?}");
+    }
+    // A token that does not work goes back to the waiting room, its way back kept.
+    let refused = handoff("garbage", "/checkout?x=1").await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        refused.headers()["location"],
+        "/_vestibule/?room=main&return=%2Fcheckout%3Fx%3D1"
+    );
+    // Anything but a form is refused with the JSON error.
+    let json = client
+        .post(app.url(&format!("{PREFIX}api/v1/rooms/main/handoff")))
+        .json(&json!({"entryToken": token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+/// The shared table of tokens (`vestibule_tests::entry_cases`, also run against the storefront's
+/// layer): each gets the same refusal at the gate, and none reaches the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_table_of_tokens_is_refused_at_the_gate_as_at_the_layer() {
+    use vestibule_tests::entry_cases;
+    let dir = tempfile::tempdir().unwrap();
+    let key = entry_cases::key_file(dir.path());
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(
+        &origin,
+        Backend::Memory,
+        &["--signing-key-file", key.to_str().unwrap()],
+    )
+    .await;
+    let (_, keys) = app.get_json("/.well-known/jwks.json").await;
+    let kid = keys["keys"][0]["kid"].as_str().unwrap().to_owned();
+    let client = no_redirects();
+    for case in entry_cases::cases(&kid, "main", "storefront") {
+        let mut request = client.get(app.url("/checkout"));
+        if let Some(token) = &case.token {
+            request = request.header("x-entry-token", token);
+        }
+        let (status, _, body) = json_of(request.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{}: {body}", case.name);
+        assert_eq!(body["error"], case.code, "{}", case.name);
+    }
+    assert!(
+        origin.paths().is_empty(),
+        "the origin saw {:?}",
+        origin.paths()
+    );
+    let token = admitted(&app, "main").await;
+    let passed = client
+        .get(app.url("/checkout"))
+        .header("x-entry-token", token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(passed.status(), StatusCode::OK);
+}
+
+/// `--metrics-bind`: `/metrics` with no token on an address of its own, while the shop's domain
+/// keeps asking for the admin token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_open_on_their_own_bind_address_only() {
+    let origin = Origin::start().await;
+    let port = vestibule_tests::free_port().unwrap();
+    let address = format!("127.0.0.1:{port}");
+    let app = gate_in_front_of(&origin, Backend::Memory, &["--metrics-bind", &address]).await;
+    let client = no_redirects();
+    let own = client
+        .get(format!("http://{address}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    assert!(own.text().await.unwrap().contains("vestibule_"));
+    let other = client
+        .get(format!("http://{address}/_vestibule/api/v1/rooms/main"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::NOT_FOUND,
+        "only the metrics there"
+    );
+    let shop = client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(shop.status(), StatusCode::UNAUTHORIZED);
 }

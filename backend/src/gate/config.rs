@@ -43,6 +43,12 @@ pub struct GateConfig {
     /// the shopper gets 504. An answer's body then streams for as long as it takes.
     #[arg(long, env = "VESTIBULE_UPSTREAM_TIMEOUT_SECS", default_value_t = 30)]
     pub upstream_timeout_secs: u64,
+
+    /// A second address serving `/metrics` alone, with no token (a private interface for the
+    /// scraper). In gate mode the main port's `/metrics`, on the storefront's own domain, needs
+    /// the admin token.
+    #[arg(long, env = "VESTIBULE_METRICS_BIND")]
+    pub metrics_bind: Option<std::net::SocketAddr>,
 }
 
 impl GateConfig {
@@ -64,6 +70,16 @@ impl GateConfig {
         } else {
             "/".to_owned()
         }
+    }
+
+    /// A room's checkout in gate mode: the first path a `--gate` rule names for it alone
+    /// (literal segments, `{room}` filled in; see [`GateRule::path_for`]). `None` outside gate
+    /// mode or when no rule names one path (the page's demo checkout is used then).
+    pub fn default_checkout(&self, room: &str) -> Option<String> {
+        if !self.enabled() {
+            return None;
+        }
+        self.rules().iter().find_map(|rule| rule.path_for(room))
     }
 
     /// The bound on the origin's answer (headers).
@@ -173,6 +189,7 @@ mod tests {
             mount_prefix: prefix.into(),
             gates: gates.iter().map(|g| (*g).to_owned()).collect(),
             upstream_timeout_secs: 30,
+            metrics_bind: None,
         }
     }
 

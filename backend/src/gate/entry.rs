@@ -13,6 +13,10 @@ use crate::state::AppState;
 /// client-sent header starting with [`VESTIBULE_HEADER_PREFIX`] is removed first.
 pub const ENTRY_CLAIMS_HEADER: &str = "x-vestibule-entry";
 
+/// The header an admitted request reaches the origin with: the entry token that admitted it,
+/// for an origin that verifies it itself with the JWKS (signature, `exp`, `iss`, `aud`, `room`).
+pub const ENTRY_TOKEN_FORWARD_HEADER: &str = "x-vestibule-token";
+
 /// Headers with this prefix are Vestibule's to set; a client's own are stripped.
 pub const VESTIBULE_HEADER_PREFIX: &str = "x-vestibule-";
 

@@ -38,7 +38,10 @@ use crate::config::OutagePolicy;
 use crate::http::error::ApiError;
 use crate::http::token_layer;
 use crate::state::AppState;
-use entry::{request_tokens, TokenSource, ENTRY_CLAIMS_HEADER, VESTIBULE_HEADER_PREFIX};
+use entry::{
+    request_tokens, TokenSource, ENTRY_CLAIMS_HEADER, ENTRY_TOKEN_FORWARD_HEADER,
+    VESTIBULE_HEADER_PREFIX,
+};
 use rules::{gated_room, is_navigation, join_url, GateRule};
 
 /// What the gate needs per request.
@@ -62,6 +65,10 @@ pub fn router(state: AppState, app: Router) -> anyhow::Result<Router> {
         prefix: prefix.clone(),
         state,
     });
+    // On the storefront's own domain the metrics (room names, rates, queue lengths) are for the
+    // operator only: the admin token opens them.
+    let metrics_state = gate.state.clone();
+    let metrics_under_prefix = format!("{prefix}metrics");
     let mut router = Router::new();
     for path in config::ROOT_PATHS {
         router = router.route_service(path, app.clone());
@@ -88,14 +95,39 @@ pub fn router(state: AppState, app: Router) -> anyhow::Result<Router> {
             })),
         )
         .fallback(pass)
-        .with_state(gate))
+        .with_state(gate)
+        .layer(axum::middleware::from_fn(
+            move |request: Request, next: axum::middleware::Next| {
+                let state = metrics_state.clone();
+                let metrics_under_prefix = metrics_under_prefix.clone();
+                async move {
+                    let path = request.uri().path();
+                    if path == "/metrics" || path == metrics_under_prefix.as_str() {
+                        if let Err(refused) =
+                            crate::http::admin::authorize(&state, request.headers())
+                        {
+                            return refused.into_response();
+                        }
+                    }
+                    next.run(request).await
+                }
+            },
+        )))
 }
+
+/// Marks an answer whose `Location` is already a path of the storefront (the hand-off's `return`,
+/// or the waiting room with the prefix written in): [`under_prefix`] leaves it as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct StorefrontLocation;
 
 /// An answer of Vestibule's own app with its `Location` (a path of the app, which believes it
 /// is at `/`) moved under the mount prefix `prefix` (no trailing `/`): a new ticket's
 /// `/api/v1/rooms/main/tickets/…` is `/_vestibule/api/v1/…` to the client (RFC 9110 §10.2.2:
 /// resolved against the request's URI), not a path of the storefront.
 async fn under_prefix(mut response: Response, prefix: Arc<str>) -> Response {
+    if response.extensions().get::<StorefrontLocation>().is_some() {
+        return response;
+    }
     let moved = response
         .headers()
         .get(header::LOCATION)
@@ -137,16 +169,9 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
         );
         return drained(request, answer, config).await;
     }
-    // A CORS preflight carries no credentials and no custom headers (Fetch standard): it cannot
-    // show admission, and refusing it would keep a storefront on another origin from ever
-    // sending `X-Entry-Token`. The origin answers it (its CORS policy); the request it clears
-    // meets the gate.
-    let preflight = request.method() == Method::OPTIONS
-        && request.headers().contains_key(header::ORIGIN)
-        && request
-            .headers()
-            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-    if let Some(room) = gated_room(&gate.rules, request.uri().path()).filter(|_| !preflight) {
+    if let Some(room) = gated_room(&gate.rules, request.uri().path())
+        .filter(|_| !is_bare_preflight(request.method(), request.headers()))
+    {
         // The way back to this very path. Leading slashes collapse to one: `//checkout` (gated
         // like `/checkout`) must come back to `/checkout`, not to `/` as a protocol-relative
         // `return` would be refused.
@@ -162,10 +187,17 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
             .admit(&room, request.headers(), &back, navigation)
             .await
         {
-            Ok(Some(claims)) => {
+            Ok(Some((claims, token))) => {
                 let json = serde_json::to_string(&claims).unwrap_or_default();
                 if let Ok(value) = HeaderValue::from_str(&json) {
                     request.headers_mut().insert(ENTRY_CLAIMS_HEADER, value);
+                }
+                // The verified token itself, for an origin that checks it with the JWKS (one
+                // that other clients can reach without passing through the gate).
+                if let Ok(value) = HeaderValue::from_str(&token) {
+                    request
+                        .headers_mut()
+                        .insert(ENTRY_TOKEN_FORWARD_HEADER, value);
                 }
             }
             Ok(None) => {}
@@ -173,6 +205,26 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
         }
     }
     gate.proxy.forward(request, config, navigation).await
+}
+
+/// Whether a request is a CORS preflight the gate may pass ungated: `OPTIONS` with `Origin` and
+/// `Access-Control-Request-Method`, and nothing a preflight never carries (Fetch standard: no
+/// credentials, no body). A preflight cannot show admission, and refusing it would keep a
+/// storefront on another origin from ever sending `X-Entry-Token`; but many origins run the
+/// same handler for every method, so an `OPTIONS` with a cookie, `Authorization`, an entry token
+/// or a body is gated like any other request.
+pub fn is_bare_preflight(method: &Method, headers: &HeaderMap) -> bool {
+    let no_body = headers
+        .get(header::CONTENT_LENGTH)
+        .is_none_or(|length| length.as_bytes() == b"0")
+        && !headers.contains_key(header::TRANSFER_ENCODING);
+    method == Method::OPTIONS
+        && headers.contains_key(header::ORIGIN)
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+        && !headers.contains_key(header::COOKIE)
+        && !headers.contains_key(header::AUTHORIZATION)
+        && !headers.contains_key(vestibule_shared::ENTRY_TOKEN_HEADER)
+        && no_body
 }
 
 /// `answer` once the refused request's body is read (up to `--max-body-bytes`, within
@@ -327,7 +379,7 @@ impl Gate {
         headers: &HeaderMap,
         back: &str,
         navigation: bool,
-    ) -> Result<Option<EntryClaims>, Response> {
+    ) -> Result<Option<(EntryClaims, String)>, Response> {
         let config = &self.state.config;
         if !self.state.rooms.contains(room) {
             let message = format!(
@@ -361,7 +413,7 @@ impl Gate {
         let mut refused = None;
         for (token, source) in candidates {
             match verify_entry(&self.state, room, &token).await {
-                Ok(claims) => return Ok(Some(claims)),
+                Ok(claims) => return Ok(Some((claims, token))),
                 Err(ApiError::EntryToken { code, message }) => {
                     let clear_cookie = source == TokenSource::Cookie
                         || refused.as_ref().is_some_and(|(_, _, clear)| *clear);
@@ -384,7 +436,7 @@ impl Gate {
         token: &str,
         error: ApiError,
         navigation: bool,
-    ) -> Result<Option<EntryClaims>, Response> {
+    ) -> Result<Option<(EntryClaims, String)>, Response> {
         let config = &self.state.config;
         match error {
             ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source }
@@ -397,7 +449,7 @@ impl Gate {
                     .increment(1);
                 Ok(token_layer::verify_offline(&self.state, room, token)
                     .ok()
-                    .map(EntryClaims::from))
+                    .map(|claims| (EntryClaims::from(claims), token.to_owned())))
             }
             error => {
                 let status = match error.status() {

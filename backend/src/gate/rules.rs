@@ -109,6 +109,25 @@ impl GateRule {
         self.room.clone().or(captured)
     }
 
+    /// The path this rule gates for `room` when it names one path only: its literal segments,
+    /// `{room}` written as `room` (`/rooms/{room}/checkout` → `/rooms/main/checkout`); `None`
+    /// for another room's rule or a pattern with `*`.
+    pub fn path_for(&self, room: &str) -> Option<String> {
+        if self.room.as_deref().is_some_and(|fixed| fixed != room) {
+            return None;
+        }
+        let mut path = String::new();
+        for segment in &self.segments {
+            path.push('/');
+            match segment {
+                Segment::Literal(literal) => path.push_str(literal),
+                Segment::Room => path.push_str(room),
+                Segment::Any => return None,
+            }
+        }
+        Some(path)
+    }
+
     /// Whether the rule matches paths under `prefix` (e.g. the mount prefix).
     pub fn covers(&self, prefix: &str) -> bool {
         self.room_for(&normalize_path(&format!("{prefix}/x")))
@@ -229,18 +248,26 @@ fn has_unclear_segment(path: &str) -> bool {
     })
 }
 
-/// `candidate` when it is a same-origin path, else `/` (no open redirect).
+/// `candidate` when it is a clean same-origin path, else `/` (no open redirect, no detour).
 ///
 /// Refused: anything not starting with `/` (`https://…`, `javascript:…`, `evil.com`),
 /// protocol-relative `//host`, `/\host` and any other `\` (browsers read `\` as `/`), control
-/// characters (browsers drop tabs and newlines, so `/\t/host` would become `//host`), and paths
-/// longer than [`MAX_RETURN_LEN`].
+/// characters (browsers drop tabs and newlines, so `/\t/host` would become `//host`), paths
+/// longer than [`MAX_RETURN_LEN`], and a path part (before `?` or `#`) that escapes a `/`, a `\`
+/// or a control character (`%2F%2F`, `%5C`, `%09`, `%0a`, `%0b`, `%0d`: a decoding origin or
+/// proxy reads another path, or the gate refuses it as ambiguous) or that
+/// [`is_ambiguous_path`] refuses (dot segments, trimmed segments).
 pub fn safe_return_path(candidate: &str) -> &str {
+    let path = candidate.split(['?', '#']).next().unwrap_or_default();
+    let lower = path.to_ascii_lowercase();
     let safe = candidate.starts_with('/')
         && !candidate.starts_with("//")
         && !candidate.contains('\\')
         && !candidate.chars().any(char::is_control)
-        && candidate.len() <= MAX_RETURN_LEN;
+        && candidate.len() <= MAX_RETURN_LEN
+        && !lower.contains("%2f")
+        && !lower.contains("%5c")
+        && !is_ambiguous_path(path);
     if safe {
         candidate
     } else {
@@ -380,6 +407,14 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_names_its_path_for_its_room() {
+        let rules = rules(&["/drops/*/buy=main", "/checkout=main", "/rooms/{room}/pay"]);
+        let first = |room: &str| rules.iter().find_map(|rule| rule.path_for(room));
+        assert_eq!(first("main").as_deref(), Some("/checkout"));
+        assert_eq!(first("flash").as_deref(), Some("/rooms/flash/pay"));
+    }
+
+    #[test]
     fn bad_patterns_are_refused() {
         for text in [
             "checkout=main",
@@ -409,7 +444,7 @@ mod tests {
             "/checkout",
             "/checkout?step=2&x=%2F",
             "/a/b#frag",
-            "/%2F%2Fevil",
+            "/%ED%95%9C",
         ] {
             assert_eq!(safe_return_path(path), path);
         }
@@ -439,6 +474,19 @@ mod tests {
             "/checkout\u{0}",
             "/checkout\u{7f}",
             "/checkout\u{85}",
+            // Escapes a decoding origin reads as another path, or the gate refuses.
+            "/%2F%2Fevil.example",
+            "/%2f%2fevil.example/checkout",
+            "/a/%2F%2Fevil",
+            "/%5Cevil.example",
+            "/%5cevil.example",
+            "/checkout%09",
+            "/%09/evil.example",
+            "/%0a/evil.example",
+            "/%0B/evil.example",
+            "/%0d/evil.example",
+            "/checkout/../admin",
+            "/checkout%2e",
             long.as_str(),
         ] {
             assert_eq!(safe_return_path(evil), "/", "{evil:?}");

@@ -134,7 +134,7 @@ pub async fn create_room(
         )));
     }
     let patch = parse_patch(&state, serde_json::Value::Object(fields))?;
-    let defaults = state.default_settings();
+    let defaults = state.config.default_settings_for(&room);
     check_opening(&defaults, &patch)?;
     let settings = defaults.patched(&patch);
     let created = match state.store.create_room(&room, &settings).await? {

@@ -24,6 +24,13 @@ pub struct TokenArgs {
     )]
     pub previous_signing_key_files: Vec<PathBuf>,
 
+    /// The key that will sign next (PEM: PKCS#8 private key or SPKI public key): published in
+    /// the JWKS and accepted from now on, never used to sign, so that once any replica signs
+    /// with it every replica and every verifier already knows it (rotation step 1 of 3, see
+    /// README "Rotating the signing key").
+    #[arg(long, env = "VESTIBULE_NEXT_SIGNING_KEY_FILE")]
+    pub next_signing_key_file: Option<PathBuf>,
+
     /// The `iss` claim of entry tokens; verifiers check it.
     #[arg(long, env = "VESTIBULE_TOKEN_ISSUER", default_value = "vestibule")]
     pub token_issuer: String,
@@ -69,6 +76,7 @@ impl std::fmt::Debug for TokenArgs {
                 "previous_signing_key_files",
                 &self.previous_signing_key_files,
             )
+            .field("next_signing_key_file", &self.next_signing_key_file)
             .field("token_issuer", &self.token_issuer)
             .field("token_audience", &self.token_audience)
             .field(

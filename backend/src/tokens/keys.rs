@@ -87,7 +87,8 @@ impl PublicKey {
     }
 }
 
-/// The current signing key and the earlier keys still accepted.
+/// The current signing key and the other keys accepted (the next key announced ahead of its
+/// use, and earlier keys until their tokens expire), verify only.
 pub struct KeyRing {
     current: PublicKey,
     signer: EncodingKey,
@@ -185,9 +186,11 @@ impl KeyRing {
             Some(path) => (path.display().to_string(), read(path)?),
             None => ("the shared signing key".to_owned(), shared.get().await?),
         };
+        // The next key is verify-only like the previous ones; listed first after the current.
         let previous = args
-            .previous_signing_key_files
+            .next_signing_key_file
             .iter()
+            .chain(&args.previous_signing_key_files)
             .map(|path| Ok((path.display().to_string(), read(path)?)))
             .collect::<Result<Vec<_>, KeyError>>()?;
         let mut ring = Self::new((&current.0, &current.1), &previous)?;

@@ -129,6 +129,13 @@ fn HandoffStep(lang: Lang, exit: StoredValue<Rc<Exit>, LocalStorage>) -> impl In
             <a class="button" href=target.clone()>{t(lang, Text::ContinueToCheckout)}</a>
         }
         .into_any(),
+        HandoffState::Posting { .. } => view! {
+            <button type="button" class="button" id="handoff-continue"
+                on:click=move |_| exit.with_value(|e| e.post())>
+                {t(lang, Text::ContinueToCheckout)}
+            </button>
+        }
+        .into_any(),
         failed @ HandoffState::Failed { .. } => {
             let text = failed.failure_text().unwrap_or(Text::HandoffRefused);
             let code = match failed {
@@ -163,10 +170,13 @@ pub fn StatusSection(
     let lang = params.lang;
     let lang_in_links = params.lang_from_url.then_some(lang);
     let gate = exit.with_value(|e| e.is_gate());
+    let handoff = exit.with_value(|e| e.state);
     let next_step = move || {
+        // A form hand-off (to a shop on another origin) shows its form, gate mode or not.
+        let posting = matches!(handoff.get(), HandoffState::Posting { .. });
         phase.with(|p| match p {
             Phase::Ticket(s) => match s.status {
-                TicketState::TokenIssued if gate => NextStep::HandOff,
+                TicketState::TokenIssued if gate || posting => NextStep::HandOff,
                 TicketState::TokenIssued => NextStep::Checkout(checkout_href(
                     &params.base,
                     &params.room,
