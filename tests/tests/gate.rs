@@ -2063,3 +2063,32 @@ async fn metrics_are_open_on_their_own_bind_address_only() {
     let shop = client.get(app.url("/metrics")).send().await.unwrap();
     assert_eq!(shop.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// A room stored before gate mode was turned on (its checkout never set) sends its admitted
+/// shoppers to its first gated path, not to the demo checkout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_stored_before_gate_mode_checks_out_on_its_first_gated_path() {
+    let redis = vestibule_tests::RedisServer::start();
+    let before = TestApp::spawn_with_url(Some(&redis.url()), &["--rooms", "main,flash"]).await;
+    drop(before);
+    let origin = Origin::start().await;
+    let upstream = origin.url();
+    let app = TestApp::spawn_with_url(
+        Some(&redis.url()),
+        &[
+            "--upstream",
+            upstream.as_str(),
+            "--rooms",
+            "main,flash",
+            "--gate",
+            "/checkout=main",
+            "--gate",
+            "/rooms/{room}/pay",
+            "--admission-rate",
+            "1000",
+        ],
+    )
+    .await;
+    admitted(&app, "main").await;
+    admitted(&app, "flash").await;
+}

@@ -91,14 +91,19 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .filter(|_| issued)
             .map(rfc3339_from_ms),
         // A stored URL is checked again against today's `--cors-origins`: a storefront origin
-        // dropped since (its domain may change hands) no longer receives shoppers.
+        // dropped since (its domain may change hands) no longer receives shoppers. Without one,
+        // gate mode sends the shopper to the room's first gated path (whenever the room was
+        // created), else the demo checkout.
         checkout_url: issued.then(|| {
             let stored = settings.checkout_url.as_deref().filter(|url| {
                 vestibule_shared::settings::check_checkout_url(url, &config.cors_origins).is_ok()
             });
-            stored.map(str::to_owned).unwrap_or_else(|| {
-                format!("{}checkout?room={}", config.gate.page_base(), room.name)
-            })
+            stored
+                .map(str::to_owned)
+                .or_else(|| config.gate.default_checkout(&room.name))
+                .unwrap_or_else(|| {
+                    format!("{}checkout?room={}", config.gate.page_base(), room.name)
+                })
         }),
         room_state,
         place_kept: record.place_kept,
