@@ -507,6 +507,22 @@ impl Config {
         }
     }
 
+    /// What a room's tasks and a ticket's status take from this configuration.
+    pub fn room_options(&self) -> crate::room::RoomOptions {
+        let gate = self.gate.clone();
+        crate::room::RoomOptions {
+            tick: self.tick(),
+            lease_ms: self.lease_ms,
+            keep_ms: self.terminal_ticket_ttl_secs * 1000,
+            sse_refresh_ms: self.sse_refresh_ms,
+            poll_tiers: self.poll_tiers.clone(),
+            eta_margin: self.eta_margin,
+            cors_origins: self.cors_origins.clone(),
+            page_base: self.gate.page_base(),
+            default_checkout: std::sync::Arc::new(move |room: &str| gate.default_checkout(room)),
+        }
+    }
+
     /// The scheduler tick.
     pub fn tick(&self) -> Duration {
         Duration::from_millis(self.tick_ms)

@@ -20,20 +20,19 @@
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 //! - [`verify_draw`]: the `vestibule verify-draw` subcommand (recomputes a published draw).
 
-pub mod bots;
 pub mod config;
 pub mod connections;
 pub mod demo;
 pub mod gate;
 pub mod http;
-pub mod room;
 pub mod startup;
 pub mod state;
 pub mod telemetry;
-pub mod tokens;
 pub mod verify_draw;
 
 pub use config::Config;
 pub use startup::Application;
+pub use vestibule_room as room;
+pub use vestibule_room::{bots, tokens};
 pub use vestibule_store as store;
 pub use vestibule_store::ids;

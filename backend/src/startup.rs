@@ -155,6 +155,7 @@ impl Application {
             store_handles: Arc::new(std::sync::RwLock::new(vec![store.clone()])),
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
+            room_options: Arc::new(config.room_options()),
             config: Arc::new(config),
             rooms: Arc::new(Rooms::new(rooms)),
             admin_token,
@@ -220,7 +221,11 @@ impl Application {
         let schedulers = spawn_scheduler_thread(state.clone())?;
         let mut tasks = JoinSet::new();
         // Each room's SSE hub, for the rooms running now and every room added later.
-        let context = HubContext::from(&state);
+        let context = HubContext {
+            store: state.store.clone(),
+            options: state.room_options.clone(),
+            shutdown: state.shutdown.clone(),
+        };
         tasks.spawn(sync::run_each_room(
             state.rooms.clone(),
             state.shutdown.clone(),
@@ -349,7 +354,12 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
                 // The rooms running now and every room added later (issue 14).
                 let each = state.clone();
                 sync::run_each_room(state.rooms.clone(), state.shutdown.clone(), move |room| {
-                    scheduler::run(each.clone(), store.clone(), room)
+                    scheduler::run(
+                        store.clone(),
+                        each.room_options.clone(),
+                        each.shutdown.clone(),
+                        room,
+                    )
                 })
                 .await;
             });

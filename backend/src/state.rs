@@ -38,6 +38,8 @@ pub struct AppStateParts {
     pub store: Arc<dyn Store>,
     /// The validated configuration.
     pub config: Arc<Config>,
+    /// What rooms take from it (`Config::room_options`).
+    pub room_options: Arc<crate::room::RoomOptions>,
     /// The rooms running here (kept in line with the store's list every tick).
     pub rooms: Arc<Rooms>,
     /// The admin bearer token; `None` when the admin API is off. `Debug` prints `[REDACTED]`.
@@ -112,6 +114,7 @@ impl AppState {
         Self::new(AppStateParts {
             store,
             config: parts.config.clone(),
+            room_options: parts.room_options.clone(),
             rooms: parts.rooms.clone(),
             admin_token: parts.admin_token.clone(),
             metrics: parts.metrics.clone(),
@@ -135,16 +138,4 @@ impl AppState {
     }
 }
 
-/// This process's name in the audit log (issue 14): `$HOSTNAME` (a container's or pod's name)
-/// and 6 random characters, fixed for the process's life.
-pub fn replica_id() -> &'static str {
-    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ID.get_or_init(|| {
-        let host = std::env::var("HOSTNAME")
-            .ok()
-            .filter(|host| !host.trim().is_empty())
-            .unwrap_or_else(|| "replica".into());
-        let suffix: String = crate::ids::random_id().chars().take(6).collect();
-        format!("{}-{suffix}", host.trim())
-    })
-}
+pub use crate::room::replica_id;

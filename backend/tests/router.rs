@@ -89,6 +89,7 @@ impl StateBuilder {
                 .clone()
                 .filter(|_| !config.disable_admin)
                 .map(Arc::new),
+            room_options: Arc::new(config.room_options()),
             config: Arc::new(config),
             rooms: Arc::new(vestibule::room::Rooms::new(rooms)),
             metrics: vestibule::telemetry::metrics_handle(),

@@ -100,7 +100,9 @@ async fn read_every_second(state: AppState, sender: Publisher) {
             state.admin_feed.stop_if_unwatched(&sender);
             return;
         }
-        let event = reader.read(&state).await;
+        let event = reader
+            .read(&state.rooms, &*state.store, &state.room_options)
+            .await;
         sender.send_replace(Some(Arc::new(event)));
     }
 }

@@ -31,6 +31,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod idempotency;
+pub mod jwks;
 pub mod observe;
 pub mod openapi;
 pub mod orders;
@@ -183,7 +184,7 @@ pub fn documented_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(draw::router())
         .merge(orders::router())
         .merge(entries::router())
-        .merge(crate::tokens::jwks::router())
+        .merge(jwks::router())
         .merge(admin::router())
         .merge(admin_rooms::router())
         .merge(audit::router())

@@ -75,7 +75,7 @@ pub async fn current_status(
     let record = heard_record(state, &runtime, ticket_id, true)
         .await?
         .ok_or_else(|| ApiError::TicketNotFound(room.to_owned()))?;
-    Ok(ticket_status(&state.config, &runtime, &record))
+    Ok(ticket_status(&state.room_options, &runtime, &record))
 }
 
 /// A poll's status: from the room's SSE hub when it follows the ticket far enough from the head
@@ -91,12 +91,12 @@ async fn polled_status(
 ) -> Result<(std::sync::Arc<crate::room::RoomRuntime>, TicketStatus), ApiError> {
     let runtime = state.room(room)?;
     checked_ticket_id(ticket_id)?;
-    let rules = poll_rules(&state.config, &runtime.shared_settings().settings);
+    let rules = poll_rules(&state.room_options, &runtime.shared_settings().settings);
     if let Some(answer) = runtime.hub.answer_poll(ticket_id, &rules) {
         runtime.poll_metrics().from_memory.increment(1);
         let mut record = TicketRecord::waiting(ticket_id, answer.position);
         record.place_kept = answer.place_kept;
-        let status = ticket_status(&state.config, &runtime, &record);
+        let status = ticket_status(&state.room_options, &runtime, &record);
         return Ok((runtime, status));
     }
     let sent = std::time::Instant::now();
@@ -110,7 +110,7 @@ async fn polled_status(
     runtime
         .hub
         .note_poll(ticket_id, &record, anchor, sent, &rules);
-    let status = ticket_status(&state.config, &runtime, &record);
+    let status = ticket_status(&state.room_options, &runtime, &record);
     Ok((runtime, status))
 }
 
@@ -384,7 +384,7 @@ async fn finish_join(
     };
     runtime.count_join(outcome.created);
     runtime.counters.joined();
-    let body = ticket_status(&state.config, runtime, &outcome.ticket);
+    let body = ticket_status(&state.room_options, runtime, &outcome.ticket);
     let location = vestibule_shared::paths::ticket(&room, &body.ticket_id);
     let mut response = (status_code, Json(body)).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {

@@ -6,17 +6,21 @@
 
 use vestibule_shared::{TicketState, TicketStatus};
 
-use crate::config::Config;
-use crate::room::state::{room_state, shown_state, sold_out_message};
-use crate::room::RoomRuntime;
-use crate::room::{eta, opening, presence};
-use crate::store::{now_ms, TicketRecord};
+use crate::options::RoomOptions;
+use crate::state::{room_state, shown_state, sold_out_message};
+use crate::RoomRuntime;
+use crate::{eta, opening, presence};
+use vestibule_store::{now_ms, TicketRecord};
 
 /// The public status of a ticket: position, ETA range, reason and poll hint by the formulas of
 /// docs/DESIGN.md ("ETA and poll hints"), from the room's settings and its leader's measured pace
 /// as this process last read them. A ticket not yet admitted in a sold-out room is `SOLD_OUT`
 /// ([`shown_state`]), with the room's message.
-pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord) -> TicketStatus {
+pub fn ticket_status(
+    options: &RoomOptions,
+    room: &RoomRuntime,
+    record: &TicketRecord,
+) -> TicketStatus {
     let shared = room.shared_settings();
     let settings = &shared.settings;
     let room_state = room_state(settings, now_ms());
@@ -29,7 +33,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         (TicketState::Waiting, Some(position)) => {
             let inputs = eta::EtaInputs {
                 rate_per_sec: settings.admission_rate_per_sec,
-                margin: config.eta_margin,
+                margin: options.eta_margin,
                 paused: settings.paused,
                 cap: settings
                     .max_active_users
@@ -37,7 +41,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
                 token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
                 pace: room.pace(),
             };
-            let estimate = eta::estimate(position, &inputs, &config.poll_tiers);
+            let estimate = eta::estimate(position, &inputs, &options.poll_tiers);
             let hint = estimate.next_poll_after_ms;
             (Some(estimate), hint)
         }
@@ -47,10 +51,10 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
                 &record.id,
                 settings.opens_at_ms.unwrap_or(0),
                 now_ms(),
-                config.poll_tiers.after_ms(u64::MAX),
+                options.poll_tiers.after_ms(u64::MAX),
             ),
         ),
-        _ => (None, config.poll_tiers.after_ms(u64::MAX)),
+        _ => (None, options.poll_tiers.after_ms(u64::MAX)),
     };
     let eta_seconds = estimate
         .and_then(|estimate| estimate.median_secs)
@@ -96,14 +100,12 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
         // created), else the demo checkout.
         checkout_url: issued.then(|| {
             let stored = settings.checkout_url.as_deref().filter(|url| {
-                vestibule_shared::settings::check_checkout_url(url, &config.cors_origins).is_ok()
+                vestibule_shared::settings::check_checkout_url(url, &options.cors_origins).is_ok()
             });
             stored
                 .map(str::to_owned)
-                .or_else(|| config.gate.default_checkout(&room.name))
-                .unwrap_or_else(|| {
-                    format!("{}checkout?room={}", config.gate.page_base(), room.name)
-                })
+                .or_else(|| (options.default_checkout)(&room.name))
+                .unwrap_or_else(|| format!("{}checkout?room={}", options.page_base, room.name))
         }),
         room_state,
         place_kept: record.place_kept,
@@ -114,7 +116,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .map(rfc3339_from_ms),
         // The tag names the ticket's lottery key too (docs/DESIGN.md "Random queueing").
         ticket_tag: (opening::has_draw(settings) || settings.queueing_method.is_random())
-            .then(|| crate::ids::log_tag(&record.id)),
+            .then(|| vestibule_store::ids::log_tag(&record.id)),
         queueing_method: (settings.queueing_method.is_random() && waiting)
             .then_some(settings.queueing_method),
         // The message to waiters (issue 14) goes to tickets still in line.
@@ -129,7 +131,7 @@ pub fn ticket_status(config: &Config, room: &RoomRuntime, record: &TicketRecord)
             .then(|| {
                 presence::heartbeat_after_ms(presence::effective_abandon_ms(
                     settings,
-                    &config.poll_tiers,
+                    &options.poll_tiers,
                 ))
             }),
     }

@@ -20,8 +20,8 @@ use base64::Engine as _;
 
 pub use challenge::{ChallengeKey, Refusal, Verified};
 
-use crate::store::redis::RedisStore;
-use crate::store::Settings;
+use vestibule_store::redis::RedisStore;
+use vestibule_store::Settings;
 
 /// The Redis key of the shared challenge key (URL-safe base64 of 32 bytes), written once with
 /// `SET NX` by the first replica and read by every other at start.

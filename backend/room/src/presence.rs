@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::config::Config;
-use crate::room::eta::PollTiers;
-use crate::room::sse_hub::PollRules;
-use crate::store::Settings;
+use crate::eta::PollTiers;
+use crate::options::RoomOptions;
+use crate::sse_hub::PollRules;
+use vestibule_store::Settings;
 
 /// The abandon time is never under this many of the longest poll hint a ticket can be given.
 pub const POLL_HINTS_PER_ABANDON: u64 = 3;
@@ -39,12 +39,12 @@ pub fn stream_presence_every(abandon_ms: u64) -> Duration {
 }
 
 /// The rules a poll answered from memory follows in a room with `settings` (see
-/// [`crate::room::sse_hub::SseHub::answer_poll`]).
-pub fn poll_rules(config: &Config, settings: &Settings) -> PollRules {
-    let longest = config.poll_tiers.after_ms(u64::MAX);
+/// [`crate::sse_hub::SseHub::answer_poll`]).
+pub fn poll_rules(options: &RoomOptions, settings: &Settings) -> PollRules {
+    let longest = options.poll_tiers.after_ms(u64::MAX);
     PollRules {
-        refresh: Duration::from_millis(config.sse_refresh_ms),
-        abandon: Duration::from_millis(effective_abandon_ms(settings, &config.poll_tiers)),
+        refresh: Duration::from_millis(options.sse_refresh_ms),
+        abandon: Duration::from_millis(effective_abandon_ms(settings, &options.poll_tiers)),
         rate_per_sec: settings.admission_rate_per_sec,
         lease: Duration::from_millis(2 * longest + 1000),
     }

@@ -10,13 +10,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::ids::{entry_token, random_id};
-use crate::room::opening::{self, opening_phase, Phase, StepDone};
-use crate::room::pace::{PaceMeter, TickSample};
-use crate::room::presence::effective_abandon_ms;
-use crate::room::RoomRuntime;
-use crate::state::AppState;
-use crate::store::{now_ms, AdmitRequest, Store};
+use crate::opening::{self, opening_phase, Phase, StepDone};
+use crate::options::RoomOptions;
+use crate::pace::{PaceMeter, TickSample};
+use crate::presence::effective_abandon_ms;
+use crate::RoomRuntime;
+use vestibule_store::ids::{entry_token, random_id};
+use vestibule_store::{now_ms, AdmitRequest, Store};
 
 /// The quota arithmetic of one room, kept by its leader.
 #[derive(Debug, Clone, Default)]
@@ -68,15 +68,19 @@ impl Quota {
 /// room's settings). The leader calls only the admission script, which renews the lease, checks
 /// the fencing epoch and returns the settings for the next tick: one store round trip per tick.
 /// A leader that was paused past its lease therefore meets the fence on its very first call.
-pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>) {
+pub async fn run(
+    store: Arc<dyn Store>,
+    options: Arc<RoomOptions>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    room: Arc<RoomRuntime>,
+) {
     let holder = random_id();
-    let tick = state.config.tick();
+    let tick = options.tick;
     let labels = [("room", room.name.clone())];
     let mut quota = Quota::default();
     let mut meter = PaceMeter::default();
     let mut leader: Option<Leadership> = None;
     let mut largest_tick = 0u64;
-    let mut shutdown = state.shutdown.clone();
     let mut outage_logged = false;
     metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
     // Ticks on a grid (not a fixed delay after each tick's work): the elapsed time between two
@@ -93,7 +97,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             // The lease goes over the scheduler's own connection like the admissions: a
             // follower's tick must not wait behind request traffic either, or it would take
             // over late when the leader dies.
-            None => match store.lease(room.id(), &holder, state.config.lease_ms).await {
+            None => match store.lease(room.id(), &holder, options.lease_ms).await {
                 Ok(lease) => {
                     room.set_settings(lease.settings);
                     room.set_active_users(lease.active);
@@ -108,7 +112,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                     }
                     Ok(())
                 }
-                Err(crate::store::StoreError::RoomLost(_)) => {
+                Err(vestibule_store::StoreError::RoomLost(_)) => {
                     // Redis restarted without persistence: written back as this runtime holds
                     // it (the first replica to write it wins).
                     write_back_document(&*store, &room).await
@@ -119,7 +123,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 let elapsed = leadership.owed_since_last_tick(started);
                 let settings = room.settings();
                 let now = now_ms();
-                let lease_ms = state.config.lease_ms;
+                let lease_ms = options.lease_ms;
                 opening_step(&*store, &room, &holder, leadership.epoch, lease_ms, now).await;
                 // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and
                 // the draw"); the store also admits nobody while a pre-queue waits for its draw.
@@ -134,13 +138,13 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
                 let request = AdmitRequest {
                     holder: &holder,
                     epoch: leadership.epoch,
-                    lease_ms: state.config.lease_ms,
+                    lease_ms: options.lease_ms,
                     now_ms: now,
                     token_ttl_ms: settings.token_ttl_ms,
-                    keep_ms: state.keep_ms(),
+                    keep_ms: options.keep_ms,
                     max_active_users: settings.max_active_users,
                     tokens: &tokens,
-                    abandon_after_ms: effective_abandon_ms(&settings, &state.config.poll_tiers),
+                    abandon_after_ms: effective_abandon_ms(&settings, &options.poll_tiers),
                     hold_place_ms: settings.hold_place_ms,
                     instant_bank_max: instant_bank_max(
                         settings.admission_rate_per_sec,
@@ -225,7 +229,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
         };
         match result {
             Ok(()) => outage_logged = false,
-            Err(crate::store::StoreError::RoomGone(_)) if !outage_logged => {
+            Err(vestibule_store::StoreError::RoomGone(_)) if !outage_logged => {
                 // Not an outage: this generation of the room was deleted (or the room created
                 // again); the registry stops this runtime within a tick.
                 tracing::info!(room = %room.name, generation = room.generation, "this generation of the room is gone: its scheduler waits to be stopped");
@@ -252,7 +256,7 @@ pub async fn run(state: AppState, store: Arc<dyn Store>, room: Arc<RoomRuntime>)
             .release_lease(room.id(), &holder)
             .await
             .or_else(|error| match error {
-                crate::store::StoreError::RoomGone(_) => Ok(()),
+                vestibule_store::StoreError::RoomGone(_) => Ok(()),
                 other => Err(other),
             })
         {
@@ -385,7 +389,7 @@ pub fn instant_bank_max(rate_per_sec: f64, paused: bool, tick: Duration) -> u64 
 async fn write_back_document(
     store: &dyn Store,
     room: &RoomRuntime,
-) -> Result<(), crate::store::StoreError> {
+) -> Result<(), vestibule_store::StoreError> {
     let in_force = store
         .write_back_room(&room.name, &room.versioned_settings())
         .await?;

@@ -21,7 +21,7 @@ use jsonwebtoken::jwk::{
 use jsonwebtoken::{DecodingKey, EncodingKey};
 
 use super::args::TokenArgs;
-use crate::store::redis::RedisStore;
+use vestibule_store::redis::RedisStore;
 
 /// The Redis key that holds a generated signing key (PEM), shared by every replica.
 pub const REDIS_KEY: &str = "vestibule:signing-key";

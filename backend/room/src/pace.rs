@@ -6,7 +6,7 @@
 //! "events per unit of exposure over the last minute or so" from the first tick on, without the
 //! bias towards zero of an EWMA started at zero.
 
-use crate::store::Pace;
+use vestibule_store::Pace;
 
 /// Time constant of the exponential window, seconds.
 pub const WINDOW_SECS: f64 = 60.0;

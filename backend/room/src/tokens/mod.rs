@@ -13,10 +13,10 @@
 //! - [`keys`]: the key ring (current key + verify-only previous keys; `kid` = RFC 7638 thumbprint)
 //!   and where a generated key is kept.
 //! - [`jwt`]: [`TokenService`]: signing and the one verification function other code calls.
-//! - [`jwks`]: the JWKS document and its route.
+//!
+//! The JWKS document and its route belong to the HTTP layer (`http::jwks`).
 
 pub mod args;
-pub mod jwks;
 pub mod jwt;
 pub mod keys;
 

@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::mpsc;
 
-use crate::room::RoomRuntime;
-use crate::store::{RoomDoc, Store, StoreError};
 use crate::tokens::TokenService;
+use crate::RoomRuntime;
+use vestibule_store::{RoomDoc, Store, StoreError};
 
 /// The registry of running rooms by slug.
 #[derive(Default)]

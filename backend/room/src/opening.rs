@@ -8,13 +8,15 @@
 //! - [`leader_step`]: what the leader's tick does for the opening: make sure the seed exists once
 //!   the pre-queue is open, and make the draw once the opening has passed.
 
-use crate::room::RoomRuntime;
+use crate::RoomRuntime;
 use sha2::{Digest, Sha256};
 
-pub use crate::store::draw::{
+pub use vestibule_store::draw::{
     draw_key, draw_mac, draw_order, fresh_seed, seed_bytes, seed_commitment,
 };
-use crate::store::{DrawOutcome, DrawRequest, Settings, Store, StoreError, DRAW_PLACES_PER_STEP};
+use vestibule_store::{
+    DrawOutcome, DrawRequest, Settings, Store, StoreError, DRAW_PLACES_PER_STEP,
+};
 
 /// Where a room stands with respect to its scheduled opening.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +142,7 @@ pub async fn leader_step(
             holder,
             epoch,
             lease_ms,
-            now_ms: crate::store::now_ms().max(now_ms),
+            now_ms: vestibule_store::now_ms().max(now_ms),
             places_per_step: DRAW_PLACES_PER_STEP,
         };
         let outcome = store.draw(room.id(), &request).await?;
@@ -171,7 +173,7 @@ pub async fn leader_step(
 pub async fn ensure_seed(
     store: &dyn Store,
     room: &RoomRuntime,
-) -> Result<crate::store::DrawRecord, StoreError> {
+) -> Result<vestibule_store::DrawRecord, StoreError> {
     let record = store.draw_seed(room.id(), &fresh_seed()).await?;
     if record.drawn_at_ms.is_some() {
         room.set_drawn();
@@ -271,7 +273,7 @@ mod tests {
         );
         assert!(seed_bytes("xyz").is_none() && fresh_seed().len() == 64);
         let ids: Vec<String> = (0..200).map(|i| format!("ticket{i}")).collect();
-        let by_hmac = draw_order(&seed, ids.clone(), |id| crate::ids::log_tag(id));
+        let by_hmac = draw_order(&seed, ids.clone(), |id| vestibule_store::ids::log_tag(id));
         let mut by_key = ids;
         by_key.sort_by_cached_key(|id| draw_key(&seed, id));
         assert_eq!(by_key, by_hmac, "the stored keys sort in drawn order");

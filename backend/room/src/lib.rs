@@ -1,5 +1,10 @@
-//! Everything about a room while it runs: admission, fan-out to streams, a ticket's public status.
+//! Vestibule's domain: everything about a room while it runs (admission, fan-out to streams, a
+//! ticket's public status), the signed entry tokens and the bots at the door. It depends on the
+//! store (`vestibule-store`) and nothing above it.
 //!
+//! - [`options`]: [`RoomOptions`], what a room takes from the configuration; [`replica_id`].
+//! - [`tokens`]: signed entry tokens (JWT, Ed25519): keys, signing, verification.
+//! - [`bots`]: proof-of-work challenges, the difficulty's rise, top clients.
 //! - [`runtime`]: [`RoomRuntime`], a room's settings as last read, its SSE hub, its active users.
 //! - [`figures`]: every room's live figures for the admin event stream, read once a second.
 //! - [`counters`]: a room's running totals here (joins, polls, admissions, …) and its leadership.
@@ -16,11 +21,13 @@
 //! - [`sync`]: the registry kept in line with the rooms' documents every tick; a task per room.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
+pub mod bots;
 pub mod counters;
 pub mod eta;
 pub mod figures;
 pub mod hub_loop;
 pub mod opening;
+pub mod options;
 pub mod outage;
 pub mod pace;
 pub mod presence;
@@ -31,6 +38,8 @@ pub mod sse_hub;
 pub mod state;
 pub mod status;
 pub mod sync;
+pub mod tokens;
 
+pub use options::{replica_id, RoomOptions};
 pub use registry::Rooms;
 pub use runtime::RoomRuntime;

@@ -1,5 +1,5 @@
 //! Each room's SSE refresh loop: wakes every `--sse-refresh-ms` (or at once when the scheduler
-//! admits) and lets the room's [`crate::room::sse_hub::SseHub`] move every open stream with one store
+//! admits) and lets the room's [`crate::sse_hub::SseHub`] move every open stream with one store
 //! call. It gets exactly what it uses (like mini-redis's `Handler`): the store, the settings
 //! that shape a status, and the shutdown signal.
 
@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::config::Config;
-use crate::room::presence::{effective_abandon_ms, stream_presence_every};
-use crate::room::status::ticket_status;
-use crate::room::RoomRuntime;
-use crate::state::AppState;
-use crate::store::{now_ms, Store};
+use crate::options::RoomOptions;
+use crate::presence::{effective_abandon_ms, stream_presence_every};
+use crate::status::ticket_status;
+use crate::RoomRuntime;
+use vestibule_store::{now_ms, Store};
 
 /// What the refresh loop needs.
 #[derive(Clone)]
@@ -21,26 +20,16 @@ pub struct HubContext {
     /// The queue store.
     pub store: Arc<dyn Store>,
     /// ETA margin and poll tiers (for statuses) and the refresh period.
-    pub config: Arc<Config>,
+    pub options: Arc<RoomOptions>,
     /// Flips to `true` on shutdown.
     pub shutdown: watch::Receiver<bool>,
 }
 
-impl From<&AppState> for HubContext {
-    fn from(state: &AppState) -> Self {
-        Self {
-            store: state.store.clone(),
-            config: state.config.clone(),
-            shutdown: state.shutdown.clone(),
-        }
-    }
-}
-
 /// Runs one room's refresh loop until shutdown (or the room is deleted).
 pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
-    let period = Duration::from_millis(context.config.sse_refresh_ms);
+    let period = Duration::from_millis(context.options.sse_refresh_ms);
     let mut shutdown = context.shutdown.clone();
-    let status = |record: &_| ticket_status(&context.config, &room, record);
+    let status = |record: &_| ticket_status(&context.options, &room, record);
     let mut heard_at = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -82,7 +71,7 @@ pub async fn run(context: HubContext, room: Arc<RoomRuntime>) {
             }
         }
         // An open stream is its holder's presence: one batched store call per period.
-        let abandon_ms = effective_abandon_ms(&room.settings(), &context.config.poll_tiers);
+        let abandon_ms = effective_abandon_ms(&room.settings(), &context.options.poll_tiers);
         if heard_at.elapsed() >= stream_presence_every(abandon_ms) {
             heard_at = tokio::time::Instant::now();
             let ids = room.hub.watched_ids();

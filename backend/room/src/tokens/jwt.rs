@@ -20,7 +20,7 @@ use sha2::{Digest as _, Sha256};
 use vestibule_shared::entry::EntryClaims;
 
 use super::keys::KeyRing;
-use crate::ids::log_tag;
+use vestibule_store::ids::log_tag;
 
 /// Why a token does not verify offline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +172,7 @@ mod tests {
     }
 
     fn now() -> u64 {
-        crate::store::now_ms()
+        vestibule_store::now_ms()
     }
 
     #[test]

@@ -11,8 +11,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::keys::KeyRing;
 use crate::state::AppState;
+use crate::tokens::KeyRing;
 
 /// How long a verifier may cache the key set, in seconds.
 pub const MAX_AGE_SECS: u64 = 300;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 use vestibule_shared::{TicketState, TicketStatus};
 
-use crate::store::{
+use vestibule_store::{
     now_ms, PollAnchor, PolledTicket, QueueCursor, RoomId, Settings, Store, StoreError,
     TicketRecord,
 };
@@ -135,7 +135,7 @@ struct Moves {
 
 impl MoveLog {
     /// Adds one refresh's change; forgets changes older than `keep`.
-    fn push(&mut self, delta: &crate::store::QueueDelta, now: Instant, keep: Duration) {
+    fn push(&mut self, delta: &vestibule_store::QueueDelta, now: Instant, keep: Duration) {
         self.mark += 1;
         self.popped += delta.popped;
         if !delta.left_seqs.is_empty() || !delta.returned_seqs.is_empty() {
@@ -1050,8 +1050,8 @@ mod tests {
     /// 2,000 (none starved by the map's order).
     #[tokio::test]
     async fn in_a_random_room_every_stream_is_read_in_turn() {
-        use crate::store::memory::MemoryStore;
-        use crate::store::{Catalog, QueueingMethod, Settings, SettingsPatch, Store};
+        use vestibule_store::memory::MemoryStore;
+        use vestibule_store::{Catalog, QueueingMethod, Settings, SettingsPatch, Store};
         let store = MemoryStore::new();
         let settings: Settings = serde_json::from_value(serde_json::json!({
             "admissionRatePerSec": 0.0, "paused": true, "tokenTtlMs": 60000
@@ -1089,8 +1089,8 @@ mod tests {
         assert_eq!(unread, 0, "every stream was read within three refreshes");
     }
 
-    fn delta(popped: u64, left: &[u64], back: &[u64]) -> crate::store::QueueDelta {
-        crate::store::QueueDelta {
+    fn delta(popped: u64, left: &[u64], back: &[u64]) -> vestibule_store::QueueDelta {
+        vestibule_store::QueueDelta {
             popped,
             left_seqs: left.to_vec(),
             returned_seqs: back.to_vec(),
@@ -1199,8 +1199,8 @@ mod tests {
     /// refresh is too old, and with a return heard since counted for those behind it.
     #[tokio::test]
     async fn polled_tickets_are_answered_from_memory_by_the_rules() {
-        use crate::store::memory::MemoryStore;
-        use crate::store::{Catalog, Store};
+        use vestibule_store::memory::MemoryStore;
+        use vestibule_store::{Catalog, Store};
         let store = MemoryStore::new();
         let settings: Settings = serde_json::from_value(serde_json::json!({
             "admissionRatePerSec": 1.0, "paused": true, "tokenTtlMs": 60000

@@ -1,19 +1,19 @@
 //! Every room's live figures for the admin event stream (`http::admin_events`), read once per
 //! second per process by [`FigureReader`] however many operators watch: one `counts` store call
 //! per room (as the `/metrics` room gauges), and this process's running totals
-//! ([`crate::room::counters`]) turned into per-second rates.
+//! ([`crate::counters`]) turned into per-second rates.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use vestibule_shared::admin_events::{AdminEvent, RoomFigures, RoomLeader};
 
-use crate::room::counters::CounterTotals;
-use crate::room::eta::{self, EtaInputs};
-use crate::room::state::room_state;
-use crate::room::RoomRuntime;
-use crate::state::AppState;
-use crate::store::{now_ms, RoomCounts};
+use crate::counters::CounterTotals;
+use crate::eta::{self, EtaInputs};
+use crate::options::{replica_id, RoomOptions};
+use crate::state::room_state;
+use crate::{RoomRuntime, Rooms};
+use vestibule_store::{now_ms, RoomCounts, Store};
 
 /// A rate to two decimals (what a person reads; the JSON stays short).
 fn hundredths(rate: f64) -> f64 {
@@ -29,13 +29,18 @@ pub struct FigureReader {
 impl FigureReader {
     /// Every running room's figures now. A room whose counts the store cannot give is left out
     /// (and logged at `debug`: the console shows the gap).
-    pub async fn read(&mut self, state: &AppState) -> AdminEvent {
+    pub async fn read(
+        &mut self,
+        rooms: &Rooms,
+        store: &dyn Store,
+        options: &RoomOptions,
+    ) -> AdminEvent {
         let at_ms = now_ms();
-        let rooms = state.rooms.list();
+        let rooms = rooms.list();
         let mut figures = Vec::with_capacity(rooms.len());
         for room in &rooms {
-            match state.store.counts(room.id(), at_ms).await {
-                Ok(counts) => figures.push(self.room(state, room, counts, at_ms)),
+            match store.counts(room.id(), at_ms).await {
+                Ok(counts) => figures.push(self.room(options, room, counts, at_ms)),
                 Err(error) => {
                     tracing::debug!(room = %room.name, %error, "room left out of the admin event");
                 }
@@ -45,14 +50,14 @@ impl FigureReader {
             .retain(|name, _| rooms.iter().any(|room| &room.name == name));
         AdminEvent {
             at_ms,
-            replica: crate::state::replica_id().to_owned(),
+            replica: replica_id().to_owned(),
             rooms: figures,
         }
     }
 
     fn room(
         &mut self,
-        state: &AppState,
+        options: &RoomOptions,
         room: &RoomRuntime,
         counts: RoomCounts,
         at_ms: u64,
@@ -69,7 +74,7 @@ impl FigureReader {
         let settings = room.settings();
         let pace = room.pace();
         let leader = room.counters.leader_epoch().map(|epoch| RoomLeader {
-            replica: crate::state::replica_id().to_owned(),
+            replica: replica_id().to_owned(),
             epoch,
         });
         // Counted here over the last second when this process admits; else what the leader
@@ -81,14 +86,14 @@ impl FigureReader {
         };
         let inputs = EtaInputs {
             rate_per_sec: settings.admission_rate_per_sec,
-            margin: state.config.eta_margin,
+            margin: options.eta_margin,
             paused: settings.paused,
             cap: settings.max_active_users.map(|cap| (cap, counts.active)),
             token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
             pace,
         };
         let eta_back_of_line_secs = (counts.waiting > 0 && !settings.paused)
-            .then(|| eta::estimate(counts.waiting, &inputs, &state.config.poll_tiers))
+            .then(|| eta::estimate(counts.waiting, &inputs, &options.poll_tiers))
             .and_then(|estimate| estimate.median_secs)
             .map(eta::eta_display_secs);
         RoomFigures {

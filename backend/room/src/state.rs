@@ -3,7 +3,7 @@
 
 use vestibule_shared::{RoomState, SoldOutMessage, TicketState};
 
-use crate::store::Settings;
+use vestibule_store::Settings;
 
 /// The room's state at `now_ms` (Unix ms) from its settings, by precedence:
 ///
@@ -55,7 +55,7 @@ pub fn sold_out_message(settings: &Settings) -> SoldOutMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SaleSettings;
+    use vestibule_store::SaleSettings;
 
     fn settings(paused: bool, sale: SaleSettings) -> Settings {
         Settings {

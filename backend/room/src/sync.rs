@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::room::{RoomRuntime, Rooms};
-use crate::store::Store;
 use crate::tokens::TokenService;
+use crate::{RoomRuntime, Rooms};
+use vestibule_store::Store;
 
 /// Runs `task` for each room running now and for every room put later, on the current runtime,
 /// until `shutdown`; then waits for the tasks (each ends on shutdown or when its room retires).

@@ -5,10 +5,10 @@ use std::sync::RwLock;
 
 use std::sync::Arc;
 
-use crate::room::counters::RoomCounters;
-use crate::room::sse_hub::SseHub;
-use crate::store::{Pace, RoomId, Settings, VersionedSettings};
+use crate::counters::RoomCounters;
+use crate::sse_hub::SseHub;
 use crate::tokens::TokenService;
+use vestibule_store::{Pace, RoomId, Settings, VersionedSettings};
 
 /// One room's in-process view: one generation of it (`store::room_doc`), its settings as last
 /// read from the store, and its SSE hub. A room deleted and created again gets a new runtime.

@@ -1,7 +1,7 @@
 //! The ETA and poll-hint formulas of docs/DESIGN.md ("ETA and poll hints").
 //!
 //! - The **effective rate** is the configured admission rate, or the rate the leader measured
-//!   over the last minute when that is lower ([`crate::store::Pace`]).
+//!   over the last minute when that is lower ([`vestibule_store::Pace`]).
 //! - Under a cap on active users, shoppers beyond the free slots go at the cap's **pace**: the
 //!   cap × the measured finish rate per active shopper, never below the worst case
 //!   (cap ÷ token TTL: nobody finishing early) nor above the effective rate.
@@ -17,7 +17,7 @@ use std::str::FromStr;
 
 use vestibule_shared::WaitReason;
 
-use crate::store::Pace;
+use vestibule_store::Pace;
 
 /// Smallest poll hint in milliseconds.
 pub const MIN_POLL_AFTER_MS: u64 = 1000;
