@@ -258,11 +258,7 @@ struct Report {
 /// Checks the journal against the four rules of the module's docs.
 fn check(events: &[Event]) -> Report {
     let mut violations = Vec::new();
-    let start = events
-        .iter()
-        .map(|e| e.sent)
-        .min()
-        .unwrap_or_else(Instant::now);
+    let start = events.iter().map(|e| e.sent).min().unwrap_or_else(Instant::now);
     let at = |t: Instant| t.saturating_duration_since(start).as_millis();
     // 1. No 5xx.
     for e in events.iter().filter(|e| e.status.is_server_error()) {
@@ -305,9 +301,7 @@ fn check(events: &[Event]) -> Report {
     };
     // 2. No join answered 2xx in a creation whose deletion had been acknowledged before it was sent.
     for e in events.iter().filter(|e| matches!(e.op, Op::Join)) {
-        let Some((creation, _)) = e.seen else {
-            continue;
-        };
+        let Some((creation, _)) = e.seen else { continue };
         if !e.status.is_success() {
             continue;
         }
@@ -378,10 +372,9 @@ fn check(events: &[Event]) -> Report {
     for replica in 0..2 {
         for slug in SLUGS {
             let mut last: Option<(u64, u64, u128)> = None;
-            for e in events
-                .iter()
-                .filter(|e| matches!(e.op, Op::Read) && e.replica == replica && e.slug == slug)
-            {
+            for e in events.iter().filter(|e| {
+                matches!(e.op, Op::Read) && e.replica == replica && e.slug == slug
+            }) {
                 let Some((creation, change)) = e.seen else {
                     continue;
                 };

@@ -48,7 +48,12 @@ fn in_ms(ms: i64) -> String {
 }
 
 /// A server with a room for each state, and a link proxy in front of it for "retrying".
-async fn rooms() -> (TestApp, LinkProxy) {
+struct Rooms {
+    app: TestApp,
+    proxy: LinkProxy,
+}
+
+async fn rooms() -> Rooms {
     let dist = dist_dir().to_string_lossy().to_string();
     let app = TestApp::spawn(
         Backend::Memory,
@@ -98,7 +103,7 @@ async fn rooms() -> (TestApp, LinkProxy) {
             .await;
     }
     let proxy = LinkProxy::start(&app.base).await;
-    (app, proxy)
+    Rooms { app, proxy }
 }
 
 async fn wait_attr(browser: &Client, css: &str, attribute: &str, value: &str) {
@@ -113,7 +118,8 @@ async fn wait_attr(browser: &Client, css: &str, attribute: &str, value: &str) {
 }
 
 /// Brings the browser to `state` in `lang`.
-async fn visit(browser: &Client, app: &TestApp, proxy: &LinkProxy, state: &str, lang: &str) {
+async fn visit(browser: &Client, rooms: &Rooms, state: &str, lang: &str) {
+    let Rooms { app, proxy, .. } = rooms;
     let page = |room: &str| app.url(&format!("/?room={room}&lang={lang}&transport=poll"));
     match state {
         "waiting" | "offline" | "leave-confirm" => {
@@ -156,8 +162,19 @@ async fn visit(browser: &Client, app: &TestApp, proxy: &LinkProxy, state: &str, 
         }
         "paused" => {
             browser.goto(&page("hold")).await.unwrap();
-            shown_position(browser).await;
+            let place: u64 = shown_position(browser).await.parse().unwrap();
             wait_attr(browser, "#status", "data-room-state", "PAUSED").await;
+            // As if the shopper had come in at twice the place: the bar is half full.
+            browser
+                .execute(
+                    "var id = localStorage.getItem('vestibule:hold:ticket'); \
+                     localStorage.setItem('vestibule:hold:start', id + ' ' + arguments[0]);",
+                    vec![json!(place * 2)],
+                )
+                .await
+                .unwrap();
+            browser.refresh().await.unwrap();
+            wait_attr(browser, "#progress", "aria-valuenow", "50").await;
         }
         "retrying" => {
             proxy.set(LinkState::Up);
@@ -267,14 +284,14 @@ const FORCED_COLOURS_PROBE: &str = r#"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_forced_colours_the_bar_its_fill_and_the_connection_sign_stay_visible() {
-    let (app, proxy) = rooms().await;
+    let rooms = rooms().await;
     let driver = ChromeDriver::start();
     for lang in ["en", "ko"] {
         let profile = tempfile::tempdir().unwrap();
         let browser = driver.browser(profile.path(), "en-US").await;
         emulate_viewport(&browser, Some(390)).await;
         for &state in STATES {
-            visit(&browser, &app, &proxy, state, lang).await;
+            visit(&browser, &rooms, state, lang).await;
             emulate_forced_colors(&browser, true).await;
             tokio::time::sleep(Duration::from_millis(300)).await;
             let probe = browser.execute(FORCED_COLOURS_PROBE, vec![]).await.unwrap();
@@ -299,7 +316,7 @@ async fn in_forced_colours_the_bar_its_fill_and_the_connection_sign_stay_visible
                 );
             }
             emulate_forced_colors(&browser, false).await;
-            leave(&browser, &proxy, state).await;
+            leave(&browser, &rooms.proxy, state).await;
         }
         browser.close().await.unwrap();
     }
@@ -309,14 +326,14 @@ async fn in_forced_colours_the_bar_its_fill_and_the_connection_sign_stay_visible
 /// the link is lost (and the words say it too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_sign_has_a_shape_for_each_state_not_only_a_colour() {
-    let (app, proxy) = rooms().await;
+    let rooms = rooms().await;
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
     let browser = driver.browser(profile.path(), "en-US").await;
     emulate_forced_colors(&browser, true).await;
     let mut shapes = Vec::new();
     for state in ["waiting", "offline"] {
-        visit(&browser, &app, &proxy, state, "en").await;
+        visit(&browser, &rooms, state, "en").await;
         let probe = browser.execute(FORCED_COLOURS_PROBE, vec![]).await.unwrap();
         let text = browser
             .execute(
@@ -333,7 +350,7 @@ async fn the_connection_sign_has_a_shape_for_each_state_not_only_a_colour() {
             probe["sign"]["radius"].clone(),
             probe["sign"]["fill"].clone(),
         ));
-        leave(&browser, &proxy, state).await;
+        leave(&browser, &rooms.proxy, state).await;
     }
     assert_ne!(
         shapes[0], shapes[1],
@@ -395,7 +412,7 @@ const LARGE_TEXT_PROBE: &str = r#"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_200_percent_text_every_state_fits_phones_of_390_and_320_px_in_both_languages() {
-    let (app, proxy) = rooms().await;
+    let rooms = rooms().await;
     let driver = ChromeDriver::start();
     let mut failures: Vec<String> = Vec::new();
     for lang in ["en", "ko"] {
@@ -403,7 +420,7 @@ async fn at_200_percent_text_every_state_fits_phones_of_390_and_320_px_in_both_l
         let browser = driver.browser(profile.path(), "en-US").await;
         emulate_viewport(&browser, Some(390)).await;
         for &state in STATES {
-            visit(&browser, &app, &proxy, state, lang).await;
+            visit(&browser, &rooms, state, lang).await;
             for width in [390, 320] {
                 emulate_viewport(&browser, Some(width)).await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -441,7 +458,7 @@ async fn at_200_percent_text_every_state_fits_phones_of_390_and_320_px_in_both_l
                 }
             }
             emulate_viewport(&browser, Some(390)).await;
-            leave(&browser, &proxy, state).await;
+            leave(&browser, &rooms.proxy, state).await;
         }
         browser.close().await.unwrap();
     }
