@@ -6,15 +6,16 @@
 
 use std::{cell::Cell, rc::Rc, time::Duration};
 
-use gloo_net::http::{Request, RequestBuilder};
-use leptos::prelude::set_timeout_with_handle;
-use serde::Serialize;
+use leptos::prelude::{set_timeout_with_handle, window};
 use vestibule_shared::bots::{Challenge, PROOF_OF_WORK_HEADER};
 use vestibule_shared::{
     ErrorBody, OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER,
 };
-use web_sys::{AbortController, RequestCache};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{AbortController, Headers, RequestCache, RequestInit, Response};
 
+use crate::json::FromJson;
 use crate::urls::{api_url, current_base, encode_component};
 
 /// Longest `Retry-After` the page honours; a larger value is treated as this.
@@ -155,7 +156,7 @@ pub async fn join(
 /// # Errors
 /// 404 `room_not_found`, 503, [`ApiError::Network`], [`ApiError::Timeout`].
 pub async fn challenge(room: &str) -> Result<Challenge, ApiError> {
-    let request = Request::get(&room_url(room, "challenge")).cache(RequestCache::NoStore);
+    let request = Request::get(&room_url(room, "challenge")).no_store();
     parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 
@@ -166,7 +167,7 @@ pub async fn challenge(room: &str) -> Result<Challenge, ApiError> {
 /// [`ApiError::Timeout`].
 pub async fn ticket(room: &str, ticket_id: &str) -> Result<TicketStatus, ApiError> {
     // A poll must reach the server: a cached answer would freeze the position.
-    let request = Request::get(&ticket_path(room, ticket_id)).cache(RequestCache::NoStore);
+    let request = Request::get(&ticket_path(room, ticket_id)).no_store();
     parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 
@@ -208,16 +209,16 @@ pub async fn place_order(
     if let Some(token) = entry_token {
         request = request.header(ENTRY_TOKEN_HEADER, token);
     }
-    let body = serde_json::to_string(order).map_err(|_| ApiError::Decode)?;
+    let body = crate::json::order_request(order);
     parse(&exchange(request, Some(body), ORDER_TIMEOUT).await?)
 }
 
-/// The body of `POST …/rooms/{room}/session` (gate mode): the entry token, sent in the body so
-/// that it never appears in a URL.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionRequest<'a> {
-    entry_token: &'a str,
+/// The body of `POST …/rooms/{room}/session` (gate mode): `{"entryToken": "…"}`, the entry
+/// token sent in the body so that it never appears in a URL.
+fn session_request(entry_token: &str) -> String {
+    crate::json::Writer::object()
+        .string("entryToken", Some(entry_token))
+        .end()
 }
 
 /// Hands the entry token to the server in gate mode: `POST {base}api/v1/rooms/{room}/session`
@@ -229,8 +230,7 @@ struct SessionRequest<'a> {
 /// 503 with `Retry-After`, [`ApiError::Network`], [`ApiError::Timeout`] past
 /// [`TICKET_CALL_TIMEOUT`].
 pub async fn open_session(room: &str, entry_token: &str) -> Result<(), ApiError> {
-    let body =
-        serde_json::to_string(&SessionRequest { entry_token }).map_err(|_| ApiError::Decode)?;
+    let body = session_request(entry_token);
     let request = Request::post(&room_url(room, "session"));
     exchange(request, Some(body), TICKET_CALL_TIMEOUT)
         .await
@@ -243,7 +243,7 @@ pub async fn open_session(room: &str, entry_token: &str) -> Result<(), ApiError>
 /// 404 `room_not_found`, [`ApiError::Network`] (also a refused CORS request: a storefront
 /// origin that is not configured), [`ApiError::Timeout`] past [`TICKET_CALL_TIMEOUT`].
 pub async fn embedding(room: &str) -> Result<vestibule_shared::embed::EmbeddingInfo, ApiError> {
-    let request = Request::get(&room_url(room, "embedding")).cache(RequestCache::NoStore);
+    let request = Request::get(&room_url(room, "embedding")).no_store();
     parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 
@@ -251,8 +251,8 @@ pub async fn embedding(room: &str) -> Result<vestibule_shared::embed::EmbeddingI
 ///
 /// # Errors
 /// [`ApiError::Decode`] when it is not.
-pub fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
-    serde_json::from_str(body).map_err(|_| ApiError::Decode)
+pub fn parse<T: FromJson>(body: &str) -> Result<T, ApiError> {
+    crate::json::decode(body).ok_or(ApiError::Decode)
 }
 
 /// The body of a 2xx answer; any other status as [`ApiError::Status`] with its error code and
@@ -270,7 +270,7 @@ pub fn read_answer(
     }
     Err(ApiError::Status {
         status,
-        code: serde_json::from_str::<ErrorBody>(&body)
+        code: crate::json::decode::<ErrorBody>(&body)
             .map(|body| body.error)
             .unwrap_or_default(),
         retry_after: retry_after
@@ -279,23 +279,83 @@ pub fn read_answer(
     })
 }
 
+/// A request about to be sent: method, URL, headers and whether it must reach the server. (The
+/// page used gloo-net's builder for this; `fetch` itself is smaller in the WASM: issue 47.)
+struct Request {
+    method: &'static str,
+    url: String,
+    headers: Vec<(&'static str, String)>,
+    no_store: bool,
+}
+
+impl Request {
+    fn new(method: &'static str, url: &str) -> Self {
+        Self {
+            method,
+            url: url.to_owned(),
+            headers: vec![("Accept", "application/json".to_owned())],
+            no_store: false,
+        }
+    }
+
+    fn get(url: &str) -> Self {
+        Self::new("GET", url)
+    }
+
+    fn post(url: &str) -> Self {
+        Self::new("POST", url)
+    }
+
+    fn delete(url: &str) -> Self {
+        Self::new("DELETE", url)
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+
+    /// `cache: "no-store"`: never answered from the HTTP cache.
+    fn no_store(mut self) -> Self {
+        self.no_store = true;
+        self
+    }
+
+    /// The `fetch` request, aborted by `controller`; with `json_body` as its JSON body.
+    fn build(
+        self,
+        controller: &AbortController,
+        json_body: Option<String>,
+    ) -> Option<web_sys::Request> {
+        let init = RequestInit::new();
+        init.set_method(self.method);
+        init.set_signal(Some(&controller.signal()));
+        if self.no_store {
+            init.set_cache(RequestCache::NoStore);
+        }
+        let headers = Headers::new().ok()?;
+        for (name, value) in &self.headers {
+            headers.set(name, value).ok()?;
+        }
+        if let Some(body) = json_body {
+            headers.set("Content-Type", "application/json").ok()?;
+            init.set_body(&JsValue::from_str(&body));
+        }
+        init.set_headers(&headers);
+        web_sys::Request::new_with_str_and_init(&self.url, &init).ok()
+    }
+}
+
 /// Sends the request and reads the whole answer before `timeout`; the body text on a 2xx.
 async fn exchange(
-    request: RequestBuilder,
+    request: Request,
     json_body: Option<String>,
     timeout: Duration,
 ) -> Result<String, ApiError> {
     let controller = AbortController::new().map_err(|_| ApiError::Network)?;
     let request = request
-        .header("Accept", "application/json")
-        .abort_signal(Some(&controller.signal()));
-    let request = match json_body {
-        Some(body) => request
-            .header("Content-Type", "application/json")
-            .body(body),
-        None => request.build(),
-    }
-    .map_err(|_| ApiError::Decode)?;
+        .build(&controller, json_body)
+        .ok_or(ApiError::Decode)?;
 
     let timed_out = Rc::new(Cell::new(false));
     let flag = Rc::clone(&timed_out);
@@ -308,9 +368,16 @@ async fn exchange(
     )
     .ok();
     let result = async {
-        let response = request.send().await.map_err(|_| ApiError::Network)?;
-        let retry_after = response.headers().get("Retry-After");
-        let text = response.text().await.map_err(|_| ApiError::Network)?;
+        let response: Response = JsFuture::from(window().fetch_with_request(&request))
+            .await
+            .map_err(|_| ApiError::Network)?
+            .unchecked_into();
+        let retry_after = response.headers().get("Retry-After").ok().flatten();
+        let text = JsFuture::from(response.text().map_err(|_| ApiError::Network)?)
+            .await
+            .map_err(|_| ApiError::Network)?
+            .as_string()
+            .unwrap_or_default();
         read_answer(response.status(), retry_after.as_deref(), text)
     }
     .await;
@@ -364,10 +431,7 @@ mod tests {
 
     #[test]
     fn the_session_hand_off_sends_the_token_in_the_body_only() {
-        let body = serde_json::to_string(&SessionRequest {
-            entry_token: "tok-1",
-        })
-        .unwrap();
+        let body = session_request("tok-1");
         assert_eq!(body, r#"{"entryToken":"tok-1"}"#);
     }
 }

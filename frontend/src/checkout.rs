@@ -125,40 +125,28 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
 
     let waiting_href = params.waiting_href();
     let waiting_href_result = waiting_href.clone();
+    // One view with optional parts rather than one `AnyView` per outcome: the same elements in
+    // the same order, for less WASM (issue 47).
     let result_view = move || {
         let back = waiting_href_result.clone();
-        match outcome.get() {
-            Outcome::Idle | Outcome::Sending => ().into_any(),
-            Outcome::Retrying => view! {
-                <p class="result-title">{t(lang, Text::OrderRetrying)}</p>
-            }
-            .into_any(),
-            Outcome::Ordered(receipt) => view! {
-                <p class="result-title">{t(lang, Text::Ordered)}</p>
-                <p>
-                    {t(lang, Text::OrderNumber)} ": "
-                    <strong id="order-id">{receipt.order_id}</strong>
-                </p>
-            }
-            .into_any(),
-            Outcome::Expired => view! {
-                <p class="result-title">{t(lang, Text::OrderExpired)}</p>
-                <a class="button button-secondary" href=back>{t(lang, Text::BackToLine)}</a>
-            }
-            .into_any(),
-            Outcome::Used => view! {
-                <p class="result-title">{t(lang, Text::OrderUsed)}</p>
-            }
-            .into_any(),
+        let (title, detail, receipt, back, code) = match outcome.get() {
+            Outcome::Idle | Outcome::Sending => return None,
+            Outcome::Retrying => (t(lang, Text::OrderRetrying), None, None, None, None),
+            Outcome::Ordered(receipt) => (t(lang, Text::Ordered), None, Some(receipt), None, None),
+            Outcome::Expired => (t(lang, Text::OrderExpired), None, None, Some(back), None),
+            Outcome::Used => (t(lang, Text::OrderUsed), None, None, None, None),
             Outcome::Error { code, .. }
                 if code.as_deref() == Some(vestibule_shared::error_code::SOLD_OUT) =>
             {
                 // No unit left: the order did not go through (the token was not used up).
-                view! {
-                    <p class="result-title">{sale_text(lang, SaleText::SoldOut)}</p>
-                    <p>{sale_text(lang, SaleText::SoldOutDetail)}</p>
-                }
-                .into_any()
+                let detail = sale_text(lang, SaleText::SoldOutDetail);
+                (
+                    sale_text(lang, SaleText::SoldOut),
+                    Some(detail),
+                    None,
+                    None,
+                    None,
+                )
             }
             Outcome::Error { code, network } => {
                 let message = if network {
@@ -166,13 +154,23 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 } else {
                     Text::OrderFailed
                 };
-                view! {
-                    <p class="result-title">{t(lang, message)}</p>
-                    {code.map(|code| view! { <p class="error-code"><code>{code}</code></p> })}
-                }
-                .into_any()
+                (t(lang, message), None, None, None, code)
             }
-        }
+        };
+        Some(view! {
+            <p class="result-title">{title}</p>
+            {detail.map(|detail| view! { <p>{detail}</p> })}
+            {receipt.map(|receipt| view! {
+                <p>
+                    {t(lang, Text::OrderNumber)} ": "
+                    <strong id="order-id">{receipt.order_id}</strong>
+                </p>
+            })}
+            {back.map(|back| view! {
+                <a class="button button-secondary" href=back>{t(lang, Text::BackToLine)}</a>
+            })}
+            {code.map(|code| view! { <p class="error-code"><code>{code}</code></p> })}
+        })
     };
     let title = move || {
         t(

@@ -13,7 +13,7 @@ use vestibule_shared::{error_code, OrderReceipt, OrderRequest};
 use crate::{
     api::{self, ApiError},
     backoff::Backoff,
-    focus::focus_after_render,
+    focus::focus_in_document_after_render,
     storage::{random_hex_128, RoomMemory},
 };
 
@@ -147,7 +147,7 @@ impl Order {
     fn finish(&self, outcome: Outcome) {
         self.outcome.set(outcome);
         // The button is disabled or the answer is new: focus goes to the answer.
-        focus_after_render("checkout-result");
+        focus_in_document_after_render("checkout-result");
     }
 }
 

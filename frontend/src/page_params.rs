@@ -215,7 +215,8 @@ pub fn checkout_href(
         _ => format!("{base}checkout?room={room}"),
     };
     if let Some(lang) = lang {
-        if !href.contains("lang=") {
+        // Byte windows, not `str::contains`: a string search is 2 KB of WASM (issue 47).
+        if !href.as_bytes().windows(5).any(|w| w == b"lang=") {
             href.push(if href.contains('?') { '&' } else { '?' });
             href.push_str("lang=");
             href.push_str(lang.code());

@@ -63,7 +63,7 @@ impl EventStream {
             let status = event
                 .data()
                 .as_string()
-                .and_then(|data| serde_json::from_str::<TicketStatus>(&data).ok());
+                .and_then(|data| crate::json::decode::<TicketStatus>(&data));
             if let Some(status) = status {
                 on_status(status);
             }

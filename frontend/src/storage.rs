@@ -7,17 +7,18 @@
 //! Where storage is unavailable (a sandboxed or storage-partitioned iframe, private modes) the
 //! page keeps the values in memory for as long as it is open instead of failing.
 
-use std::{cell::RefCell, collections::HashMap};
+use std::cell::RefCell;
 
 use leptos::prelude::window;
-use serde::{Deserialize, Serialize};
 use vestibule_shared::OrderReceipt;
 
 thread_local! {
-    static IN_MEMORY: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+    /// Values kept in memory where storage is unavailable: a handful of keys, so a list (a
+    /// `HashMap` cost its hasher in the WASM: issue 47).
+    static IN_MEMORY: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 enum Area {
     Local,
     Session,
@@ -32,24 +33,34 @@ fn web_storage(area: Area) -> Option<web_sys::Storage> {
 }
 
 fn memory_key(area: Area, key: &str) -> String {
-    format!("{area:?}/{key}")
+    let area = match area {
+        Area::Local => "Local",
+        Area::Session => "Session",
+    };
+    format!("{area}/{key}")
 }
 
 fn get(area: Area, key: &str) -> Option<String> {
     if let Some(value) = web_storage(area).and_then(|s| s.get_item(key).ok().flatten()) {
         return Some(value);
     }
-    IN_MEMORY.with(|m| m.borrow().get(&memory_key(area, key)).cloned())
+    let key = memory_key(area, key);
+    IN_MEMORY.with(|m| {
+        m.borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+    })
 }
 
 fn set(area: Area, key: &str, value: &str) {
     let stored = web_storage(area).is_some_and(|s| s.set_item(key, value).is_ok());
+    let key = memory_key(area, key);
     IN_MEMORY.with(|m| {
         let mut m = m.borrow_mut();
-        if stored {
-            m.remove(&memory_key(area, key));
-        } else {
-            m.insert(memory_key(area, key), value.to_owned());
+        m.retain(|(k, _)| *k != key);
+        if !stored {
+            m.push((key, value.to_owned()));
         }
     });
 }
@@ -58,7 +69,8 @@ fn remove(area: Area, key: &str) {
     if let Some(s) = web_storage(area) {
         let _ = s.remove_item(key);
     }
-    IN_MEMORY.with(|m| m.borrow_mut().remove(&memory_key(area, key)));
+    let key = memory_key(area, key);
+    IN_MEMORY.with(|m| m.borrow_mut().retain(|(k, _)| *k != key));
 }
 
 /// 128 random bits from `crypto.getRandomValues`, as 32 lowercase hex digits.
@@ -88,11 +100,40 @@ fn token_tag(token: &str) -> String {
 }
 
 /// The order made with one entry token: its `Idempotency-Key` and, once placed, the receipt.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Stored as `{"token_tag": …, "key": …, "receipt": {…} | null}` ([`crate::json`]).
+#[derive(Debug, Clone, PartialEq)]
 struct StoredOrder {
     token_tag: String,
     key: String,
     receipt: Option<OrderReceipt>,
+}
+
+impl StoredOrder {
+    fn to_json(&self) -> String {
+        let receipt = self.receipt.as_ref().map(crate::json::receipt);
+        crate::json::Writer::object()
+            .string("token_tag", Some(&self.token_tag))
+            .string("key", Some(&self.key))
+            .raw("receipt", receipt.as_deref().unwrap_or("null"))
+            .end()
+    }
+
+    fn from_json(text: &str) -> Option<Self> {
+        use crate::json::{FromJson, Json};
+        let json = crate::json::parse(text)?;
+        let text_of = |key: &str| match json.get(key)? {
+            Json::Str(s) => Some(s.clone()),
+            _ => None,
+        };
+        Some(Self {
+            token_tag: text_of("token_tag")?,
+            key: text_of("key")?,
+            receipt: match json.get("receipt") {
+                None | Some(Json::Null) => None,
+                Some(receipt) => Some(OrderReceipt::from_json(receipt)?),
+            },
+        })
+    }
 }
 
 /// The stored state of one room, under keys `vestibule:{room}:…`.
@@ -183,13 +224,11 @@ impl RoomMemory {
     }
 
     fn stored_order(&self) -> Option<StoredOrder> {
-        get(Area::Local, &self.key("order")).and_then(|json| serde_json::from_str(&json).ok())
+        get(Area::Local, &self.key("order")).and_then(|json| StoredOrder::from_json(&json))
     }
 
     fn store_order(&self, order: &StoredOrder) {
-        if let Ok(json) = serde_json::to_string(order) {
-            set(Area::Local, &self.key("order"), &json);
-        }
+        set(Area::Local, &self.key("order"), &order.to_json());
     }
 
     /// The `Idempotency-Key` of the order made with `entry_token`, created on first use: every
@@ -242,5 +281,33 @@ mod tests {
         assert_eq!(token_tag("main.abc"), token_tag("main.abc"));
         assert_ne!(token_tag("main.abc"), token_tag("main.abd"));
         assert_eq!(token_tag("").len(), 16);
+    }
+
+    #[test]
+    fn a_stored_order_reads_back_and_reads_what_serde_wrote() {
+        let order = StoredOrder {
+            token_tag: "0123456789abcdef".to_owned(),
+            key: "k\"ey".to_owned(),
+            receipt: Some(OrderReceipt {
+                order_id: "o-1".to_owned(),
+                room: "main".to_owned(),
+                sku: "DEMO".to_owned(),
+                quantity: 1,
+            }),
+        };
+        assert_eq!(
+            StoredOrder::from_json(&order.to_json()),
+            Some(order.clone())
+        );
+        let pending = StoredOrder {
+            receipt: None,
+            ..order
+        };
+        assert_eq!(StoredOrder::from_json(&pending.to_json()), Some(pending));
+        // As the page wrote it with serde before issue 47.
+        let earlier = r#"{"token_tag":"t","key":"k","receipt":{"orderId":"o","room":"r","sku":"s","quantity":2}}"#;
+        let read = StoredOrder::from_json(earlier).unwrap();
+        assert_eq!(read.receipt.unwrap().quantity, 2);
+        assert_eq!(StoredOrder::from_json("{\"token_tag\":\"t\"}"), None);
     }
 }

@@ -31,8 +31,10 @@ pub fn encode_component(value: &str) -> String {
 /// The base of `pathname` (a URL path, `/…`): everything up to and including its last `/`;
 /// `/` when it has none.
 pub fn base_of(pathname: &str) -> &str {
-    match pathname.rfind('/') {
-        Some(last) => &pathname[..=last],
+    // `rsplit_once`, not an index: a string slice that might panic brings the panic's message
+    // formatting (Debug of a char, Unicode tables) into the WASM (issue 47).
+    match pathname.rsplit_once('/') {
+        Some((head, _)) => pathname.get(..=head.len()).unwrap_or("/"),
         None => "/",
     }
 }
@@ -68,7 +70,7 @@ pub enum View {
 
 /// The view of the page at `pathname`, by its path relative to the base.
 pub fn view_of(pathname: &str) -> View {
-    let relative = &pathname[base_of(pathname).len()..];
+    let relative = pathname.rsplit_once('/').map_or(pathname, |(_, last)| last);
     if relative == "checkout" {
         View::Checkout
     } else {

@@ -213,7 +213,10 @@ pub const CHECKOUT_URL_MAX_CHARS: usize = 2048;
 /// The origin (`scheme://host[:port]`, lowercased) of an absolute `http://` or `https://` URL;
 /// `None` for anything else, and for URLs with user info (`https://a@b`), a backslash, or no host.
 pub fn url_origin(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
+    // The scheme ends at the first ':' and "//" follows (as splitting at the first "://", which
+    // costs the page a string search: issue 47).
+    let (scheme, rest) = url.split_once(':')?;
+    let rest = rest.strip_prefix("//")?;
     let scheme = scheme.to_ascii_lowercase();
     if scheme != "http" && scheme != "https" {
         return None;

@@ -1,13 +1,16 @@
 //! Debian's headless Chromium driven over WebDriver (chromedriver + fantoccini), and the waits
-//! the page tests share (`tests/tests/browser.rs`, `tests/tests/mounted_page.rs`).
+//! the page tests share (`tests/tests/browser.rs`, `tests/tests/mounted_page.rs`), the DevTools
+//! protocol commands they need ([`cdp`]: forced colours, a phone's viewport) and axe-core
+//! ([`assert_accessible`]).
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::{free_port, workspace_root, ChildGuard};
 
@@ -247,4 +250,113 @@ pub async fn wait_for_path(browser: &Client, path: &str, timeout: Duration) {
         assert!(Instant::now() < deadline, "still on {url}, not {path}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A Chrome DevTools Protocol command sent through chromedriver (`POST
+/// /session/{id}/goog/cdp/execute`).
+#[derive(Debug)]
+struct Cdp {
+    cmd: &'static str,
+    params: Value,
+}
+
+impl WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &reqwest::Url,
+        session_id: Option<&str>,
+    ) -> Result<reqwest::Url, <reqwest::Url as std::str::FromStr>::Err> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &reqwest::Url) -> (reqwest::Method, Option<String>) {
+        let body = json!({ "cmd": self.cmd, "params": self.params });
+        (reqwest::Method::POST, Some(body.to_string()))
+    }
+}
+
+/// Runs a DevTools protocol command on the browser's page, e.g.
+/// `cdp(&browser, "Emulation.setEmulatedMedia", json!({...}))`; its result.
+///
+/// # Panics
+/// When chromedriver refuses the command.
+pub async fn cdp(browser: &Client, cmd: &'static str, params: Value) -> Value {
+    browser
+        .issue_cmd(Cdp { cmd, params })
+        .await
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+/// Emulates Windows high contrast (`forced-colors: active`, light) or turns it off.
+pub async fn emulate_forced_colors(browser: &Client, active: bool) {
+    let features = if active {
+        json!([{ "name": "forced-colors", "value": "active" },
+               { "name": "prefers-color-scheme", "value": "light" }])
+    } else {
+        json!([])
+    };
+    cdp(
+        browser,
+        "Emulation.setEmulatedMedia",
+        json!({ "features": features }),
+    )
+    .await;
+}
+
+/// A phone's viewport `width` CSS px wide (and 800 tall), the page's `<meta name=viewport>`
+/// honoured; `None` clears it (back to the window's size).
+pub async fn emulate_viewport(browser: &Client, width: Option<u32>) {
+    match width {
+        Some(width) => {
+            cdp(
+                browser,
+                "Emulation.setDeviceMetricsOverride",
+                json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": true }),
+            )
+            .await
+        }
+        None => cdp(browser, "Emulation.clearDeviceMetricsOverride", json!({})).await,
+    };
+}
+
+/// axe-core (installed from npm by `scripts/setup-tools.sh --test`).
+pub fn axe_source() -> String {
+    let path = workspace_root().join(".tools/node_modules/axe-core/axe.min.js");
+    std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: scripts/setup-tools.sh --test installs axe-core",
+            path.display()
+        )
+    })
+}
+
+/// Runs axe-core on the page as it is (open shadow roots included, as axe-core does) and fails
+/// with every violation it reports.
+pub async fn assert_accessible(browser: &Client, state: &str) {
+    browser
+        .execute(&format!("{}\nreturn true;", axe_source()), vec![])
+        .await
+        .expect("axe-core loads");
+    let violations = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, { resultTypes: ['violations'] })
+               .then(r => done(r.violations.map(v => ({
+                   id: v.id, impact: v.impact,
+                   nodes: v.nodes.map(n => JSON.stringify(n.target) + ': ' + n.failureSummary) }))))
+               .catch(e => done([{ id: 'axe-error', nodes: [String(e)] }]));",
+            vec![],
+        )
+        .await
+        .expect("axe.run answers");
+    let violations = violations.as_array().cloned().unwrap_or_default();
+    assert!(
+        violations.is_empty(),
+        "axe-core, {state}: {}",
+        serde_json::to_string_pretty(&violations).unwrap()
+    );
+    println!("axe-core: 0 violations ({state})");
 }

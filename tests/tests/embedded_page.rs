@@ -21,7 +21,7 @@ use axum::response::Html;
 use axum::Router;
 use fantoccini::{Client, Locator};
 use serde_json::{json, Value};
-use vestibule_tests::chromium::{dist_dir, save_screenshot, ChromeDriver};
+use vestibule_tests::chromium::{assert_accessible, dist_dir, save_screenshot, ChromeDriver};
 use vestibule_tests::{Backend, TestApp};
 
 /// A storefront on its own origin: serves `/framed` and `/widget` for the app at `app`, and
@@ -125,7 +125,7 @@ async fn page(State((app, requests)): State<Shop>, request: Request) -> Html<Str
         }
         "/widget" => format!(
             r#"<div id="queue" data-vestibule-room="main" data-vestibule-lang="en"
-     style="--accent:#0a7d5a;--card:#fbfffd"></div>
+     style="--accent:#0a7d5a;--card:#fbfffd;--accent-soft:#ecf7f2"></div>
 <script>
   window.received = [];
   var queue = document.getElementById("queue");
@@ -433,5 +433,105 @@ async fn a_storefront_that_is_not_configured_gets_nothing() {
         0,
         "no ticket for an unconfigured storefront"
     );
+    browser.close().await.unwrap();
+}
+
+/// Clicks the element `css` names inside the widget's shadow root.
+async fn click_in_widget(browser: &Client, css: &str) {
+    let clicked = browser
+        .execute(
+            "var el = document.getElementById('queue').shadowRoot.querySelector(arguments[0]); \
+             if (!el) return false; el.click(); return true;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(clicked, true, "no {css} in the widget");
+}
+
+/// The id of the element focused inside the widget's shadow root ("" for none), once the
+/// document's focus is on the widget.
+async fn focused_in_widget(browser: &Client) -> String {
+    // One frame for the page's own focus move.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let focus = browser
+        .execute(
+            "var host = document.getElementById('queue'); \
+             var inside = host.shadowRoot.activeElement; \
+             return [document.activeElement === host, inside ? inside.id : ''];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(focus[0], true, "focus left the widget: {focus}");
+    focus[1].as_str().unwrap_or_default().to_owned()
+}
+
+/// Waits (up to 20 s) until `attribute` of `css` inside the widget is `value`.
+async fn wait_in_widget(browser: &Client, css: &str, attribute: &str, value: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = browser
+            .execute(
+                "var el = document.getElementById('queue').shadowRoot.querySelector(arguments[0]); \
+                 return el ? el.getAttribute(arguments[1]) : null;",
+                vec![json!(css), json!(attribute)],
+            )
+            .await
+            .unwrap();
+        if seen == value {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css}[{attribute}] is {seen}, not {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_widget_is_accessible_and_moves_focus_to_each_result_inside_its_shadow_root() {
+    let (app, shop, _) = sale("/checkout", false).await;
+    // Two ahead, so "Join the line again" takes a place behind them.
+    app.join("main", None).await;
+    app.join("main", None).await;
+    let driver = ChromeDriver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let browser = driver.browser(profile.path(), "en-US").await;
+    browser.goto(&shop.url("/widget")).await.unwrap();
+    wait_message(&browser, "vestibule:status", |m| m["position"] == 3).await;
+    wait_in_widget(&browser, "#connection", "data-state", "live").await;
+    assert_accessible(&browser, "widget: waiting").await;
+
+    // "Leave the line" asks first; focus goes to the question, "Stay in line" brings it back.
+    click_in_widget(&browser, "#leave-line").await;
+    assert_eq!(focused_in_widget(&browser).await, "leave-question");
+    assert_accessible(&browser, "widget: leave the line?").await;
+    save_screenshot(&browser, "widget-leave-confirm-en.png").await;
+    click_in_widget(&browser, "#leave-cancel").await;
+    assert_eq!(focused_in_widget(&browser).await, "leave-line");
+
+    // Leaving: focus on the status that says so; joining again: the same.
+    click_in_widget(&browser, "#leave-line").await;
+    click_in_widget(&browser, "#leave-confirm").await;
+    assert_eq!(focused_in_widget(&browser).await, "status");
+    wait_in_widget(&browser, "#status", "data-status", "LEFT").await;
+    assert_accessible(&browser, "widget: left").await;
+    click_in_widget(&browser, "#join-again").await;
+    assert_eq!(focused_in_widget(&browser).await, "status");
+    wait_in_widget(&browser, "#status", "data-status", "WAITING").await;
+
+    // Offline: "Retry now" moves focus to the connection line.
+    browser
+        .execute("window.dispatchEvent(new Event('offline'));", vec![])
+        .await
+        .unwrap();
+    wait_in_widget(&browser, "#connection", "data-state", "offline").await;
+    assert_accessible(&browser, "widget: offline").await;
+    click_in_widget(&browser, "#retry-now").await;
+    assert_eq!(focused_in_widget(&browser).await, "connection");
+    wait_in_widget(&browser, "#connection", "data-state", "live").await;
+    assert_eq!(waiting(&app).await, 3, "one place for the widget");
     browser.close().await.unwrap();
 }

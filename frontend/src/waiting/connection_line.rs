@@ -56,9 +56,9 @@ pub fn ConnectionLine(
             </span>
             <Show when=can_retry_now>
                 <button type="button" class="link-button" id="retry-now"
-                    on:click=move |_| {
+                    on:click=move |ev| {
                         queue.with_value(|q| q.retry_now());
-                        focus_after_render("connection");
+                        focus_after_render(&ev, "connection");
                     }>
                     {t(lang, Text::RetryNow)}
                 </button>

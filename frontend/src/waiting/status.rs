@@ -83,16 +83,19 @@ enum NextStep {
 
 /// "Leave the line", asking first: a slip of the finger must not cost a place in a long line.
 #[component]
-fn LeaveLine(lang: Lang, on_leave: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn LeaveLine(
+    lang: Lang,
+    on_leave: impl Fn(&web_sys::Event) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let asking = RwSignal::new(false);
     view! {
         <Show
             when=move || asking.get()
             fallback=move || view! {
                 <button type="button" class="link-button" id="leave-line"
-                    on:click=move |_| {
+                    on:click=move |ev| {
                         asking.set(true);
-                        focus_after_render("leave-question");
+                        focus_after_render(&ev, "leave-question");
                     }>
                     {t(lang, Text::LeaveLine)}
                 </button>
@@ -101,13 +104,13 @@ fn LeaveLine(lang: Lang, on_leave: impl Fn() + Copy + Send + Sync + 'static) -> 
             <div class="confirm" role="group" aria-labelledby="leave-question">
                 <p id="leave-question" tabindex="-1">{t(lang, Text::LeaveQuestion)}</p>
                 <button type="button" class="button button-secondary" id="leave-confirm"
-                    on:click=move |_| on_leave()>
+                    on:click=move |ev| on_leave(&ev)>
                     {t(lang, Text::LeaveConfirm)}
                 </button>
                 <button type="button" class="button" id="leave-cancel"
-                    on:click=move |_| {
+                    on:click=move |ev| {
                         asking.set(false);
-                        focus_after_render("leave-line");
+                        focus_after_render(&ev, "leave-line");
                     }>
                     {t(lang, Text::StayInLine)}
                 </button>
@@ -123,37 +126,39 @@ fn LeaveLine(lang: Lang, on_leave: impl Fn() + Copy + Send + Sync + 'static) -> 
 fn HandoffStep(lang: Lang, exit: StoredValue<Rc<Exit>, LocalStorage>) -> impl IntoView {
     let state = exit.with_value(|e| e.state);
     let target = exit.with_value(|e| e.return_to()).unwrap_or_default();
-    let step = move || match state.get() {
-        HandoffState::Idle | HandoffState::Sending => ().into_any(),
-        HandoffState::Done => view! {
-            <a class="button" href=target.clone()>{t(lang, Text::ContinueToCheckout)}</a>
-        }
-        .into_any(),
-        HandoffState::Posting { .. } => view! {
-            <button type="button" class="button" id="handoff-continue"
-                on:click=move |_| exit.with_value(|e| e.post())>
-                {t(lang, Text::ContinueToCheckout)}
-            </button>
-        }
-        .into_any(),
-        failed @ HandoffState::Failed { .. } => {
-            let text = failed.failure_text().unwrap_or(Text::HandoffRefused);
-            let code = match failed {
-                HandoffState::Failed { code, .. } => code,
-                _ => None,
-            };
-            view! {
-                <p class="notice" id="handoff-error">{t(lang, text)}</p>
+    // Optional parts rather than an `AnyView` per state (a smaller page).
+    let step = move || {
+        let current = state.get();
+        let done = current == HandoffState::Done;
+        let posting = matches!(current, HandoffState::Posting { .. });
+        let text = current.failure_text();
+        let code = match current {
+            HandoffState::Failed { code, .. } => code,
+            _ => None,
+        };
+        view! {
+            {done.then(|| view! {
+                <a class="button" href=target.clone()>{t(lang, Text::ContinueToCheckout)}</a>
+            })}
+            {posting.then(|| view! {
+                <button type="button" class="button" id="handoff-continue"
+                    on:click=move |_| exit.with_value(|e| e.post())>
+                    {t(lang, Text::ContinueToCheckout)}
+                </button>
+            })}
+            {text.is_some().then(|| view! {
+                <p class="notice" id="handoff-error">
+                    {t(lang, text.unwrap_or(Text::HandoffRefused))}
+                </p>
                 {code.map(|code| view! { <p class="error-code"><code>{code}</code></p> })}
                 <button type="button" class="button" id="handoff-retry"
-                    on:click=move |_| {
+                    on:click=move |ev| {
                         exit.with_value(|e| e.retry());
-                        focus_after_render("status");
+                        focus_after_render(&ev, "status");
                     }>
                     {t(lang, Text::TryAgain)}
                 </button>
-            }
-            .into_any()
+            })}
         }
     };
     view! { <div id="handoff" data-state=move || state.get().as_str()>{step}</div> }
@@ -210,37 +215,40 @@ pub fn StatusSection(
                 )
             })
     };
-    let next_step_view = move || match next_step() {
-        NextStep::None => ().into_any(),
-        NextStep::Leave => view! {
-            <LeaveLine lang=lang on_leave=move || {
-                queue.with_value(|q| q.leave());
-                focus_after_render("status");
-            } />
+    // Optional parts rather than an `AnyView` per next step: the same elements (issue 47).
+    let next_step_view = move || {
+        let step = next_step();
+        let checkout = match &step {
+            NextStep::Checkout(href) => Some(href.clone()),
+            _ => None,
+        };
+        view! {
+            {(step == NextStep::Leave).then(|| view! {
+                <LeaveLine lang=lang on_leave=move |ev: &web_sys::Event| {
+                    queue.with_value(|q| q.leave());
+                    focus_after_render(ev, "status");
+                } />
+            })}
+            {checkout.map(|href| view! {
+                <a class="button" href=href>{t(lang, Text::ContinueToCheckout)}</a>
+            })}
+            {(step == NextStep::HandOff).then(|| view! { <HandoffStep lang=lang exit=exit /> })}
+            {(step == NextStep::JoinAgain).then(|| view! {
+                <button type="button" class="button" id="join-again"
+                    on:click=move |ev| {
+                        queue.with_value(|q| q.join_again());
+                        focus_after_render(&ev, "status");
+                    }>
+                    {t(lang, Text::JoinAgain)}
+                </button>
+            })}
+            {(step == NextStep::Reload).then(|| view! {
+                <button type="button" class="button"
+                    on:click=move |_| { let _ = window().location().reload(); }>
+                    {t(lang, Text::TryAgain)}
+                </button>
+            })}
         }
-        .into_any(),
-        NextStep::Checkout(href) => view! {
-            <a class="button" href=href>{t(lang, Text::ContinueToCheckout)}</a>
-        }
-        .into_any(),
-        NextStep::HandOff => view! { <HandoffStep lang=lang exit=exit /> }.into_any(),
-        NextStep::JoinAgain => view! {
-            <button type="button" class="button" id="join-again"
-                on:click=move |_| {
-                    queue.with_value(|q| q.join_again());
-                    focus_after_render("status");
-                }>
-                {t(lang, Text::JoinAgain)}
-            </button>
-        }
-        .into_any(),
-        NextStep::Reload => view! {
-            <button type="button" class="button"
-                on:click=move |_| { let _ = window().location().reload(); }>
-                {t(lang, Text::TryAgain)}
-            </button>
-        }
-        .into_any(),
     };
     view! {
         <section
