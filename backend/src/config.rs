@@ -507,6 +507,28 @@ impl Config {
         }
     }
 
+    /// What the HTTP layer takes from this configuration.
+    pub fn http_config(&self) -> crate::http::config::HttpConfig {
+        crate::http::config::HttpConfig {
+            rooms: self.rooms.clone(),
+            default_settings: self.default_settings(),
+            cors_origins: self.cors_origins.clone(),
+            user_assertion_secret: self.user_assertion_secret.clone(),
+            origin_api_key: self.tokens.origin_api_key.clone(),
+            protected_prefixes: self.protected_prefixes.clone(),
+            outage_policy: self.outage_policy.clone(),
+            joins_per_ip_per_minute: self.joins_per_ip_per_minute,
+            challenge_ttl_secs: self.challenge_ttl_secs,
+            client_ip_header: self.client_ip_header.clone(),
+            trusted_proxy_hops: self.trusted_proxy_hops,
+            retry_after_secs: self.retry_after_secs,
+            max_body_bytes: self.max_body_bytes,
+            request_timeout_secs: self.request_timeout_secs,
+            static_dir: self.static_dir.clone(),
+            api_prefix: self.gate.enabled().then(|| self.gate.prefix()),
+        }
+    }
+
     /// What a room's tasks and a ticket's status take from this configuration.
     pub fn room_options(&self) -> crate::room::RoomOptions {
         let gate = self.gate.clone();
@@ -536,14 +558,6 @@ impl Config {
     /// How long a write to a client may stay blocked.
     pub fn write_timeout(&self) -> Duration {
         Duration::from_secs(self.write_timeout_secs)
-    }
-
-    /// Where to read a client's address from.
-    pub fn client_ip_source(&self) -> crate::http::client_ip::ClientIpSource<'_> {
-        crate::http::client_ip::ClientIpSource {
-            header: self.client_ip_header.as_deref(),
-            trusted_hops: self.trusted_proxy_hops,
-        }
     }
 
     /// How many threads serve connections: `--serving-threads`, or one per CPU core for 0.

@@ -23,15 +23,15 @@
 pub mod config;
 pub mod connections;
 pub mod demo;
-pub mod gate;
-pub mod http;
 pub mod startup;
-pub mod state;
 pub mod telemetry;
 pub mod verify_draw;
 
 pub use config::Config;
 pub use startup::Application;
+pub use vestibule_gate as gate;
+pub use vestibule_http as http;
+pub use vestibule_http::state;
 pub use vestibule_room as room;
 pub use vestibule_room::{bots, tokens};
 pub use vestibule_store as store;

@@ -29,6 +29,8 @@ use crate::tokens::{KeyRing, TokenService};
 
 /// A built application: bound socket, state and background tasks, ready to serve.
 pub struct Application {
+    /// The whole configuration (the layers got their parts of it).
+    config: Arc<Config>,
     listener: TcpListener,
     /// `--metrics-bind`: `/metrics` alone, no token.
     metrics_listener: Option<TcpListener>,
@@ -156,7 +158,7 @@ impl Application {
             store,
             store_safety: Arc::new(std::sync::RwLock::new(safety)),
             room_options: Arc::new(config.room_options()),
-            config: Arc::new(config),
+            config: Arc::new(config.http_config()),
             rooms: Arc::new(Rooms::new(rooms)),
             admin_token,
             tokens,
@@ -166,6 +168,7 @@ impl Application {
             admin_feed: Arc::default(),
         });
         Ok(Self {
+            config: Arc::new(config),
             listener,
             metrics_listener,
             state,
@@ -208,6 +211,7 @@ impl Application {
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let Self {
+            config,
             listener,
             metrics_listener,
             state,
@@ -218,7 +222,7 @@ impl Application {
         if let Some(metrics_listener) = metrics_listener {
             serve_metrics(&state, metrics_listener);
         }
-        let schedulers = spawn_scheduler_thread(state.clone())?;
+        let schedulers = spawn_scheduler_thread(state.clone(), config.clone())?;
         let mut tasks = JoinSet::new();
         // Each room's SSE hub, for the rooms running now and every room added later.
         let context = HubContext {
@@ -235,44 +239,50 @@ impl Application {
             state.rooms.clone(),
             state.store.clone(),
             state.tokens.clone(),
-            state.config.tick(),
+            config.tick(),
             state.shutdown.clone(),
         ));
         if state.store.kind() == "redis" {
-            tasks.spawn(watch_store_safety(state.clone()));
+            tasks.spawn(watch_store_safety(
+                state.clone(),
+                Duration::from_secs(config.redis_safety_check_secs),
+            ));
         }
         if let Some((redis, pem)) = shared_key {
             tasks.spawn(keep_in_redis(redis, pem, state.shutdown.clone()));
         }
         let limits = ConnectionLimits {
-            header_read_timeout: Duration::from_secs(state.config.header_read_timeout_secs),
-            write_timeout: state.config.write_timeout(),
-            http2_max_streams: state.config.http2_max_streams,
-            shutdown_grace: state.config.shutdown_grace(),
+            header_read_timeout: Duration::from_secs(config.header_read_timeout_secs),
+            write_timeout: config.write_timeout(),
+            http2_max_streams: config.http2_max_streams,
+            shutdown_grace: config.shutdown_grace(),
             http2_stall: ConnectionLimits::http2_stall_for(
-                state.config.write_timeout(),
-                Duration::from_secs(state.config.request_timeout_secs),
+                config.write_timeout(),
+                Duration::from_secs(config.request_timeout_secs),
                 // Only gate mode waits on an origin.
-                if state.config.gate.enabled() {
-                    state.config.gate.upstream_timeout()
+                if config.gate.enabled() {
+                    config.gate.upstream_timeout()
                 } else {
                     Duration::ZERO
                 },
                 Duration::from_secs(http::events::KEEP_ALIVE_SECS),
             ),
         };
-        let threads = state.config.serving_threads();
+        let threads = config.serving_threads();
         // Each serving thread's application: the same state with the thread's own store
         // connection (and, in gate mode, its own origin client), made on the thread's runtime.
         let make_app: MakeApp = Arc::new(move || {
-            let state = state.clone();
+            let (state, config) = (state.clone(), config.clone());
             Box::pin(async move {
-                let state = state.with_store(own_store(&state, "a serving thread").await);
+                let state = state.with_store(own_store(&state, &config, "a serving thread").await);
+                // The gate's session endpoints are documented with the API, gate mode or not.
+                let extra = crate::gate::session::router();
                 // Served as it is, or inside gate mode's router.
-                Ok(if state.config.gate.enabled() {
-                    http::App::Routed(crate::gate::router(state.clone(), http::router(state))?)
+                Ok(if config.gate.enabled() {
+                    let app = http::router(state.clone(), extra);
+                    http::App::Routed(crate::gate::router(state, &config.gate, app)?)
                 } else {
-                    http::App::Own(http::edge(state))
+                    http::App::Own(http::edge(state, extra))
                 })
             })
         });
@@ -333,11 +343,14 @@ fn serve_metrics(state: &AppState, listener: TcpListener) {
 /// main runtime's workers or the shared connection's pipeline busy (docs/DESIGN.md "Admission": the
 /// rate must hold while shoppers stampede). Ends when shutdown is signalled and every scheduler
 /// has released its lease.
-fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHandle<()>> {
+fn spawn_scheduler_thread(
+    state: AppState,
+    config: Arc<Config>,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("vestibule-scheduler".into())
         .spawn(move || {
-            ask_scheduler_priority(state.config.scheduler_nice);
+            ask_scheduler_priority(config.scheduler_nice);
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -349,7 +362,7 @@ fn spawn_scheduler_thread(state: AppState) -> anyhow::Result<std::thread::JoinHa
                 }
             };
             runtime.block_on(async move {
-                let store = own_store(&state, "the schedulers").await;
+                let store = own_store(&state, &config, "the schedulers").await;
                 state.note_store(&store);
                 // The rooms running now and every room added later (issue 14).
                 let each = state.clone();
@@ -401,11 +414,11 @@ fn ask_scheduler_priority(nice: i32) {
 
 /// A connection to Redis of `whose` own (made on the runtime this runs on, whose driver task it
 /// then stays on), or the shared store (embedded stores, or when Redis cannot be reached now).
-async fn own_store(state: &AppState, whose: &str) -> Arc<dyn Store> {
-    let Some(target) = state.config.redis_target() else {
+async fn own_store(state: &AppState, config: &Config, whose: &str) -> Arc<dyn Store> {
+    let Some(target) = config.redis_target() else {
         return state.store.clone();
     };
-    match RedisStore::open(&target, state.config.store_timeout()).await {
+    match RedisStore::open(&target, config.store_timeout()).await {
         Ok(store) => Arc::new(store),
         Err(error) => {
             tracing::warn!(%error, "{whose} shares the main connection to Redis");
@@ -454,9 +467,8 @@ fn record_safety_metrics(safety: &StoreSafety) {
 
 /// Re-reads Redis's eviction and persistence settings every `--redis-safety-check-secs` (an
 /// operator may change them at run time); warns when they turn unsafe. Ends on shutdown.
-async fn watch_store_safety(state: AppState) {
+async fn watch_store_safety(state: AppState, period: Duration) {
     let mut shutdown = state.shutdown.clone();
-    let period = Duration::from_secs(state.config.redis_safety_check_secs);
     loop {
         tokio::select! {
             () = tokio::time::sleep(period) => {}

@@ -90,7 +90,7 @@ impl StateBuilder {
                 .filter(|_| !config.disable_admin)
                 .map(Arc::new),
             room_options: Arc::new(config.room_options()),
-            config: Arc::new(config),
+            config: Arc::new(config.http_config()),
             rooms: Arc::new(vestibule::room::Rooms::new(rooms)),
             metrics: vestibule::telemetry::metrics_handle(),
             shutdown,
@@ -102,7 +102,7 @@ impl StateBuilder {
     }
 
     async fn router(self) -> Router {
-        vestibule::http::router(self.build().await)
+        vestibule::http::router(self.build().await, vestibule::gate::session::router())
     }
 }
 
