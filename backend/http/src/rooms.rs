@@ -6,7 +6,7 @@ use utoipa_axum::routes;
 use vestibule_shared::embed::EmbeddingInfo;
 use vestibule_shared::{ErrorBody, RoomInfo, RoomState};
 
-use vestibule_room::state::{room_state, sold_out_message};
+use vestibule_room::public_state::{room_state, sold_out_message};
 
 use super::openapi::{EdgeErrors, StoreReadErrors};
 

@@ -11,7 +11,7 @@ use vestibule_shared::admin_events::{AdminEvent, RoomFigures, RoomLeader};
 use crate::counters::CounterTotals;
 use crate::eta::{self, EtaInputs};
 use crate::options::{replica_id, RoomOptions};
-use crate::state::room_state;
+use crate::public_state::room_state;
 use crate::{RoomRuntime, Rooms};
 use vestibule_store::{now_ms, RoomCounts, Store};
 

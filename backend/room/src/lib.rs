@@ -12,7 +12,7 @@
 //! - [`sse_hub`]: batched fan-out of ticket updates to SSE streams.
 //! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
 //! - [`status`]: a ticket's public status from its record and the room's settings (pure).
-//! - [`state`]: the room's state (`OPEN`, `PAUSED`, `SOLD_OUT`, `CLOSED`, …) and how it shows on tickets.
+//! - [`public_state`]: the room's public state (`OPEN`, `PAUSED`, `SOLD_OUT`, `CLOSED`, …) and how it shows on tickets.
 //! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
 //! - [`presence`]: the abandon time in force, heartbeat and stream-presence periods.
 //! - [`pace`]: the leader's measurement of the admission rate and the finish rate it achieves.
@@ -31,11 +31,11 @@ pub mod options;
 pub mod outage;
 pub mod pace;
 pub mod presence;
+pub mod public_state;
 pub mod registry;
 pub mod runtime;
 pub mod scheduler;
 pub mod sse_hub;
-pub mod state;
 pub mod status;
 pub mod sync;
 pub mod tokens;

@@ -7,7 +7,7 @@
 use vestibule_shared::{TicketState, TicketStatus};
 
 use crate::options::RoomOptions;
-use crate::state::{room_state, shown_state, sold_out_message};
+use crate::public_state::{room_state, shown_state, sold_out_message};
 use crate::RoomRuntime;
 use crate::{eta, opening, presence};
 use vestibule_store::{now_ms, TicketRecord};
