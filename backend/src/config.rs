@@ -529,13 +529,20 @@ impl Config {
         }
     }
 
+    /// What every store call takes from this configuration: the lease and how long ended
+    /// tickets are kept.
+    pub fn store_options(&self) -> crate::store::StoreOptions {
+        crate::store::StoreOptions {
+            lease_ms: self.lease_ms,
+            keep_ms: self.terminal_ticket_ttl_secs * 1000,
+        }
+    }
+
     /// What a room's tasks and a ticket's status take from this configuration.
     pub fn room_options(&self) -> crate::room::RoomOptions {
         let gate = self.gate.clone();
         crate::room::RoomOptions {
             tick: self.tick(),
-            lease_ms: self.lease_ms,
-            keep_ms: self.terminal_ticket_ttl_secs * 1000,
             sse_refresh_ms: self.sse_refresh_ms,
             poll_tiers: self.poll_tiers.clone(),
             eta_margin: self.eta_margin,

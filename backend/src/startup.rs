@@ -47,13 +47,16 @@ fn embedded_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
         tracing::info!(
             "embedded store in memory only (--data-dir none): a restart forgets the queue"
         );
-        return Ok(Arc::new(MemoryStore::new()));
+        return Ok(Arc::new(
+            MemoryStore::new().with_options(config.store_options()),
+        ));
     };
     let options = DurableOptions {
         fsync: config.data_fsync,
         ..DurableOptions::default()
     };
-    Ok(Arc::new(DurableStore::open(dir, options)?))
+    let store = DurableStore::open(dir, options)?;
+    Ok(Arc::new(store.with_options(config.store_options())))
 }
 
 impl Application {
@@ -73,7 +76,8 @@ impl Application {
                             "connecting to Redis at {}",
                             config.redis_url_for_logs().unwrap_or_default()
                         )
-                    })?;
+                    })?
+                    .with_options(config.store_options());
                 let keys = KeyRing::load(&config.tokens, SharedKey::Redis(&redis)).await;
                 let challenge_key = Bots::key_in_redis(&redis)
                     .await
@@ -419,7 +423,7 @@ async fn own_store(state: &AppState, config: &Config, whose: &str) -> Arc<dyn St
         return state.store.clone();
     };
     match RedisStore::open(&target, config.store_timeout()).await {
-        Ok(store) => Arc::new(store),
+        Ok(store) => Arc::new(store.with_options(config.store_options())),
         Err(error) => {
             tracing::warn!(%error, "{whose} shares the main connection to Redis");
             state.store.clone()

@@ -6,6 +6,7 @@
 
 #[path = "../store/tests/support/mod.rs"]
 mod support;
+use support::JoinLine;
 
 use support::room_id;
 
@@ -22,8 +23,8 @@ use vestibule_store::ids::{entry_token, log_tag, random_id};
 use vestibule_store::memory::MemoryStore;
 use vestibule_store::redis::RedisStore;
 use vestibule_store::{
-    now_ms, AdmitRequest, DrawOutcome, DrawRequest, JoinReply, Settings, SettingsPatch, Store,
-    TicketRecord,
+    now_ms, AdmitRequest, Draw, DrawOutcome, DrawRequest, JoinKind, JoinOutcome, JoinRequest,
+    Settings, SettingsPatch, Store, StoreOptions, TicketRecord,
 };
 use vestibule_tests::RedisServer;
 
@@ -32,31 +33,28 @@ const PRE_QUEUE: usize = 10_000;
 
 fn defaults() -> Settings {
     Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
         abandon_after_ms: 300_000,
         hold_place_ms: 0,
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
-        sale: Default::default(),
-        labels: Default::default(),
-        queueing_method: Default::default(),
+        ..support::defaults()
     }
 }
 
-async fn lead(store: &dyn Store, holder: &str, lease_ms: u64) -> Option<u64> {
-    store
-        .lease(room_id(ROOM), holder, lease_ms)
-        .await
-        .unwrap()
-        .epoch
+async fn lead(store: &dyn Store, holder: &str) -> Option<u64> {
+    store.lease(room_id(ROOM), holder).await.unwrap().epoch
+}
+
+/// A pre-queue join (as the page makes in the pre-queue window) that must be let in.
+async fn prequeue(store: &dyn Store, key: Option<&str>) -> JoinOutcome {
+    let id = random_id();
+    let request = JoinRequest::new(&id)
+        .keyed(key)
+        .of_kind(JoinKind::PreQueue {
+            settings_version: None,
+        });
+    let reply = store.join(room_id(ROOM), &request).await.unwrap();
+    reply
+        .joined()
+        .expect("a pre-queue join without limit is let in")
 }
 
 async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize) -> u64 {
@@ -67,10 +65,8 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize) -> u64
             &AdmitRequest {
                 holder,
                 epoch,
-                lease_ms: 60_000,
                 now_ms: now_ms(),
                 token_ttl_ms: 60_000,
-                keep_ms: 3_600_000,
                 max_active_users: None,
                 tokens: &tokens,
                 abandon_after_ms: 300_000,
@@ -95,15 +91,6 @@ async fn read_all(store: &dyn Store, ids: &[String]) -> Vec<TicketRecord> {
         records.extend(answer.tickets.into_iter().map(|r| r.expect("known").0));
     }
     records
-}
-
-fn joined(reply: JoinReply) -> vestibule_store::JoinOutcome {
-    match reply {
-        JoinReply::Joined(outcome) => outcome,
-        JoinReply::RateLimited { .. } => panic!("no limit was set"),
-        JoinReply::Refused(why) => panic!("the room neither sold out nor closed: {why:?}"),
-        JoinReply::SettingsChanged => panic!("no settings version was named"),
-    }
 }
 
 /// Every store's whole draw: one check per step, named by the store's kind.
@@ -144,30 +131,20 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     // Cloudflare's pre-queue leaves to the operator: cloudflare/cloudflare-docs#8773 notes that
     // users already active are not pre-queued).
     let early = store
-        .join(room_id(ROOM), None, &random_id())
+        .join_line(room_id(ROOM), None, &random_id())
         .await
         .unwrap()
         .ticket
         .id;
     let ids: Vec<String> = join_all((0..=PRE_QUEUE).map(|i| async move {
         let key = format!("k:{i}");
-        let outcome = joined(
-            store
-                .join_prequeue(room_id(ROOM), Some(&key), &random_id(), None, None)
-                .await
-                .unwrap(),
-        );
+        let outcome = prequeue(store, Some(&key)).await;
         assert!(outcome.created);
         outcome.ticket.id
     }))
     .await;
     // Idempotent: the same key finds its PRE_QUEUE ticket, without a position.
-    let retry = joined(
-        store
-            .join_prequeue(room_id(ROOM), Some("k:7"), &random_id(), None, None)
-            .await
-            .unwrap(),
-    );
+    let retry = prequeue(store, Some("k:7")).await;
     assert_eq!(
         (retry.created, &retry.ticket.id),
         (false, &ids[7]),
@@ -196,18 +173,15 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     );
     // One leaves the pre-queue: PRE_QUEUE tickets are left like waiting ones.
     let gone = ids[PRE_QUEUE].clone();
-    store
-        .leave(room_id(ROOM), &gone, now_ms(), 3_600_000)
-        .await
-        .unwrap();
+    store.leave(room_id(ROOM), &gone, now_ms()).await.unwrap();
     let ids = &ids[..PRE_QUEUE];
 
     // Nobody is admitted while the pre-queue waits for its draw.
-    let epoch = lead(store, "leader", 60_000).await.expect("free lease");
+    let epoch = lead(store, "leader").await.expect("free lease");
     assert_eq!(admit(store, "leader", epoch, 5).await, 0, "{kind}");
     // An arrival after the opening (before the draw) is behind all of the pre-queue.
     let late = store
-        .join(room_id(ROOM), None, &random_id())
+        .join_line(room_id(ROOM), None, &random_id())
         .await
         .unwrap()
         .ticket;
@@ -228,7 +202,6 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     let stale = DrawRequest {
         holder: "leader",
         epoch: epoch + 1,
-        lease_ms: 60_000,
         now_ms: now_ms(),
         places_per_step: 3_000,
     };
@@ -375,22 +348,18 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     assert_eq!(third.position, Some(1), "{kind}");
     // A pre-queue join after the draw is an ordinary join at the back: behind the 9,998 drawn
     // still waiting and the late arrival.
-    let after = joined(
-        store
-            .join_prequeue(room_id(ROOM), None, &random_id(), None, None)
-            .await
-            .unwrap(),
-    );
+    let after = prequeue(store, None).await;
     assert_eq!(after.ticket.state, TicketState::Waiting, "{kind}");
     assert_eq!(after.ticket.position, Some(PRE_QUEUE as u64), "{kind}");
 }
 
 #[tokio::test]
 async fn the_draw_is_a_committed_permutation_made_once_on_the_embedded_stores() {
-    the_draw_on(&MemoryStore::new(), None).await;
+    the_draw_on(&MemoryStore::new().with_options(support::TESTING), None).await;
     let dir = tempfile::tempdir().unwrap();
     {
         let durable = DurableStore::open(dir.path(), DurableOptions::default()).unwrap();
+        let durable = durable.with_options(support::TESTING);
         the_draw_on(&durable, None).await;
     }
     // The journal replays the pre-queue, the seed and the draw exactly.
@@ -418,6 +387,10 @@ async fn the_draw_is_a_committed_permutation_made_once_on_redis_with_two_replica
     let timeout = std::time::Duration::from_secs(5);
     let a = RedisStore::connect(&redis.url(), timeout).await.unwrap();
     let b = RedisStore::connect(&redis.url(), timeout).await.unwrap();
+    let (a, b) = (
+        a.with_options(support::TESTING),
+        b.with_options(support::TESTING),
+    );
     the_draw_on(&a, Some(&b)).await;
 }
 
@@ -428,8 +401,19 @@ async fn the_draw_is_a_committed_permutation_made_once_on_redis_with_two_replica
 async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
     let redis = RedisServer::start();
     let timeout = std::time::Duration::from_secs(5);
-    let a: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url(), timeout).await.unwrap());
-    let b: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url(), timeout).await.unwrap());
+    // a's lease is short, so that it lapses when a dies; b's is long.
+    let replica = |lease_ms| {
+        let url = redis.url();
+        async move {
+            let store = RedisStore::connect(&url, timeout).await.unwrap();
+            let options = StoreOptions {
+                lease_ms,
+                ..StoreOptions::default()
+            };
+            Arc::new(store.with_options(options)) as Arc<dyn Store>
+        }
+    };
+    let (a, b) = (replica(300).await, replica(60_000).await);
     a.seed_room(ROOM, &defaults()).await.unwrap();
     let seed = a
         .draw_seed(room_id(ROOM), &fresh_seed())
@@ -438,27 +422,17 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         .seed;
     let ids: Vec<String> = join_all((0..500).map(|_| {
         let a = a.clone();
-        async move {
-            joined(
-                a.join_prequeue(room_id(ROOM), None, &random_id(), None, None)
-                    .await
-                    .unwrap(),
-            )
-            .ticket
-            .id
-        }
+        async move { prequeue(&*a, None).await.ticket.id }
     }))
     .await;
     let order = draw_order(&seed_bytes(&seed).unwrap(), ids, |id| log_tag(id));
     let tags: Vec<String> = order.iter().map(|id| log_tag(id)).collect();
-    let epoch_a = lead(&*a, "a", 300).await.expect("a leads");
-    assert_eq!(lead(&*b, "b", 300).await, None, "one leader at a time");
+    let epoch_a = lead(&*a, "a").await.expect("a leads");
+    assert_eq!(lead(&*b, "b").await, None, "one leader at a time");
     // a makes the first step of the draw, then dies: its lease lapses; b takes over.
     let step = |holder: &'static str, epoch: u64| DrawRequest {
         holder,
         epoch,
-        // Each step renews the lease: a's stays short, so that it lapses when a dies.
-        lease_ms: if holder == "a" { 300 } else { 60_000 },
         now_ms: now_ms(),
         places_per_step: 200,
     };
@@ -467,7 +441,7 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         DrawOutcome::Placed { placed: 200 }
     );
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    let epoch_b = lead(&*b, "b", 60_000).await.expect("b takes over");
+    let epoch_b = lead(&*b, "b").await.expect("b takes over");
     // a's late step is fenced; b goes on where a stopped, and ends the draw.
     let (late_a, next_b) = (step("a", epoch_a), step("b", epoch_b));
     let (ra, rb) = tokio::join!(
@@ -481,7 +455,7 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         DrawOutcome::Drawn { count: 500 }
     );
     // b restarts at the opening and tries again: nothing is drawn twice.
-    let epoch_b2 = lead(&*b, "b", 60_000).await.expect("b still leads");
+    let epoch_b2 = lead(&*b, "b").await.expect("b still leads");
     assert_eq!(
         b.draw(room_id(ROOM), &step("b", epoch_b2)).await.unwrap(),
         DrawOutcome::AlreadyDrawn

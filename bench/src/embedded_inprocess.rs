@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use vestibule::ids::random_id;
 use vestibule::store::durable::{DurableOptions, DurableStore, FsyncPolicy};
 use vestibule::store::memory::MemoryStore;
-use vestibule::store::{now_ms, Catalog, RoomId, Settings, Store};
+use vestibule::store::{now_ms, Catalog, JoinRequest, Queue, RoomId, Settings, Store};
 
 const ROOM: &str = "main";
 
@@ -73,7 +73,9 @@ fn open(dir: &Path, fsync: FsyncPolicy, compact_after_bytes: u64) -> anyhow::Res
 
 async fn keyed_join(store: &dyn Store, room: RoomId<'_>) -> anyhow::Result<String> {
     let key = format!("k:{}", random_id());
-    Ok(store.join(room, Some(&key), &random_id()).await?.ticket.id)
+    let id = random_id();
+    let request = JoinRequest::new(&id).keyed(Some(&key));
+    Ok(store.join(room, &request).await?.joined()?.ticket.id)
 }
 
 /// Tickets the polls cycle through in every mode (the same work whatever the join rate was).

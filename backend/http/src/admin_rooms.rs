@@ -102,7 +102,7 @@ pub struct Waiters {
         (status = 400, description = "Not a JSON object, no `room`, a slug that is not `[a-z0-9-]{1,64}`, an unknown field, or a value out of range as for PATCH (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off (`forbidden`)", body = ErrorBody),
-        (status = 409, description = "A room with that slug exists (`room_exists`), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` or with `closed: true` (`conflict`)", body = ErrorBody),
+        (status = 409, description = "A room with that slug exists (`room_exists`; a create sent again with an `Idempotency-Key` that finds the room as it made it, unchanged, answers 201 again), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` or with `closed: true` (`conflict`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     )
@@ -113,6 +113,7 @@ pub async fn create_room(
     Json(body): Json<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
+    let retried = crate::idempotency::idempotency_key(&headers)?.is_some();
     let serde_json::Value::Object(mut fields) = body else {
         return Err(ApiError::BadRequest(
             "the room must be a JSON object".into(),
@@ -139,11 +140,13 @@ pub async fn create_room(
     let settings = defaults.patched(&patch);
     let created = match state.store.create_room(&room, &settings).await? {
         Some(created) => created,
-        // The same create again, before any change of the room it made (a retry after a 504,
-        // whose first try Redis took): answered as that create was.
+        // A retry of the create (it sends an `Idempotency-Key`, docs/DESIGN.md "Retries") that
+        // finds the room as that create made it, unchanged since (a retry after a 504 whose
+        // first try Redis took): answered as the create was. Without a key a create cannot be
+        // told from another operator's of the same room: 409.
         None => match state.store.room_doc(&room).await? {
             Some(RoomDoc::Live(live))
-                if live.settings == settings && live.version == live.generation =>
+                if retried && live.settings == settings && live.version == live.generation =>
             {
                 live
             }

@@ -94,7 +94,7 @@ pub async fn consume(
     };
     match state
         .store
-        .consume_token(runtime.id(), &claims.jti, &claim, now_ms(), state.keep_ms())
+        .consume_token(runtime.id(), &claims.jti, &claim, now_ms())
         .await?
     {
         TokenUse::Consumed { .. } => {
@@ -215,10 +215,7 @@ pub async fn release(
         .await?
     {
         TokenCheck::Valid { ticket_id } => matches!(
-            state
-                .store
-                .leave(runtime.id(), &ticket_id, now, state.keep_ms())
-                .await?,
+            state.store.leave(runtime.id(), &ticket_id, now).await?,
             LeaveOutcome::Left
         ),
         TokenCheck::Expired => return Err(stored_refusal(TokenCheck::Expired)),

@@ -115,7 +115,7 @@ pub async fn place_order(
     let claims = token_layer::verify_offline(&state, &room, &token)?;
     let used = state
         .store
-        .consume_token(runtime.id(), &claims.jti, &claim, now_ms(), state.keep_ms())
+        .consume_token(runtime.id(), &claims.jti, &claim, now_ms())
         .await;
     let replayed = match used {
         Ok(TokenUse::Consumed { .. }) => None,

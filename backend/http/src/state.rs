@@ -141,11 +141,6 @@ impl AppState {
         }
         settings
     }
-
-    /// How long finished tickets stay queryable, in milliseconds.
-    pub fn keep_ms(&self) -> u64 {
-        self.room_options.keep_ms
-    }
 }
 
 pub use vestibule_room::replica_id;

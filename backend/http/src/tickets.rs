@@ -26,7 +26,8 @@ use vestibule_room::status::{rfc3339_from_ms, ticket_status};
 use vestibule_room::RoomRuntime;
 use vestibule_store::ids::{entry_token, is_well_formed_id, log_tag, random_id};
 use vestibule_store::{
-    now_ms, InstantAdmission, JoinLimit, JoinOutcome, JoinReply, LeaveOutcome, TicketRecord,
+    now_ms, InstantAdmission, JoinKind, JoinLimit, JoinOutcome, JoinReply, JoinRequest,
+    LeaveOutcome, TicketRecord,
 };
 
 /// Routes of this module.
@@ -264,9 +265,13 @@ async fn join_in(
                     opening::ensure_seed(&*state.store, &runtime).await?;
                 }
                 let id = random_id();
+                let kind = JoinKind::PreQueue {
+                    settings_version: version,
+                };
+                let request = JoinRequest::new(&id).keyed(key).limited(limit);
                 state
                     .store
-                    .join_prequeue(runtime.id(), key, &id, limit, version)
+                    .join(runtime.id(), &request.of_kind(kind))
                     .await?
             }
             Phase::Open => {
@@ -332,13 +337,14 @@ async fn join_open(
         token: entry_token(&runtime.name),
         now_ms: now_ms(),
         token_ttl_ms: settings.token_ttl_ms,
-        keep_ms: state.keep_ms(),
         settings_version,
     };
-    Ok(state
-        .store
-        .join_admitting(runtime.id(), key, &random_id(), limit, &instant)
-        .await?)
+    let id = random_id();
+    let request = JoinRequest::new(&id)
+        .keyed(key)
+        .limited(limit)
+        .of_kind(JoinKind::Admitting(&instant));
+    Ok(state.store.join(runtime.id(), &request).await?)
 }
 
 /// The answer to a join the store made: 201 new / 200 existing with the ticket's status.
@@ -496,7 +502,7 @@ pub async fn leave(
     checked_ticket_id(&ticket_id)?;
     let outcome = state
         .store
-        .leave(runtime.id(), &ticket_id, now_ms(), state.keep_ms())
+        .leave(runtime.id(), &ticket_id, now_ms())
         .await?;
     match outcome {
         LeaveOutcome::Left => {

@@ -100,8 +100,8 @@ pub enum StepDone {
 
 /// The leader's opening work at `now_ms`: from the pre-queue's opening on, make sure the seed
 /// exists (the first caller's CSPRNG seed wins, [`Store::draw_seed`]); from the opening on, make
-/// the draw once ([`Store::draw`]'s steps, fenced by `epoch`, each renewing the lease for
-/// `lease_ms`, one after the other until the last). Cached in `room` once done.
+/// the draw once ([`Store::draw`]'s steps, fenced by `epoch`, each renewing the lease, one
+/// after the other until the last). Cached in `room` once done.
 ///
 /// # Errors
 /// The store's, when it cannot be reached; the next tick tries again.
@@ -110,7 +110,6 @@ pub async fn leader_step(
     room: &RoomRuntime,
     holder: &str,
     epoch: u64,
-    lease_ms: u64,
     now_ms: u64,
 ) -> Result<StepDone, StoreError> {
     let settings = room.settings();
@@ -141,7 +140,6 @@ pub async fn leader_step(
         let request = DrawRequest {
             holder,
             epoch,
-            lease_ms,
             now_ms: vestibule_store::now_ms().max(now_ms),
             places_per_step: DRAW_PLACES_PER_STEP,
         };

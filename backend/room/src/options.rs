@@ -15,10 +15,6 @@ pub type DefaultCheckout = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 pub struct RoomOptions {
     /// The scheduler tick (`--tick-ms`).
     pub tick: Duration,
-    /// The scheduler lease, ms (`--lease-ms`).
-    pub lease_ms: u64,
-    /// How long finished tickets stay readable, ms (`--terminal-ticket-ttl-secs`).
-    pub keep_ms: u64,
     /// How often an SSE hub refreshes its streams, ms (`--sse-refresh-ms`).
     pub sse_refresh_ms: u64,
     /// Poll hints by the estimated wait (`--poll-tiers`).
@@ -38,8 +34,6 @@ impl std::fmt::Debug for RoomOptions {
         formatter
             .debug_struct("RoomOptions")
             .field("tick", &self.tick)
-            .field("lease_ms", &self.lease_ms)
-            .field("keep_ms", &self.keep_ms)
             .field("sse_refresh_ms", &self.sse_refresh_ms)
             .field("eta_margin", &self.eta_margin)
             .field("page_base", &self.page_base)

@@ -97,7 +97,7 @@ pub async fn run(
             // The lease goes over the scheduler's own connection like the admissions: a
             // follower's tick must not wait behind request traffic either, or it would take
             // over late when the leader dies.
-            None => match store.lease(room.id(), &holder, options.lease_ms).await {
+            None => match store.lease(room.id(), &holder).await {
                 Ok(lease) => {
                     room.set_settings(lease.settings);
                     room.set_active_users(lease.active);
@@ -123,8 +123,7 @@ pub async fn run(
                 let elapsed = leadership.owed_since_last_tick(started);
                 let settings = room.settings();
                 let now = now_ms();
-                let lease_ms = options.lease_ms;
-                opening_step(&*store, &room, &holder, leadership.epoch, lease_ms, now).await;
+                opening_step(&*store, &room, &holder, leadership.epoch, now).await;
                 // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and
                 // the draw"); the store also admits nobody while a pre-queue waits for its draw.
                 let closed = opening_phase(&settings, now) != Phase::Open;
@@ -138,10 +137,8 @@ pub async fn run(
                 let request = AdmitRequest {
                     holder: &holder,
                     epoch: leadership.epoch,
-                    lease_ms: options.lease_ms,
                     now_ms: now,
                     token_ttl_ms: settings.token_ttl_ms,
-                    keep_ms: options.keep_ms,
                     max_active_users: settings.max_active_users,
                     tokens: &tokens,
                     abandon_after_ms: effective_abandon_ms(&settings, &options.poll_tiers),
@@ -267,16 +264,9 @@ pub async fn run(
 
 /// The leader's opening work for this tick ([`opening::leader_step`]), logged and measured; a
 /// store error is only logged (the admission below meets it too, and the next tick retries).
-async fn opening_step(
-    store: &dyn Store,
-    room: &RoomRuntime,
-    holder: &str,
-    epoch: u64,
-    lease_ms: u64,
-    now: u64,
-) {
+async fn opening_step(store: &dyn Store, room: &RoomRuntime, holder: &str, epoch: u64, now: u64) {
     let labels = [("room", room.name.clone())];
-    match opening::leader_step(store, room, holder, epoch, lease_ms, now).await {
+    match opening::leader_step(store, room, holder, epoch, now).await {
         Ok(StepDone::Drew {
             count,
             millis,

@@ -1051,7 +1051,9 @@ mod tests {
     #[tokio::test]
     async fn in_a_random_room_every_stream_is_read_in_turn() {
         use vestibule_store::memory::MemoryStore;
-        use vestibule_store::{Catalog, QueueingMethod, Settings, SettingsPatch, Store};
+        use vestibule_store::{
+            Catalog, Draw, JoinRequest, Queue, QueueingMethod, Settings, SettingsPatch,
+        };
         let store = MemoryStore::new();
         let settings: Settings = serde_json::from_value(serde_json::json!({
             "admissionRatePerSec": 0.0, "paused": true, "tokenTtlMs": 60000
@@ -1072,7 +1074,7 @@ mod tests {
         let mut receivers = Vec::new();
         for i in 0..5_000 {
             let id = format!("ticket-{i}");
-            store.join(room, None, &id).await.unwrap();
+            store.join(room, &JoinRequest::new(&id)).await.unwrap();
             receivers.push(hub.subscribe(&id, status(0)));
         }
         let settings = store.room_settings("main").await.unwrap().settings;
@@ -1200,7 +1202,7 @@ mod tests {
     #[tokio::test]
     async fn polled_tickets_are_answered_from_memory_by_the_rules() {
         use vestibule_store::memory::MemoryStore;
-        use vestibule_store::{Catalog, Store};
+        use vestibule_store::{Catalog, JoinRequest, Presence, Queue};
         let store = MemoryStore::new();
         let settings: Settings = serde_json::from_value(serde_json::json!({
             "admissionRatePerSec": 1.0, "paused": true, "tokenTtlMs": 60000
@@ -1214,7 +1216,7 @@ mod tests {
         let status_of = |record: &TicketRecord| status(record.position.unwrap_or(0));
         let ids: Vec<String> = (0..10).map(|i| format!("ticket-{i}")).collect();
         for id in &ids {
-            store.join(room, None, id).await.unwrap();
+            store.join(room, &JoinRequest::new(id)).await.unwrap();
         }
         let poll = |id: String| {
             let (hub, store) = (&hub, &store);
@@ -1275,7 +1277,7 @@ mod tests {
         assert_eq!(heard.len(), 2, "{heard:?}");
         assert!(hub.take_heard().is_empty());
         // A leave moves the answers at the next refresh, and the one that left is forgotten.
-        store.leave(room, &ids[2], now_ms(), 60_000).await.unwrap();
+        store.leave(room, &ids[2], now_ms()).await.unwrap();
         hub.forget(&ids[2]);
         hub.refresh(&store, room, settings.clone(), &status_of)
             .await
@@ -1293,7 +1295,7 @@ mod tests {
         // call is in flight; unanswered (a dropped request), it counts until the next refresh.
         let hearing = hub.hearing(&[ids[5].clone()]);
         assert_eq!(answer(&ids[8]), 8);
-        store.leave(room, &ids[5], now_ms(), 60_000).await.unwrap();
+        store.leave(room, &ids[5], now_ms()).await.unwrap();
         hub.refresh(&store, room, settings.clone(), &status_of)
             .await
             .unwrap();

@@ -1,6 +1,6 @@
 //! Rooms as data: which rooms exist (their documents, `room_doc`), creating and deleting them,
-//! each room's audit log of admin changes, and the list of who is waiting. A supertrait of
-//! [`super::Store`], kept apart so the main trait stays about one room's queue.
+//! each room's audit log of admin changes, and the list of who is waiting. The catalog role
+//! of [`super::Store`]; a room's settings change ([`Catalog::update_room`]) is here too.
 //!
 //! Redis keeps the documents and the index of slugs (`store/redis/keys.rs`), the audit log in
 //! the stream `vestibule:{r}:audit` (`XADD MAXLEN ~ 10000`). The embedded stores keep the audit
@@ -9,7 +9,9 @@
 
 use async_trait::async_trait;
 
-use super::{RoomDoc, RoomId, Settings, StoreError, VersionedSettings};
+use super::{
+    RoomDoc, RoomId, Settings, SettingsPatch, SettingsUpdate, StoreError, VersionedSettings,
+};
 
 /// Most audit entries kept per room (older ones are dropped).
 pub const AUDIT_KEPT: usize = 10_000;
@@ -81,6 +83,23 @@ pub struct WaiterPage {
 /// after a create and removed after a delete, and where the two disagree the document wins.
 #[async_trait]
 pub trait Catalog: Send + Sync {
+    /// Applies a settings change in one atomic step: `patch` applied to `base` (the caller's
+    /// copy of the settings, e.g. its runtime's) as a compare-and-set on `room`'s generation and
+    /// `base`'s version, so that a change is one store call. When the store holds another
+    /// version it changes nothing and, without `expected_version`, applies the patch to the
+    /// version it holds instead; with `expected_version` (`If-Match`), only at that version.
+    ///
+    /// # Errors
+    /// [`StoreError::RoomGone`] when `room`'s generation is not the live one,
+    /// [`StoreError::RoomLost`] when the store lost the room; else the call's error.
+    async fn update_room(
+        &self,
+        room: RoomId<'_>,
+        base: &VersionedSettings,
+        patch: &SettingsPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError>;
+
     /// Every slug in the index of rooms, sorted.
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError>;
 

@@ -8,6 +8,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::ids::log_tag;
+use crate::{RoomId, StoreError};
 
 /// A room's draw as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -28,9 +29,6 @@ pub struct DrawRequest<'a> {
     pub holder: &'a str,
     /// Its fencing epoch; a stale one is refused.
     pub epoch: u64,
-    /// The lease is renewed for this long by every step (Redis), as by an admission tick: a long
-    /// draw does not lose its leader.
-    pub lease_ms: u64,
     /// Now, Unix ms (the draw's time; drawn tickets count as heard from then).
     pub now_ms: u64,
     /// At most this many places per step (Redis: one script each, so Redis is never blocked for
@@ -119,4 +117,44 @@ pub fn draw_key(seed: &[u8], ticket_id: &str) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The draw role of a store (docs/DESIGN.md "Scheduled opening and the draw"): atomic per room as
+/// [`crate::Queue`].
+#[async_trait::async_trait]
+pub trait Draw: Send + Sync {
+    /// The room's draw seed: `fresh_seed` (64 hex digits) is written only if the room has none
+    /// (atomically: the first caller's seed wins, later callers read it); returns the record in
+    /// force.
+    async fn draw_seed(&self, room: RoomId<'_>, fresh_seed: &str)
+        -> Result<DrawRecord, StoreError>;
+
+    /// The room's draw record (`None` = no seed yet).
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError>;
+
+    /// The drawn tags in place order from `offset`, at most `limit` (empty before the draw).
+    async fn draw_tags(
+        &self,
+        room: RoomId<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// The ids of every `PRE_QUEUE` ticket (any order).
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError>;
+
+    /// One step of the draw, exactly once over all steps: fenced like [`crate::Admission::admit`]; refused
+    /// if made already. Places the next pre-queue tickets in drawn order (HMAC-SHA256(seed, tag),
+    /// ties by tag), at most `request.places_per_step` (Redis; the embedded stores place all at
+    /// once): `Placed` = call again, `Drawn` = done. Until the last step every pre-queue ticket
+    /// reads `PRE_QUEUE` and nobody is admitted; a leader that dies between steps leaves the
+    /// next one to go on. The pre-queue tickets' arrival seqs are handed out again in place
+    /// order (place k gets the k-th smallest), so every ticket that joined after the opening
+    /// stays behind all of them; drawn tickets count as heard from; the tags are kept for
+    /// `GET …/draw`.
+    async fn draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError>;
 }

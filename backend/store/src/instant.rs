@@ -11,8 +11,6 @@ pub struct InstantAdmission {
     pub now_ms: u64,
     /// Token TTL in milliseconds.
     pub token_ttl_ms: u64,
-    /// How long a finished ticket stays queryable, in milliseconds.
-    pub keep_ms: u64,
     /// The settings version the join was decided on (proof of work, user assertion, opening
     /// phase). When the store's version differs the join changes nothing and answers
     /// [`super::JoinReply::SettingsChanged`]; `None` checks nothing.

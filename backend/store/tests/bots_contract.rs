@@ -4,35 +4,15 @@
 //! challenge is used once (across replicas on Redis: one `SET NX PX`).
 
 use vestibule_store::redis::RedisStore;
-use vestibule_store::{now_ms, AdmitRequest, Settings, SettingsPatch, SettingsUpdate, Store};
+use vestibule_store::{now_ms, AdmitRequest, Queue, Settings, SettingsPatch, SettingsUpdate};
 use vestibule_tests::RedisServer;
 
 mod support;
 
+use support::defaults;
 use support::room_id;
 
 const ROOM: &str = "main";
-
-fn defaults() -> Settings {
-    Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
-        abandon_after_ms: vestibule_store::default_abandon_after_ms(),
-        hold_place_ms: vestibule_store::default_hold_place_ms(),
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
-        sale: Default::default(),
-        labels: Default::default(),
-        queueing_method: Default::default(),
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-    }
-}
 
 /// Each store with its rooms initialised to [`defaults`].
 async fn stores() -> Vec<support::UnderTest> {
@@ -74,7 +54,7 @@ async fn bot_settings_are_kept_changed_cleared_and_read_by_every_path() {
         assert_eq!(read.pow_auto_joins_per_sec, Some(250), "{kind}");
         assert!(read.require_user_assertion, "{kind}");
         // The scheduler's reads (lease and tick) see the same.
-        let lease = store.lease(room_id(ROOM), "a", 5_000).await.unwrap();
+        let lease = store.lease(room_id(ROOM), "a").await.unwrap();
         assert_eq!(lease.settings.settings, read, "{kind}");
         let tick = store
             .admit(
@@ -84,9 +64,7 @@ async fn bot_settings_are_kept_changed_cleared_and_read_by_every_path() {
                     epoch: lease.epoch.expect("leads"),
                     now_ms: now_ms(),
                     token_ttl_ms: 1_000,
-                    keep_ms: 1_000,
                     max_active_users: None,
-                    lease_ms: 5_000,
                     tokens: &[],
                     abandon_after_ms: u64::MAX / 2,
                     hold_place_ms: 0,

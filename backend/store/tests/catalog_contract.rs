@@ -8,32 +8,19 @@
 use vestibule_store::durable::{DurableOptions, DurableStore};
 use vestibule_store::ids::random_id;
 use vestibule_store::{
-    now_ms, AuditRecord, Catalog, LabelsPatch, RoomDeletion, RoomDoc, RoomId, RoomLabels,
-    SaleSettings, Settings, SettingsPatch, SettingsUpdate, Store,
+    now_ms, AuditRecord, Catalog, LabelsPatch, RoomDeletion, RoomDoc, RoomId, RoomLabels, Settings,
+    SettingsPatch, SettingsUpdate,
 };
 
 mod support;
+use support::JoinLine;
 
 use support::room_id;
 
 fn defaults() -> Settings {
     Settings {
-        admission_rate_per_sec: 100.0,
         paused: true,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
-        abandon_after_ms: vestibule_store::default_abandon_after_ms(),
-        hold_place_ms: vestibule_store::default_hold_place_ms(),
-        sale: SaleSettings::default(),
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
-        labels: RoomLabels::default(),
-        queueing_method: Default::default(),
+        ..support::defaults()
     }
 }
 
@@ -82,7 +69,7 @@ async fn rooms_are_created_listed_and_deleted() {
         );
         // Not while someone waits; forced, every ticket goes with the room.
         store
-            .join(room_id("drop-7"), None, &random_id())
+            .join_line(room_id("drop-7"), None, &random_id())
             .await
             .unwrap();
         let now = now_ms();
@@ -149,7 +136,7 @@ async fn rooms_are_created_listed_and_deleted() {
         // The deleted generation takes nothing any more.
         assert!(
             matches!(
-                store.join(room_id("drop-7"), None, &random_id()).await,
+                store.join_line(room_id("drop-7"), None, &random_id()).await,
                 Err(vestibule_store::StoreError::RoomGone(_))
             ),
             "{kind}"
@@ -248,11 +235,11 @@ async fn the_waiters_list_pages_the_line_with_its_times() {
         let mut ids = Vec::new();
         for _ in 0..4 {
             let id = random_id();
-            store.join(room_id("main"), None, &id).await.unwrap();
+            store.join_line(room_id("main"), None, &id).await.unwrap();
             ids.push(id);
         }
         store
-            .leave(room_id("main"), &ids[1], now_ms(), 60_000)
+            .leave(room_id("main"), &ids[1], now_ms())
             .await
             .unwrap();
         let page = store.waiters(room_id("main"), 1, 2).await.unwrap();
@@ -310,7 +297,7 @@ async fn the_durable_store_keeps_rooms_and_their_audit_log() {
         store.create_room("drop-7", &labelled()).await.unwrap();
         store.create_room("drop-8", &defaults()).await.unwrap();
         store
-            .join(room_id("drop-8"), None, &random_id())
+            .join_line(room_id("drop-8"), None, &random_id())
             .await
             .unwrap();
         store

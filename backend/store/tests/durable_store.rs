@@ -3,7 +3,9 @@
 //! a torn last journal record is dropped; a second opener is refused.
 
 mod support;
+use support::JoinLine;
 
+use support::defaults;
 use support::room_id;
 
 use std::path::Path;
@@ -14,33 +16,12 @@ use vestibule_store::durable::{DurableOptions, DurableStore, FsyncPolicy, OpenEr
 use vestibule_store::ids::{entry_token, random_id};
 use vestibule_store::memory::MemoryStore;
 use vestibule_store::{
-    now_ms, AdmitRequest, Catalog, InstantAdmission, JoinLimit, JoinReply, OrderClaim, Settings,
-    SettingsPatch, SettingsUpdate, Store, TicketRecord, TokenCheck, TokenUse,
+    now_ms, Admission, AdmitRequest, Catalog, InstantAdmission, JoinKind, JoinLimit, JoinReply,
+    JoinRequest, OrderClaim, Queue, SettingsPatch, SettingsUpdate, Store, TicketRecord, TokenCheck,
+    TokenUse,
 };
 
 const ROOM: &str = "main";
-const KEEP_MS: u64 = 3_600_000;
-
-fn defaults() -> Settings {
-    Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
-        abandon_after_ms: vestibule_store::default_abandon_after_ms(),
-        hold_place_ms: vestibule_store::default_hold_place_ms(),
-        sale: Default::default(),
-        labels: Default::default(),
-        queueing_method: Default::default(),
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
-    }
-}
 
 async fn open(dir: &Path, compact_after_bytes: u64) -> DurableStore {
     let options = DurableOptions {
@@ -65,15 +46,13 @@ async fn admit_at(store: &dyn Store, tokens: &[String], now: u64) -> u64 {
 /// [`admit_at`] that banks up to `bank_max` unused admissions for instant joins.
 async fn admit_banking(store: &dyn Store, tokens: &[String], now: u64, bank_max: u64) -> u64 {
     let holder = random_id();
-    let lease = store.lease(room_id(ROOM), &holder, 5_000).await;
+    let lease = store.lease(room_id(ROOM), &holder).await;
     let epoch = lease.unwrap().epoch.expect("the lease is free");
     let request = AdmitRequest {
         holder: &holder,
         epoch,
-        lease_ms: 5_000,
         now_ms: now,
         token_ttl_ms: 60_000,
-        keep_ms: KEEP_MS,
         max_active_users: None,
         tokens,
         abandon_after_ms: u64::MAX / 2,
@@ -111,10 +90,9 @@ fn limit() -> JoinLimit {
 }
 
 async fn keyed_join(store: &dyn Store, key: &str) -> JoinReply {
-    store
-        .join_with_limit(room_id(ROOM), Some(key), &random_id(), Some(&limit()))
-        .await
-        .unwrap()
+    let (id, limit) = (random_id(), limit());
+    let request = JoinRequest::new(&id).keyed(Some(key)).limited(Some(&limit));
+    store.join(room_id(ROOM), &request).await.unwrap()
 }
 
 fn joined(reply: JoinReply) -> (String, Option<u64>, bool) {
@@ -141,10 +119,7 @@ async fn sale(store: &dyn Store) -> (Vec<String>, Vec<String>) {
     for i in 0..10 {
         ids.push(joined(keyed_join(store, &format!("k:{i}")).await).0);
     }
-    store
-        .leave(room_id(ROOM), &ids[2], now_ms(), KEEP_MS)
-        .await
-        .unwrap();
+    store.leave(room_id(ROOM), &ids[2], now_ms()).await.unwrap();
     let tokens: Vec<String> = (0..3).map(|_| entry_token(ROOM)).collect();
     assert_eq!(admit(store, &tokens).await, 3);
     let claim = OrderClaim {
@@ -152,14 +127,11 @@ async fn sale(store: &dyn Store) -> (Vec<String>, Vec<String>) {
         receipt: r#"{"orderId":"first"}"#,
     };
     let used = store
-        .consume_token(room_id(ROOM), &tokens[0], &claim, now_ms(), KEEP_MS)
+        .consume_token(room_id(ROOM), &tokens[0], &claim, now_ms())
         .await
         .unwrap();
     assert!(matches!(used, TokenUse::Consumed { .. }));
-    store
-        .leave(room_id(ROOM), &ids[3], now_ms(), KEEP_MS)
-        .await
-        .unwrap();
+    store.leave(room_id(ROOM), &ids[3], now_ms()).await.unwrap();
     (ids, tokens)
 }
 
@@ -208,7 +180,7 @@ async fn check_after_restart(store: &dyn Store, ids: &[String], tokens: &[String
         receipt: "{}",
     };
     let replay = store
-        .consume_token(room_id(ROOM), &tokens[0], &retry, now_ms(), KEEP_MS)
+        .consume_token(room_id(ROOM), &tokens[0], &retry, now_ms())
         .await
         .unwrap();
     assert_eq!(
@@ -420,7 +392,7 @@ proptest! {
                     Step::Join(key) => {
                         let (id, key) = (random_id(), key.map(|k| format!("k:{k}")));
                         for store in stores {
-                            store.join(room_id(ROOM), key.as_deref(), &id).await.unwrap();
+                            store.join_line(room_id(ROOM), key.as_deref(), &id).await.unwrap();
                         }
                         ids.push(id);
                     }
@@ -428,7 +400,7 @@ proptest! {
                         let id = &ids[pick % ids.len()];
                         let now = now_ms();
                         for store in stores {
-                            store.leave(room_id(ROOM), id, now, KEEP_MS).await.unwrap();
+                            store.leave(room_id(ROOM), id, now).await.unwrap();
                         }
                     }
                     Step::Admit(count) => {
@@ -445,7 +417,7 @@ proptest! {
                         let now = now_ms();
                         let mut answers = Vec::new();
                         for store in stores {
-                            answers.push(store.consume_token(room_id(ROOM), token, &claim, now, KEEP_MS).await.unwrap());
+                            answers.push(store.consume_token(room_id(ROOM), token, &claim, now).await.unwrap());
                         }
                         prop_assert_eq!(&answers[0], &answers[1]);
                     }
@@ -468,13 +440,11 @@ async fn instant_join(store: &dyn Store) -> (String, TicketState, Option<String>
         token: entry_token(ROOM),
         now_ms: now_ms(),
         token_ttl_ms: 60_000,
-        keep_ms: KEEP_MS,
         settings_version: None,
     };
-    let reply = store
-        .join_admitting(room_id(ROOM), None, &random_id(), None, &instant)
-        .await
-        .unwrap();
+    let id = random_id();
+    let request = JoinRequest::new(&id).of_kind(JoinKind::Admitting(&instant));
+    let reply = store.join(room_id(ROOM), &request).await.unwrap();
     let JoinReply::Joined(outcome) = reply else {
         panic!("no limit to refuse the join");
     };

@@ -5,6 +5,7 @@
 //! keeps every waiting ticket.
 
 mod support;
+use support::JoinLine;
 
 use support::room_id;
 
@@ -14,29 +15,18 @@ use vestibule_shared::TicketState;
 use vestibule_store::draw::{draw_key, fresh_seed, seed_bytes};
 use vestibule_store::ids::{entry_token, random_id};
 use vestibule_store::{
-    now_ms, AdmitRequest, Catalog, QueueingMethod, Settings, SettingsPatch, Store, TicketRecord,
+    now_ms, Admission, AdmitRequest, Catalog, Draw, Queue, QueueingMethod, Settings, SettingsPatch,
+    Store, TicketRecord,
 };
 
 const ROOM: &str = "main";
 
 fn defaults() -> Settings {
     Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
         token_ttl_ms: 600_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
         abandon_after_ms: 300_000,
         hold_place_ms: 0,
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
-        sale: Default::default(),
-        labels: Default::default(),
-        queueing_method: Default::default(),
+        ..support::defaults()
     }
 }
 
@@ -55,10 +45,8 @@ async fn admit_at(store: &dyn Store, epoch: u64, count: usize, at: u64) -> u64 {
             &AdmitRequest {
                 holder: "leader",
                 epoch,
-                lease_ms: 600_000,
                 now_ms: at,
                 token_ttl_ms: 600_000,
-                keep_ms: 3_600_000,
                 max_active_users: None,
                 tokens: &tokens,
                 abandon_after_ms: 300_000,
@@ -119,7 +107,7 @@ async fn the_lottery_on(store: &dyn Store) {
     let kind = store.kind();
     let start = now_ms();
     let epoch = store
-        .lease(room_id(ROOM), "leader", 600_000)
+        .lease(room_id(ROOM), "leader")
         .await
         .unwrap()
         .epoch
@@ -128,7 +116,10 @@ async fn the_lottery_on(store: &dyn Store) {
     // 40 wait in arrival order before the switch.
     let mut waiting: Vec<String> = Vec::new();
     for _ in 0..40 {
-        let outcome = store.join(room_id(ROOM), None, &random_id()).await.unwrap();
+        let outcome = store
+            .join_line(room_id(ROOM), None, &random_id())
+            .await
+            .unwrap();
         waiting.push(outcome.ticket.id);
     }
     let arrival = waiting.clone();
@@ -168,7 +159,10 @@ async fn the_lottery_on(store: &dyn Store) {
 
     // 160 more: each one's join answer is already its rank by key.
     for _ in 0..160 {
-        let outcome = store.join(room_id(ROOM), None, &random_id()).await.unwrap();
+        let outcome = store
+            .join_line(room_id(ROOM), None, &random_id())
+            .await
+            .unwrap();
         waiting.push(outcome.ticket.id.clone());
         let order = by_key(&seed, waiting.iter().cloned());
         let rank = order
@@ -191,10 +185,7 @@ async fn the_lottery_on(store: &dyn Store) {
     // Leaves: ten, anywhere in the order.
     let leavers: Vec<String> = waiting.iter().step_by(17).take(10).cloned().collect();
     for id in &leavers {
-        store
-            .leave(room_id(ROOM), id, start, 3_600_000)
-            .await
-            .unwrap();
+        store.leave(room_id(ROOM), id, start).await.unwrap();
     }
     waiting.retain(|id| !leavers.contains(id));
     assert_ranked(store, &seed, &waiting, start, "after leaves").await;
@@ -284,7 +275,7 @@ async fn there_and_back_on(store: &dyn Store) {
     for _ in 0..30 {
         arrival.push(
             store
-                .join(room_id(ROOM), None, &random_id())
+                .join_line(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -305,7 +296,7 @@ async fn there_and_back_on(store: &dyn Store) {
     for _ in 0..30 {
         arrival.push(
             store
-                .join(room_id(ROOM), None, &random_id())
+                .join_line(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -313,10 +304,7 @@ async fn there_and_back_on(store: &dyn Store) {
         );
     }
     assert_ranked(store, &seed, &arrival, at, "random").await;
-    store
-        .leave(room_id(ROOM), &arrival[40], at, 3_600_000)
-        .await
-        .unwrap();
+    store.leave(room_id(ROOM), &arrival[40], at).await.unwrap();
     arrival.remove(40);
     support::change(store, ROOM, &method(QueueingMethod::Fifo), None)
         .await
@@ -329,7 +317,10 @@ async fn there_and_back_on(store: &dyn Store) {
             "{kind}: FIFO again is arrival order"
         );
     }
-    let late = store.join(room_id(ROOM), None, &random_id()).await.unwrap();
+    let late = store
+        .join_line(room_id(ROOM), None, &random_id())
+        .await
+        .unwrap();
     assert_eq!(
         late.ticket.position,
         Some(arrival.len() as u64 + 1),
@@ -363,7 +354,7 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     let kind = store.kind();
     let start = now_ms();
     let epoch = store
-        .lease(room_id(ROOM), "leader", 600_000)
+        .lease(room_id(ROOM), "leader")
         .await
         .unwrap()
         .epoch
@@ -383,7 +374,7 @@ async fn a_returning_ticket_on(store: &dyn Store) {
     for _ in 0..50 {
         waiting.push(
             store
-                .join(room_id(ROOM), None, &random_id())
+                .join_line(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -405,10 +396,8 @@ async fn a_returning_ticket_on(store: &dyn Store) {
             &AdmitRequest {
                 holder: "leader",
                 epoch,
-                lease_ms: 600_000,
                 now_ms: later + 1_000,
                 token_ttl_ms: 600_000,
-                keep_ms: 3_600_000,
                 max_active_users: None,
                 tokens: &tokens,
                 abandon_after_ms: 300_000,
@@ -475,7 +464,7 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
     let mut waiting = Vec::new();
     for _ in 0..20 {
         waiting.push(
-            two.join(room_id(ROOM), None, &random_id())
+            two.join_line(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -495,7 +484,7 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
     let at = now_ms();
     for _ in 0..20 {
         waiting.push(
-            two.join(room_id(ROOM), None, &random_id())
+            two.join_line(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -530,7 +519,7 @@ async fn another_replica_joins_a_random_room_and_the_leader_finishes_a_filing() 
         );
     }
     let epoch = two
-        .lease(room_id(ROOM), "leader", 600_000)
+        .lease(room_id(ROOM), "leader")
         .await
         .unwrap()
         .epoch
@@ -576,7 +565,7 @@ async fn a_reopened_durable_store_keeps_the_lottery() {
         for _ in 0..10 {
             waiting.push(
                 store
-                    .join(room_id(ROOM), None, &random_id())
+                    .join_line(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket
@@ -589,17 +578,14 @@ async fn a_reopened_durable_store_keeps_the_lottery() {
         for _ in 0..10 {
             waiting.push(
                 store
-                    .join(room_id(ROOM), None, &random_id())
+                    .join_line(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket
                     .id,
             );
         }
-        store
-            .leave(room_id(ROOM), &waiting[3], at, 3_600_000)
-            .await
-            .unwrap();
+        store.leave(room_id(ROOM), &waiting[3], at).await.unwrap();
         waiting.remove(3);
         assert_ranked(&store, &seed, &waiting, at, "before the restart").await;
         (seed, waiting)
@@ -624,7 +610,7 @@ async fn a_switch_files_more_than_one_batch() {
     for _ in 0..12_345 {
         waiting.push(
             store
-                .join(room_id(ROOM), None, &random_id())
+                .join_line(room_id(ROOM), None, &random_id())
                 .await
                 .unwrap()
                 .ticket
@@ -633,10 +619,7 @@ async fn a_switch_files_more_than_one_batch() {
     }
     // Some leave before the switch: their seqs are gaps in the pages.
     for id in waiting.iter().step_by(1_000) {
-        store
-            .leave(room_id(ROOM), id, now_ms(), 3_600_000)
-            .await
-            .unwrap();
+        store.leave(room_id(ROOM), id, now_ms()).await.unwrap();
     }
     let waiting: Vec<String> = waiting
         .into_iter()
@@ -664,7 +647,7 @@ async fn a_switch_files_more_than_one_batch() {
     )
     .await;
     let epoch = store
-        .lease(room_id(ROOM), "leader", 600_000)
+        .lease(room_id(ROOM), "leader")
         .await
         .unwrap()
         .epoch

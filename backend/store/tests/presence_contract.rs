@@ -4,6 +4,7 @@
 //! skips and returns across a restart. Times are explicit (the stores take them as arguments).
 
 mod support;
+use support::JoinLine;
 
 use support::room_id;
 
@@ -14,7 +15,7 @@ use vestibule_store::durable::{DurableOptions, DurableStore};
 use vestibule_store::ids::{entry_token, random_id};
 use vestibule_store::memory::MemoryStore;
 use vestibule_store::redis::RedisStore;
-use vestibule_store::{now_ms, AdmitRequest, Catalog, Settings, Store};
+use vestibule_store::{now_ms, AdmitRequest, Catalog, Queue, Settings, Store};
 use vestibule_tests::RedisServer;
 
 const ROOM: &str = "main";
@@ -23,29 +24,16 @@ const HOLD_MS: u64 = 60_000;
 
 fn defaults() -> Settings {
     Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
         abandon_after_ms: ABANDON_MS,
         hold_place_ms: HOLD_MS,
-        sale: Default::default(),
-        labels: Default::default(),
-        queueing_method: Default::default(),
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
+        ..support::defaults()
     }
 }
 
 /// One leader tick at `at` with `count` tokens; returns (admitted, skipped).
 async fn tick(store: &dyn Store, at: u64, count: usize) -> (u64, u64) {
     let epoch = store
-        .lease(room_id(ROOM), "leader", 60_000)
+        .lease(room_id(ROOM), "leader")
         .await
         .unwrap()
         .epoch
@@ -54,10 +42,8 @@ async fn tick(store: &dyn Store, at: u64, count: usize) -> (u64, u64) {
     let request = AdmitRequest {
         holder: "leader",
         epoch,
-        lease_ms: 60_000,
         now_ms: at,
         token_ttl_ms: 60_000,
-        keep_ms: 3_600_000,
         max_active_users: None,
         tokens: &tokens,
         abandon_after_ms: ABANDON_MS,
@@ -100,7 +86,7 @@ async fn silent_tickets_are_skipped_and_come_back_to_their_place_on_every_store(
         for _ in 0..5 {
             ids.push(
                 store
-                    .join(room_id(ROOM), None, &random_id())
+                    .join_line(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket
@@ -219,7 +205,7 @@ async fn the_durable_store_keeps_skips_and_returns_across_a_restart() {
         for _ in 0..4 {
             ids.push(
                 store
-                    .join(room_id(ROOM), None, &random_id())
+                    .join_line(room_id(ROOM), None, &random_id())
                     .await
                     .unwrap()
                     .ticket

@@ -7,38 +7,16 @@
 use vestibule_store::durable::{DurableOptions, DurableStore};
 use vestibule_store::ids::{entry_token, random_id};
 use vestibule_store::{
-    now_ms, AdmitRequest, Catalog, JoinRefusal, JoinReply, OrderClaim, SalePatch, SaleSettings,
-    Settings, SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
+    now_ms, AdmitRequest, Catalog, JoinRefusal, JoinReply, JoinRequest, OrderClaim, SalePatch,
+    SaleSettings, Settings, SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
 };
 
 mod support;
 
+use support::defaults;
 use support::room_id;
 
 const ROOM: &str = "main";
-const KEEP_MS: u64 = 3_600_000;
-const LEASE_MS: u64 = 5_000;
-
-fn defaults() -> Settings {
-    Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
-        checkout_url: None,
-        share_token_with_embedder: false,
-        abandon_after_ms: vestibule_store::default_abandon_after_ms(),
-        hold_place_ms: vestibule_store::default_hold_place_ms(),
-        sale: SaleSettings::default(),
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
-        labels: Default::default(),
-        queueing_method: Default::default(),
-    }
-}
 
 /// Each store with its rooms initialised to [`defaults`].
 async fn stores() -> Vec<support::UnderTest> {
@@ -62,7 +40,7 @@ async fn sale(store: &dyn Store) -> SaleSettings {
 
 /// Takes the lease and admits up to `count`; returns how many were admitted.
 async fn admit(store: &dyn Store, count: usize) -> u64 {
-    let lease = store.lease(room_id(ROOM), "a", LEASE_MS).await.unwrap();
+    let lease = store.lease(room_id(ROOM), "a").await.unwrap();
     let epoch = lease.epoch.expect("the only holder leads");
     let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
     let outcome = store
@@ -71,10 +49,8 @@ async fn admit(store: &dyn Store, count: usize) -> u64 {
             &AdmitRequest {
                 holder: "a",
                 epoch,
-                lease_ms: LEASE_MS,
                 now_ms: now_ms(),
                 token_ttl_ms: 60_000,
-                keep_ms: KEEP_MS,
                 max_active_users: None,
                 tokens: &tokens,
                 abandon_after_ms: u64::MAX / 2,
@@ -90,10 +66,9 @@ async fn admit(store: &dyn Store, count: usize) -> u64 {
 }
 
 async fn join(store: &dyn Store, key: &str) -> JoinReply {
-    store
-        .join_with_limit(room_id(ROOM), Some(key), &random_id(), None)
-        .await
-        .unwrap()
+    let id = random_id();
+    let request = JoinRequest::new(&id).keyed(Some(key));
+    store.join(room_id(ROOM), &request).await.unwrap()
 }
 
 async fn token_of(store: &dyn Store, id: &str) -> String {
@@ -111,7 +86,7 @@ async fn order(store: &dyn Store, token: &str) -> TokenUse {
         receipt: "{}",
     };
     store
-        .consume_token(room_id(ROOM), token, &claim, now_ms(), KEEP_MS)
+        .consume_token(room_id(ROOM), token, &claim, now_ms())
         .await
         .unwrap()
 }

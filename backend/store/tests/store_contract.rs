@@ -8,37 +8,22 @@ use vestibule_shared::TicketState;
 use vestibule_store::ids::{entry_token, random_id};
 use vestibule_store::redis::RedisStore;
 use vestibule_store::{
-    now_ms, AdmitRequest, Catalog, JoinLimit, JoinReply, LeaveOutcome, OrderClaim, Settings,
-    SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
+    now_ms, Admission, AdmitRequest, Catalog, JoinKind, JoinLimit, JoinReply, JoinRequest,
+    LeaveOutcome, OrderClaim, Settings, SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
 };
 use vestibule_tests::RedisServer;
 
 mod support;
+use support::JoinLine;
 
 use support::room_id;
 
 const ROOM: &str = "main";
-const KEEP_MS: u64 = 3_600_000;
-const LEASE_MS: u64 = 5_000;
 
 fn defaults() -> Settings {
     Settings {
-        admission_rate_per_sec: 100.0,
-        paused: false,
-        token_ttl_ms: 60_000,
-        max_active_users: None,
         checkout_url: Some("https://shop.example/checkout?from=queue".into()),
-        share_token_with_embedder: false,
-        abandon_after_ms: vestibule_store::default_abandon_after_ms(),
-        hold_place_ms: vestibule_store::default_hold_place_ms(),
-        sale: Default::default(),
-        labels: Default::default(),
-        queueing_method: Default::default(),
-        opens_at_ms: None,
-        prequeue_opens_at_ms: None,
-        pow_difficulty: 0,
-        pow_auto_joins_per_sec: None,
-        require_user_assertion: false,
+        ..support::defaults()
     }
 }
 
@@ -62,7 +47,7 @@ async fn read_all(store: &dyn Store, ids: &[String]) -> Vec<Option<vestibule_sto
 
 async fn lead(store: &dyn Store, holder: &str) -> u64 {
     store
-        .lease(room_id(ROOM), holder, LEASE_MS)
+        .lease(room_id(ROOM), holder)
         .await
         .unwrap()
         .epoch
@@ -77,10 +62,8 @@ async fn admit(store: &dyn Store, holder: &str, epoch: u64, count: usize, ttl_ms
             &AdmitRequest {
                 holder,
                 epoch,
-                lease_ms: LEASE_MS,
                 now_ms: now_ms(),
                 token_ttl_ms: ttl_ms,
-                keep_ms: KEEP_MS,
                 max_active_users: None,
                 tokens: &tokens,
                 abandon_after_ms: u64::MAX / 2,
@@ -106,7 +89,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         let mut ids = Vec::new();
         for i in 0..10 {
             let outcome = store
-                .join(room_id(ROOM), Some(&format!("k{i}")), &random_id())
+                .join_line(room_id(ROOM), Some(&format!("k{i}")), &random_id())
                 .await
                 .unwrap();
             assert!(outcome.created);
@@ -114,7 +97,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
             ids.push(outcome.ticket.id);
         }
         let again = store
-            .join(room_id(ROOM), Some("k3"), &random_id())
+            .join_line(room_id(ROOM), Some("k3"), &random_id())
             .await
             .unwrap();
         assert!(!again.created, "{kind}");
@@ -122,10 +105,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         assert_eq!(again.ticket.position, Some(4));
 
         assert_eq!(
-            store
-                .leave(room_id(ROOM), &ids[0], now_ms(), KEEP_MS)
-                .await
-                .unwrap(),
+            store.leave(room_id(ROOM), &ids[0], now_ms()).await.unwrap(),
             LeaveOutcome::Left
         );
         let records = read_all(store.as_ref(), &ids).await;
@@ -139,7 +119,7 @@ async fn joins_are_fifo_idempotent_and_positions_close_up_on_leave() {
         }
         // After leaving, the same key gets a fresh place at the back.
         let rejoin = store
-            .join(room_id(ROOM), Some("k0"), &random_id())
+            .join_line(room_id(ROOM), Some("k0"), &random_id())
             .await
             .unwrap();
         assert!(rejoin.created, "{kind}");
@@ -181,23 +161,26 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
         let kind = store.kind();
         for _ in 0..3 {
             let id = random_id();
-            let plain = store.join(room_id(ROOM), None, &id).await.unwrap();
+            let plain = store.join_line(room_id(ROOM), None, &id).await.unwrap();
             assert_eq!(
                 plain.ticket.id, id,
                 "{kind}: a join without a key keeps its random id"
             );
         }
         let first = store
-            .join(room_id(ROOM), Some("k:page-key-1"), &random_id())
+            .join_line(room_id(ROOM), Some("k:page-key-1"), &random_id())
             .await
             .unwrap();
         assert!(first.created, "{kind}");
         assert_eq!(first.ticket.position, Some(4), "{kind}");
         assert!(vestibule_store::ids::is_well_formed_id(&first.ticket.id));
-        store.join(room_id(ROOM), None, &random_id()).await.unwrap();
+        store
+            .join_line(room_id(ROOM), None, &random_id())
+            .await
+            .unwrap();
         for _ in 0..3 {
             let retry = store
-                .join(room_id(ROOM), Some("k:page-key-1"), &random_id())
+                .join_line(room_id(ROOM), Some("k:page-key-1"), &random_id())
                 .await
                 .unwrap();
             assert!(!retry.created, "{kind}");
@@ -205,7 +188,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
             assert_eq!(retry.ticket.position, Some(4), "{kind}");
         }
         let user = store
-            .join(room_id(ROOM), Some("u:shopper-7"), &random_id())
+            .join_line(room_id(ROOM), Some("u:shopper-7"), &random_id())
             .await
             .unwrap();
         assert_eq!(user.ticket.position, Some(6), "{kind}");
@@ -219,7 +202,7 @@ async fn a_retried_keyed_join_gets_the_same_ticket_and_place_and_costs_no_dedup_
             );
             // Another replica of the same room finds the same ticket.
             let retry = redis_store
-                .join(room_id(ROOM), Some("k:page-key-1"), &random_id())
+                .join_line(room_id(ROOM), Some("k:page-key-1"), &random_id())
                 .await
                 .unwrap();
             assert!(!retry.created);
@@ -236,29 +219,29 @@ async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find(
     for (store, redis, _dir) in stores().await {
         let kind = store.kind();
         let a = store
-            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .join_line(room_id(ROOM), Some("k:a"), &random_id())
             .await
             .unwrap();
         store
-            .join(room_id(ROOM), Some("k:b"), &random_id())
+            .join_line(room_id(ROOM), Some("k:b"), &random_id())
             .await
             .unwrap();
         assert_eq!(
             store
-                .leave(room_id(ROOM), &a.ticket.id, now_ms(), KEEP_MS)
+                .leave(room_id(ROOM), &a.ticket.id, now_ms())
                 .await
                 .unwrap(),
             LeaveOutcome::Left
         );
         let again = store
-            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .join_line(room_id(ROOM), Some("k:a"), &random_id())
             .await
             .unwrap();
         assert!(again.created, "{kind}");
         assert_ne!(again.ticket.id, a.ticket.id, "{kind}: a new ticket");
         assert_eq!(again.ticket.position, Some(2), "{kind}: at the back");
         let retry = store
-            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .join_line(room_id(ROOM), Some("k:a"), &random_id())
             .await
             .unwrap();
         assert!(!retry.created, "{kind}");
@@ -282,7 +265,7 @@ async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find(
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 60_000).await, 1);
         let issued = store
-            .join(room_id(ROOM), Some("k:b"), &random_id())
+            .join_line(room_id(ROOM), Some("k:b"), &random_id())
             .await
             .unwrap();
         assert!(!issued.created, "{kind}");
@@ -290,7 +273,7 @@ async fn after_leaving_a_key_gets_a_new_place_at_the_back_that_its_retries_find(
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let expired = store
-            .join(room_id(ROOM), Some("k:a"), &random_id())
+            .join_line(room_id(ROOM), Some("k:a"), &random_id())
             .await
             .unwrap();
         assert!(
@@ -327,7 +310,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     assert_eq!(secret.len(), 32);
     let held = a.room_settings(ROOM).await.unwrap();
     let before = a
-        .join(room_id(ROOM), Some("k:x"), &random_id())
+        .join_line(room_id(ROOM), Some("k:x"), &random_id())
         .await
         .unwrap();
 
@@ -335,7 +318,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     // The lease reports the room lost (its document went with Redis); the replica writes back
     // the document it holds (`write_back_room`), and the next lease its copy of the secret.
     let lost = until_ok(|| async {
-        match a.lease(room_id(ROOM), "a", LEASE_MS).await {
+        match a.lease(room_id(ROOM), "a").await {
             Err(vestibule_store::StoreError::RoomLost(_)) => Ok(()),
             Ok(_) => Err(vestibule_store::StoreError::Corrupt("room not lost".into())),
             Err(error) => Err(error),
@@ -343,21 +326,25 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     });
     lost.await;
     a.write_back_room(ROOM, &held).await.unwrap();
-    a.lease(room_id(ROOM), "a", LEASE_MS).await.unwrap();
+    a.lease(room_id(ROOM), "a").await.unwrap();
     assert_eq!(stored_secret(&a).await, Some(secret.clone()));
-    let after = until_ok(|| async { a.join(room_id(ROOM), Some("k:x"), &random_id()).await }).await;
+    let after =
+        until_ok(|| async { a.join_line(room_id(ROOM), Some("k:x"), &random_id()).await }).await;
     assert!(after.created, "the queue was lost with Redis");
     assert_eq!(after.ticket.position, Some(1));
     assert_eq!(after.ticket.id, before.ticket.id, "same secret, same id");
     let retry = a
-        .join(room_id(ROOM), Some("k:x"), &random_id())
+        .join_line(room_id(ROOM), Some("k:x"), &random_id())
         .await
         .unwrap();
     assert_eq!(
         (retry.created, retry.ticket.id),
         (false, before.ticket.id.clone())
     );
-    let plain = a.join(room_id(ROOM), None, &random_id()).await.unwrap();
+    let plain = a
+        .join_line(room_id(ROOM), None, &random_id())
+        .await
+        .unwrap();
     assert_eq!(plain.ticket.position, Some(2));
 
     // Lost again, and a new replica starts before any lease call: it writes a new secret, which
@@ -371,14 +358,14 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     .await;
     let new_secret = stored_secret(&b).await.unwrap();
     assert_ne!(new_secret, secret);
-    until_ok(|| async { a.lease(room_id(ROOM), "a", LEASE_MS).await }).await;
+    until_ok(|| async { a.lease(room_id(ROOM), "a").await }).await;
     assert_eq!(stored_secret(&a).await, Some(new_secret));
     let from_b = b
-        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .join_line(room_id(ROOM), Some("k:y"), &random_id())
         .await
         .unwrap();
     let from_a = a
-        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .join_line(room_id(ROOM), Some("k:y"), &random_id())
         .await
         .unwrap();
     assert!(from_b.created && !from_a.created);
@@ -389,7 +376,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
         .await
         .unwrap();
     let from_c = c
-        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .join_line(room_id(ROOM), Some("k:y"), &random_id())
         .await
         .unwrap();
     assert_eq!(
@@ -402,7 +389,7 @@ async fn a_restarted_empty_redis_keeps_keyed_joins_working_and_gets_its_secret_b
     redis.cli(&["DEL", "vestibule:{main}:g1:secret"]);
     tokio::time::sleep(std::time::Duration::from_millis(5_100)).await;
     let again = a
-        .join(room_id(ROOM), Some("k:y"), &random_id())
+        .join_line(room_id(ROOM), Some("k:y"), &random_id())
         .await
         .unwrap();
     assert_eq!(
@@ -418,19 +405,20 @@ async fn only_the_current_lease_holder_admits_and_a_stale_epoch_is_fenced() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..5 {
-            store.join(room_id(ROOM), None, &random_id()).await.unwrap();
+            store
+                .join_line(room_id(ROOM), None, &random_id())
+                .await
+                .unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
-        let follower = store.lease(room_id(ROOM), "b", LEASE_MS).await.unwrap();
+        let follower = store.lease(room_id(ROOM), "b").await.unwrap();
         assert_eq!(follower.epoch, None, "{kind}: two leaders");
         let tokens = vec![entry_token(ROOM)];
         let request = |holder, epoch| AdmitRequest {
             holder,
             epoch,
-            lease_ms: LEASE_MS,
             now_ms: now_ms(),
             token_ttl_ms: 60_000,
-            keep_ms: KEEP_MS,
             max_active_users: None,
             tokens: &tokens,
             abandon_after_ms: u64::MAX / 2,
@@ -481,7 +469,7 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(room_id(ROOM), None, &id).await.unwrap();
+        store.join_line(room_id(ROOM), None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 5, 60_000).await, 1);
         let token = store
@@ -502,7 +490,7 @@ async fn a_token_is_consumed_exactly_once_even_when_raced() {
                     receipt: "{}",
                 };
                 store
-                    .consume_token(room_id(ROOM), &token, &claim, now_ms(), KEEP_MS)
+                    .consume_token(room_id(ROOM), &token, &claim, now_ms())
                     .await
                     .unwrap()
             })
@@ -540,7 +528,7 @@ async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_i
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(room_id(ROOM), None, &id).await.unwrap();
+        store.join_line(room_id(ROOM), None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         admit(store.as_ref(), "a", epoch, 1, 60_000).await;
         let ticket = store
@@ -558,7 +546,7 @@ async fn a_retried_order_gets_the_first_receipt_and_any_other_use_of_its_token_i
             let token = token.clone();
             async move {
                 store
-                    .consume_token(room_id(ROOM), &token, &claim, now_ms(), KEEP_MS)
+                    .consume_token(room_id(ROOM), &token, &claim, now_ms())
                     .await
                     .unwrap()
             }
@@ -615,15 +603,11 @@ async fn the_join_limit_counts_only_joins_that_create_a_ticket() {
         let join = |key: String, client: &'static str| {
             let store = store.clone();
             async move {
-                store
-                    .join_with_limit(
-                        room_id(ROOM),
-                        Some(&key),
-                        &random_id(),
-                        Some(&limit(client)),
-                    )
-                    .await
-                    .unwrap()
+                let (id, limit) = (random_id(), limit(client));
+                let request = JoinRequest::new(&id)
+                    .keyed(Some(&key))
+                    .limited(Some(&limit));
+                store.join(room_id(ROOM), &request).await.unwrap()
             }
         };
         let mut firsts = Vec::new();
@@ -726,44 +710,29 @@ async fn a_join_decided_on_old_settings_changes_nothing() {
             token: entry_token(ROOM),
             now_ms: now_ms(),
             token_ttl_ms: 60_000,
-            keep_ms: KEEP_MS,
             settings_version: Some(version),
         };
+        let id = random_id();
+        let join = |kind| JoinRequest::new(&id).keyed(Some("k")).of_kind(kind);
+        let old = instant(start.version);
         let stale = store
-            .join_admitting(
-                room_id(ROOM),
-                Some("k"),
-                &random_id(),
-                None,
-                &instant(start.version),
-            )
+            .join(room_id(ROOM), &join(JoinKind::Admitting(&old)))
             .await
             .unwrap();
         assert_eq!(stale, JoinReply::SettingsChanged, "{kind}");
-        let stale = store
-            .join_prequeue(
-                room_id(ROOM),
-                Some("k"),
-                &random_id(),
-                None,
-                Some(start.version),
-            )
-            .await
-            .unwrap();
+        let prequeue = JoinKind::PreQueue {
+            settings_version: Some(start.version),
+        };
+        let stale = store.join(room_id(ROOM), &join(prequeue)).await.unwrap();
         assert_eq!(stale, JoinReply::SettingsChanged, "{kind}");
         assert_eq!(
             store.counts(room_id(ROOM), now_ms()).await.unwrap().waiting,
             0,
             "{kind}"
         );
+        let fresh = instant(now.version);
         let current = store
-            .join_admitting(
-                room_id(ROOM),
-                Some("k"),
-                &random_id(),
-                None,
-                &instant(now.version),
-            )
+            .join(room_id(ROOM), &join(JoinKind::Admitting(&fresh)))
             .await
             .unwrap();
         let JoinReply::Joined(outcome) = current else {
@@ -814,9 +783,7 @@ async fn embedding_settings_are_kept_changed_and_cleared() {
                     epoch,
                     now_ms: now_ms(),
                     token_ttl_ms: 1_000,
-                    keep_ms: 1_000,
                     max_active_users: None,
-                    lease_ms: 1_000,
                     tokens: &[],
                     abandon_after_ms: u64::MAX / 2,
                     hold_place_ms: 0,
@@ -851,7 +818,7 @@ async fn expired_tokens_are_refused_and_free_their_active_slot() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         let id = random_id();
-        store.join(room_id(ROOM), None, &id).await.unwrap();
+        store.join_line(room_id(ROOM), None, &id).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 1, 1).await, 1);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -877,7 +844,10 @@ async fn the_active_users_cap_holds_admission_back() {
     for (store, _redis, _dir) in stores().await {
         let kind = store.kind();
         for _ in 0..10 {
-            store.join(room_id(ROOM), None, &random_id()).await.unwrap();
+            store
+                .join_line(room_id(ROOM), None, &random_id())
+                .await
+                .unwrap();
         }
         let epoch = lead(store.as_ref(), "a").await;
         let tokens: Vec<String> = (0..10).map(|_| entry_token(ROOM)).collect();
@@ -887,10 +857,8 @@ async fn the_active_users_cap_holds_admission_back() {
                 &AdmitRequest {
                     holder: "a",
                     epoch,
-                    lease_ms: LEASE_MS,
                     now_ms: now_ms(),
                     token_ttl_ms: 60_000,
-                    keep_ms: KEEP_MS,
                     max_active_users: Some(3),
                     tokens: &tokens,
                     abandon_after_ms: u64::MAX / 2,
@@ -916,7 +884,7 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
         let mut ids = Vec::new();
         for _ in 0..6 {
             let id = random_id();
-            store.join(room_id(ROOM), None, &id).await.unwrap();
+            store.join_line(room_id(ROOM), None, &id).await.unwrap();
             ids.push(id);
         }
         let first = store
@@ -928,10 +896,7 @@ async fn sse_cursors_replay_admissions_and_leaves_exactly() {
         assert_eq!(record.position, Some(6), "{kind}");
         let seq = seq.expect("a waiting ticket has a seq");
 
-        store
-            .leave(room_id(ROOM), &ids[3], now_ms(), KEEP_MS)
-            .await
-            .unwrap();
+        store.leave(room_id(ROOM), &ids[3], now_ms()).await.unwrap();
         let epoch = lead(store.as_ref(), "a").await;
         assert_eq!(admit(store.as_ref(), "a", epoch, 2, 60_000).await, 2);
         let next = store
@@ -1006,12 +971,12 @@ proptest! {
                     match step {
                         Step::Join => {
                             let id = random_id();
-                            store.join(room_id(ROOM), None, &id).await.unwrap();
+                            store.join_line(room_id(ROOM), None, &id).await.unwrap();
                             arrivals.push(id);
                         }
                         Step::Leave(pick) if !arrivals.is_empty() => {
                             let id = &arrivals[pick % arrivals.len()];
-                            store.leave(room_id(ROOM), id, now_ms(), KEEP_MS).await.unwrap();
+                            store.leave(room_id(ROOM), id, now_ms()).await.unwrap();
                         }
                         Step::Leave(_) => {}
                         Step::Admit(count) => {

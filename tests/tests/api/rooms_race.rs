@@ -27,9 +27,12 @@ use crate::rooms::{admin, create};
 const SLUGS: [&str; 2] = ["race-a", "race-b"];
 /// The scheduler tick of both replicas (the default).
 const TICK: Duration = Duration::from_millis(100);
-/// How long after an acknowledgement a replica may still serve what it replaced: a tick, and
-/// room for a busy two-core machine running both replicas, Redis and the clients.
-const BOUND: Duration = Duration::from_millis(400);
+/// How long after an acknowledgement a replica may still serve what it replaced: ten ticks of
+/// the sync loop (which reads the documents every tick). Unloaded, the lag is about a tick
+/// (p99 ~105 ms); on a two-core machine that also runs the rest of the suite, builds and both
+/// replicas, single lags of 410–450 ms were seen, so the bound is not tighter: it is there to
+/// catch a replica that never converges or goes back, not to time the sync.
+const BOUND: Duration = Duration::from_millis(1_000);
 
 /// A small deterministic generator (SplitMix64): the interleavings follow from the seed.
 struct Dice(u64);

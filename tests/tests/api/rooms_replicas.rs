@@ -408,21 +408,24 @@ async fn a_keyed_join_right_after_a_create_again_is_one_ticket_on_every_replica(
 
 /// A create that Redis takes but does not confirm in time (stalled past the store timeout)
 /// answers 504; once Redis answers again, the room it made is there, and the create retried with
-/// the same settings answers as the first would have (201), so a client's retry is safe.
+/// its `Idempotency-Key` and the same settings answers as the first would have (201), so a
+/// client's retry is safe; without the key it is another create of an existing room (409).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_caught_in_a_redis_stall_is_made_once_and_its_retry_answers_it() {
     let redis = RedisServer::start();
     let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
     assert_eq!(redis.cli(&["CLIENT", "PAUSE", "2500", "ALL"]), "OK");
-    let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
+    let (status, _, body) = create_keyed(&app, json!({"room": "stalled"})).await;
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
     let deadline = Instant::now() + Duration::from_secs(8);
     while redis.cli(&["HGET", "vestibule:{stalled}:room", "state"]) != "live" {
         assert!(Instant::now() < deadline, "the create never landed");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
+    let (status, _, body) = create_keyed(&app, json!({"room": "stalled"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _, body) = create(&app, json!({"room": "stalled"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "without a key: {body}");
     // Not for other settings: that is another operator's create.
     let (status, _, body) = create(&app, json!({"room": "stalled", "paused": true})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -774,4 +777,24 @@ async fn a_catalog_under_the_old_key_names_is_moved_once_at_start() {
         joined.position.is_some() || joined.entry_token.is_some(),
         "{joined:?}"
     );
+}
+
+/// `POST /api/v1/admin/rooms` with an `Idempotency-Key`, as a client that retries its creates
+/// sends it: status, headers and body.
+async fn create_keyed(
+    app: &TestApp,
+    body: serde_json::Value,
+) -> (StatusCode, reqwest::header::HeaderMap, serde_json::Value) {
+    let response = app
+        .client
+        .post(app.url(&paths::admin_rooms()))
+        .bearer_auth(vestibule_tests::ADMIN_TOKEN)
+        .header(vestibule_shared::IDEMPOTENCY_KEY_HEADER, "create-stalled-1")
+        .json(&body)
+        .send()
+        .await
+        .expect("admin request");
+    let (status, headers) = (response.status(), response.headers().clone());
+    let body = response.json().await.unwrap_or(serde_json::Value::Null);
+    (status, headers, body)
 }

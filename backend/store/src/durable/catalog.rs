@@ -7,12 +7,34 @@ use async_trait::async_trait;
 use super::change::Change;
 use super::DurableStore;
 use crate::{
-    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, StoreError, VersionedSettings,
-    WaiterPage,
+    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, SettingsPatch, SettingsUpdate,
+    StoreError, VersionedSettings, WaiterPage,
 };
 
 #[async_trait]
 impl Catalog for DurableStore {
+    async fn update_room(
+        &self,
+        room: RoomId<'_>,
+        _base: &VersionedSettings,
+        patch: &SettingsPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        self.change(|engine| {
+            let update = engine.with_room(room, |state| {
+                state.update(patch, expected_version, || engine.next_count(room.slug))
+            })?;
+            let change = match &update {
+                SettingsUpdate::Applied(in_force) => Some(Change::UpdateRoom {
+                    room: room.slug.to_owned(),
+                    config: in_force.settings.clone(),
+                }),
+                SettingsUpdate::VersionMismatch(_) => None,
+            };
+            Ok((update, change))
+        })
+    }
+
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
         self.engine.list_rooms().await
     }

@@ -184,13 +184,13 @@ impl Change {
             } => engine.with_live_room(room, |state| {
                 state.join(key.as_deref(), id, limit.as_ref(), *now_ms);
                 if let Some(instant) = instant {
-                    state.admit_joined(&InstantAdmission {
+                    let admission = InstantAdmission {
                         token: instant.token.clone(),
                         now_ms: *now_ms,
                         token_ttl_ms: instant.token_ttl_ms,
-                        keep_ms: instant.keep_ms,
                         settings_version: None,
-                    });
+                    };
+                    state.admit_joined(&admission, instant.keep_ms);
                 }
             }),
             Self::Leave {

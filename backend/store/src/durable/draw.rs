@@ -1,39 +1,16 @@
-//! The durable store's side of a scheduled opening: the pre-queue join, the draw seed and the
-//! draw, each journaled like the other changes (docs/DESIGN.md "Scheduled opening and the draw").
+//! The durable store's draw role: the draw seed and the draw, each journaled like the other
+//! changes (docs/DESIGN.md "Scheduled opening and the draw"); the pre-queue join is a
+//! [`crate::Queue::join`].
+
+use async_trait::async_trait;
 
 use super::change::Change;
 use super::DurableStore;
-use crate::{
-    now_ms, DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError,
-};
+use crate::{now_ms, Draw, DrawOutcome, DrawRecord, DrawRequest, RoomId, StoreError};
 
-impl DurableStore {
-    pub(super) fn join_prequeue_kept(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        settings_version: Option<u64>,
-    ) -> Result<JoinReply, StoreError> {
-        self.change(|engine| {
-            let now = now_ms();
-            let reply = engine.with_room(room, |state| {
-                state.join_prequeue(dedup_key, new_id, limit, now, settings_version)
-            })?;
-            let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
-            let change = created.then(|| Change::JoinPrequeue {
-                room: room.slug.to_owned(),
-                key: dedup_key.map(str::to_owned),
-                id: new_id.to_owned(),
-                limit: limit.cloned(),
-                now_ms: now,
-            });
-            Ok((reply, change))
-        })
-    }
-
-    pub(super) fn draw_seed_kept(
+#[async_trait]
+impl Draw for DurableStore {
+    async fn draw_seed(
         &self,
         room: RoomId<'_>,
         fresh_seed: &str,
@@ -51,7 +28,24 @@ impl DurableStore {
         })
     }
 
-    pub(super) fn draw_kept(
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
+        self.engine.draw_record(room).await
+    }
+
+    async fn draw_tags(
+        &self,
+        room: RoomId<'_>,
+        from: u64,
+        n: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.engine.draw_tags(room, from, n).await
+    }
+
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
+        self.engine.prequeue_ids(room).await
+    }
+
+    async fn draw(
         &self,
         room: RoomId<'_>,
         request: &DrawRequest<'_>,

@@ -17,11 +17,14 @@
 //! - [`snapshot`]: the atomic snapshot file. - [`writer`]: journal + snapshots, in the background.
 //! - [`options`]: how the store writes, and why a data dir could not be opened.
 
+mod admission;
 mod catalog;
 pub mod change;
 mod draw;
 pub mod journal;
 pub mod options;
+mod presence;
+mod queue;
 pub mod snapshot;
 pub mod writer;
 
@@ -32,19 +35,14 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use tokio::runtime::RuntimeFlavor;
 
-use self::change::{Change, InstantJoin};
+use self::change::Change;
 pub use self::journal::FsyncPolicy;
 use self::journal::Journal;
 pub use self::options::{DurableOptions, OpenError};
 use self::snapshot::Snapshot;
 use self::writer::{journal_path, old_journal_path, snapshot_path, Writer};
 use super::memory::{lock, MemoryStore};
-use super::{
-    now_ms, AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission,
-    JoinLimit, JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor,
-    RoomCounts, RoomId, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, TicketRecord,
-    TokenCheck, TokenUse, VersionedSettings,
-};
+use super::{now_ms, Store, StoreError, StoreOptions};
 
 /// The embedded store, kept in a data dir. See the module docs.
 #[derive(Debug)]
@@ -133,6 +131,18 @@ impl DurableStore {
         })
     }
 
+    /// The same store with `options` (set before it is shared).
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.engine.set_options(options);
+        self
+    }
+
+    /// The options it was built with.
+    fn options(&self) -> &StoreOptions {
+        self.engine.options()
+    }
+
     /// The data dir.
     pub fn data_dir(&self) -> &Path {
         &self.dir
@@ -211,311 +221,5 @@ impl Store for DurableStore {
             ));
         }
         Ok(())
-    }
-
-    async fn update_room(
-        &self,
-        room: RoomId<'_>,
-        _base: &VersionedSettings,
-        patch: &SettingsPatch,
-        expected_version: Option<u64>,
-    ) -> Result<SettingsUpdate, StoreError> {
-        self.change(|engine| {
-            let update = engine.with_room(room, |state| {
-                state.update(patch, expected_version, || engine.next_count(room.slug))
-            })?;
-            let change = match &update {
-                SettingsUpdate::Applied(in_force) => Some(Change::UpdateRoom {
-                    room: room.slug.to_owned(),
-                    config: in_force.settings.clone(),
-                }),
-                SettingsUpdate::VersionMismatch(_) => None,
-            };
-            Ok((update, change))
-        })
-    }
-
-    async fn join_with_limit(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-    ) -> Result<JoinReply, StoreError> {
-        self.change(|engine| {
-            let now = now_ms();
-            let reply =
-                engine.with_room(room, |state| state.join(dedup_key, new_id, limit, now))?;
-            let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
-            let change = created.then(|| Change::Join {
-                room: room.slug.to_owned(),
-                key: dedup_key.map(str::to_owned),
-                id: new_id.to_owned(),
-                limit: limit.cloned(),
-                now_ms: now,
-                instant: None,
-            });
-            Ok((reply, change))
-        })
-    }
-
-    async fn join_prequeue(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        settings_version: Option<u64>,
-    ) -> Result<JoinReply, StoreError> {
-        self.join_prequeue_kept(room, dedup_key, new_id, limit, settings_version)
-    }
-
-    async fn draw_seed(&self, room: RoomId<'_>, seed: &str) -> Result<DrawRecord, StoreError> {
-        self.draw_seed_kept(room, seed)
-    }
-
-    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
-        self.engine.draw_record(room).await
-    }
-
-    async fn draw_tags(
-        &self,
-        room: RoomId<'_>,
-        from: u64,
-        n: u64,
-    ) -> Result<Vec<String>, StoreError> {
-        self.engine.draw_tags(room, from, n).await
-    }
-
-    async fn keyed_ticket(
-        &self,
-        room: RoomId<'_>,
-        key: &str,
-        now: u64,
-    ) -> Result<Option<TicketRecord>, StoreError> {
-        self.engine.keyed_ticket(room, key, now).await
-    }
-
-    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
-        self.engine.prequeue_ids(room).await
-    }
-
-    async fn draw(
-        &self,
-        room: RoomId<'_>,
-        request: &DrawRequest<'_>,
-    ) -> Result<DrawOutcome, StoreError> {
-        self.draw_kept(room, request)
-    }
-
-    async fn join_admitting(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        instant: &InstantAdmission,
-    ) -> Result<JoinReply, StoreError> {
-        self.change(|engine| {
-            let (reply, admitted) = engine.with_room(room, |state| {
-                state.join_admitting(dedup_key, new_id, limit, instant)
-            })?;
-            let created = matches!(&reply, JoinReply::Joined(outcome) if outcome.created);
-            let change = created.then(|| Change::Join {
-                room: room.slug.to_owned(),
-                key: dedup_key.map(str::to_owned),
-                id: new_id.to_owned(),
-                limit: limit.cloned(),
-                now_ms: instant.now_ms,
-                instant: admitted.then(|| InstantJoin {
-                    token: instant.token.clone(),
-                    token_ttl_ms: instant.token_ttl_ms,
-                    keep_ms: instant.keep_ms,
-                }),
-            });
-            Ok((reply, change))
-        })
-    }
-
-    async fn ticket(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-    ) -> Result<Option<TicketRecord>, StoreError> {
-        self.engine.ticket(room, id, now_ms).await
-    }
-
-    async fn hear(
-        &self,
-        room: RoomId<'_>,
-        ids: &[String],
-        now_ms: u64,
-        _positions: bool,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
-        // Last-heard times are not journaled; only a return to the line is a change. Without a
-        // held ticket among `ids` (checked under the room's lock) no writer lock is taken.
-        let quick = self.engine.with_room(room, |state| {
-            let any_held = ids.iter().any(|id| state.is_held(id));
-            (!any_held).then(|| state.hear(ids, now_ms).0)
-        })?;
-        if let Some(records) = quick {
-            return Ok(records);
-        }
-        self.change(|engine| {
-            let (records, ids) = engine.with_room(room, |state| state.hear(ids, now_ms))?;
-            let change = (!ids.is_empty()).then(|| Change::Return {
-                room: room.slug.to_owned(),
-                ids,
-                now_ms,
-            });
-            Ok((records, change))
-        })
-    }
-
-    async fn hear_polled(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
-        // As `hear`: a ticket that is not held changes nothing the journal keeps, so it is read
-        // with its anchor under one lock; a held one comes back through the journal (no anchor:
-        // the next poll gets one).
-        let ids = [id.to_owned()];
-        let quick = self.engine.with_room(room, |state| {
-            (!state.is_held(id)).then(|| {
-                let record = state.hear(&ids, now_ms).0.pop().flatten();
-                record.map(|record| (record, state.poll_anchor(id)))
-            })
-        })?;
-        if let Some(read) = quick {
-            return Ok(read);
-        }
-        super::hear_unanchored(self, room, id, now_ms).await
-    }
-
-    async fn sse_refresh(
-        &self,
-        room: RoomId<'_>,
-        since: Option<QueueCursor>,
-        ids: &[String],
-        now_ms: u64,
-    ) -> Result<SseRefresh, StoreError> {
-        self.engine.sse_refresh(room, since, ids, now_ms).await
-    }
-
-    async fn leave(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-        keep_ms: u64,
-    ) -> Result<LeaveOutcome, StoreError> {
-        self.change(|engine| {
-            let outcome = engine.with_room(room, |state| state.leave(id, now_ms, keep_ms))?;
-            let change = (outcome == LeaveOutcome::Left).then(|| Change::Leave {
-                room: room.slug.to_owned(),
-                id: id.to_owned(),
-                now_ms,
-                keep_ms,
-            });
-            Ok((outcome, change))
-        })
-    }
-
-    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
-        self.engine.counts(room, now_ms).await
-    }
-
-    async fn lease(
-        &self,
-        room: RoomId<'_>,
-        holder: &str,
-        lease_ms: u64,
-    ) -> Result<LeaseOutcome, StoreError> {
-        self.engine.lease(room, holder, lease_ms).await
-    }
-
-    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
-        self.engine.release_lease(room, holder).await
-    }
-
-    async fn admit(
-        &self,
-        room: RoomId<'_>,
-        request: &AdmitRequest<'_>,
-    ) -> Result<AdmitOutcome, StoreError> {
-        self.change(|engine| {
-            let clock = now_ms();
-            let (outcome, skipped) =
-                engine.with_room(room, |state| state.admit_with_skips(request, clock))?;
-            // Expiring and forgetting depend only on the time, so a tick that admitted and
-            // skipped nobody changed nothing the next recorded tick would not redo.
-            let recorded = outcome.admitted > 0 || !skipped.is_empty();
-            let change = recorded.then(|| Change::Admit {
-                room: room.slug.to_owned(),
-                now_ms: request.now_ms,
-                token_ttl_ms: request.token_ttl_ms,
-                keep_ms: request.keep_ms,
-                max_active_users: request.max_active_users,
-                tokens: request
-                    .tokens
-                    .iter()
-                    .take(outcome.admitted as usize)
-                    .cloned()
-                    .collect(),
-                skipped,
-                hold_place_ms: request.hold_place_ms,
-            });
-            Ok((outcome, change))
-        })
-    }
-
-    /// Not journaled: the embedded store's challenge key lives in this process only, so a
-    /// challenge from before a restart never verifies again.
-    async fn use_challenge(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        expires_at_ms: u64,
-        now_ms: u64,
-    ) -> Result<bool, StoreError> {
-        self.engine
-            .use_challenge(room, id, expires_at_ms, now_ms)
-            .await
-    }
-
-    async fn check_token(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        now_ms: u64,
-    ) -> Result<TokenCheck, StoreError> {
-        self.engine.check_token(room, token, now_ms).await
-    }
-
-    async fn consume_token(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        order: &OrderClaim<'_>,
-        now_ms: u64,
-        keep_ms: u64,
-    ) -> Result<TokenUse, StoreError> {
-        self.change(|engine| {
-            let used = engine.with_room(room, |state| {
-                state.consume_token(token, order, now_ms, keep_ms)
-            })?;
-            let change = matches!(used, TokenUse::Consumed { .. }).then(|| Change::ConsumeToken {
-                room: room.slug.to_owned(),
-                token: token.to_owned(),
-                key: order.idempotency_key.map(str::to_owned),
-                receipt: order.receipt.to_owned(),
-                now_ms,
-                keep_ms,
-            });
-            Ok((used, change))
-        })
     }
 }

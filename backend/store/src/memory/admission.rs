@@ -3,11 +3,15 @@
 use vestibule_shared::TicketState;
 
 use super::room::{Lease, Room, Settled};
+use super::MemoryStore;
 use crate::ids::token_secret;
-use crate::{AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome};
+use crate::{
+    Admission, AdmitOutcome, AdmitRequest, InstantAdmission, JoinLimit, JoinReply, LeaseOutcome,
+    OrderClaim, RoomId, StoreError, StoreOptions, TokenCheck, TokenUse,
+};
 
 impl Room {
-    /// Takes or renews the lease at the clock time `clock_ms` (see `Store::lease`).
+    /// Takes or renews the lease at the clock time `clock_ms` (see `Admission::lease`).
     pub fn lease(&mut self, holder: &str, lease_ms: u64, clock_ms: u64) -> LeaseOutcome {
         let epoch = match &mut self.lease {
             Some(lease) if lease.holder == holder && lease.until_ms > clock_ms => {
@@ -43,10 +47,15 @@ impl Room {
         }
     }
 
-    /// One fenced leader tick (see `Store::admit`): the lease is checked against the clock time
-    /// `clock_ms`, the admission itself runs at `request.now_ms`.
-    pub fn admit(&mut self, request: &AdmitRequest<'_>, clock_ms: u64) -> AdmitOutcome {
-        self.admit_with_skips(request, clock_ms).0
+    /// One fenced leader tick (see `Admission::admit`): the lease is checked against the clock
+    /// time `clock_ms`, the admission itself runs at `request.now_ms`.
+    pub fn admit(
+        &mut self,
+        request: &AdmitRequest<'_>,
+        clock_ms: u64,
+        options: &StoreOptions,
+    ) -> AdmitOutcome {
+        self.admit_with_skips(request, clock_ms, options).0
     }
 
     /// [`Room::admit`], also returning the ids it skipped for silence (before admitting:
@@ -55,6 +64,7 @@ impl Room {
         &mut self,
         request: &AdmitRequest<'_>,
         clock_ms: u64,
+        options: &StoreOptions,
     ) -> (AdmitOutcome, Vec<String>) {
         let holds_lease = self
             .lease
@@ -68,7 +78,7 @@ impl Room {
             return (fenced, Vec::new());
         }
         if let Some(lease) = self.lease.as_mut() {
-            lease.until_ms = clock_ms + request.lease_ms;
+            lease.until_ms = clock_ms + options.lease_ms;
         }
         // Until the draw places the pre-queue, nobody is skipped or admitted (docs/DESIGN.md
         // "Scheduled opening and the draw"); nobody is skipped once sold out either: every
@@ -83,7 +93,7 @@ impl Room {
         let (admitted, expired) = self.admit_unfenced(
             request.now_ms,
             request.token_ttl_ms,
-            request.keep_ms,
+            options.keep_ms,
             request.max_active_users,
             if undrawn { &[] } else { request.tokens },
         );
@@ -108,7 +118,7 @@ impl Room {
         (outcome, skipped)
     }
 
-    /// A join (see `Store::join_admitting`) that admits its shopper at once when it creates the
+    /// A join (see `JoinKind::Admitting`) that admits its shopper at once when it creates the
     /// ticket, nobody else waits, the room is open, the cap allows and the bank holds one.
     /// Returns the reply and whether the shopper was admitted.
     pub fn join_admitting(
@@ -117,6 +127,7 @@ impl Room {
         new_id: &str,
         limit: Option<&JoinLimit>,
         instant: &InstantAdmission,
+        keep_ms: u64,
     ) -> (JoinReply, bool) {
         if instant
             .settings_version
@@ -138,7 +149,7 @@ impl Room {
         match reply {
             JoinReply::Joined(mut outcome) if outcome.created && may_admit => {
                 self.instant_bank -= 1;
-                self.admit_joined(instant);
+                self.admit_joined(instant, keep_ms);
                 if let Some(record) = self.record(new_id, instant.now_ms) {
                     outcome.ticket = record;
                 }
@@ -158,7 +169,7 @@ impl Room {
 
     /// Admits the one shopper waiting (just joined) with `instant.token`: what an instant join
     /// does after its join, and what the journal replays.
-    pub fn admit_joined(&mut self, instant: &InstantAdmission) {
+    pub fn admit_joined(&mut self, instant: &InstantAdmission, keep_ms: u64) {
         let Some((_, id)) = self.pop_next() else {
             return;
         };
@@ -167,7 +178,7 @@ impl Room {
             id,
             &instant.token,
             instant.now_ms + instant.token_ttl_ms,
-            instant.keep_ms,
+            keep_ms,
         );
         self.popped += 1;
     }
@@ -228,5 +239,49 @@ impl Room {
         self.popped += admitted;
         self.forget_joined_behind_head();
         (admitted, expired)
+    }
+}
+
+#[async_trait::async_trait]
+impl Admission for MemoryStore {
+    async fn lease(&self, room: RoomId<'_>, holder: &str) -> Result<LeaseOutcome, StoreError> {
+        let (clock, lease_ms) = (crate::now_ms(), self.options().lease_ms);
+        self.with_room(room, |state| state.lease(holder, lease_ms, clock))
+    }
+
+    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
+        self.with_room(room, |state| state.release_lease(holder))
+    }
+
+    async fn admit(
+        &self,
+        room: RoomId<'_>,
+        request: &AdmitRequest<'_>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let clock = crate::now_ms();
+        let options = *self.options();
+        self.with_room(room, |state| state.admit(request, clock, &options))
+    }
+
+    async fn check_token(
+        &self,
+        room: RoomId<'_>,
+        token: &str,
+        now_ms: u64,
+    ) -> Result<TokenCheck, StoreError> {
+        self.with_room(room, |state| state.check_token(token, now_ms))
+    }
+
+    async fn consume_token(
+        &self,
+        room: RoomId<'_>,
+        token: &str,
+        order: &OrderClaim<'_>,
+        now_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
+        let keep_ms = self.options().keep_ms;
+        self.with_room(room, |state| {
+            state.consume_token(token, order, now_ms, keep_ms)
+        })
     }
 }

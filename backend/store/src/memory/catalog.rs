@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use super::{lock, MemoryStore};
 use crate::catalog::AUDIT_KEPT;
 use crate::{
-    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, StoreError, VersionedSettings,
-    WaiterPage, WaiterRecord,
+    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, SettingsPatch, SettingsUpdate,
+    StoreError, VersionedSettings, WaiterPage, WaiterRecord,
 };
 
 impl MemoryStore {
@@ -123,6 +123,18 @@ impl MemoryStore {
 
 #[async_trait]
 impl Catalog for MemoryStore {
+    async fn update_room(
+        &self,
+        room: RoomId<'_>,
+        _base: &VersionedSettings,
+        patch: &SettingsPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        self.with_room(room, |state| {
+            state.update(patch, expected_version, || self.next_count(room.slug))
+        })
+    }
+
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
         Ok(self.room_names())
     }

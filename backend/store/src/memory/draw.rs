@@ -9,9 +9,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::room::Room;
+use super::MemoryStore;
 use crate::draw::{draw_order, seed_bytes};
 use crate::ids::log_tag;
-use crate::{DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply};
+use crate::{Draw, DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError};
 
 /// A room's draw as the embedded engine keeps it (also in the snapshot image).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,5 +171,42 @@ impl Room {
         DrawOutcome::Drawn {
             count: ids.len() as u64,
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Draw for MemoryStore {
+    async fn draw_seed(
+        &self,
+        room: RoomId<'_>,
+        fresh_seed: &str,
+    ) -> Result<DrawRecord, StoreError> {
+        self.with_room(room, |state| state.draw_seed(fresh_seed))
+    }
+
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
+        self.with_room(room, |state| state.draw_record())
+    }
+
+    async fn draw_tags(
+        &self,
+        room: RoomId<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.with_room(room, |state| state.draw_tags(offset, limit))
+    }
+
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
+        self.with_room(room, |state| state.prequeue_ids())
+    }
+
+    async fn draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<DrawOutcome, StoreError> {
+        let clock = crate::now_ms();
+        self.with_room(room, |state| state.draw(request, clock).0)
     }
 }

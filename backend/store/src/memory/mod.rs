@@ -27,10 +27,8 @@ use async_trait::async_trait;
 
 pub use self::room::Room;
 use super::{
-    AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
-    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, QueueCursor, RoomCounts,
-    RoomDoc, RoomId, Settings, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError,
-    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
+    JoinKind, JoinReply, JoinRequest, LeaveOutcome, Queue, RoomCounts, RoomDoc, RoomId, Settings,
+    Store, StoreError, StoreOptions, TicketRecord, VersionedSettings,
 };
 
 /// The embedded store: all rooms in this process's memory.
@@ -41,6 +39,8 @@ pub struct MemoryStore {
     /// What each slug ever had: its counter and its last deleted generation (`room_doc`).
     slugs: Mutex<HashMap<String, SlugRecord>>,
     challenges: Mutex<challenges::UsedChallenges>,
+    /// The lease length and how long ended tickets are kept.
+    options: StoreOptions,
     /// Each room's audit log, newest last (`catalog.rs`; in memory only, bounded).
     audit: Mutex<HashMap<String, std::collections::VecDeque<crate::AuditRecord>>>,
     /// The audit entries' running number (their ids).
@@ -60,9 +60,26 @@ pub struct SlugRecord {
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store with the default [`StoreOptions`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same store with `options` (set before it is shared).
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.set_options(options);
+        self
+    }
+
+    /// Sets the options (before the store is shared).
+    pub fn set_options(&mut self, options: StoreOptions) {
+        self.options = options;
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
     }
 
     /// Runs `apply` on `room`, under its lock.
@@ -202,98 +219,39 @@ impl Store for MemoryStore {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
-    async fn update_room(
+#[async_trait]
+impl Queue for MemoryStore {
+    async fn join(
         &self,
         room: RoomId<'_>,
-        _base: &VersionedSettings,
-        patch: &SettingsPatch,
-        expected_version: Option<u64>,
-    ) -> Result<SettingsUpdate, StoreError> {
-        self.with_room(room, |state| {
-            state.update(patch, expected_version, || self.next_count(room.slug))
-        })
-    }
-
-    async fn join_with_limit(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
+        request: &JoinRequest<'_>,
     ) -> Result<JoinReply, StoreError> {
-        let now = super::now_ms();
-        self.with_room(room, |state| state.join(dedup_key, new_id, limit, now))
-    }
-
-    async fn join_prequeue(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        settings_version: Option<u64>,
-    ) -> Result<JoinReply, StoreError> {
-        let now = super::now_ms();
-        self.with_room(room, |state| {
-            state.join_prequeue(dedup_key, new_id, limit, now, settings_version)
-        })
-    }
-
-    async fn draw_seed(
-        &self,
-        room: RoomId<'_>,
-        fresh_seed: &str,
-    ) -> Result<DrawRecord, StoreError> {
-        self.with_room(room, |state| state.draw_seed(fresh_seed))
-    }
-
-    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
-        self.with_room(room, |state| state.draw_record())
-    }
-
-    async fn draw_tags(
-        &self,
-        room: RoomId<'_>,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<String>, StoreError> {
-        self.with_room(room, |state| state.draw_tags(offset, limit))
-    }
-
-    async fn keyed_ticket(
-        &self,
-        room: RoomId<'_>,
-        key: &str,
-        now_ms: u64,
-    ) -> Result<Option<TicketRecord>, StoreError> {
-        self.with_room(room, |state| state.live_for_dedup(key, now_ms))
-    }
-
-    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
-        self.with_room(room, |state| state.prequeue_ids())
-    }
-
-    async fn draw(
-        &self,
-        room: RoomId<'_>,
-        request: &DrawRequest<'_>,
-    ) -> Result<DrawOutcome, StoreError> {
-        let clock = super::now_ms();
-        self.with_room(room, |state| state.draw(request, clock).0)
-    }
-
-    async fn join_admitting(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        instant: &InstantAdmission,
-    ) -> Result<JoinReply, StoreError> {
-        self.with_room(room, |state| {
-            state.join_admitting(dedup_key, new_id, limit, instant).0
-        })
+        let JoinRequest {
+            dedup_key,
+            new_id,
+            limit,
+            kind,
+        } = *request;
+        let keep_ms = self.options.keep_ms;
+        match kind {
+            JoinKind::Line => {
+                let now = super::now_ms();
+                self.with_room(room, |state| state.join(dedup_key, new_id, limit, now))
+            }
+            JoinKind::Admitting(instant) => self.with_room(room, |state| {
+                state
+                    .join_admitting(dedup_key, new_id, limit, instant, keep_ms)
+                    .0
+            }),
+            JoinKind::PreQueue { settings_version } => {
+                let now = super::now_ms();
+                self.with_room(room, |state| {
+                    state.join_prequeue(dedup_key, new_id, limit, now, settings_version)
+                })
+            }
+        }
     }
 
     async fn ticket(
@@ -305,36 +263,13 @@ impl Store for MemoryStore {
         self.with_room(room, |state| state.record(id, now_ms))
     }
 
-    async fn hear(
+    async fn keyed_ticket(
         &self,
         room: RoomId<'_>,
-        ids: &[String],
+        key: &str,
         now_ms: u64,
-        _positions: bool,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
-        self.with_room(room, |state| state.hear(ids, now_ms).0)
-    }
-
-    async fn hear_polled(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
-        self.with_room(room, |state| {
-            let record = state.hear(&[id.to_owned()], now_ms).0.pop().flatten()?;
-            Some((record, state.poll_anchor(id)))
-        })
-    }
-
-    async fn sse_refresh(
-        &self,
-        room: RoomId<'_>,
-        since: Option<QueueCursor>,
-        ids: &[String],
-        now_ms: u64,
-    ) -> Result<SseRefresh, StoreError> {
-        self.with_room(room, |state| state.sse_refresh(since, ids, now_ms))
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        self.with_room(room, |state| state.live_for_dedup(key, now_ms))
     }
 
     async fn leave(
@@ -342,36 +277,13 @@ impl Store for MemoryStore {
         room: RoomId<'_>,
         id: &str,
         now_ms: u64,
-        keep_ms: u64,
     ) -> Result<LeaveOutcome, StoreError> {
+        let keep_ms = self.options.keep_ms;
         self.with_room(room, |state| state.leave(id, now_ms, keep_ms))
     }
 
     async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
         self.with_room(room, |state| state.counts(now_ms))
-    }
-
-    async fn lease(
-        &self,
-        room: RoomId<'_>,
-        holder: &str,
-        lease_ms: u64,
-    ) -> Result<LeaseOutcome, StoreError> {
-        let clock = super::now_ms();
-        self.with_room(room, |state| state.lease(holder, lease_ms, clock))
-    }
-
-    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
-        self.with_room(room, |state| state.release_lease(holder))
-    }
-
-    async fn admit(
-        &self,
-        room: RoomId<'_>,
-        request: &AdmitRequest<'_>,
-    ) -> Result<AdmitOutcome, StoreError> {
-        let clock = super::now_ms();
-        self.with_room(room, |state| state.admit(request, clock))
     }
 
     async fn use_challenge(
@@ -382,27 +294,5 @@ impl Store for MemoryStore {
         now_ms: u64,
     ) -> Result<bool, StoreError> {
         Ok(lock(&self.challenges).use_once(room.slug, id, expires_at_ms, now_ms))
-    }
-
-    async fn check_token(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        now_ms: u64,
-    ) -> Result<TokenCheck, StoreError> {
-        self.with_room(room, |state| state.check_token(token, now_ms))
-    }
-
-    async fn consume_token(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        order: &OrderClaim<'_>,
-        now_ms: u64,
-        keep_ms: u64,
-    ) -> Result<TokenUse, StoreError> {
-        self.with_room(room, |state| {
-            state.consume_token(token, order, now_ms, keep_ms)
-        })
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use vestibule_shared::TicketState;
 
 use super::room::{Room, Settled};
-use crate::TicketRecord;
+use crate::{PollAnchor, QueueCursor, RoomId, SseRefresh, StoreError, TicketRecord};
 
 /// Most tickets one tick skips (the rest wait for the next tick).
 const SKIP_BATCH: usize = 10_000;
@@ -198,5 +198,40 @@ impl Room {
         for id in waiting {
             self.presence.touch(&id, now_ms);
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Presence for super::MemoryStore {
+    async fn sse_refresh(
+        &self,
+        room: RoomId<'_>,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        self.with_room(room, |state| state.sse_refresh(since, ids, now_ms))
+    }
+
+    async fn hear(
+        &self,
+        room: RoomId<'_>,
+        ids: &[String],
+        now_ms: u64,
+        _positions: bool,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        self.with_room(room, |state| state.hear(ids, now_ms).0)
+    }
+
+    async fn hear_polled(
+        &self,
+        room: RoomId<'_>,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+        self.with_room(room, |state| {
+            let record = state.hear(&[id.to_owned()], now_ms).0.pop().flatten()?;
+            Some((record, state.poll_anchor(id)))
+        })
     }
 }

@@ -12,9 +12,13 @@ use super::reply::{as_array, as_string, as_u64};
 use super::{fresh_secret, Link, RedisStore};
 use crate::catalog::AUDIT_KEPT;
 use crate::{
-    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, StoreError, VersionedSettings,
-    WaiterPage, WaiterRecord,
+    AuditRecord, Catalog, RoomDeletion, RoomDoc, RoomId, Settings, SettingsPatch, SettingsUpdate,
+    StoreError, VersionedSettings, WaiterPage, WaiterRecord,
 };
+
+/// How many times a change without `If-Match` is tried when other changes keep coming between
+/// its read of the document and its compare-and-set.
+const CHANGE_TRIES: usize = 5;
 
 impl RedisStore {
     /// `create.lua`: a new generation of `slug` with `settings`, unless a live one holds it;
@@ -142,6 +146,69 @@ async fn purge(link: &Link, slug: &str, which: Purge) -> Result<(), StoreError> 
 
 #[async_trait]
 impl Catalog for RedisStore {
+    /// `change.lua`: `patch` applied to `base`, as a compare-and-set on the generation and
+    /// `base`'s version: one call when `base` is what the store holds. With `expected_version`,
+    /// only at that version (the document is read first when `base` is at another); without,
+    /// tried again on the newer document the script answers when another change came between.
+    async fn update_room(
+        &self,
+        room: RoomId<'_>,
+        base: &VersionedSettings,
+        patch: &SettingsPatch,
+        expected_version: Option<u64>,
+    ) -> Result<SettingsUpdate, StoreError> {
+        let stale_base = base.generation != room.generation
+            || expected_version.is_some_and(|expected| expected != base.version);
+        let mut current = if stale_base {
+            self.room_settings(room.slug).await?
+        } else {
+            base.clone()
+        };
+        for _ in 0..CHANGE_TRIES {
+            if current.generation != room.generation {
+                return Err(StoreError::RoomGone(room.slug.to_owned()));
+            }
+            if expected_version.is_some_and(|expected| expected != current.version) {
+                return Ok(SettingsUpdate::VersionMismatch(current));
+            }
+            let new = current.settings.patched(patch);
+            let before = doc::encode(&current.settings)?;
+            let after = doc::encode(&new)?;
+            let keys = RoomKeys::new(room);
+            let mut call = self.scripts.change.call(&keys);
+            call.arg("generation", room.generation)
+                .arg("expected", current.version)
+                .arg("cfg", &after.cfg);
+            for triple in doc::changed_fields(&before, &after) {
+                call.item(&triple);
+            }
+            let reply = self.link.run(&call).await?;
+            let [status, fields] = reply.as_slice() else {
+                return Err(StoreError::Corrupt("change reply needs 2 fields".into()));
+            };
+            let in_force = doc::decode_live(room.slug, &as_array(fields.clone())?)?;
+            match as_string(status)?.as_str() {
+                "applied" => {
+                    let random = in_force.settings.queueing_method.is_random();
+                    self.note_lottery(room, random);
+                    // A switch to random files every waiting ticket under its key before
+                    // answering (lottery_file.lua, in batches); until then nobody is admitted.
+                    if random && !current.settings.queueing_method.is_random() {
+                        self.file_lottery(room).await?;
+                    }
+                    return Ok(SettingsUpdate::Applied(in_force));
+                }
+                "mismatch" if expected_version.is_none() => current = in_force,
+                "mismatch" => return Ok(SettingsUpdate::VersionMismatch(in_force)),
+                other => return Err(StoreError::Corrupt(format!("change answered {other:?}"))),
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "room {} changed under each of {CHANGE_TRIES} tries; try again",
+            room.slug
+        )))
+    }
+
     async fn list_rooms(&self) -> Result<Vec<String>, StoreError> {
         let mut connection = self.link.connection.clone();
         let mut rooms: Vec<String> = self

@@ -250,6 +250,23 @@ fn put(json: &mut Json, path: &[&str], value: Json) {
     }
 }
 
+/// The script fields whose value differs between two encodings, as `change.lua` takes them:
+/// (field, value, `1` set | `0` removed).
+pub(super) fn changed_fields(before: &Encoded, after: &Encoded) -> Vec<[String; 3]> {
+    let value = |encoded: &Encoded, field: &str| {
+        encoded
+            .set
+            .iter()
+            .find(|(name, _)| *name == field)
+            .map(|(_, value)| value.clone())
+    };
+    after
+        .triples()
+        .into_iter()
+        .filter(|[field, ..]| value(before, field) != value(after, field))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,10 +11,12 @@ use redis::Value;
 use super::keys::{Key, RoomKeys};
 use super::reply::{as_string, as_u64};
 use super::RedisStore;
-use crate::{DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError};
+use async_trait::async_trait;
+
+use crate::{Draw, DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError};
 
 impl RedisStore {
-    pub(super) async fn join_prequeue_in_redis(
+    pub(super) async fn join_prequeue(
         &self,
         room: RoomId<'_>,
         dedup_key: Option<&str>,
@@ -27,7 +29,7 @@ impl RedisStore {
             prequeue_seed: Some(&seed),
             settings_version,
         };
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, mode)
+        self.join_line(room, dedup_key, new_id, limit, None, mode)
             .await
     }
 
@@ -44,9 +46,7 @@ impl RedisStore {
         {
             return Ok(seed.clone());
         }
-        let record = self
-            .draw_seed_in_redis(room, &crate::draw::fresh_seed())
-            .await?;
+        let record = self.draw_seed(room, &crate::draw::fresh_seed()).await?;
         let seed: Arc<[u8]> = crate::draw::seed_bytes(&record.seed)
             .ok_or_else(|| StoreError::Corrupt("the draw seed is not 64 hex digits".into()))?
             .into();
@@ -56,8 +56,35 @@ impl RedisStore {
             .insert(room.slug.to_owned(), (room.generation, seed.clone()));
         Ok(seed)
     }
+}
 
-    pub(super) async fn draw_seed_in_redis(
+/// The draw hash's `seed, drawn_ms, count` → a record (`None` without a seed).
+fn parse_record(fields: &[Value]) -> Result<Option<DrawRecord>, StoreError> {
+    let [seed, drawn, count] = fields else {
+        return Err(StoreError::Corrupt("draw record needs 3 fields".into()));
+    };
+    let seed = as_string(seed)?;
+    if seed.is_empty() {
+        return Ok(None);
+    }
+    let drawn_at_ms = match drawn {
+        Value::Nil => None,
+        other => Some(as_u64(other)?),
+    };
+    let count = match count {
+        Value::Nil => 0,
+        other => as_u64(other)?,
+    };
+    Ok(Some(DrawRecord {
+        seed,
+        drawn_at_ms,
+        count,
+    }))
+}
+
+#[async_trait]
+impl Draw for RedisStore {
+    async fn draw_seed(
         &self,
         room: RoomId<'_>,
         fresh_seed: &str,
@@ -70,10 +97,7 @@ impl RedisStore {
         parse_record(&fields)?.ok_or_else(|| StoreError::Corrupt("the draw seed vanished".into()))
     }
 
-    pub(super) async fn draw_record_in_redis(
-        &self,
-        room: RoomId<'_>,
-    ) -> Result<Option<DrawRecord>, StoreError> {
+    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
         let mut connection = self.link.connection.clone();
         let fields: Vec<Value> = self
             .link
@@ -88,7 +112,7 @@ impl RedisStore {
         parse_record(&fields)
     }
 
-    pub(super) async fn draw_tags_in_redis(
+    async fn draw_tags(
         &self,
         room: RoomId<'_>,
         offset: u64,
@@ -115,10 +139,7 @@ impl RedisStore {
             .map_err(StoreError::for_read)
     }
 
-    pub(super) async fn prequeue_ids_in_redis(
-        &self,
-        room: RoomId<'_>,
-    ) -> Result<Vec<String>, StoreError> {
+    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
         let mut connection = self.link.connection.clone();
         self.link
             .bounded(
@@ -130,7 +151,7 @@ impl RedisStore {
             .map_err(StoreError::for_read)
     }
 
-    pub(super) async fn draw_in_redis(
+    async fn draw(
         &self,
         room: RoomId<'_>,
         request: &DrawRequest<'_>,
@@ -143,7 +164,7 @@ impl RedisStore {
             .arg("prefix", keys.prefix())
             .arg("now_ms", request.now_ms)
             .arg("per_step", request.places_per_step.max(1))
-            .arg("lease_ms", request.lease_ms.max(1));
+            .arg("lease_ms", self.options.lease_ms.max(1));
         let reply = self.link.run(&call).await?;
         let outcome = reply
             .first()
@@ -162,28 +183,4 @@ impl RedisStore {
             }
         })
     }
-}
-
-/// The draw hash's `seed, drawn_ms, count` → a record (`None` without a seed).
-fn parse_record(fields: &[Value]) -> Result<Option<DrawRecord>, StoreError> {
-    let [seed, drawn, count] = fields else {
-        return Err(StoreError::Corrupt("draw record needs 3 fields".into()));
-    };
-    let seed = as_string(seed)?;
-    if seed.is_empty() {
-        return Ok(None);
-    }
-    let drawn_at_ms = match drawn {
-        Value::Nil => None,
-        other => Some(as_u64(other)?),
-    };
-    let count = match count {
-        Value::Nil => 0,
-        other => as_u64(other)?,
-    };
-    Ok(Some(DrawRecord {
-        seed,
-        drawn_at_ms,
-        count,
-    }))
 }

@@ -8,27 +8,28 @@
 //! Cluster slot (`keys.rs`).
 //!
 //! Each script's Rust half (its arguments and its reply) lives in the file of its concern:
-//! - [`catalog`]: `create.lua`, `change.lua`, `write_back.lua`, `delete.lua`, the document read,
+//! - [`catalog`]: `create.lua`, `change.lua` (a settings change), `write_back.lua`, `delete.lua`, the document read,
 //!   the index, the purge of a generation's keys; [`doc`]: a document as a hash.
-//! - [`settings`]: `lease.lua`, `release_lease.lua`.
-//! - [`queue`]: `join.lua`, `sse_refresh.lua`, `leave.lua`, a ticket's read, the counts.
+//! - [`queue`]: `join.lua`, `leave.lua`, a ticket's read, the counts, used challenges.
+//! - [`presence`]: `hear.lua`, `sse_refresh.lua`, the poll's read.
 //! - [`draw`]: the pre-queue join, `draw_seed.lua`, `draw.lua`.
-//! - [`admission`]: `admit.lua`. [`tokens`]: `token.lua`. [`safety`]: `INFO`, `CONFIG GET`.
+//! - [`admission`]: `lease.lua`, `release_lease.lua`, `admit.lua`, and the token checks and
+//!   orders ([`tokens`]: `token.lua`). [`safety`]: `INFO`, `CONFIG GET`.
+//! - [`link`]: the connection every call goes through, bounded by the store timeout.
 //! - [`reply`]: reading Redis replies into the store's types.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 mod admission;
-mod bots;
 pub mod catalog;
 mod connection;
 mod doc;
 mod draw;
 mod group_commit;
 pub mod keys;
+mod link;
 mod lottery;
 mod migrate;
 mod presence;
@@ -36,7 +37,6 @@ mod queue;
 mod reply;
 mod safety;
 mod script;
-mod settings;
 mod siblings;
 mod specs;
 mod tokens;
@@ -47,15 +47,11 @@ use redis::Value;
 pub use self::connection::{key_slot, RedisConnection};
 
 use self::keys::RoomKeys;
-use self::reply::as_array;
-use self::script::{Call, Loaded};
+use self::link::unavailable;
+use self::link::Link;
+use self::script::Loaded;
 use self::siblings::Member;
-use super::{
-    AdmitOutcome, AdmitRequest, DrawOutcome, DrawRecord, DrawRequest, InstantAdmission, JoinLimit,
-    JoinReply, LeaseOutcome, LeaveOutcome, OrderClaim, PollAnchor, PolledTicket, QueueCursor,
-    RoomCounts, RoomId, SettingsPatch, SettingsUpdate, SseRefresh, Store, StoreError, StoreSafety,
-    TicketRecord, TokenCheck, TokenUse, VersionedSettings,
-};
+use super::{RoomId, Store, StoreError, StoreOptions, StoreSafety};
 
 /// Where the Redis store lives: one server, or a Redis Cluster's seed nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,17 +85,6 @@ struct Scripts {
     room_secret: Loaded,
 }
 
-/// One connection to Redis with its store timeout, and its part in its family: what every call
-/// goes through (bounded by the timeout, resent once where that is safe). Shared with the task
-/// that sends a room's joins together (`group_commit.rs`).
-pub(super) struct Link {
-    pub(super) connection: RedisConnection,
-    pub(super) timeout: Duration,
-    /// This connection's part among the other connections of this process to the same Redis,
-    /// which it tells when it finds Redis gone or back (`siblings.rs`; none on a Redis Cluster).
-    family: Option<Member>,
-}
-
 /// The Redis-backed store.
 pub struct RedisStore {
     link: Arc<Link>,
@@ -116,6 +101,8 @@ pub struct RedisStore {
     /// The generation of each room this process knows to be random (docs/DESIGN.md "Random
     /// queueing"): their joins carry lottery keys from the first try (`lottery.rs`).
     lottery_rooms: RwLock<HashMap<String, u64>>,
+    /// The lease length and how long ended tickets are kept.
+    options: StoreOptions,
 }
 
 /// A draw seed and the generation it is of.
@@ -134,128 +121,6 @@ struct CachedSecret {
 /// How long a join trusts a cached room secret before checking it against Redis again (followers
 /// also check at every lease call; the leader makes none while it leads).
 const SECRET_RECHECK: Duration = Duration::from_secs(5);
-
-/// Classifies a Redis failure by what the caller may assume about its effect: a script's refusal
-/// of a room (`script::script_error`: nothing written); refused before anything was sent, or an
-/// error reply (Redis ran nothing of it) → surely not applied; a broken connection or a timeout
-/// after sending → the outcome is unknown.
-pub(super) fn unavailable(error: redis::RedisError) -> StoreError {
-    if let Some(refusal) = script::script_error(&error) {
-        return refusal;
-    }
-    let sent_maybe = !error.is_connection_refusal()
-        && (error.is_io_error() || error.is_timeout() || error.is_connection_dropped());
-    if sent_maybe {
-        StoreError::OutcomeUnknown(error.to_string())
-    } else {
-        StoreError::Unavailable(error.to_string())
-    }
-}
-
-impl Link {
-    /// Runs `call`, bounded by the store timeout, expecting an array reply.
-    async fn run(&self, call: &Call<'_>) -> Result<Vec<Value>, StoreError> {
-        as_array(self.run_value(call).await?)
-    }
-
-    /// Runs `call`, bounded by the store timeout: its reply as it came.
-    async fn run_value(&self, call: &Call<'_>) -> Result<Value, StoreError> {
-        let mut connection = self.connection.clone();
-        self.bounded(call.invocation.invoke_async(&mut connection))
-            .await
-    }
-
-    /// Runs `call` like [`Self::run`], once more if the connection turns out to have dropped
-    /// ([`Self::bounded_repeatable`]): only for a script that means the same when run twice.
-    async fn run_repeatable(&self, call: &Call<'_>) -> Result<Vec<Value>, StoreError> {
-        as_array(self.run_value_repeatable(call).await?)
-    }
-
-    /// [`Self::run_repeatable`] with the reply as it came.
-    async fn run_value_repeatable(&self, call: &Call<'_>) -> Result<Value, StoreError> {
-        self.bounded_repeatable(|| {
-            let mut connection = self.connection.clone();
-            async move { call.invocation.invoke_async(&mut connection).await }
-        })
-        .await
-    }
-
-    /// Runs `pipe` bounded by the store timeout, once more if the connection turns out to have
-    /// dropped ([`Self::bounded_repeatable`]): only for commands that mean the same sent twice.
-    pub(super) async fn query_repeatable<T: redis::FromRedisValue>(
-        &self,
-        pipe: &redis::Pipeline,
-    ) -> Result<T, StoreError> {
-        self.bounded_repeatable(|| {
-            let mut connection = self.connection.clone();
-            async move { pipe.query_async(&mut connection).await }
-        })
-        .await
-    }
-
-    pub(super) async fn bounded<T>(
-        &self,
-        call: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => {
-                self.saw(&result);
-                result.map_err(unavailable)
-            }
-            Err(_) => Err(self.timed_out()),
-        }
-    }
-
-    /// [`Self::bounded`] for a call that means the same when sent twice (a read; a join with a
-    /// key, which finds its ticket again): when its connection turns out to have dropped, the
-    /// call goes once more, on the connection the `ConnectionManager` starts making at that
-    /// failure, within what is left of the store timeout. A connection cut while Redis stays up
-    /// (`CLIENT KILL`, a proxy or a failover closing connections) then costs no failed answer;
-    /// before, the first such call on each serving thread's connection failed (a black-box probe:
-    /// 7 of 40 requests sent just after a `CLIENT KILL` got 503 or 504). When the second try
-    /// fails too, the first failure is the answer (that one may have been sent). One server only:
-    /// the cluster client resends by itself.
-    pub(super) async fn bounded_repeatable<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        let started = Instant::now();
-        let first = tokio::time::timeout(self.timeout, call())
-            .await
-            .map_err(|_| self.timed_out())?;
-        self.saw(&first);
-        let dropped = match first {
-            Ok(value) => return Ok(value),
-            Err(error) if self.family.is_some() && siblings::is_news_of_a_drop(&error) => error,
-            Err(error) => return Err(unavailable(error)),
-        };
-        let left = self.timeout.saturating_sub(started.elapsed());
-        match tokio::time::timeout(left, call()).await {
-            Ok(second) => {
-                self.saw(&second);
-                second.map_err(|error| {
-                    script::script_error(&error).unwrap_or_else(|| unavailable(dropped))
-                })
-            }
-            Err(_) => Err(unavailable(dropped)),
-        }
-    }
-
-    /// Tells this connection's family what a call found (`siblings.rs`).
-    pub(super) fn saw<T>(&self, result: &redis::RedisResult<T>) {
-        if let Some(member) = &self.family {
-            member.saw(result);
-        }
-    }
-
-    pub(super) fn timed_out(&self) -> StoreError {
-        StoreError::OutcomeUnknown(format!(
-            "Redis did not answer within {} ms",
-            self.timeout.as_millis()
-        ))
-    }
-}
 
 impl RedisStore {
     /// Connects to `url` (`redis://…`, `rediss://…` or `redis+unix://…`).
@@ -295,6 +160,12 @@ impl RedisStore {
         Ok(store)
     }
 
+    /// The same store with `options` (set before it is shared).
+    #[must_use]
+    pub fn with_options(self, options: StoreOptions) -> Self {
+        Self { options, ..self }
+    }
+
     fn with_connection(
         connection: RedisConnection,
         timeout: Duration,
@@ -326,6 +197,7 @@ impl RedisStore {
                 lottery_file: specs::LOTTERY_FILE.load(),
                 room_secret: specs::ROOM_SECRET.load(),
             },
+            options: StoreOptions::default(),
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
             lottery_rooms: RwLock::new(HashMap::new()),
@@ -455,211 +327,35 @@ impl Store for RedisStore {
             .map_err(StoreError::for_read)
     }
 
-    async fn update_room(
-        &self,
-        room: RoomId<'_>,
-        base: &VersionedSettings,
-        patch: &SettingsPatch,
-        expected_version: Option<u64>,
-    ) -> Result<SettingsUpdate, StoreError> {
-        self.update_room_in_redis(room, base, patch, expected_version)
-            .await
-    }
-
-    async fn join_with_limit(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-    ) -> Result<JoinReply, StoreError> {
-        let mode = queue::JoinMode::default();
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, None, mode)
-            .await
-    }
-
-    async fn join_admitting(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        instant: &InstantAdmission,
-    ) -> Result<JoinReply, StoreError> {
-        let mode = queue::JoinMode {
-            prequeue_seed: None,
-            settings_version: instant.settings_version,
-        };
-        self.join_with_limit_in_redis(room, dedup_key, new_id, limit, Some(instant), mode)
-            .await
-    }
-
-    async fn join_prequeue(
-        &self,
-        room: RoomId<'_>,
-        dedup_key: Option<&str>,
-        new_id: &str,
-        limit: Option<&JoinLimit>,
-        settings_version: Option<u64>,
-    ) -> Result<JoinReply, StoreError> {
-        self.join_prequeue_in_redis(room, dedup_key, new_id, limit, settings_version)
-            .await
-    }
-
-    async fn draw_seed(&self, room: RoomId<'_>, seed: &str) -> Result<DrawRecord, StoreError> {
-        self.draw_seed_in_redis(room, seed).await
-    }
-
-    async fn draw_record(&self, room: RoomId<'_>) -> Result<Option<DrawRecord>, StoreError> {
-        self.draw_record_in_redis(room).await
-    }
-
-    async fn draw_tags(
-        &self,
-        room: RoomId<'_>,
-        from: u64,
-        n: u64,
-    ) -> Result<Vec<String>, StoreError> {
-        self.draw_tags_in_redis(room, from, n).await
-    }
-
-    async fn keyed_ticket(
-        &self,
-        room: RoomId<'_>,
-        key: &str,
-        now_ms: u64,
-    ) -> Result<Option<TicketRecord>, StoreError> {
-        self.keyed_ticket_in_redis(room, key, now_ms).await
-    }
-
-    async fn prequeue_ids(&self, room: RoomId<'_>) -> Result<Vec<String>, StoreError> {
-        self.prequeue_ids_in_redis(room).await
-    }
-
-    async fn draw(
-        &self,
-        room: RoomId<'_>,
-        request: &DrawRequest<'_>,
-    ) -> Result<DrawOutcome, StoreError> {
-        self.draw_in_redis(room, request).await
-    }
-
-    async fn ticket(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-    ) -> Result<Option<TicketRecord>, StoreError> {
-        self.ticket_in_redis(room, id, now_ms).await
-    }
-
-    async fn hear(
-        &self,
-        room: RoomId<'_>,
-        ids: &[String],
-        now_ms: u64,
-        positions: bool,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
-        self.hear_in_redis(room, ids, now_ms, positions).await
-    }
-
-    async fn mark_heard(
-        &self,
-        room: RoomId<'_>,
-        polled: &[PolledTicket],
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.mark_heard_in_redis(room, polled, now_ms).await
-    }
-
-    async fn hear_polled(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
-        self.hear_polled_in_redis(room, id, now_ms).await
-    }
-
-    async fn sse_refresh(
-        &self,
-        room: RoomId<'_>,
-        since: Option<QueueCursor>,
-        ids: &[String],
-        now_ms: u64,
-    ) -> Result<SseRefresh, StoreError> {
-        self.sse_refresh_in_redis(room, since, ids, now_ms).await
-    }
-
-    async fn leave(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-        keep_ms: u64,
-    ) -> Result<LeaveOutcome, StoreError> {
-        self.leave_in_redis(room, id, now_ms, keep_ms).await
-    }
-
-    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
-        self.counts_in_redis(room, now_ms).await
-    }
-
-    async fn lease(
-        &self,
-        room: RoomId<'_>,
-        holder: &str,
-        lease_ms: u64,
-    ) -> Result<LeaseOutcome, StoreError> {
-        self.lease_in_redis(room, holder, lease_ms).await
-    }
-
-    async fn release_lease(&self, room: RoomId<'_>, holder: &str) -> Result<(), StoreError> {
-        self.release_lease_in_redis(room, holder).await
-    }
-
-    async fn admit(
-        &self,
-        room: RoomId<'_>,
-        request: &AdmitRequest<'_>,
-    ) -> Result<AdmitOutcome, StoreError> {
-        self.admit_in_redis(room, request).await
-    }
-
-    async fn use_challenge(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        expires_at_ms: u64,
-        now_ms: u64,
-    ) -> Result<bool, StoreError> {
-        self.use_challenge_in_redis(room, id, expires_at_ms, now_ms)
-            .await
-    }
-
-    async fn check_token(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        now_ms: u64,
-    ) -> Result<TokenCheck, StoreError> {
-        self.check_token_in_redis(room, token, now_ms).await
-    }
-
-    async fn consume_token(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        order: &OrderClaim<'_>,
-        now_ms: u64,
-        keep_ms: u64,
-    ) -> Result<TokenUse, StoreError> {
-        self.consume_token_in_redis(room, token, order, now_ms, keep_ms)
-            .await
-    }
-
     async fn safety(&self) -> Result<Option<StoreSafety>, StoreError> {
-        self.safety_in_redis().await
+        let mut connection = self.link.connection.clone();
+        let mut info = redis::cmd("INFO");
+        info.arg("memory").arg("persistence");
+        let replies = self
+            .link
+            .bounded(connection.on_every_node(info))
+            .await
+            .map_err(StoreError::for_read)?;
+        // Managed Redis services often refuse CONFIG: then the snapshot schedule is unknown.
+        let mut config = redis::cmd("CONFIG");
+        config.arg("GET").arg("save");
+        let saves = self
+            .link
+            .bounded(connection.on_every_node(config))
+            .await
+            .unwrap_or_default();
+        let mut nodes = Vec::with_capacity(replies.len());
+        for (i, reply) in replies.into_iter().enumerate() {
+            let info: String = redis::from_redis_value(reply)
+                .map_err(|error| StoreError::Unavailable(format!("INFO: {error}")))?;
+            let save = saves.get(i).cloned().and_then(|reply: Value| {
+                redis::from_redis_value::<Vec<String>>(reply)
+                    .ok()
+                    .and_then(|pair| pair.into_iter().nth(1))
+            });
+            nodes.push(safety::node_safety(&info, save)?);
+        }
+        Ok(safety::riskiest(nodes))
     }
 }
 

@@ -2,72 +2,20 @@
 //! leader tick (`admit.lua`).
 
 use super::keys::RoomKeys;
-use super::reply::{as_i64, as_string, as_u64, settled_record};
+use async_trait::async_trait;
+use redis::Value;
+
+use super::reply::{as_i64, as_string, as_u64, corrupt, settled_record};
 use super::RedisStore;
-use crate::{PollAnchor, PolledTicket, QueueCursor, RoomId, StoreError, TicketRecord};
+use crate::{
+    PollAnchor, PolledTicket, Presence, QueueCursor, QueueDelta, RoomId, SseRefresh, StoreError,
+    TicketRecord,
+};
 
 /// Most ids in one `hear.lua` call, so one call never blocks Redis for long.
 const HEAR_BATCH: usize = 1000;
 
 impl RedisStore {
-    pub(super) async fn hear_in_redis(
-        &self,
-        room: RoomId<'_>,
-        ids: &[String],
-        now_ms: u64,
-        positions: bool,
-    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
-        let mut records = Vec::with_capacity(ids.len());
-        for batch in ids.chunks(HEAR_BATCH) {
-            let mode = if positions { "1" } else { "0" };
-            let reply = self.run_hear(room, batch, now_ms, mode).await?;
-            records.extend(parsed_records(batch, &reply, now_ms)?);
-        }
-        Ok(records)
-    }
-
-    /// `Store::mark_heard`: `hear.lua` in mode 3, which writes the `seen:` slots of the seqs
-    /// (grouped by chunk: [`slots_by_chunk`]) and reads nothing back.
-    pub(super) async fn mark_heard_in_redis(
-        &self,
-        room: RoomId<'_>,
-        polled: &[PolledTicket],
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let mut seqs: Vec<u64> = polled.iter().map(|ticket| ticket.seq).collect();
-        seqs.sort_unstable();
-        seqs.dedup();
-        for batch in seqs.chunks(HEAR_BATCH) {
-            self.run_hear(room, &slots_by_chunk(batch), now_ms, "3")
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// `Store::hear_polled`: `hear.lua` in mode 2, the anchor read in the same step.
-    pub(super) async fn hear_polled_in_redis(
-        &self,
-        room: RoomId<'_>,
-        id: &str,
-        now_ms: u64,
-    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
-        let batch = [id.to_owned()];
-        let reply = self.run_hear(room, &batch, now_ms, "2").await?;
-        let (entry, anchor) = reply.split_at(reply.len().saturating_sub(3));
-        let record = parsed_records(&batch, entry, now_ms)?.pop().flatten();
-        let anchor = match anchor {
-            [popped, left, seq] if !as_string(seq)?.is_empty() => Some(PollAnchor {
-                seq: as_u64(seq)?,
-                cursor: QueueCursor {
-                    popped: as_u64(popped)?,
-                    left: as_u64(left)?,
-                },
-            }),
-            _ => None,
-        };
-        Ok(record.map(|record| (record, anchor)))
-    }
-
     /// One `hear.lua` call in `mode`; `batch` holds its ticket ids (mode 3: the slot groups of
     /// [`slots_by_chunk`]).
     async fn run_hear(
@@ -162,6 +110,149 @@ fn parsed_records(
             }
         })
         .collect()
+}
+
+#[async_trait]
+impl Presence for RedisStore {
+    async fn sse_refresh(
+        &self,
+        room: RoomId<'_>,
+        since: Option<QueueCursor>,
+        ids: &[String],
+        now_ms: u64,
+    ) -> Result<SseRefresh, StoreError> {
+        let keys = RoomKeys::new(room);
+        let mut call = self.scripts.sse_refresh.call(&keys);
+        call.arg("generation", room.generation)
+            .arg("prefix", keys.prefix());
+        match since {
+            Some(cursor) => call
+                .arg("has_cursor", "1")
+                .arg("since_popped", cursor.popped)
+                .arg("since_left", cursor.left),
+            None => call
+                .arg("has_cursor", "0")
+                .arg("since_popped", 0)
+                .arg("since_left", 0),
+        };
+        for id in ids {
+            call.item(&[id]);
+        }
+        let reply = self.link.run(&call).await.map_err(StoreError::for_read)?;
+        let number = |index: usize| {
+            reply
+                .get(index)
+                .map_or(Err(corrupt("number", &Value::Nil)), as_u64)
+        };
+        let cursor = QueueCursor {
+            popped: number(0)?,
+            left: number(1)?,
+        };
+        let reset = number(2)? == 1;
+        let popped = number(3)?;
+        let leavers = number(4)? as usize;
+        // A leaver's seq, or a return's -seq (a skipped ticket back at its place: hear.lua).
+        let events: Vec<i64> = (5..5 + leavers)
+            .map(|index| reply.get(index).map_or(Ok(0), as_i64))
+            .collect::<Result<_, _>>()?;
+        let (returned, left): (Vec<i64>, Vec<i64>) = events.into_iter().partition(|e| *e < 0);
+        let mut left_seqs: Vec<u64> = left.into_iter().map(|seq| seq as u64).collect();
+        let mut returned_seqs: Vec<u64> = returned.into_iter().map(i64::unsigned_abs).collect();
+        left_seqs.sort_unstable();
+        returned_seqs.sort_unstable();
+        let entries = reply.get(5 + leavers..).unwrap_or_default();
+        if entries.len() != ids.len() * 5 {
+            return Err(StoreError::Corrupt(
+                "sse_refresh reply has the wrong length".into(),
+            ));
+        }
+        let tickets = ids
+            .iter()
+            .zip(entries.chunks_exact(5))
+            .map(|(id, entry)| {
+                let position = as_u64(&entry[0])?;
+                if position > 0 {
+                    let seq = as_string(&entry[1])?.parse().ok();
+                    return Ok(Some((TicketRecord::waiting(id, position), seq)));
+                }
+                let record = settled_record(
+                    id,
+                    &as_string(&entry[2])?,
+                    as_string(&entry[3])?,
+                    &as_string(&entry[4])?,
+                    now_ms,
+                )?;
+                Ok(record.map(|record| (record, None)))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(SseRefresh {
+            cursor,
+            delta: (!reset).then_some(QueueDelta {
+                popped,
+                left_seqs,
+                returned_seqs,
+            }),
+            tickets,
+        })
+    }
+
+    async fn hear(
+        &self,
+        room: RoomId<'_>,
+        ids: &[String],
+        now_ms: u64,
+        positions: bool,
+    ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
+        let mut records = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(HEAR_BATCH) {
+            let mode = if positions { "1" } else { "0" };
+            let reply = self.run_hear(room, batch, now_ms, mode).await?;
+            records.extend(parsed_records(batch, &reply, now_ms)?);
+        }
+        Ok(records)
+    }
+
+    /// `Store::mark_heard`: `hear.lua` in mode 3, which writes the `seen:` slots of the seqs
+    /// (grouped by chunk: [`slots_by_chunk`]) and reads nothing back.
+    async fn mark_heard(
+        &self,
+        room: RoomId<'_>,
+        polled: &[PolledTicket],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut seqs: Vec<u64> = polled.iter().map(|ticket| ticket.seq).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        for batch in seqs.chunks(HEAR_BATCH) {
+            self.run_hear(room, &slots_by_chunk(batch), now_ms, "3")
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// `Store::hear_polled`: `hear.lua` in mode 2, the anchor read in the same step.
+    async fn hear_polled(
+        &self,
+        room: RoomId<'_>,
+        id: &str,
+        now_ms: u64,
+    ) -> Result<Option<(TicketRecord, Option<PollAnchor>)>, StoreError> {
+        let batch = [id.to_owned()];
+        let reply = self.run_hear(room, &batch, now_ms, "2").await?;
+        let (entry, anchor) = reply.split_at(reply.len().saturating_sub(3));
+        let record = parsed_records(&batch, entry, now_ms)?.pop().flatten();
+        let anchor = match anchor {
+            [popped, left, seq] if !as_string(seq)?.is_empty() => Some(PollAnchor {
+                seq: as_u64(seq)?,
+                cursor: QueueCursor {
+                    popped: as_u64(popped)?,
+                    left: as_u64(left)?,
+                },
+            }),
+            _ => None,
+        };
+        Ok(record.map(|record| (record, anchor)))
+    }
 }
 
 #[cfg(test)]

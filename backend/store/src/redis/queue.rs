@@ -1,18 +1,21 @@
 //! The queue: `join.lua` (with the join limit), a ticket's read, `sse_refresh.lua`, `leave.lua`
 //! and the counts.
 
-use redis::Value;
+use async_trait::async_trait;
 
 use super::group_commit::Join;
-use super::keys::{Key, RoomKeys};
-use super::reply::{as_i64, as_string, as_u64, corrupt, parse_state, settled_record, two_strings};
+use super::keys::{slug_prefix, Key, RoomKeys};
+use super::reply::{parse_state, settled_record, two_strings};
 use super::RedisStore;
 use crate::draw::draw_key;
 use crate::ids::derived_id;
 use crate::{
-    InstantAdmission, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, LeaveOutcome, QueueCursor,
-    QueueDelta, RoomCounts, RoomId, SseRefresh, StoreError, TicketRecord,
+    InstantAdmission, JoinKind, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, JoinRequest,
+    LeaveOutcome, Queue, RoomCounts, RoomId, StoreError, TicketRecord,
 };
+
+/// How long a used challenge's marker outlives the challenge, ms (clock skew between replicas).
+const MARK_SLACK_MS: u64 = 5_000;
 
 /// How `join.lua` is asked to join.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,7 +28,7 @@ pub(super) struct JoinMode<'a> {
 }
 
 impl RedisStore {
-    pub(super) async fn join_with_limit_in_redis(
+    pub(super) async fn join_line(
         &self,
         room: RoomId<'_>,
         dedup_key: Option<&str>,
@@ -74,7 +77,7 @@ impl RedisStore {
             Some(instant) => (
                 instant.token.clone(),
                 instant.token_ttl_ms.to_string(),
-                instant.keep_ms.to_string(),
+                self.options.keep_ms.to_string(),
             ),
             None => (String::new(), "0".into(), "0".into()),
         };
@@ -170,10 +173,8 @@ impl RedisStore {
                     ));
                 }
                 self.note_lottery(room, true);
-                return Box::pin(
-                    self.join_with_limit_in_redis(room, dedup_key, new_id, limit, instant, mode),
-                )
-                .await;
+                return Box::pin(self.join_line(room, dedup_key, new_id, limit, instant, mode))
+                    .await;
             }
             _ => return Err(StoreError::Corrupt(format!("join.lua answered {line:?}"))),
         };
@@ -181,49 +182,48 @@ impl RedisStore {
             Some(ticket) => ticket,
             // The deduplicated ticket has been admitted since: read it whole.
             None => self
-                .ticket_in_redis(room, &id, now_ms)
+                .ticket(room, &id, now_ms)
                 .await?
                 .ok_or_else(|| StoreError::Corrupt("deduplicated ticket vanished".into()))?,
         };
         Ok(JoinReply::Joined(JoinOutcome { ticket, created }))
     }
+}
 
-    /// `join.lua`'s look-up of a key's ticket, without joining: the dedup entry, else the key's
-    /// derived id; only a live ticket counts (see `Store::keyed_ticket`).
-    pub(super) async fn keyed_ticket_in_redis(
+#[async_trait]
+impl Queue for RedisStore {
+    async fn join(
         &self,
         room: RoomId<'_>,
-        key: &str,
-        now_ms: u64,
-    ) -> Result<Option<TicketRecord>, StoreError> {
-        let mut connection = self.link.connection.clone();
-        let mapped: Option<String> = self
-            .link
-            .bounded(
-                redis::cmd("HGET")
-                    .arg(RoomKeys::new(room).of(Key::Dedup))
-                    .arg(key)
-                    .query_async(&mut connection),
-            )
-            .await
-            .map_err(StoreError::for_read)?;
-        let id = match mapped {
-            Some(id) => id,
-            None => derived_id(&self.room_secret(room).await?, key),
-        };
-        let record = self.ticket_in_redis(room, &id, now_ms).await?;
-        Ok(record.filter(|ticket| {
-            use vestibule_shared::TicketState::{
-                Completed, PreQueue, SoldOut, TokenIssued, Waiting,
-            };
-            matches!(
-                ticket.state,
-                PreQueue | Waiting | TokenIssued | Completed | SoldOut
-            )
-        }))
+        request: &JoinRequest<'_>,
+    ) -> Result<JoinReply, StoreError> {
+        let JoinRequest {
+            dedup_key,
+            new_id,
+            limit,
+            kind,
+        } = *request;
+        match kind {
+            JoinKind::Line => {
+                self.join_line(room, dedup_key, new_id, limit, None, JoinMode::default())
+                    .await
+            }
+            JoinKind::Admitting(instant) => {
+                let mode = JoinMode {
+                    prequeue_seed: None,
+                    settings_version: instant.settings_version,
+                };
+                self.join_line(room, dedup_key, new_id, limit, Some(instant), mode)
+                    .await
+            }
+            JoinKind::PreQueue { settings_version } => {
+                self.join_prequeue(room, dedup_key, new_id, limit, settings_version)
+                    .await
+            }
+        }
     }
 
-    pub(super) async fn ticket_in_redis(
+    async fn ticket(
         &self,
         room: RoomId<'_>,
         id: &str,
@@ -286,101 +286,53 @@ impl RedisStore {
         settled_record(id, &state, token, &expires, now_ms)
     }
 
-    pub(super) async fn sse_refresh_in_redis(
+    /// `join.lua`'s look-up of a key's ticket, without joining: the dedup entry, else the key's
+    /// derived id; only a live ticket counts (see `Store::keyed_ticket`).
+    async fn keyed_ticket(
         &self,
         room: RoomId<'_>,
-        since: Option<QueueCursor>,
-        ids: &[String],
+        key: &str,
         now_ms: u64,
-    ) -> Result<SseRefresh, StoreError> {
-        let keys = RoomKeys::new(room);
-        let mut call = self.scripts.sse_refresh.call(&keys);
-        call.arg("generation", room.generation)
-            .arg("prefix", keys.prefix());
-        match since {
-            Some(cursor) => call
-                .arg("has_cursor", "1")
-                .arg("since_popped", cursor.popped)
-                .arg("since_left", cursor.left),
-            None => call
-                .arg("has_cursor", "0")
-                .arg("since_popped", 0)
-                .arg("since_left", 0),
+    ) -> Result<Option<TicketRecord>, StoreError> {
+        let mut connection = self.link.connection.clone();
+        let mapped: Option<String> = self
+            .link
+            .bounded(
+                redis::cmd("HGET")
+                    .arg(RoomKeys::new(room).of(Key::Dedup))
+                    .arg(key)
+                    .query_async(&mut connection),
+            )
+            .await
+            .map_err(StoreError::for_read)?;
+        let id = match mapped {
+            Some(id) => id,
+            None => derived_id(&self.room_secret(room).await?, key),
         };
-        for id in ids {
-            call.item(&[id]);
-        }
-        let reply = self.link.run(&call).await.map_err(StoreError::for_read)?;
-        let number = |index: usize| {
-            reply
-                .get(index)
-                .map_or(Err(corrupt("number", &Value::Nil)), as_u64)
-        };
-        let cursor = QueueCursor {
-            popped: number(0)?,
-            left: number(1)?,
-        };
-        let reset = number(2)? == 1;
-        let popped = number(3)?;
-        let leavers = number(4)? as usize;
-        // A leaver's seq, or a return's -seq (a skipped ticket back at its place: hear.lua).
-        let events: Vec<i64> = (5..5 + leavers)
-            .map(|index| reply.get(index).map_or(Ok(0), as_i64))
-            .collect::<Result<_, _>>()?;
-        let (returned, left): (Vec<i64>, Vec<i64>) = events.into_iter().partition(|e| *e < 0);
-        let mut left_seqs: Vec<u64> = left.into_iter().map(|seq| seq as u64).collect();
-        let mut returned_seqs: Vec<u64> = returned.into_iter().map(i64::unsigned_abs).collect();
-        left_seqs.sort_unstable();
-        returned_seqs.sort_unstable();
-        let entries = reply.get(5 + leavers..).unwrap_or_default();
-        if entries.len() != ids.len() * 5 {
-            return Err(StoreError::Corrupt(
-                "sse_refresh reply has the wrong length".into(),
-            ));
-        }
-        let tickets = ids
-            .iter()
-            .zip(entries.chunks_exact(5))
-            .map(|(id, entry)| {
-                let position = as_u64(&entry[0])?;
-                if position > 0 {
-                    let seq = as_string(&entry[1])?.parse().ok();
-                    return Ok(Some((TicketRecord::waiting(id, position), seq)));
-                }
-                let record = settled_record(
-                    id,
-                    &as_string(&entry[2])?,
-                    as_string(&entry[3])?,
-                    &as_string(&entry[4])?,
-                    now_ms,
-                )?;
-                Ok(record.map(|record| (record, None)))
-            })
-            .collect::<Result<_, StoreError>>()?;
-        Ok(SseRefresh {
-            cursor,
-            delta: (!reset).then_some(QueueDelta {
-                popped,
-                left_seqs,
-                returned_seqs,
-            }),
-            tickets,
-        })
+        let record = self.ticket(room, &id, now_ms).await?;
+        Ok(record.filter(|ticket| {
+            use vestibule_shared::TicketState::{
+                Completed, PreQueue, SoldOut, TokenIssued, Waiting,
+            };
+            matches!(
+                ticket.state,
+                PreQueue | Waiting | TokenIssued | Completed | SoldOut
+            )
+        }))
     }
 
-    pub(super) async fn leave_in_redis(
+    async fn leave(
         &self,
         room: RoomId<'_>,
         id: &str,
         now_ms: u64,
-        keep_ms: u64,
     ) -> Result<LeaveOutcome, StoreError> {
         let keys = RoomKeys::new(room);
         let mut call = self.scripts.leave.call(&keys);
         call.arg("generation", room.generation)
             .arg("id", id)
             .arg("now_ms", now_ms)
-            .arg("keep_ms", keep_ms)
+            .arg("keep_ms", self.options.keep_ms)
             .arg("prefix", keys.prefix());
         let reply = self.link.run(&call).await?;
         let (outcome, state) = two_strings(&reply)?;
@@ -391,11 +343,7 @@ impl RedisStore {
         })
     }
 
-    pub(super) async fn counts_in_redis(
-        &self,
-        room: RoomId<'_>,
-        now_ms: u64,
-    ) -> Result<RoomCounts, StoreError> {
+    async fn counts(&self, room: RoomId<'_>, now_ms: u64) -> Result<RoomCounts, StoreError> {
         let keys = RoomKeys::new(room);
         let mut pipe = redis::pipe();
         pipe.zcard(keys.of(Key::Queue))
@@ -407,5 +355,30 @@ impl RedisStore {
             .await
             .map_err(StoreError::for_read)?;
         Ok(RoomCounts { waiting, active })
+    }
+
+    /// `SET vestibule:{room}:pow:<id> 1 NX PX (expiry − now + slack)`: true when this call set it.
+    async fn use_challenge(
+        &self,
+        room: RoomId<'_>,
+        id: &str,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let ttl_ms = expires_at_ms.saturating_sub(now_ms) + MARK_SLACK_MS;
+        let mut connection = self.connection();
+        let set: Option<String> = self
+            .link
+            .bounded(
+                redis::cmd("SET")
+                    .arg(format!("{}pow:{id}", slug_prefix(room.slug)))
+                    .arg(1)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .query_async(&mut connection),
+            )
+            .await?;
+        Ok(set.is_some())
     }
 }

@@ -2,46 +2,10 @@
 //! On a Redis Cluster every node is asked (masters and replicas: a replica becomes a master at a
 //! failover) and the riskiest answer counts.
 
-use redis::Value;
-
-use super::RedisStore;
 use crate::{StoreError, StoreSafety};
 
-impl RedisStore {
-    pub(super) async fn safety_in_redis(&self) -> Result<Option<StoreSafety>, StoreError> {
-        let mut connection = self.link.connection.clone();
-        let mut info = redis::cmd("INFO");
-        info.arg("memory").arg("persistence");
-        let replies = self
-            .link
-            .bounded(connection.on_every_node(info))
-            .await
-            .map_err(StoreError::for_read)?;
-        // Managed Redis services often refuse CONFIG: then the snapshot schedule is unknown.
-        let mut config = redis::cmd("CONFIG");
-        config.arg("GET").arg("save");
-        let saves = self
-            .link
-            .bounded(connection.on_every_node(config))
-            .await
-            .unwrap_or_default();
-        let mut nodes = Vec::with_capacity(replies.len());
-        for (i, reply) in replies.into_iter().enumerate() {
-            let info: String = redis::from_redis_value(reply)
-                .map_err(|error| StoreError::Unavailable(format!("INFO: {error}")))?;
-            let save = saves.get(i).cloned().and_then(|reply: Value| {
-                redis::from_redis_value::<Vec<String>>(reply)
-                    .ok()
-                    .and_then(|pair| pair.into_iter().nth(1))
-            });
-            nodes.push(node_safety(&info, save)?);
-        }
-        Ok(riskiest(nodes))
-    }
-}
-
 /// One node's settings from its `INFO memory persistence` and `CONFIG GET save`.
-fn node_safety(info: &str, rdb_save: Option<String>) -> Result<StoreSafety, StoreError> {
+pub(super) fn node_safety(info: &str, rdb_save: Option<String>) -> Result<StoreSafety, StoreError> {
     let field = |name: &str| {
         info.lines()
             .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
@@ -60,7 +24,7 @@ fn node_safety(info: &str, rdb_save: Option<String>) -> Result<StoreSafety, Stor
 
 /// The nodes' settings as one: the first that may evict (else the first node), AOF only if every
 /// node has it, and the snapshot schedule of a node without AOF (an empty one first).
-fn riskiest(nodes: Vec<StoreSafety>) -> Option<StoreSafety> {
+pub(super) fn riskiest(nodes: Vec<StoreSafety>) -> Option<StoreSafety> {
     let mut combined = nodes
         .iter()
         .find(|node| node.may_evict())

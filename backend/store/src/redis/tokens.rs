@@ -7,13 +7,12 @@ use crate::{OrderClaim, RoomId, StoreError, TokenCheck, TokenUse};
 
 impl RedisStore {
     /// `token.lua`: a check (`order` = `None`) or an order's consume.
-    async fn run_token_script(
+    pub(super) async fn run_token_script(
         &self,
         room: RoomId<'_>,
         token: &str,
         now_ms: u64,
         order: Option<&OrderClaim<'_>>,
-        keep_ms: u64,
     ) -> Result<TokenUse, StoreError> {
         let keys = RoomKeys::new(room);
         let mut call = self.scripts.token.call(&keys);
@@ -21,7 +20,7 @@ impl RedisStore {
             .arg("token", token)
             .arg("now_ms", now_ms)
             .arg("consume", if order.is_some() { "1" } else { "0" })
-            .arg("keep_ms", keep_ms)
+            .arg("keep_ms", self.options.keep_ms)
             .arg("prefix", keys.prefix())
             .arg(
                 "order_key",
@@ -43,38 +42,6 @@ impl RedisStore {
         })
     }
 
-    pub(super) async fn check_token_in_redis(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        now_ms: u64,
-    ) -> Result<TokenCheck, StoreError> {
-        let reply = self
-            .run_token_script(room, token, now_ms, None, 0)
-            .await
-            .map_err(StoreError::for_read)?;
-        Ok(match reply {
-            TokenUse::Consumed { ticket_id }
-            | TokenUse::Replayed { ticket_id, .. }
-            | TokenUse::SoldOut { ticket_id } => TokenCheck::Valid { ticket_id },
-            TokenUse::Refused(check) => check,
-        })
-    }
-
-    pub(super) async fn consume_token_in_redis(
-        &self,
-        room: RoomId<'_>,
-        token: &str,
-        order: &OrderClaim<'_>,
-        now_ms: u64,
-        keep_ms: u64,
-    ) -> Result<TokenUse, StoreError> {
-        self.run_token_script(room, token, now_ms, Some(order), keep_ms)
-            .await
-    }
-}
-
-impl RedisStore {
     /// The entry-token signing key shared by every replica on this Redis (PEM at `key`): writes
     /// `candidate` with `SET NX` and a transaction reads back whichever copy is in force, so all
     /// replicas that start together adopt the first writer's key.
