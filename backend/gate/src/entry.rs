@@ -6,7 +6,7 @@ use serde::Serialize;
 pub use vestibule_http::entry_cookie::{cookie_name, request_tokens, TokenSource};
 use vestibule_http::error::ApiError;
 use vestibule_http::state::AppState;
-use vestibule_http::token_layer;
+use vestibule_room::tokens::check_entry;
 
 /// The header an admitted request reaches the origin with: [`EntryClaims`] as JSON. Any
 /// client-sent header starting with [`VESTIBULE_HEADER_PREFIX`] is removed first.
@@ -62,7 +62,8 @@ pub async fn verify_entry(
     room: &str,
     token: &str,
 ) -> Result<EntryClaims, ApiError> {
-    let (claims, _ticket_id) = token_layer::verify(state, room, token).await?;
+    let runtime = state.room(room)?;
+    let (claims, _ticket_id) = check_entry(&*state.store, &state.tokens, &runtime, token).await?;
     Ok(claims.into())
 }
 

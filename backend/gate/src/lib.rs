@@ -42,7 +42,6 @@ use rules::{gated_room, is_navigation, join_url, GateRule};
 use vestibule_http::config::HttpConfig;
 use vestibule_http::error::ApiError;
 use vestibule_http::state::AppState;
-use vestibule_http::token_layer;
 use vestibule_room::outage::OutagePolicy;
 
 /// What the gate needs per request.
@@ -447,7 +446,7 @@ impl Gate {
                 tracing::warn!(%room, reason = %source, "store down: gated path passed on the offline check alone (outage policy = pass)");
                 metrics::counter!("vestibule_outage_passes_total", "room" => room.to_owned())
                     .increment(1);
-                Ok(token_layer::verify_offline(&self.state, room, token)
+                Ok((self.state.tokens.verify(token, room))
                     .ok()
                     .map(|claims| (EntryClaims::from(claims), token.to_owned())))
             }

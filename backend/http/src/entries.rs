@@ -25,7 +25,8 @@ use vestibule_shared::{ErrorBody, ENTRY_TOKEN_HEADER};
 use super::openapi::{EdgeErrors, StoreWriteErrors};
 use crate::error::{ApiError, Json, Path};
 use crate::state::AppState;
-use crate::token_layer::{refusal, stored_refusal, verify_offline};
+use crate::token_layer::{stored_refusal, verify_offline};
+use vestibule_room::tokens::EntryRefusal;
 use vestibule_store::{now_ms, LeaveOutcome, OrderClaim, TokenCheck, TokenUse};
 
 /// Routes of this module.
@@ -102,7 +103,7 @@ pub async fn consume(
             metrics::counter!("vestibule_tokens_used_total", "room" => room).increment(1);
             Ok(Json(claims))
         }
-        TokenUse::Refused(TokenCheck::Expired) => Err(refusal(TokenCheck::Expired)),
+        TokenUse::Refused(TokenCheck::Expired) => Err(EntryRefusal::Expired.into()),
         TokenUse::SoldOut { .. } => Err(no_unit_left()),
         TokenUse::Refused(_) | TokenUse::Replayed { .. } => Err(ApiError::EntryConsumed(
             "this entry token was already used, or its session was released".into(),
@@ -166,7 +167,7 @@ fn release_header_token(
     }
     match headers.get(ENTRY_TOKEN_HEADER).map(HeaderValue::to_str) {
         Some(Ok(token)) => Ok(token.trim().to_owned()),
-        Some(Err(_)) => Err(refusal(TokenCheck::Unknown)),
+        Some(Err(_)) => Err(EntryRefusal::NotIssued.into()),
         None if origin => Err(ApiError::BadRequest(
             "send {\"entryToken\": …} in the body or the token in X-Entry-Token".into(),
         )),

@@ -15,9 +15,9 @@ use vestibule_shared::{error_code, ENTRY_TOKEN_HEADER};
 use crate::error::ApiError;
 use crate::state::AppState;
 use vestibule_room::outage::OutagePolicy;
-use vestibule_room::tokens::Refusal;
+use vestibule_room::tokens::{check_entry, EntryRefusal};
 use vestibule_shared::entry::EntryClaims;
-use vestibule_store::{now_ms, TokenCheck};
+use vestibule_store::TokenCheck;
 
 /// The room a protected prefix pattern matches in `path`, if it matches.
 ///
@@ -90,6 +90,32 @@ fn refuse(code: &'static str, message: impl Into<String>) -> ApiError {
     }
 }
 
+impl From<EntryRefusal> for ApiError {
+    /// 403 with the refusal's `entry_token_*` code; a store failure as the store's error
+    /// (503/504).
+    fn from(refused: EntryRefusal) -> Self {
+        match refused {
+            EntryRefusal::NotIssued => refuse(
+                error_code::TOKEN_UNKNOWN,
+                "this entry token was not issued by this waiting room",
+            ),
+            EntryRefusal::Expired => refuse(
+                error_code::TOKEN_EXPIRED,
+                "this entry token has expired; join the queue again",
+            ),
+            EntryRefusal::WrongRoom(other) => refuse(
+                error_code::TOKEN_WRONG_ROOM,
+                format!("this entry token is for room {other}, not this one"),
+            ),
+            EntryRefusal::Used => refuse(
+                error_code::TOKEN_USED,
+                "this entry token was already used, or its session was released",
+            ),
+            EntryRefusal::Store(error) => error.into(),
+        }
+    }
+}
+
 /// Verifies `token` for `room` offline, with no store call: its signature by a key of the ring,
 /// issuer, audience, expiry and room (`vestibule_room::tokens::TokenService::verify`).
 ///
@@ -100,80 +126,27 @@ pub fn verify_offline(state: &AppState, room: &str, token: &str) -> Result<Entry
     state
         .tokens
         .verify(token, room)
-        .map_err(|refused| match refused {
-            Refusal::NotIssued => refusal(TokenCheck::Unknown),
-            Refusal::Expired => refusal(TokenCheck::Expired),
-            Refusal::WrongRoom(_) => refuse(
-                error_code::TOKEN_WRONG_ROOM,
-                format!("this entry token is for another room, not {room}"),
-            ),
-        })
+        .map_err(|refused| EntryRefusal::from(refused).into())
 }
 
-/// The 403 for a token that does not work (`Valid` never reaches here in practice).
-///
-/// `Unknown` is "never issued"; a token whose signature holds but whose `jti` the store no
-/// longer knows was released (or its ticket left), and is refused by the caller as used.
-pub fn refusal(check: TokenCheck) -> ApiError {
-    match check {
-        TokenCheck::Unknown | TokenCheck::Valid { .. } => refuse(
-            error_code::TOKEN_UNKNOWN,
-            "this entry token was not issued by this waiting room",
-        ),
-        TokenCheck::Expired => refuse(
-            error_code::TOKEN_EXPIRED,
-            "this entry token has expired; join the queue again",
-        ),
-        TokenCheck::Used => refuse(
-            error_code::TOKEN_USED,
-            "this entry token was already used, or its session was released",
-        ),
-    }
-}
-
-/// The store's verdict on a token whose signature holds: `Unknown` there means its session
-/// ended (released: the store forgot the token), so it reads as used.
+/// The store's verdict on a token whose signature holds, as a 403 (`Unknown` there means its
+/// session ended: it reads as used).
 pub fn stored_refusal(check: TokenCheck) -> ApiError {
-    match check {
-        TokenCheck::Unknown => refusal(TokenCheck::Used),
-        other => refusal(other),
-    }
+    EntryRefusal::from(check).into()
 }
 
-/// The one check of an entry token for `room`: offline ([`verify_offline`]), then the store by
-/// `jti` ([`check_live`]), without using it. Returns the claims and the ticket id.
+/// The one check of an entry token for `room` ([`check_entry`]: offline, then the store by
+/// `jti`), without using it. Returns the claims and the ticket id.
 ///
 /// # Errors
-/// 403 for every token problem; 503 when the store is unreachable.
+/// 403 for every token problem; 404 for an unknown room; 503/504 when the store cannot say.
 pub async fn verify(
     state: &AppState,
     room: &str,
     token: &str,
 ) -> Result<(EntryClaims, String), ApiError> {
-    let claims = verify_offline(state, room, token)?;
-    let ticket_id = check_live(state, room, &claims).await?;
-    Ok((claims, ticket_id))
-}
-
-/// Whether the store still holds a verified token as live (not used, not released, not
-/// expired); returns its ticket id.
-///
-/// # Errors
-/// 403 `entry_token_used` / `entry_token_expired`; 503 when the store is unreachable.
-pub async fn check_live(
-    state: &AppState,
-    room: &str,
-    claims: &EntryClaims,
-) -> Result<String, ApiError> {
     let runtime = state.room(room)?;
-    match state
-        .store
-        .check_token(runtime.id(), &claims.jti, now_ms())
-        .await?
-    {
-        TokenCheck::Valid { ticket_id } => Ok(ticket_id),
-        refused => Err(stored_refusal(refused)),
-    }
+    Ok(check_entry(&*state.store, &state.tokens, &runtime, token).await?)
 }
 
 /// Whether `path` is exactly the demo order route, `/api/v1/rooms/{room}/orders`, whose handler
@@ -239,23 +212,23 @@ pub async fn require_entry_token(
             )
             .into_response()
         }
-        Some(Err(_)) => return refusal(TokenCheck::Unknown).into_response(),
+        Some(Err(_)) => return ApiError::from(EntryRefusal::NotIssued).into_response(),
         Some(Ok(token)) => token.trim().to_owned(),
     };
-    let claims = match verify_offline(&state, &room, &token) {
-        Ok(claims) => claims,
-        Err(refused) => return refused.into_response(),
+    let runtime = match state.room(&room) {
+        Ok(runtime) => runtime,
+        Err(error) => return error.into_response(),
     };
-    match check_live(&state, &room, &claims).await {
+    match check_entry(&*state.store, &state.tokens, &runtime, &token).await {
         Ok(_) => next.run(request).await,
-        Err(ApiError::StoreUnavailable { source } | ApiError::StoreTimeout { source })
+        Err(EntryRefusal::Store(source))
             if state.config.outage_policy.for_room(&room) == OutagePolicy::Pass =>
         {
             tracing::warn!(%room, reason = %source, "store down: protected path passed with a token verified offline only (outage policy = pass)");
             metrics::counter!("vestibule_outage_passes_total", "room" => room).increment(1);
             next.run(request).await
         }
-        Err(error) => error.into_response(),
+        Err(refused) => ApiError::from(refused).into_response(),
     }
 }
 

@@ -12,14 +12,18 @@
 //!   `--token-audience`, `--origin-api-key`).
 //! - [`keys`]: the key ring (current key + verify-only previous keys; `kid` = RFC 7638 thumbprint)
 //!   and where a generated key is kept.
-//! - [`jwt`]: [`TokenService`]: signing and the one verification function other code calls.
+//! - [`jwt`]: [`TokenService`]: signing and the offline verification.
+//! - [`entry`]: [`check_entry`], whether a token admits its holder now (offline, then the store):
+//!   the one check the token layer, the gate and the storefront's calls share.
 //!
 //! The JWKS document and its route belong to the HTTP layer (`http::jwks`).
 
 pub mod args;
+pub mod entry;
 pub mod jwt;
 pub mod keys;
 
 pub use args::TokenArgs;
+pub use entry::{check_entry, EntryRefusal};
 pub use jwt::{Refusal, TokenService};
 pub use keys::{KeyError, KeyRing};
