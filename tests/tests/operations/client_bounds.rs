@@ -1,6 +1,8 @@
 //! Every wait on a client has a bound: shutdown ends within its grace, a client that stops
-//! reading is dropped after the write timeout, and streams that never read hold bounded memory.
+//! reading is dropped after the write timeout, and streams that never read hold bounded memory;
+//! an SSE follower that keeps reading holds shutdown no longer than the grace.
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -78,6 +80,61 @@ async fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
     assert!(received < 1500 * document_bytes, "every answer was sent");
     // Everyone else is served meanwhile.
     assert_eq!(app.get_json(paths::HEALTHZ).await.0, StatusCode::OK);
+}
+
+/// A live `curl -N` follower reads every keep-alive, so no write timeout ends it (unlike a client
+/// that stops reading): with a 2 s shutdown grace, SIGTERM ends the process within the grace
+/// plus a margin, and the follower's stream ends too instead of hanging.
+// Reports: tokio-rs/axum#2673, hyper/hyper#2787 (open SSE streams blocked graceful shutdown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_process_within_the_grace_while_an_sse_follower_keeps_reading() {
+    let mut app = TestApp::spawn(
+        Backend::Memory,
+        &["--shutdown-grace-secs", "2", "--sse-refresh-ms", "200"],
+    )
+    .await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let (_, ticket) = app.join("main", None).await;
+    let mut curl = tokio::process::Command::new("curl")
+        .args(["-sN", "-H", "Accept: text/event-stream"])
+        .arg(app.url(&paths::events("main", &ticket.ticket_id)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("curl runs");
+    let mut stdout = curl.stdout.take().unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stdout.read(&mut first))
+        .await
+        .expect("the stream sent its first event")
+        .unwrap();
+    let first = String::from_utf8_lossy(&first[..n]).into_owned();
+    assert!(first.contains("data:"), "{first}");
+    // Keep draining, as a browser would, so the server's writes never block.
+    let reader = tokio::spawn(async move {
+        let mut total = 0usize;
+        let mut buffer = vec![0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buffer).await {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total
+    });
+    app.signal("TERM");
+    let started = Instant::now();
+    let exit = app.wait_exit(Duration::from_secs(15)).await;
+    let took = started.elapsed();
+    let curl_exit = tokio::time::timeout(Duration::from_secs(5), curl.wait()).await;
+    println!("vestibule exit {exit:?} after {took:?}; curl {curl_exit:?}");
+    assert!(exit.is_some(), "still running 15 s after SIGTERM");
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?} with a 2 s grace"
+    );
+    assert!(curl_exit.is_ok(), "the SSE follower is still connected");
+    let _ = reader.await;
 }
 
 /// Resident memory of a process, KiB (`VmRSS`).

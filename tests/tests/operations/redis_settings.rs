@@ -1,7 +1,9 @@
 //! Redis settings that silently lose queue state: an evicting policy reported at start, in
 //! `/readyz` and in metrics, refused with `--require-safe-redis`; a full noeviction Redis refuses
-//! new work and loses nothing.
+//! new work and loses nothing; a Redis that hides CONFIG (as managed ones do) is still judged,
+//! and its unknown snapshot schedule is not reported as none.
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -107,4 +109,117 @@ async fn a_full_noeviction_redis_refuses_new_work_with_503_and_loses_nothing() {
     // Room again: the token issued before the pressure still buys its order.
     let (status, body) = app.order("main", Some(&token)).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
+/// `vestibule --require-safe-redis` on `redis`; whether it started, and its output.
+async fn started_with_require_safe_redis(redis: RedisServer) -> (bool, String) {
+    let url = redis.url();
+    let mut command = vestibule_command(Some(&url), &["--require-safe-redis"], "info");
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("vestibule runs");
+    // Started = still running and listening after 3 s; refused = exited.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let exited = loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    if !exited {
+        let _ = child.kill();
+    }
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .expect("output");
+    drop(redis);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (!exited && text.contains("listening on"), text)
+}
+
+/// A Redis limited to 8 MB with `policy`, whose CONFIG command is gone.
+fn redis_without_config(policy: &str) -> RedisServer {
+    RedisServer::with_8mb_limit(policy, &["--rename-command", "CONFIG", ""])
+}
+
+/// On a Redis whose CONFIG command is gone (as managed Redis often has it), an evicting policy is
+/// still seen (warning, `/readyz`, metric, `--require-safe-redis` refusing), and a safe
+/// (noeviction) one still starts with `--require-safe-redis`.
+// Report: taskforcesh/bullmq#921 (the eviction check was dropped where CONFIG is hidden).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_config_an_evicting_redis_is_still_reported_and_a_safe_one_still_starts() {
+    let redis = redis_without_config("volatile-lru");
+    assert!(redis
+        .cli(&["CONFIG", "GET", "save"])
+        .contains("unknown command"));
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (status, ready) = app.get_json(paths::READYZ).await;
+    println!("/readyz {status}: {ready}");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ready["redis"]["maxmemoryPolicy"], "volatile-lru", "{ready}");
+    assert!(
+        ready["warnings"].as_array().is_some_and(|w| w
+            .iter()
+            .any(|w| w.as_str().unwrap_or("").contains("noeviction"))),
+        "{ready}"
+    );
+    assert_eq!(app.metric("vestibule_store_may_evict").await, 1.0);
+    assert_eq!(app.join("main", None).await.0, StatusCode::CREATED);
+    drop(app);
+    let (started, output) = started_with_require_safe_redis(redis).await;
+    assert!(!started, "started on an evicting Redis:\n{output}");
+    assert!(output.contains("maxmemory-policy"), "{output}");
+
+    let (started, output) =
+        started_with_require_safe_redis(redis_without_config("noeviction")).await;
+    assert!(
+        started,
+        "refused a noeviction Redis that hides CONFIG:\n{output}"
+    );
+}
+
+/// Redis keeps RDB snapshots (`save 60 1`) but refuses CONFIG, as managed Redis does: `/readyz`
+/// shows `rdbSave: null` (unknown), and no warning or log line states as fact that Redis keeps no
+/// snapshots and that a restart empties every queue.
+// Reports: taskforcesh/bullmq#921, redis/redis#8988, Grokzen/redis-py-cluster#166.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_whose_snapshot_schedule_cannot_be_read_is_not_reported_as_keeping_none() {
+    let redis = RedisServer::start_with(&[
+        "--save",
+        "60 1",
+        "--appendonly",
+        "no",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    let (status, ready) = app.get_json(paths::READYZ).await;
+    println!("/readyz {status}: {ready}");
+    assert_eq!(status, StatusCode::OK);
+    assert!(ready["redis"]["rdbSave"].is_null(), "{ready}");
+    let warnings: Vec<&str> = ready["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let false_claims: Vec<&&str> = warnings
+        .iter()
+        .filter(|w| w.contains("no RDB snapshots"))
+        .collect();
+    assert!(
+        false_claims.is_empty(),
+        "an unknown snapshot schedule is reported as none: {false_claims:?}"
+    );
+    assert!(
+        !app.log().contains("no RDB snapshots"),
+        "the start-up log states it too:\n{}",
+        app.log()
+    );
 }
