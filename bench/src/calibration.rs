@@ -13,7 +13,7 @@ use crate::http::HttpClient;
 use crate::position_cost::fmt_count;
 use crate::procs::{start_vestibule, RedisProcess};
 use crate::profile::Profile;
-use crate::redis_probe::ticket_states;
+use crate::redis_probe::admission_times;
 use crate::report::{Report, Verdict};
 
 /// One decile of first positions.
@@ -192,18 +192,7 @@ pub async fn run_halved(
     operator
         .await?
         .map_err(|error| error.context("halving the rate"))?;
-    let mut probe = redis.connection()?;
-    let ids: Vec<String> = sale
-        .shoppers
-        .iter()
-        .filter_map(|s| s.ticket_id.clone())
-        .collect();
-    let stored = ticket_states(&mut probe, ROOM, &ids)?;
-    let admitted_at: HashMap<String, u64> = ids
-        .iter()
-        .zip(&stored)
-        .filter_map(|(id, (_, exp))| exp.map(|exp| (id.clone(), exp - TTL_SECS * 1000)))
-        .collect();
+    let admitted_at = admission_times(&mut redis.connection()?, ROOM, &sale.shoppers, TTL_SECS)?;
     report(
         report_to,
         "rate halved mid-sale",

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
+use crate::flash_sale::Shopper;
+
 /// The key of `name` in `room`'s first generation, e.g. `vestibule:{main}:g1:queue`.
 pub fn key(room: &str, name: &str) -> String {
     format!("vestibule:{{{room}}}:g1:{name}")
@@ -205,6 +207,30 @@ pub fn ticket_states(
         out.extend(replies);
     }
     Ok(out)
+}
+
+/// When the store admitted each shopper's ticket, Unix ms, by ticket id: a ticket's token expiry
+/// minus the token TTL the server ran with is the tick time that admitted it, to the millisecond.
+/// Shoppers without a ticket, and tickets never admitted, are left out.
+///
+/// # Errors
+/// When Redis does not answer.
+pub fn admission_times(
+    connection: &mut redis::Connection,
+    room: &str,
+    shoppers: &[Shopper],
+    token_ttl_secs: u64,
+) -> anyhow::Result<HashMap<String, u64>> {
+    let ids: Vec<String> = shoppers
+        .iter()
+        .filter_map(|s| s.ticket_id.clone())
+        .collect();
+    let stored = ticket_states(connection, room, &ids)?;
+    Ok(ids
+        .into_iter()
+        .zip(stored)
+        .filter_map(|(id, (_, exp))| exp.map(|exp| (id, exp - token_ttl_secs * 1000)))
+        .collect())
 }
 
 #[cfg(test)]

@@ -2,29 +2,11 @@
 //! real `vestibule` binary on a private redis-server, in a few seconds. It asserts what the
 //! benchmark promises to measure, so a broken shopper model or a broken server fails here.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
-
-/// `target/<profile>/vestibule`, next to the folder of this test executable.
-fn vestibule_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("VESTIBULE_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executables live in target/<profile>/deps");
-    let path = dir.join("vestibule");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build -p vestibule` (scripts/test.sh does this)",
-        path.display()
-    );
-    path
-}
+// The black-box suite's locator: `$VESTIBULE_BIN`, else `target/<profile>/vestibule`.
+use vestibule_tests::vestibule_binary;
 
 fn number(values: &Value, name: &str) -> f64 {
     values[name]

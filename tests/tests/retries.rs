@@ -1,12 +1,18 @@
 //! Every write can be retried: a store stall between sending a change and its answer never
 //! leaves a client unable to learn what happened (README "Retries"). Each case here first failed
 //! on a real server: an order whose answer was lost, admin changes that answered 503 and then
-//! took effect, and a join limit that locked a known shopper out of their own ticket.
+//! took effect, and a join limit that locked a known shopper out of their own ticket. Others
+//! replay faults reported against other products (each names its report): copies of one keyed
+//! order racing each other, and a failure that a standard retrying client must recover from.
 
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures_util::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use vestibule_shared::{paths, TicketState};
-use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
+use vestibule_tests::{both_stores, python_tool, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
 /// Sends `request` while Redis is frozen (SIGSTOP), wakes Redis after the answer, and returns
 /// the answer's status, `Retry-After` and JSON body.
@@ -99,6 +105,44 @@ async fn a_retried_order_returns_the_first_receipt(backend: Backend) {
         .order_with_key("main", &token, Some("has space"), 1)
         .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}
+
+/// A double-clicked "buy" (8 copies of one keyed order at once) makes exactly one order: one
+/// original receipt, every other answer that receipt replayed, never 403 `entry_token_used` for
+/// the shopper's own order.
+// Report: jcagarcia/grape-idempotency#10 (a retry racing its first try ran the operation twice).
+async fn concurrent_copies_of_one_keyed_order_make_one_order_and_all_get_its_receipt(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend, &[]).await;
+    let (ticket, token) = app.admitted("main").await;
+    let answers =
+        join_all((0..8).map(|_| app.order_with_key("main", &token, Some("double-click-1"), 1)))
+            .await;
+    let mut seen = Vec::new();
+    for answer in answers {
+        let status = answer.status().as_u16();
+        let replayed = answer.headers().contains_key("idempotent-replayed");
+        let body: Value = answer.json().await.unwrap_or(Value::Null);
+        seen.push((status, replayed, body));
+    }
+    println!("{seen:#?}");
+    assert!(
+        seen.iter().all(|(status, _, _)| *status == 201),
+        "a copy of the shopper's own order was refused: {seen:?}"
+    );
+    let order_ids: std::collections::BTreeSet<String> = seen
+        .iter()
+        .map(|(_, _, body)| body["orderId"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(order_ids.len(), 1, "more than one order: {order_ids:?}");
+    assert_eq!(
+        seen.iter().filter(|(_, replayed, _)| !replayed).count(),
+        1,
+        "exactly one answer is the original"
+    );
+    let done = app.poll("main", &ticket.ticket_id).await;
+    assert_eq!(done.status, TicketState::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,6 +294,7 @@ async fn the_join_limit_is_shared_by_every_replica_on_one_redis() {
 
 both_stores!(
     a_retried_order_returns_the_first_receipt,
+    concurrent_copies_of_one_keyed_order_make_one_order_and_all_get_its_receipt,
     a_retried_join_is_never_refused_by_the_join_limit,
 );
 
@@ -329,5 +374,82 @@ async fn joins_waiting_behind_a_stalled_call_answer_within_the_store_timeout() {
     assert_eq!(
         info["waiting"], 501,
         "one ticket per key (and the warm-up's)"
+    );
+}
+
+/// A small Python program using `requests` with urllib3's standard `Retry` (503/504 retried,
+/// `Retry-After` respected, POST allowed): one keyed order; prints status, body and how many
+/// answers came before the last.
+const PYTHON_RETRYING_ORDER: &str = r#"
+import json, sys, requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+url, token, key = sys.argv[1:4]
+retry = Retry(total=12, backoff_factor=0.2, status_forcelist=[503, 504], allowed_methods=None,
+              respect_retry_after_header=True, raise_on_status=False)
+session = requests.Session()
+session.mount("http://", HTTPAdapter(max_retries=retry))
+response = session.post(url, json={"sku": "sneaker-42", "quantity": 1}, timeout=10,
+                        headers={"X-Entry-Token": token, "Idempotency-Key": key})
+history = response.raw.retries.history if response.raw.retries else ()
+print(json.dumps({"status": response.status_code, "body": response.json(),
+                  "earlier": [h.status for h in history]}))
+"#;
+
+/// An order refused because Redis is full (503: nothing happened) is not stored against its key:
+/// a standard retrying client (Python requests with urllib3's `Retry`, honouring `Retry-After`)
+/// keeps the key while room is made, and its retry places the order; the token then buys nothing
+/// else.
+// Reports: KeeperHub/keeperhub#1840, ikyriak/IdempotentAPI#37 (a failed try replayed to retries).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_redis() {
+    let redis = RedisServer::with_8mb_limit("noeviction", &[]);
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &["--retry-after-secs", "1"]).await;
+    let (ticket, token) = app.admitted("main").await;
+    let filled = redis.fill_to_limit();
+    let python = tokio::process::Command::new(python_tool("python"))
+        .arg("-c")
+        .arg(PYTHON_RETRYING_ORDER)
+        .arg(app.url(&paths::orders("main")))
+        .arg(&token)
+        .arg("retry-me-1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    // Redis stays full long enough for the first tries to be refused.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    redis.unfill(filled);
+    let output = tokio::time::timeout(Duration::from_secs(30), python.wait_with_output())
+        .await
+        .expect("the Python client finished")
+        .expect("python output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!(
+        "python: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim()).expect("the client printed JSON");
+    let earlier = result["earlier"].as_array().expect("history");
+    assert!(
+        !earlier.is_empty() && earlier.iter().all(|s| s == 503),
+        "the first tries were not refused with 503: {result}"
+    );
+    assert_eq!(result["status"], 201, "the retry never recovered: {result}");
+    let order_id = result["body"]["orderId"].clone();
+    assert!(order_id.is_string(), "{result}");
+    // The key now holds that receipt; the token buys no other order.
+    let again = app
+        .order_with_key("main", &token, Some("retry-me-1"), 1)
+        .await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.json::<Value>().await.unwrap()["orderId"], order_id);
+    let other = app
+        .order_with_key("main", &token, Some("retry-me-2"), 1)
+        .await;
+    assert_eq!(other.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        app.poll("main", &ticket.ticket_id).await.status,
+        TicketState::Completed
     );
 }

@@ -1,5 +1,5 @@
-//! Joining and leaving: positions in arrival order, retried joins keep their place, leaves move
-//! the line up.
+//! Joining and leaving: positions in arrival order, retried joins keep their place (also when
+//! their copies race), leaves move the line up.
 
 use crate::paused_app;
 use futures_util::future::join_all;
@@ -11,6 +11,7 @@ use vestibule_tests::{both_stores, on_redis_cluster_too, Backend};
 both_stores!(
     joins_get_positions_in_arrival_order_and_rejoins_keep_their_place,
     concurrent_joins_get_every_position_exactly_once,
+    concurrent_copies_of_one_keyed_join_leave_one_place,
     leaving_moves_everyone_behind_up_by_one,
     the_hot_routes_answer_as_the_router_does,
 );
@@ -154,6 +155,22 @@ async fn joins_sent_together_keep_every_guarantee(backend: Backend) {
     assert_eq!(positions, (151..=300).collect::<Vec<_>>());
     let info = app.get_json(&paths::room("main")).await.1;
     assert_eq!(info["waiting"], 300);
+}
+
+/// Sixteen copies of one keyed join at once (the page's retry racing its first try on a flaky
+/// network) leave one place in the queue, and every copy names that one ticket.
+// Report: jcagarcia/grape-idempotency#10 (a retry racing its first try ran the operation twice).
+async fn concurrent_copies_of_one_keyed_join_leave_one_place(backend: Backend) {
+    let app = paused_app(backend, &[]).await;
+    let answers = join_all((0..16).map(|_| app.join("main", Some("flaky-network-1")))).await;
+    let ids: std::collections::BTreeSet<&str> =
+        answers.iter().map(|(_, t)| t.ticket_id.as_str()).collect();
+    let statuses: Vec<u16> = answers.iter().map(|(s, _)| s.as_u16()).collect();
+    println!("statuses {statuses:?}, ticket ids {ids:?}");
+    assert_eq!(ids.len(), 1, "one key, several tickets: {ids:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 1);
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 15);
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 1);
 }
 
 async fn leaving_moves_everyone_behind_up_by_one(backend: Backend) {

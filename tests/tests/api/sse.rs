@@ -1,9 +1,12 @@
-//! Server-sent events: a ticket's stream follows leaves, admissions and pauses exactly.
+//! Server-sent events: a ticket's stream follows leaves, admissions and pauses exactly, and
+//! reaches a client at once through a buffering proxy and over h2c.
 
 use crate::paused_app;
 use reqwest::StatusCode;
 use serde_json::json;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
 use vestibule_shared::{paths, TicketState, TicketStatus};
 use vestibule_tests::{both_stores, on_redis_cluster_too, Backend};
 
@@ -183,4 +186,111 @@ async fn sse_positions_follow_leaves_admissions_and_pauses_exactly(backend: Back
         last.eta_seconds.is_some(),
         "a resumed room has an ETA again"
     );
+}
+
+/// A `curl -N` follower of an event stream; what it has read so far.
+struct CurlFollower {
+    name: &'static str,
+    child: tokio::process::Child,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl CurlFollower {
+    fn start(name: &'static str, url: String, http2: bool) -> Self {
+        let mut command = tokio::process::Command::new("curl");
+        command.args(["-sN", "-H", "Accept: text/event-stream"]);
+        if http2 {
+            command.arg("--http2-prior-knowledge");
+        }
+        let mut child = command
+            .arg(url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("curl runs (scripts/setup-tools.sh --test installs it)");
+        let mut stdout = child.stdout.take().expect("curl's stdout");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = seen.clone();
+        tokio::spawn(async move {
+            let mut buffer = vec![0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buffer).await {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
+            }
+        });
+        Self { name, child, seen }
+    }
+
+    /// Waits up to `within` for a `status` event whose data contains `needle`; how long it took.
+    async fn wait_for(&self, needle: &str, within: Duration) -> Option<Duration> {
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if self.seen.lock().unwrap().contains(needle) {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+}
+
+/// Vestibule answers SSE with `X-Accel-Buffering: no`: behind Debian's nginx with its default
+/// buffering (over HTTP/1.1 and over h2c), and straight over h2c (many streams per connection,
+/// as a CDN sends them), curl reads the first event at once and a position change within one
+/// refresh of it.
+// Reports: nginx/nginx#1505 (buffering breaks event streams), django-eventstream#37 and kin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_in_front_passes_every_event_at_once_over_http1_and_http2() {
+    use vestibule_tests::nginx::Nginx;
+    let app = paused_app(Backend::Memory, &["--sse-refresh-ms", "200"]).await;
+    let (_, ahead) = app.join("main", None).await;
+    let (_, follower) = app.join("main", None).await;
+    let upstream = app.url("");
+    let upstream = upstream.trim_end_matches('/');
+    let plain = Nginx::start(upstream, false).expect("nginx starts");
+    let h2c = Nginx::start(upstream, true).expect("nginx starts with h2c");
+    let path = paths::events("main", &follower.ticket_id);
+    let followers = [
+        CurlFollower::start("nginx, HTTP/1.1", format!("{}{path}", plain.base()), false),
+        CurlFollower::start("nginx, h2c", format!("{}{path}", h2c.base()), true),
+        CurlFollower::start("Vestibule, h2c", app.url(&path), true),
+    ];
+    for follower in &followers {
+        let took = follower
+            .wait_for("\"position\":2", Duration::from_secs(5))
+            .await;
+        println!("{}: first event after {took:?}", follower.name);
+        assert!(
+            took.is_some(),
+            "{}: no first event within 5 s: {:?}",
+            follower.name,
+            follower.seen.lock().unwrap()
+        );
+    }
+    assert_eq!(
+        app.leave("main", &ahead.ticket_id).await,
+        StatusCode::NO_CONTENT
+    );
+    for follower in &followers {
+        // The hub moves positions every 200 ms; 2 s leaves room for a busy box, far less than
+        // any proxy buffer would take to fill with one stream's events.
+        let took = follower
+            .wait_for("\"position\":1", Duration::from_secs(2))
+            .await;
+        println!("{}: position 1 after {took:?}", follower.name);
+        assert!(
+            took.is_some(),
+            "{}: the move to position 1 did not arrive within 2 s: {:?}",
+            follower.name,
+            follower.seen.lock().unwrap()
+        );
+    }
+    for mut follower in followers {
+        let _ = follower.child.kill().await;
+    }
 }

@@ -1,8 +1,10 @@
 //! Secrets (README "Guarantees"): no shopper sees another's ticket or token, ids are 128-bit,
-//! nothing is cached, CORS only for configured origins, no secret in the logs.
+//! nothing is cached, CORS only for configured origins, no secret in the logs; after a store
+//! stall every answer still belongs to the shopper who asked.
 
+use futures_util::future::join_all;
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
 use vestibule_shared::{paths, TicketState};
@@ -87,6 +89,69 @@ async fn no_response_to_one_shopper_reveals_another_shoppers_ticket_or_token() {
             }
         }
     }
+}
+
+/// Store calls given up after `--store-timeout-ms` leave Redis owing their replies: after a
+/// stall with many calls abandoned, every shopper's poll describes their own ticket at their own
+/// place, and every keyed join sent into the stall names its own ticket when retried.
+// Report: redis/redis-py#2624 (a cancelled command's reply was read by the next command).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_store_stall_every_answer_belongs_to_the_shopper_who_asked() {
+    const SHOPPERS: usize = 12;
+    let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
+    app.patch_room("main", json!({"paused": true})).await;
+    let mut tickets = Vec::new();
+    for i in 0..SHOPPERS {
+        let (_, ticket) = app.join("main", Some(&format!("shopper-{i}"))).await;
+        assert_eq!(ticket.position, Some(i as u64 + 1));
+        tickets.push(ticket.ticket_id);
+    }
+    let poll = |id: &str| app.client.get(app.url(&paths::ticket("main", id))).send();
+    let redis = app.redis.as_ref().unwrap();
+    redis.pause();
+    let stalled_polls = join_all(tickets.iter().map(|id| poll(id))).await;
+    let stalled_joins = join_all((0..SHOPPERS).map(|i| {
+        app.client
+            .post(app.url(&paths::tickets("main")))
+            .header("Idempotency-Key", format!("late-{i}"))
+            .send()
+    }))
+    .await;
+    redis.resume();
+    let stalled: Vec<u16> = stalled_polls
+        .iter()
+        .chain(stalled_joins.iter())
+        .map(|r| r.as_ref().map_or(0, |r| r.status().as_u16()))
+        .collect();
+    println!("answers during the stall: {stalled:?}");
+    assert!(
+        stalled.iter().all(|s| *s == 503 || *s == 504),
+        "{stalled:?}"
+    );
+    for round in 0..3 {
+        let answers = join_all(tickets.iter().map(|id| poll(id))).await;
+        for (i, (id, answer)) in tickets.iter().zip(answers).enumerate() {
+            let answer = answer.expect("poll answered");
+            assert_eq!(answer.status(), StatusCode::OK, "round {round}");
+            let body: Value = answer.json().await.unwrap();
+            assert_eq!(body["ticketId"], id.as_str(), "round {round}: {body}");
+            assert_eq!(body["position"], i + 1, "round {round}: {body}");
+        }
+    }
+    let late_keys: Vec<String> = (0..SHOPPERS).map(|i| format!("late-{i}")).collect();
+    let late = join_all(late_keys.iter().map(|key| app.join("main", Some(key)))).await;
+    let late_ids: std::collections::BTreeSet<String> =
+        late.iter().map(|(_, t)| t.ticket_id.clone()).collect();
+    assert_eq!(late_ids.len(), SHOPPERS, "two keys got one ticket");
+    assert!(late_ids.iter().all(|id| !tickets.contains(id)));
+    for (i, (_, ticket)) in late.iter().enumerate() {
+        let (_, again) = app.join("main", Some(&format!("late-{i}"))).await;
+        assert_eq!(again.ticket_id, ticket.ticket_id);
+    }
+    assert_eq!(
+        app.get_json(&paths::room("main")).await.1["waiting"],
+        2 * SHOPPERS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,14 @@
+//! What an operator meets running Vestibule: a Redis that may evict keys, shutdown with clients
+//! that never read, client addresses behind proxies, and a server started from another folder.
+//! Each case first failed as tried by hand, or replays a fault reported against another product
+//! (named beside the test); each is kept here as the test of its fix.
+//!
+//! One test binary (link time), one file per concern: add a test to the file of its concern, or
+//! a new `mod` here.
+
+mod client_addresses;
+mod client_bounds;
+mod redis_settings;
+mod replica_metrics;
+mod serving_threads;
+mod started_elsewhere;
