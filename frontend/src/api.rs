@@ -16,7 +16,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, Headers, RequestCache, RequestInit, Response};
 
 use crate::json::FromJson;
-use crate::urls::{api_url, current_base, encode_component};
+use crate::urls::{current_base, encode_component, room_api_url};
 
 /// Longest `Retry-After` the page honours; a larger value is treated as this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
@@ -112,10 +112,7 @@ impl ApiError {
 
 /// `{base}api/v1/rooms/{room}/{rest}` with the room percent-encoded.
 fn room_url(room: &str, rest: &str) -> String {
-    api_url(
-        &current_base(),
-        &format!("rooms/{}/{rest}", encode_component(room)),
-    )
+    room_api_url(&current_base(), room, rest)
 }
 
 fn tickets_path(room: &str) -> String {

@@ -87,6 +87,8 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
     let busy = move || outcome.with(|o| matches!(o, Outcome::Sending | Outcome::Retrying));
     let ordered = move || outcome.with(|o| matches!(o, Outcome::Ordered(_)));
     let no_token = move || token_checked.get() && token.with(Option::is_none) && !ordered();
+    // Memoised as `<Show>` does, without its fallback view: a smaller page.
+    let no_token_shown = ArcMemo::new(move |_| no_token());
     let valid_until_text = move || {
         expires_at
             .get()
@@ -217,12 +219,12 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 })}
             </section>
 
-            <Show when=no_token>
+            {move || no_token_shown.get().then(|| view! {
                 <p class="notice" id="no-token">
                     {t(lang, Text::NoToken)} " "
                     <a href=waiting_href.clone()>{t(lang, Text::BackToLine)}</a>
                 </p>
-            </Show>
+            })}
 
             // Without a token an order can only be refused: offer the way back instead.
             // Disabled while an order is in flight and once it is placed: one order per token.

@@ -55,16 +55,10 @@ pub enum HandoffState {
     Sending,
     /// The session is open; the page is about to go to `return`.
     Done,
-    /// The token goes by a top-level form POST to `action` (the shop's or the gate's hand-off
-    /// route) with `return`, once the turn was announced; the "Continue to checkout" button
-    /// (`#handoff-continue`) posts it again (a framed page may only navigate the top after a
-    /// click).
-    Posting {
-        /// The hand-off route (absolute on another origin, or under the base).
-        action: String,
-        /// The `return` field: a path on the action's origin.
-        back: String,
-    },
+    /// The token goes by a top-level form POST ([`FormHandoff`]) once the turn was announced;
+    /// the "Continue to checkout" button (`#handoff-continue`) posts it again (a framed page
+    /// may only navigate the top after a click).
+    Posting,
     /// The server did not take the token: shown with "Try again".
     Failed {
         /// Worth trying again as it is: no answer (offline, timeout), 429 or 5xx; `false` for
@@ -96,16 +90,25 @@ impl HandoffState {
         }
     }
 
-    /// The `data-state` value: `"idle"`, `"sending"`, `"done"` or `"failed"`.
+    /// The `data-state` value: `"idle"`, `"sending"`, `"done"`, `"posting"` or `"failed"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Idle => "idle",
             Self::Sending => "sending",
             Self::Done => "done",
-            Self::Posting { .. } => "posting",
+            Self::Posting => "posting",
             Self::Failed { .. } => "failed",
         }
     }
+}
+
+/// Where a form hand-off posts the token: the shop's or the gate's hand-off route.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FormHandoff {
+    /// The hand-off route (absolute on another origin, or under the base).
+    pub action: String,
+    /// The `return` field: a path on the action's origin.
+    pub back: String,
 }
 
 /// The way out of the waiting room for one page; see the module docs.
@@ -127,6 +130,8 @@ pub struct Exit {
     framed: bool,
     /// The page's base (the gate's hand-off route is under it).
     base: String,
+    /// The form hand-off, once admitted, when the page hands the token over by a form.
+    form: RefCell<Option<FormHandoff>>,
 }
 
 impl Exit {
@@ -151,6 +156,7 @@ impl Exit {
             embed,
             framed: matches!(params.host, Host::Framed { .. }),
             base: params.base.clone(),
+            form: RefCell::new(None),
         })
     }
 
@@ -170,30 +176,27 @@ impl Exit {
     pub fn admitted(self: &Rc<Self>, token: Option<&str>, checkout: String) {
         self.turn_at.set(js_sys::Date::now());
         let own_origin = window().location().origin().unwrap_or_default();
-        let return_to = self.return_to.as_deref();
-        let posting = token.and_then(|token| {
-            form_handoff(
-                &self.room,
-                &self.base,
-                self.framed,
-                &own_origin,
-                return_to,
-                &checkout,
-            )
-            .map(|state| (token.to_owned(), state))
-        });
-        if let Some((token, state)) = posting {
+        let form = form_handoff(
+            &self.room,
+            &self.base,
+            self.framed,
+            &own_origin,
+            self.return_to.as_deref(),
+            &checkout,
+        );
+        if let (Some(form), Some(token)) = (form, token) {
+            self.token.replace(Some(token.to_owned()));
+            self.form.replace(Some(form));
             // The embedder hears of the turn first and may keep the page where it is (its
             // parent navigates, or said so).
-            self.token.replace(Some(token.clone()));
             let this = Rc::clone(self);
             let leave: Box<dyn FnOnce()> = Box::new(move || {
-                this.state.set(state);
+                this.state.set(HandoffState::Posting);
                 // After the turn was announced. A browser that keeps a frame from navigating
                 // the top without a click leaves the button to do it.
                 set_timeout(move || this.post(), TURN_ANNOUNCEMENT);
             });
-            self.embed.admitted(&checkout, Some(&token), Some(leave));
+            self.embed.admitted(&checkout, Some(token), Some(leave));
             return;
         }
         if !self.is_gate() {
@@ -213,10 +216,8 @@ impl Exit {
     /// Posts the token to the hand-off route by a top-level form (the "Continue to checkout"
     /// button too); nothing unless the hand-off is a form one.
     pub fn post(&self) {
-        if let (HandoffState::Posting { action, back }, Some(token)) =
-            (self.state.get_untracked(), self.token.borrow().as_deref())
-        {
-            let _ = submit_form(&action, token, &back);
+        if let (Some(form), Some(token)) = (&*self.form.borrow(), self.token.borrow().as_deref()) {
+            let _ = submit_form(&form.action, token, &form.back);
         }
     }
 
@@ -272,30 +273,21 @@ pub fn form_handoff(
     own_origin: &str,
     return_to: Option<&str>,
     checkout: &str,
-) -> Option<HandoffState> {
-    let route = format!(
-        "api/v1/rooms/{}/handoff",
-        crate::urls::encode_component(room)
-    );
-    match url_origin(checkout) {
+) -> Option<FormHandoff> {
+    let (under, back) = match url_origin(checkout) {
         Some(shop) if !shop.eq_ignore_ascii_case(own_origin) => {
-            let path = &checkout[shop.len()..];
-            let back = match return_to {
-                Some(back) => safe_return(back),
-                None if path.is_empty() => "/",
-                None => safe_return(path),
-            };
-            Some(HandoffState::Posting {
-                action: format!("{shop}/_vestibule/{route}"),
-                back: back.to_owned(),
-            })
+            // `get`, not an index: a slice that might panic brings the panic's message
+            // formatting into the WASM. An empty path is not a safe return: `/` then.
+            let path = checkout.get(shop.len()..).unwrap_or_default();
+            (shop + "/_vestibule/", return_to.unwrap_or(path))
         }
-        _ if framed => return_to.map(|back| HandoffState::Posting {
-            action: format!("{base}{route}"),
-            back: safe_return(back).to_owned(),
-        }),
-        _ => None,
-    }
+        _ if framed => (base.to_owned(), return_to?),
+        _ => return None,
+    };
+    Some(FormHandoff {
+        action: crate::urls::room_api_url(&under, room, "handoff"),
+        back: safe_return(back).to_owned(),
+    })
 }
 
 /// Posts `entryToken` and `return` to `action` by a hidden form with `target="_top"`: a
@@ -320,11 +312,9 @@ fn submit_form(action: &str, token: &str, back: &str) -> Option<()> {
         form.append_child(&input).ok()?;
     }
     doc.body()?.append_child(&form).ok()?;
-    // HTMLFormElement.submit(), called by name: no extra web-sys binding in the page.
-    let submit = js_sys::Reflect::get(&form, &"submit".into()).ok()?;
-    let sent = submit.dyn_into::<js_sys::Function>().ok()?.call0(&form);
+    let sent = form.unchecked_ref::<web_sys::HtmlFormElement>().submit();
     form.remove();
-    sent.ok().map(|_| ())
+    sent.ok()
 }
 
 /// Leaves for `href` without leaving this page in the history.
@@ -381,7 +371,7 @@ mod tests {
     #[test]
     fn a_shop_on_another_origin_gets_the_token_at_its_own_origin() {
         let posting = |action: &str, back: &str| {
-            Some(HandoffState::Posting {
+            Some(FormHandoff {
                 action: action.into(),
                 back: back.into(),
             })

@@ -31,12 +31,17 @@ pub fn encode_component(value: &str) -> String {
 /// The base of `pathname` (a URL path, `/…`): everything up to and including its last `/`;
 /// `/` when it has none.
 pub fn base_of(pathname: &str) -> &str {
-    // `rsplit_once`, not an index: a string slice that might panic brings the panic's message
-    // formatting (Debug of a char, Unicode tables) into the WASM (issue 47).
-    match pathname.rsplit_once('/') {
-        Some((head, _)) => pathname.get(..=head.len()).unwrap_or("/"),
-        None => "/",
-    }
+    // `get`, not an index: a string slice that might panic brings the panic's message
+    // formatting (Debug of a char, Unicode tables) into the WASM; the last `/` found by bytes,
+    // not by a `str` pattern (a smaller page).
+    last_slash(pathname)
+        .and_then(|at| pathname.get(..=at))
+        .unwrap_or("/")
+}
+
+/// Where the last `/` of `path` is.
+fn last_slash(path: &str) -> Option<usize> {
+    path.bytes().rposition(|b| b == b'/')
 }
 
 thread_local! {
@@ -70,7 +75,9 @@ pub enum View {
 
 /// The view of the page at `pathname`, by its path relative to the base.
 pub fn view_of(pathname: &str) -> View {
-    let relative = pathname.rsplit_once('/').map_or(pathname, |(_, last)| last);
+    let relative = last_slash(pathname)
+        .and_then(|at| pathname.get(at + 1..))
+        .unwrap_or(pathname);
     if relative == "checkout" {
         View::Checkout
     } else {
@@ -82,6 +89,12 @@ pub fn view_of(pathname: &str) -> View {
 /// `/_vestibule/api/v1/rooms/main`.
 pub fn api_url(base: &str, path: &str) -> String {
     format!("{base}api/v1/{path}")
+}
+
+/// `{base}api/v1/rooms/{room}/{rest}` with the room percent-encoded; `base` may be absolute (a
+/// shop's `https://shop.example/_vestibule/`).
+pub fn room_api_url(base: &str, room: &str, rest: &str) -> String {
+    api_url(base, &format!("rooms/{}/{rest}", encode_component(room)))
 }
 
 /// Whether `target` is a path on this origin that is safe to navigate to: it starts with exactly
@@ -100,15 +113,23 @@ pub fn is_same_origin_path(target: &str) -> bool {
 /// character (`%2F%2F`, `%5C`, `%09`, `%0A`, `%0D`…), or has a dot segment: a path a decoding
 /// server reads as another one, or that the gate refuses as ambiguous.
 fn has_unclean_escape(target: &str) -> bool {
-    let path = target.split(['?', '#']).next().unwrap_or_default();
-    let lower = path.to_ascii_lowercase();
-    // `%0x` and `%1x` are the control characters; an escaped dot is never needed in a path.
-    ["%0", "%1", "%7f", "%2f", "%5c", "%2e"]
-        .iter()
-        .any(|escape| lower.contains(escape))
-        || path
-            .split('/')
-            .any(|segment| segment == "." || segment == "..")
+    // Bytes, not `str` patterns and substring searches: a smaller page.
+    let path = target
+        .as_bytes()
+        .split(|&b| b == b'?' || b == b'#')
+        .next()
+        .unwrap_or_default();
+    // `%0x` and `%1x` are the control characters, `%7F` too; an escaped dot is never needed in
+    // a path.
+    path.windows(3).any(|triple| match *triple {
+        [b'%', high, low] => matches!(
+            (high, low.to_ascii_lowercase()),
+            (b'0' | b'1', _) | (b'7', b'f') | (b'2', b'f' | b'e') | (b'5', b'c')
+        ),
+        _ => false,
+    }) || path
+        .split(|&b| b == b'/')
+        .any(|segment| segment == b"." || segment == b"..")
 }
 
 /// Where gate mode sends an admitted shopper: the page URL's `return` when it is a clean
@@ -182,6 +203,9 @@ mod tests {
             "/drops/42/buy?size=9&colour=red#top",
             "/checkout?next=%2F%2Fx",
             "/path\\with-a-backslash-later",
+            "/sale/50%25-off/%E2%9C%93",
+            "/a/.well/..b/x.",
+            "/100%",
         ] {
             assert!(is_same_origin_path(path), "{path}");
             assert_eq!(safe_return(path), path);
@@ -200,6 +224,11 @@ mod tests {
             "/%0d/x",
             "/checkout/../admin",
             "/checkout/%2e%2e/admin",
+            "/a%7Fb",
+            "/a%7f",
+            "/%1b",
+            "/checkout/.",
+            "/./checkout?x=1",
         ] {
             assert_eq!(safe_return(target), "/", "{target:?}");
         }

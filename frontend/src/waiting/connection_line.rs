@@ -42,6 +42,8 @@ pub fn ConnectionLine(
             Connection::Retrying { .. } | Connection::Offline
         )
     };
+    // Memoised as `<Show>` does, without its fallback view: a smaller page.
+    let retry_now_shown = ArcMemo::new(move |_| can_retry_now());
     view! {
         <p
             id="connection"
@@ -54,7 +56,7 @@ pub fn ConnectionLine(
             <span class="connection-text">
                 {move || connection_text(lang, connection.get(), transport.get())}
             </span>
-            <Show when=can_retry_now>
+            {move || retry_now_shown.get().then(|| view! {
                 <button type="button" class="link-button" id="retry-now"
                     on:click=move |ev| {
                         queue.with_value(|q| q.retry_now());
@@ -62,7 +64,7 @@ pub fn ConnectionLine(
                     }>
                     {t(lang, Text::RetryNow)}
                 </button>
-            </Show>
+            })}
         </p>
     }
 }

@@ -67,6 +67,8 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     let queue = StoredValue::new_local(queue);
     let phase = state.phase;
     let checking = state.checking;
+    // Memoised as `<Show>` does, without its fallback view: a smaller page.
+    let checking_shown = ArcMemo::new(move |_| checking.get());
     let joining = Signal::derive(move || phase.with(|p| *p == Phase::Joining));
     mark_place_on_screen(phase);
     let room_name = params.room.clone();
@@ -82,11 +84,11 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
             </header>
             <StatusSection params=params.clone() phase=phase queue=queue exit=exit />
             <Countdown lang=lang phase=phase />
-            <Show when=move || checking.get()>
+            {move || checking_shown.get().then(|| view! {
                 <p id="checking-browser" class="checking" role="status">
                     {t(lang, Text::CheckingBrowser)}
                 </p>
-            </Show>
+            })}
             <WaiterMessage lang=lang phase=phase />
             <Stats lang=lang phase=phase connection=state.connection joining=joining />
             <ProgressBar

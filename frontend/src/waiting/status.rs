@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use leptos::prelude::*;
+use leptos::{either::Either, prelude::*};
 use vestibule_shared::{RoomState, TicketState};
 
 use crate::{
@@ -88,10 +88,29 @@ fn LeaveLine(
     on_leave: impl Fn(&web_sys::Event) + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let asking = RwSignal::new(false);
-    view! {
-        <Show
-            when=move || asking.get()
-            fallback=move || view! {
+    // Memoised as `<Show>` does, with an `Either` rather than its boxed fallback view: a
+    // smaller page.
+    let shown = ArcMemo::new(move |_| asking.get());
+    move || {
+        if shown.get() {
+            Either::Left(view! {
+                <div class="confirm" role="group" aria-labelledby="leave-question">
+                    <p id="leave-question" tabindex="-1">{t(lang, Text::LeaveQuestion)}</p>
+                    <button type="button" class="button button-secondary" id="leave-confirm"
+                        on:click=move |ev| on_leave(&ev)>
+                        {t(lang, Text::LeaveConfirm)}
+                    </button>
+                    <button type="button" class="button" id="leave-cancel"
+                        on:click=move |ev| {
+                            asking.set(false);
+                            focus_after_render(&ev, "leave-line");
+                        }>
+                        {t(lang, Text::StayInLine)}
+                    </button>
+                </div>
+            })
+        } else {
+            Either::Right(view! {
                 <button type="button" class="link-button" id="leave-line"
                     on:click=move |ev| {
                         asking.set(true);
@@ -99,23 +118,8 @@ fn LeaveLine(
                     }>
                     {t(lang, Text::LeaveLine)}
                 </button>
-            }
-        >
-            <div class="confirm" role="group" aria-labelledby="leave-question">
-                <p id="leave-question" tabindex="-1">{t(lang, Text::LeaveQuestion)}</p>
-                <button type="button" class="button button-secondary" id="leave-confirm"
-                    on:click=move |ev| on_leave(&ev)>
-                    {t(lang, Text::LeaveConfirm)}
-                </button>
-                <button type="button" class="button" id="leave-cancel"
-                    on:click=move |ev| {
-                        asking.set(false);
-                        focus_after_render(&ev, "leave-line");
-                    }>
-                    {t(lang, Text::StayInLine)}
-                </button>
-            </div>
-        </Show>
+            })
+        }
     }
 }
 
@@ -130,33 +134,36 @@ fn HandoffStep(lang: Lang, exit: StoredValue<Rc<Exit>, LocalStorage>) -> impl In
     let step = move || {
         let current = state.get();
         let done = current == HandoffState::Done;
-        let posting = matches!(current, HandoffState::Posting { .. });
+        let posting = matches!(current, HandoffState::Posting);
         let text = current.failure_text();
         let code = match current {
             HandoffState::Failed { code, .. } => code,
             _ => None,
         };
+        // One button: "Continue to checkout" (`#handoff-continue`) posts the form again;
+        // "Try again" (`#handoff-retry`), after what went wrong, retries.
+        let (id, label) = if posting {
+            ("handoff-continue", Text::ContinueToCheckout)
+        } else {
+            ("handoff-retry", Text::TryAgain)
+        };
         view! {
             {done.then(|| view! {
                 <a class="button" href=target.clone()>{t(lang, Text::ContinueToCheckout)}</a>
             })}
-            {posting.then(|| view! {
-                <button type="button" class="button" id="handoff-continue"
-                    on:click=move |_| exit.with_value(|e| e.post())>
-                    {t(lang, Text::ContinueToCheckout)}
-                </button>
-            })}
-            {text.is_some().then(|| view! {
-                <p class="notice" id="handoff-error">
-                    {t(lang, text.unwrap_or(Text::HandoffRefused))}
-                </p>
+            {(posting || text.is_some()).then(|| view! {
+                {text.map(|text| view! { <p class="notice" id="handoff-error">{t(lang, text)}</p> })}
                 {code.map(|code| view! { <p class="error-code"><code>{code}</code></p> })}
-                <button type="button" class="button" id="handoff-retry"
+                <button type="button" class="button" id=id
                     on:click=move |ev| {
-                        exit.with_value(|e| e.retry());
-                        focus_after_render(&ev, "status");
+                        if posting {
+                            exit.with_value(|e| e.post());
+                        } else {
+                            exit.with_value(|e| e.retry());
+                            focus_after_render(&ev, "status");
+                        }
                     }>
-                    {t(lang, Text::TryAgain)}
+                    {t(lang, label)}
                 </button>
             })}
         }
@@ -178,7 +185,7 @@ pub fn StatusSection(
     let handoff = exit.with_value(|e| e.state);
     let next_step = move || {
         // A form hand-off (to a shop on another origin) shows its form, gate mode or not.
-        let posting = matches!(handoff.get(), HandoffState::Posting { .. });
+        let posting = matches!(handoff.get(), HandoffState::Posting);
         phase.with(|p| match p {
             Phase::Ticket(s) => match s.status {
                 TicketState::TokenIssued if gate || posting => NextStep::HandOff,
@@ -233,20 +240,22 @@ pub fn StatusSection(
                 <a class="button" href=href>{t(lang, Text::ContinueToCheckout)}</a>
             })}
             {(step == NextStep::HandOff).then(|| view! { <HandoffStep lang=lang exit=exit /> })}
-            {(step == NextStep::JoinAgain).then(|| view! {
-                <button type="button" class="button" id="join-again"
-                    on:click=move |ev| {
-                        queue.with_value(|q| q.join_again());
-                        focus_after_render(&ev, "status");
-                    }>
-                    {t(lang, Text::JoinAgain)}
-                </button>
-            })}
-            {(step == NextStep::Reload).then(|| view! {
-                <button type="button" class="button"
-                    on:click=move |_| { let _ = window().location().reload(); }>
-                    {t(lang, Text::TryAgain)}
-                </button>
+            {(step == NextStep::JoinAgain || step == NextStep::Reload).then(|| {
+                // One button for both: "Join again" (`#join-again`) or "Try again" (reload).
+                let join = step == NextStep::JoinAgain;
+                view! {
+                    <button type="button" class="button" id=join.then_some("join-again")
+                        on:click=move |ev| {
+                            if join {
+                                queue.with_value(|q| q.join_again());
+                                focus_after_render(&ev, "status");
+                            } else {
+                                let _ = window().location().reload();
+                            }
+                        }>
+                        {t(lang, if join { Text::JoinAgain } else { Text::TryAgain })}
+                    </button>
+                }
             })}
         }
     };
