@@ -186,6 +186,19 @@ impl Puzzle {
     }
 }
 
+
+/// Lets the browser run what is waiting (input, frames, timers) before going on.
+async fn yield_to_page() {
+    let Ok(channel) = web_sys::MessageChannel::new() else {
+        return;
+    };
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        channel.port1().set_onmessage(Some(resolve.unchecked_ref()));
+        let _ = channel.port2().post_message(&JsValue::NULL);
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,16 +232,4 @@ mod tests {
             assert!(bots::solves(challenge, nonce, difficulty));
         }
     }
-}
-
-/// Lets the browser run what is waiting (input, frames, timers) before going on.
-async fn yield_to_page() {
-    let Ok(channel) = web_sys::MessageChannel::new() else {
-        return;
-    };
-    let promise = js_sys::Promise::new(&mut |resolve, _| {
-        channel.port1().set_onmessage(Some(resolve.unchecked_ref()));
-        let _ = channel.port2().post_message(&JsValue::NULL);
-    });
-    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
