@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::connections::{serve, ConnectionLimits, MakeApp};
 use crate::http;
 use crate::ids::random_id;
-use crate::room::hub_loop::{self, HubContext};
+use crate::room::ticket_watch::refresh_loop::{self, HubContext};
 use crate::room::{scheduler, sync};
 use crate::room::{RoomRuntime, Rooms};
 use crate::state::{AppState, AppStateParts};
@@ -233,7 +233,7 @@ impl Application {
         tasks.spawn(sync::run_each_room(
             state.rooms.clone(),
             state.shutdown.clone(),
-            move |room| hub_loop::run(context.clone(), room),
+            move |room| refresh_loop::run(context.clone(), room),
         ));
         tasks.spawn(sync::sync_loop(
             state.rooms.clone(),
