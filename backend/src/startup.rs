@@ -12,12 +12,12 @@ use tokio::task::JoinSet;
 
 use crate::bots::Bots;
 use crate::config::Config;
-use crate::connections::{serve, ConnectionLimits, MakeApp};
 use crate::http;
 use crate::ids::random_id;
 use crate::room::ticket_watch::refresh_loop::{self, HubContext};
 use crate::room::{scheduler, sync};
 use crate::room::{RoomRuntime, Rooms};
+use crate::server::{serve, ConnectionLimits, MakeApp};
 use crate::state::{AppState, AppStateParts};
 use crate::store::durable::{DurableOptions, DurableStore};
 use crate::store::memory::MemoryStore;
