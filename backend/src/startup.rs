@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::bots::Bots;
-use crate::config::Config;
+use crate::config::{Config, InvalidConfig};
 use crate::http;
 use crate::ids::random_id;
 use crate::room::ticket_watch::refresh_loop::{self, HubContext};
@@ -62,7 +62,7 @@ impl Application {
     /// # Errors
     /// Invalid config, an unreachable Redis, or a socket that cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        config.validate().map_err(anyhow::Error::msg)?;
+        config.validate().map_err(InvalidConfig)?;
         let mut redis_handle = None;
         let (store, keys, challenge_key): (Arc<dyn Store>, _, _) = match config.redis_target() {
             Some(target) => {
