@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 pub use crate::room::eta::{PollTier, PollTiers};
 pub use crate::room::outage::{OutagePolicies, OutagePolicy};
 pub use embed::EmbedArgs;
-use vestibule_shared::{is_valid_room_slug, settings};
+use vestibule_shared::settings;
 
 /// Default protected prefix: the demo checkout's order endpoint.
 pub const DEFAULT_PROTECTED_PREFIX: &str = "/api/v1/rooms/{room}/orders";
@@ -306,252 +306,6 @@ impl FromStr for DataDir {
 }
 
 impl Config {
-    /// Checks every field's range and form.
-    ///
-    /// # Errors
-    /// A one-line reason naming the flag, e.g. `--tick-ms must be 10–10000, got 0`.
-    pub fn validate(&self) -> Result<(), String> {
-        self.tokens.validate()?;
-        self.embed.validate(&self.cors_origins)?;
-        self.check_redis_target()?;
-        if self.rooms.is_empty() {
-            return Err("--rooms needs at least one room".into());
-        }
-        for (i, room) in self.rooms.iter().enumerate() {
-            if !is_valid_room_slug(room) {
-                return Err(format!(
-                    "--rooms: {room:?} is not a room slug [a-z0-9-]{{1,64}}"
-                ));
-            }
-            if self.rooms[..i].contains(room) {
-                return Err(format!("--rooms names {room:?} twice"));
-            }
-        }
-        // The room settings' bounds live with their type (`vestibule_shared::settings`).
-        settings::check_admission_rate(self.admission_rate).map_err(|bounds| {
-            format!(
-                "--admission-rate must be {bounds}, got {}",
-                self.admission_rate
-            )
-        })?;
-        settings::check_token_ttl_secs(self.token_ttl_secs).map_err(|bounds| {
-            format!(
-                "--token-ttl-secs must be {bounds}, got {}",
-                self.token_ttl_secs
-            )
-        })?;
-        settings::check_max_active_users(self.max_active_users).map_err(|bounds| {
-            format!(
-                "--max-active-users must be {bounds}, got {:?}",
-                self.max_active_users
-            )
-        })?;
-        if !(10..=10_000).contains(&self.tick_ms) {
-            return Err(format!("--tick-ms must be 10–10000, got {}", self.tick_ms));
-        }
-        if !(self.eta_margin.is_finite() && (0.0..=10.0).contains(&self.eta_margin)) {
-            return Err(format!(
-                "--eta-margin must be 0–10, got {}",
-                self.eta_margin
-            ));
-        }
-        if let Some(token) = &self.admin_token {
-            let token = token.expose_secret();
-            if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err("--admin-token must be at least 16 printable ASCII characters".into());
-            }
-        }
-        if let Some(secret) = &self.user_assertion_secret {
-            if secret.expose_secret().len() < 16 {
-                return Err("--user-assertion-secret must be at least 16 bytes".into());
-            }
-        }
-        for (room, _) in &self.outage_policy.rooms {
-            if !self.rooms.contains(room) {
-                return Err(format!(
-                    "--outage-policy names {room:?}, which is not in --rooms"
-                ));
-            }
-        }
-        if let Some(header) = &self.client_ip_header {
-            if axum::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-                return Err(format!(
-                    "--client-ip-header {header:?} is not a header name"
-                ));
-            }
-        }
-        for prefix in &self.protected_prefixes {
-            if !prefix.starts_with('/') {
-                return Err(format!(
-                    "--protected-prefixes: {prefix:?} must start with /"
-                ));
-            }
-        }
-        for origin in &self.cors_origins {
-            embed::check_origin(origin)?;
-        }
-        if self.lease_ms < 2 * self.tick_ms {
-            return Err(format!(
-                "--lease-ms must be at least two ticks ({} ms), got {}",
-                2 * self.tick_ms,
-                self.lease_ms
-            ));
-        }
-        if !(50..=30_000).contains(&self.store_timeout_ms) {
-            return Err(format!(
-                "--store-timeout-ms must be 50–30000, got {}",
-                self.store_timeout_ms
-            ));
-        }
-        if !(50..=60_000).contains(&self.sse_refresh_ms) {
-            return Err(format!(
-                "--sse-refresh-ms must be 50–60000, got {}",
-                self.sse_refresh_ms
-            ));
-        }
-        if self.max_body_bytes < 256 {
-            return Err("--max-body-bytes must be at least 256".into());
-        }
-        if self.header_read_timeout_secs == 0 {
-            return Err("--header-read-timeout-secs must be at least 1".into());
-        }
-        if !(1..=16).contains(&self.trusted_proxy_hops) {
-            return Err(format!(
-                "--trusted-proxy-hops must be 1–16, got {}",
-                self.trusted_proxy_hops
-            ));
-        }
-        if self.shutdown_grace_secs > 3600 {
-            return Err(format!(
-                "--shutdown-grace-secs must be 0–3600, got {}",
-                self.shutdown_grace_secs
-            ));
-        }
-        if !(-20..=19).contains(&self.scheduler_nice) {
-            return Err(format!(
-                "--scheduler-nice must be -20–19, got {}",
-                self.scheduler_nice
-            ));
-        }
-        if self.serving_threads > 256 {
-            return Err(format!(
-                "--serving-threads must be 0–256 (0: one per CPU core), got {}",
-                self.serving_threads
-            ));
-        }
-        if !(1..=100_000).contains(&self.http2_max_streams) {
-            return Err(format!(
-                "--http2-max-streams must be 1–100000, got {}",
-                self.http2_max_streams
-            ));
-        }
-        if !(1..=3600).contains(&self.write_timeout_secs) {
-            return Err(format!(
-                "--write-timeout-secs must be 1–3600, got {}",
-                self.write_timeout_secs
-            ));
-        }
-        if !(1..=86_400).contains(&self.redis_safety_check_secs) {
-            return Err(format!(
-                "--redis-safety-check-secs must be 1–86400, got {}",
-                self.redis_safety_check_secs
-            ));
-        }
-        if self.request_timeout_secs == 0 {
-            return Err("--request-timeout-secs must be at least 1".into());
-        }
-        self.gate.validate(&self.rooms)?;
-        if let Some(dir) = &self.data_dir.0 {
-            if dir.as_os_str().is_empty() {
-                return Err("--data-dir must be a folder or none".into());
-            }
-            if dir.exists() && !dir.is_dir() {
-                return Err(format!(
-                    "--data-dir {} exists and is not a folder",
-                    dir.display()
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The settings a new room `room` starts with: [`Config::default_settings`], with the
-    /// checkout in gate mode at the room's first gated path unless `--checkout-url` names one.
-    pub fn default_settings_for(&self, room: &str) -> crate::store::Settings {
-        let mut settings = self.default_settings();
-        if settings.checkout_url.is_none() {
-            settings.checkout_url = self.gate.default_checkout(room);
-        }
-        settings
-    }
-
-    /// A room's settings before any operator change.
-    pub fn default_settings(&self) -> crate::store::Settings {
-        crate::store::Settings {
-            abandon_after_ms: crate::store::default_abandon_after_ms(),
-            hold_place_ms: crate::store::default_hold_place_ms(),
-            sale: Default::default(),
-            labels: Default::default(),
-            queueing_method: Default::default(),
-            pow_difficulty: 0,
-            pow_auto_joins_per_sec: None,
-            require_user_assertion: false,
-            admission_rate_per_sec: self.admission_rate,
-            paused: false,
-            token_ttl_ms: self.token_ttl_secs * 1000,
-            max_active_users: self.max_active_users,
-            checkout_url: self.embed.checkout_url.clone(),
-            share_token_with_embedder: self.embed.share_token_with_embedder,
-            opens_at_ms: None,
-            prequeue_opens_at_ms: None,
-        }
-    }
-
-    /// What the HTTP layer takes from this configuration.
-    pub fn http_config(&self) -> crate::http::config::HttpConfig {
-        crate::http::config::HttpConfig {
-            rooms: self.rooms.clone(),
-            default_settings: self.default_settings(),
-            cors_origins: self.cors_origins.clone(),
-            user_assertion_secret: self.user_assertion_secret.clone(),
-            origin_api_key: self.tokens.origin_api_key.clone(),
-            protected_prefixes: self.protected_prefixes.clone(),
-            outage_policy: self.outage_policy.clone(),
-            joins_per_ip_per_minute: self.joins_per_ip_per_minute,
-            challenge_ttl_secs: self.challenge_ttl_secs,
-            client_ip_header: self.client_ip_header.clone(),
-            trusted_proxy_hops: self.trusted_proxy_hops,
-            retry_after_secs: self.retry_after_secs,
-            max_body_bytes: self.max_body_bytes,
-            request_timeout_secs: self.request_timeout_secs,
-            static_dir: self.static_dir.clone(),
-            api_prefix: self.gate.enabled().then(|| self.gate.prefix()),
-        }
-    }
-
-    /// What every store call takes from this configuration: the lease and how long ended
-    /// tickets are kept.
-    pub fn store_options(&self) -> crate::store::StoreOptions {
-        crate::store::StoreOptions {
-            lease_ms: self.lease_ms,
-            keep_ms: self.terminal_ticket_ttl_secs * 1000,
-        }
-    }
-
-    /// What a room's tasks and a ticket's status take from this configuration.
-    pub fn room_options(&self) -> crate::room::RoomOptions {
-        let gate = self.gate.clone();
-        crate::room::RoomOptions {
-            tick: self.tick(),
-            sse_refresh_ms: self.sse_refresh_ms,
-            poll_tiers: self.poll_tiers.clone(),
-            eta_margin: self.eta_margin,
-            cors_origins: self.cors_origins.clone(),
-            page_base: self.gate.page_base(),
-            default_checkout: std::sync::Arc::new(move |room: &str| gate.default_checkout(room)),
-        }
-    }
-
     /// The scheduler tick.
     pub fn tick(&self) -> Duration {
         Duration::from_millis(self.tick_ms)
@@ -609,31 +363,6 @@ impl Config {
                 .collect(),
         ))
     }
-
-    fn check_redis_target(&self) -> Result<(), String> {
-        if self.redis_url.is_some() && self.redis_cluster.is_some() {
-            return Err(
-                "--redis-url and --redis-cluster (VESTIBULE_REDIS_URL, VESTIBULE_REDIS_CLUSTER) \
-                 exclude each other: give one Redis, or the seed nodes of one cluster"
-                    .into(),
-            );
-        }
-        if let Some(RedisTarget::Cluster(urls)) = self.redis_target() {
-            if urls.is_empty() {
-                return Err("--redis-cluster needs at least one redis:// URL".into());
-            }
-            for url in urls {
-                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                    return Err(format!(
-                        "--redis-cluster: {:?} is not a redis:// or rediss:// URL (a cluster is \
-                         reached over TCP)",
-                        redact_url_password(url)
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Replaces the password of `scheme://user:password@host` with `***`.
@@ -651,5 +380,10 @@ pub fn redact_url_password(url: &str) -> String {
 }
 
 mod embed;
+mod layers;
+mod validate;
+
+pub use validate::InvalidConfig;
+
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@
 //! - [`demo`]: `vestibule demo`: a demo room with synthetic shoppers (issue 14).
 //! - [`config`]: CLI flags and `VESTIBULE_*` environment variables, validated.
 //! - [`startup`]: [`Application`]: builds the store, rooms and tasks, then serves.
-//! - [`connections`]: the accept loop, HTTP/1.1 and h2c, with a bound on every wait on a client.
+//! - [`server`]: the serving threads and the accept loop, HTTP/1.1 and h2c, with a bound on every
+//!   wait on a client.
 //! - [`state`]: the shared [`state::AppState`] (handles, no rules).
 //! - [`http`]: the HTTP edge: routes (one module per resource), error type, entry-token layer,
 //!   client address, user assertions.
@@ -21,8 +22,8 @@
 //! - [`verify_draw`]: the `vestibule verify-draw` subcommand (recomputes a published draw).
 
 pub mod config;
-pub mod connections;
 pub mod demo;
+pub mod server;
 pub mod startup;
 pub mod telemetry;
 pub mod verify_draw;

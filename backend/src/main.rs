@@ -3,6 +3,7 @@
 //! with a demo room that synthetic shoppers join (`vestibule::demo`).
 
 use clap::Parser as _;
+use vestibule::config::InvalidConfig;
 use vestibule::{Application, Config};
 
 /// mimalloc instead of glibc's malloc: every request allocates (hyper reserves an 8 KiB read
@@ -25,13 +26,14 @@ async fn main() -> std::process::ExitCode {
     } else {
         Config::parse()
     };
-    if let Err(reason) = config.validate() {
-        eprintln!("vestibule: invalid configuration: {reason}");
-        return std::process::ExitCode::from(2);
-    }
+    // `Application::build` validates the configuration first, before it touches anything.
     let application = match Application::build(config).await {
         Ok(application) => application,
         Err(error) => {
+            if let Some(InvalidConfig(reason)) = error.downcast_ref() {
+                eprintln!("vestibule: invalid configuration: {reason}");
+                return std::process::ExitCode::from(2);
+            }
             eprintln!("vestibule: cannot start: {error:#}");
             return std::process::ExitCode::FAILURE;
         }

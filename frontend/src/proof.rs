@@ -186,7 +186,6 @@ impl Puzzle {
     }
 }
 
-
 /// Lets the browser run what is waiting (input, frames, timers) before going on.
 async fn yield_to_page() {
     let Ok(channel) = web_sys::MessageChannel::new() else {

@@ -1,7 +1,7 @@
 //! `GET /api/v1/rooms/{room}/tickets/{ticketId}/events`: a ticket's status as Server-Sent Events.
 //!
 //! Sends `event: status` with the TicketStatus JSON at once, then whenever it changes (fed by the
-//! room's [`vestibule_room::sse_hub`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
+//! room's [`vestibule_room::ticket_watch`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
 //! [`KEEP_ALIVE_SECS`] without news; ends after a terminal status or when the server shuts down.
 //! The keep-alive is an event, not a comment, because a browser hands comments to no one: the
 //! page needs to hear it to tell a quiet stream from a hung connection.

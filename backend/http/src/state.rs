@@ -106,7 +106,7 @@ impl AppState {
     }
 
     /// The same state with another store handle: a serving thread's own Redis connection, made on
-    /// its runtime (`connections::serve`), also noted in `store_handles`. Every other part is
+    /// its runtime (`server::serve`), also noted in `store_handles`. Every other part is
     /// shared.
     pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
         let parts = &self.0;

@@ -9,8 +9,9 @@
 //! - [`figures`]: every room's live figures for the admin event stream, read once a second.
 //! - [`counters`]: a room's running totals here (joins, polls, admissions, …) and its leadership.
 //! - [`scheduler`]: per-room admission ticks, leader lease and quota with carry.
-//! - [`sse_hub`]: batched fan-out of ticket updates to SSE streams.
-//! - [`hub_loop`]: each room's SSE refresh loop, with the little it needs ([`hub_loop::HubContext`]).
+//! - [`ticket_watch`]: pushes ticket updates to SSE streams (one batched store call per refresh)
+//!   and answers polls from memory; its refresh loop, with the little it needs
+//!   ([`ticket_watch::refresh_loop::HubContext`]).
 //! - [`status`]: a ticket's public status from its record and the room's settings (pure).
 //! - [`public_state`]: the room's public state (`OPEN`, `PAUSED`, `SOLD_OUT`, `CLOSED`, …) and how it shows on tickets.
 //! - [`eta`]: the ETA and poll-hint formulas, and the poll-hint tiers.
@@ -25,7 +26,6 @@ pub mod bots;
 pub mod counters;
 pub mod eta;
 pub mod figures;
-pub mod hub_loop;
 pub mod opening;
 pub mod options;
 pub mod outage;
@@ -35,9 +35,9 @@ pub mod public_state;
 pub mod registry;
 pub mod runtime;
 pub mod scheduler;
-pub mod sse_hub;
 pub mod status;
 pub mod sync;
+pub mod ticket_watch;
 pub mod tokens;
 
 pub use options::{replica_id, RoomOptions};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::eta::PollTiers;
 use crate::options::RoomOptions;
-use crate::sse_hub::PollRules;
+use crate::ticket_watch::PollRules;
 use vestibule_store::Settings;
 
 /// The abandon time is never under this many of the longest poll hint a ticket can be given.
@@ -39,7 +39,7 @@ pub fn stream_presence_every(abandon_ms: u64) -> Duration {
 }
 
 /// The rules a poll answered from memory follows in a room with `settings` (see
-/// [`crate::sse_hub::SseHub::answer_poll`]).
+/// [`crate::ticket_watch::SseHub::answer_poll`]).
 pub fn poll_rules(options: &RoomOptions, settings: &Settings) -> PollRules {
     let longest = options.poll_tiers.after_ms(u64::MAX);
     PollRules {

@@ -6,7 +6,7 @@ use std::sync::RwLock;
 use std::sync::Arc;
 
 use crate::counters::RoomCounters;
-use crate::sse_hub::SseHub;
+use crate::ticket_watch::SseHub;
 use crate::tokens::TokenService;
 use vestibule_store::{Pace, RoomId, Settings, VersionedSettings};
 

@@ -1,5 +1,5 @@
 //! Each room's SSE refresh loop: wakes every `--sse-refresh-ms` (or at once when the scheduler
-//! admits) and lets the room's [`crate::sse_hub::SseHub`] move every open stream with one store
+//! admits) and lets the room's [`super::SseHub`] move every open stream with one store
 //! call. It gets exactly what it uses (like mini-redis's `Handler`): the store, the settings
 //! that shape a status, and the shutdown signal.
 
