@@ -19,6 +19,7 @@ pub mod image;
 pub mod lottery;
 pub mod presence;
 pub mod room;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
