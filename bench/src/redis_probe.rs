@@ -1,4 +1,4 @@
-//! Reading and loading Redis directly, in the key layout the server uses (ARCHITECTURE.md):
+//! Reading and loading Redis directly, in the key layout the server uses (docs/internals.md):
 //! `vestibule:{room}:g1:queue` (ZSET ticket id → arrival seq), `vestibule:{room}:g1:seq`
 //! (counter), `vestibule:{room}:g1:ticket:{id}` (HASH state, tok, exp once admitted). The bench's
 //! rooms are created once each, on a Redis of their own: generation 1.

@@ -6,7 +6,7 @@
 //! master of its first key's slot, and a pipeline (atomic or not) to the master of the slot of its
 //! first command with a key: every pipeline must therefore stay within one slot (the client
 //! refuses one that does not, `CROSSSLOT`), which the key layout guarantees (`{room}` per room,
-//! `{_catalog}` for the catalog: ARCHITECTURE.md "Redis keys"). `SCAN`, `INFO` and `CONFIG`
+//! `{_catalog}` for the catalog: docs/internals.md "Redis keys"). `SCAN`, `INFO` and `CONFIG`
 //! have no key and are routed by [`RedisConnection::on_slot_master`] and
 //! [`RedisConnection::on_every_node`].
 
