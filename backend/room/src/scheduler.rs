@@ -16,7 +16,7 @@ use crate::pace::{PaceMeter, TickSample};
 use crate::presence::effective_abandon_ms;
 use crate::RoomRuntime;
 use vestibule_store::ids::{entry_token, random_id};
-use vestibule_store::{now_ms, AdmitRequest, Store};
+use vestibule_store::{now_ms, AdmitOutcome, AdmitRequest, Settings, Store, StoreError};
 
 /// The quota arithmetic of one room, kept by its leader.
 #[derive(Debug, Clone, Default)]
@@ -74,190 +74,260 @@ pub async fn run(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     room: Arc<RoomRuntime>,
 ) {
-    let holder = random_id();
-    let tick = options.tick;
-    let labels = [("room", room.name.clone())];
-    let mut quota = Quota::default();
-    let mut meter = PaceMeter::default();
-    let mut leader: Option<Leadership> = None;
-    let mut largest_tick = 0u64;
-    let mut outage_logged = false;
-    metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+    let mut scheduler = Scheduler::new(store, options, room);
     // Ticks on a grid (not a fixed delay after each tick's work): the elapsed time between two
     // ticks then averages exactly `tick`, and a late tick's debt is paid by the next, early one.
-    let mut ticker = tokio::time::interval(tick);
+    let mut ticker = tokio::time::interval(scheduler.options.tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut due = ticker.tick().await.into_std();
-    let mut lateness = TickLateness::new(&labels);
-
+    let mut lateness = TickLateness::new(&scheduler.labels);
     loop {
         let started = Instant::now();
         lateness.record(started.saturating_duration_since(due));
-        let result = match leader.as_mut() {
-            // The lease goes over the scheduler's own connection like the admissions: a
-            // follower's tick must not wait behind request traffic either, or it would take
-            // over late when the leader dies.
-            None => match store.lease(room.id(), &holder).await {
-                Ok(lease) => {
-                    room.set_settings(lease.settings);
-                    room.set_active_users(lease.active);
-                    room.set_pace(lease.pace.unwrap_or_default());
-                    if let Some(epoch) = lease.epoch {
-                        tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
-                        metrics::gauge!("vestibule_scheduler_leader", &labels).set(1.0);
-                        room.counters.set_leader_epoch(Some(epoch));
-                        leader = Some(Leadership::taken(epoch, started));
-                        quota.reset();
-                        meter.lost_track();
-                    }
-                    Ok(())
-                }
-                Err(vestibule_store::StoreError::RoomLost(_)) => {
-                    // Redis restarted without persistence: written back as this runtime holds
-                    // it (the first replica to write it wins).
-                    write_back_document(&*store, &room).await
-                }
-                Err(error) => Err(error),
-            },
-            Some(leadership) => {
-                let elapsed = leadership.owed_since_last_tick(started);
-                let settings = room.settings();
-                let now = now_ms();
-                opening_step(&*store, &room, &holder, leadership.epoch, now).await;
-                // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and
-                // the draw"); the store also admits nobody while a pre-queue waits for its draw.
-                let closed = opening_phase(&settings, now) != Phase::Open;
-                let granted = if settings.paused || closed {
-                    quota.reset();
-                    0
-                } else {
-                    quota.take(settings.admission_rate_per_sec, elapsed, tick)
-                };
-                let tokens: Vec<String> = (0..granted).map(|_| entry_token(&room.name)).collect();
-                let request = AdmitRequest {
-                    holder: &holder,
-                    epoch: leadership.epoch,
-                    now_ms: now,
-                    token_ttl_ms: settings.token_ttl_ms,
-                    max_active_users: settings.max_active_users,
-                    tokens: &tokens,
-                    abandon_after_ms: effective_abandon_ms(&settings, &options.poll_tiers),
-                    hold_place_ms: settings.hold_place_ms,
-                    instant_bank_max: instant_bank_max(
-                        settings.admission_rate_per_sec,
-                        settings.paused || closed,
-                        tick,
-                    ),
-                    pace: Some(meter.pace()),
-                };
-                match store.admit(room.id(), &request).await {
-                    Ok(outcome) if outcome.fenced => {
-                        tracing::warn!(room = %room.name, epoch = leadership.epoch, "admission refused by the fencing epoch: another process leads now, or the room was deleted");
-                        metrics::counter!("vestibule_admissions_fenced_total", &labels)
-                            .increment(1);
-                        metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
-                        room.counters.set_leader_epoch(None);
-                        leader = None;
-                        quota.reset();
-                        Ok(())
-                    }
-                    Ok(outcome) => {
-                        quota.settle_short(granted, outcome.admitted);
-                        // Instant joins since the last tick: the store's count of shoppers ever
-                        // admitted moved by more than this tick's pops.
-                        let before = outcome.popped.saturating_sub(outcome.admitted);
-                        let instant = leadership
-                            .popped
-                            .map_or(0, |last| before.saturating_sub(last));
-                        leadership.popped = Some(outcome.popped);
-                        let cap_limited = settings.max_active_users.is_some()
-                            && !settings.paused
-                            && outcome.admitted < granted
-                            && outcome.waiting > 0;
-                        meter.record(&TickSample {
-                            elapsed_secs: elapsed.as_secs_f64(),
-                            admitted: outcome.admitted + instant,
-                            waiting: outcome.waiting,
-                            active: outcome.active,
-                            cap_limited,
-                            paused: settings.paused,
-                        });
-                        let pace = meter.pace();
-                        room.set_pace(pace);
-                        if cap_limited {
-                            metrics::counter!("vestibule_cap_limited_ticks_total", &labels)
-                                .increment(1);
-                        }
-                        metrics::counter!("vestibule_instant_admissions_total", &labels)
-                            .increment(instant);
-                        room.set_active_users(outcome.active);
-                        if let Some(config) = outcome.settings {
-                            room.set_settings(config);
-                        }
-                        metrics::counter!("vestibule_admission_ticks_total", &labels).increment(1);
-                        metrics::counter!("vestibule_admissions_total", &labels)
-                            .increment(outcome.admitted);
-                        room.counters
-                            .ticked(outcome.admitted + instant, outcome.expired);
-                        metrics::counter!("vestibule_tokens_expired_total", &labels)
-                            .increment(outcome.expired);
-                        metrics::counter!("vestibule_skipped_silent_total", &labels)
-                            .increment(outcome.skipped);
-                        if outcome.admitted > largest_tick {
-                            largest_tick = outcome.admitted;
-                            metrics::gauge!("vestibule_largest_tick_admissions", &labels)
-                                .set(largest_tick as f64);
-                        }
-                        if outcome.admitted > 0 || outcome.skipped > 0 {
-                            room.hub.wake();
-                        }
-                        Ok(())
-                    }
-                    Err(error) => {
-                        // Unknown whether the lease survived: start over as a follower.
-                        metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
-                        room.counters.set_leader_epoch(None);
-                        leader = None;
-                        quota.reset();
-                        Err(error)
-                    }
-                }
-            }
-        };
-        match result {
-            Ok(()) => outage_logged = false,
-            Err(vestibule_store::StoreError::RoomGone(_)) if !outage_logged => {
-                // Not an outage: this generation of the room was deleted (or the room created
-                // again); the registry stops this runtime within a tick.
-                tracing::info!(room = %room.name, generation = room.generation, "this generation of the room is gone: its scheduler waits to be stopped");
-                outage_logged = true;
-            }
-            Err(error) if !outage_logged => {
-                tracing::warn!(room = %room.name, %error, "scheduler cannot reach the store; retrying every tick");
-                outage_logged = true;
-            }
-            Err(_) => {}
-        }
+        let result = scheduler.tick(started).await;
+        scheduler.report(result);
         tokio::select! {
             next = ticker.tick() => due = next.into_std(),
             _ = shutdown.changed() => break,
-            () = room.retired() => break,
+            () = scheduler.room.retired() => break,
         }
     }
-    // A stopped scheduler leads nothing (a deleted room's gauge must not stay at 1).
-    metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
-    room.counters.set_leader_epoch(None);
-    if leader.is_some() {
+    scheduler.stop().await;
+}
+
+/// One room's scheduler in this process: who it is, and what it carries from tick to tick.
+struct Scheduler {
+    store: Arc<dyn Store>,
+    options: Arc<RoomOptions>,
+    room: Arc<RoomRuntime>,
+    /// This process's name as a lease holder (random).
+    holder: String,
+    labels: [(&'static str, String); 1],
+    quota: Quota,
+    meter: PaceMeter,
+    /// `Some` while this process leads the room.
+    leader: Option<Leadership>,
+    /// The most admitted by one tick so far (a gauge).
+    largest_tick: u64,
+    /// An outage is logged once, until a tick succeeds again.
+    outage_logged: bool,
+}
+
+impl Scheduler {
+    fn new(store: Arc<dyn Store>, options: Arc<RoomOptions>, room: Arc<RoomRuntime>) -> Self {
+        let labels = [("room", room.name.clone())];
+        metrics::gauge!("vestibule_scheduler_leader", &labels).set(0.0);
+        Self {
+            store,
+            options,
+            room,
+            holder: random_id(),
+            labels,
+            quota: Quota::default(),
+            meter: PaceMeter::default(),
+            leader: None,
+            largest_tick: 0,
+            outage_logged: false,
+        }
+    }
+
+    /// One tick: a follower's lease call, or the leader's admission.
+    async fn tick(&mut self, started: Instant) -> Result<(), StoreError> {
+        if self.leader.is_some() {
+            self.lead(started).await
+        } else {
+            self.follow(started).await
+        }
+    }
+
+    /// A follower's tick: takes the lease if it is free, and refreshes the room's settings.
+    async fn follow(&mut self, started: Instant) -> Result<(), StoreError> {
+        // The lease goes over the scheduler's own connection like the admissions: a follower's
+        // tick must not wait behind request traffic either, or it would take over late when
+        // the leader dies.
+        let lease = match self.store.lease(self.room.id(), &self.holder).await {
+            Ok(lease) => lease,
+            // Redis restarted without persistence: written back as this runtime holds it (the
+            // first replica to write it wins).
+            Err(StoreError::RoomLost(_)) => {
+                return write_back_document(&*self.store, &self.room).await
+            }
+            Err(error) => return Err(error),
+        };
+        let room = &self.room;
+        room.set_settings(lease.settings);
+        room.set_active_users(lease.active);
+        room.set_pace(lease.pace.unwrap_or_default());
+        if let Some(epoch) = lease.epoch {
+            tracing::info!(room = %room.name, epoch, "this process now leads the room's scheduler");
+            metrics::gauge!("vestibule_scheduler_leader", &self.labels).set(1.0);
+            room.counters.set_leader_epoch(Some(epoch));
+            self.leader = Some(Leadership::taken(epoch, started));
+            self.quota.reset();
+            self.meter.lost_track();
+        }
+        Ok(())
+    }
+
+    /// The leader's tick: the opening's work, then one fenced admission of this tick's quota.
+    async fn lead(&mut self, started: Instant) -> Result<(), StoreError> {
+        let Some(leadership) = self.leader.as_mut() else {
+            return Ok(());
+        };
+        let (epoch, elapsed) = (leadership.epoch, leadership.owed_since_last_tick(started));
+        let settings = self.room.settings();
+        let now = now_ms();
+        opening_step(&*self.store, &self.room, &self.holder, epoch, now).await;
+        // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and the
+        // draw"); the store also admits nobody while a pre-queue waits for its draw.
+        let closed = opening_phase(&settings, now) != Phase::Open;
+        let tick = self.options.tick;
+        let granted = if settings.paused || closed {
+            self.quota.reset();
+            0
+        } else {
+            self.quota
+                .take(settings.admission_rate_per_sec, elapsed, tick)
+        };
+        let tokens: Vec<String> = (0..granted).map(|_| entry_token(&self.room.name)).collect();
+        let request = AdmitRequest {
+            holder: &self.holder,
+            epoch,
+            now_ms: now,
+            token_ttl_ms: settings.token_ttl_ms,
+            max_active_users: settings.max_active_users,
+            tokens: &tokens,
+            abandon_after_ms: effective_abandon_ms(&settings, &self.options.poll_tiers),
+            hold_place_ms: settings.hold_place_ms,
+            instant_bank_max: instant_bank_max(
+                settings.admission_rate_per_sec,
+                settings.paused || closed,
+                tick,
+            ),
+            pace: Some(self.meter.pace()),
+        };
+        match self.store.admit(self.room.id(), &request).await {
+            Ok(outcome) if outcome.fenced => {
+                tracing::warn!(room = %self.room.name, epoch, "admission refused by the fencing epoch: another process leads now, or the room was deleted");
+                metrics::counter!("vestibule_admissions_fenced_total", &self.labels).increment(1);
+                self.step_down();
+                Ok(())
+            }
+            Ok(outcome) => {
+                self.admitted(&outcome, granted, elapsed, &settings);
+                Ok(())
+            }
+            Err(error) => {
+                // Unknown whether the lease survived: start over as a follower.
+                self.step_down();
+                Err(error)
+            }
+        }
+    }
+
+    /// What a tick's admission did: the quota settled, the pace measured, the room's copy of
+    /// the settings and counts refreshed, the metrics counted, the ticket watch woken.
+    fn admitted(
+        &mut self,
+        outcome: &AdmitOutcome,
+        granted: u64,
+        elapsed: Duration,
+        settings: &Settings,
+    ) {
+        self.quota.settle_short(granted, outcome.admitted);
+        // Instant joins since the last tick: the store's count of shoppers ever admitted moved
+        // by more than this tick's pops.
+        let before = outcome.popped.saturating_sub(outcome.admitted);
+        let instant = match self.leader.as_mut() {
+            Some(leadership) => {
+                let instant = leadership
+                    .popped
+                    .map_or(0, |last| before.saturating_sub(last));
+                leadership.popped = Some(outcome.popped);
+                instant
+            }
+            None => 0,
+        };
+        let cap_limited = settings.max_active_users.is_some()
+            && !settings.paused
+            && outcome.admitted < granted
+            && outcome.waiting > 0;
+        self.meter.record(&TickSample {
+            elapsed_secs: elapsed.as_secs_f64(),
+            admitted: outcome.admitted + instant,
+            waiting: outcome.waiting,
+            active: outcome.active,
+            cap_limited,
+            paused: settings.paused,
+        });
+        let room = &self.room;
+        room.set_pace(self.meter.pace());
+        room.set_active_users(outcome.active);
+        if let Some(config) = outcome.settings.clone() {
+            room.set_settings(config);
+        }
+        room.counters
+            .ticked(outcome.admitted + instant, outcome.expired);
+        let labels = &self.labels;
+        if cap_limited {
+            metrics::counter!("vestibule_cap_limited_ticks_total", labels).increment(1);
+        }
+        metrics::counter!("vestibule_instant_admissions_total", labels).increment(instant);
+        metrics::counter!("vestibule_admission_ticks_total", labels).increment(1);
+        metrics::counter!("vestibule_admissions_total", labels).increment(outcome.admitted);
+        metrics::counter!("vestibule_tokens_expired_total", labels).increment(outcome.expired);
+        metrics::counter!("vestibule_skipped_silent_total", labels).increment(outcome.skipped);
+        if outcome.admitted > self.largest_tick {
+            self.largest_tick = outcome.admitted;
+            metrics::gauge!("vestibule_largest_tick_admissions", labels)
+                .set(self.largest_tick as f64);
+        }
+        if outcome.admitted > 0 || outcome.skipped > 0 {
+            room.hub.wake();
+        }
+    }
+
+    /// Leads no more (fenced, or unsure whether the lease survived): follows from the next tick.
+    fn step_down(&mut self) {
+        metrics::gauge!("vestibule_scheduler_leader", &self.labels).set(0.0);
+        self.room.counters.set_leader_epoch(None);
+        self.leader = None;
+        self.quota.reset();
+    }
+
+    /// Logs a failed tick once per outage.
+    fn report(&mut self, result: Result<(), StoreError>) {
+        let room = &self.room;
+        match result {
+            Ok(()) => self.outage_logged = false,
+            Err(StoreError::RoomGone(_)) if !self.outage_logged => {
+                // Not an outage: this generation of the room was deleted (or the room created
+                // again); the registry stops this runtime within a tick.
+                tracing::info!(room = %room.name, generation = room.generation, "this generation of the room is gone: its scheduler waits to be stopped");
+                self.outage_logged = true;
+            }
+            Err(error) if !self.outage_logged => {
+                tracing::warn!(room = %room.name, %error, "scheduler cannot reach the store; retrying every tick");
+                self.outage_logged = true;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// On the way out: leads nothing any more, and gives the lease up if it held it.
+    async fn stop(mut self) {
+        // A stopped scheduler leads nothing (a deleted room's gauge must not stay at 1).
+        let led = self.leader.is_some();
+        self.step_down();
+        if !led {
+            return;
+        }
         // A deleted room has no lease left to give up (the embedded store says so).
-        if let Err(error) = store
-            .release_lease(room.id(), &holder)
-            .await
-            .or_else(|error| match error {
-                vestibule_store::StoreError::RoomGone(_) => Ok(()),
-                other => Err(other),
-            })
-        {
-            tracing::warn!(room = %room.name, %error, "could not release the scheduler lease");
+        match self.store.release_lease(self.room.id(), &self.holder).await {
+            Ok(()) | Err(StoreError::RoomGone(_)) => {}
+            Err(error) => {
+                tracing::warn!(room = %self.room.name, %error, "could not release the scheduler lease");
+            }
         }
     }
 }
@@ -388,78 +458,4 @@ async fn write_back_document(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const TICK: Duration = Duration::from_millis(100);
-
-    #[test]
-    fn quota_carries_fractions_so_175_per_second_is_exact_over_a_second() {
-        let mut quota = Quota::default();
-        let per_tick: Vec<u64> = (0..10).map(|_| quota.take(175.0, TICK, TICK)).collect();
-        assert_eq!(per_tick.iter().sum::<u64>(), 175);
-        assert!(
-            per_tick.iter().all(|n| *n == 17 || *n == 18),
-            "{per_tick:?}"
-        );
-    }
-
-    #[test]
-    fn a_stalled_tick_admits_one_tick_and_the_rate_resumes_without_catching_up() {
-        let mut quota = Quota::default();
-        // A tick that ran 500 ms late may not admit 5 ticks' worth at once.
-        let late = quota.take(100.0, Duration::from_millis(600), TICK);
-        assert_eq!(late, 10);
-        // Nor later: every tick after it admits exactly the rate's share.
-        for _ in 0..60 {
-            assert_eq!(quota.take(100.0, TICK, TICK), 10);
-        }
-    }
-
-    #[test]
-    fn grid_jitter_is_paid_by_the_next_tick_so_every_second_admits_the_rate() {
-        let mut quota = Quota::default();
-        // On a grid a tick 7 ms late is followed by one 7 ms early.
-        let elapsed = [107, 93].map(Duration::from_millis);
-        let per_tick: Vec<u64> = (0..40)
-            .map(|i| quota.take(100.0, elapsed[i % 2], TICK))
-            .collect();
-        assert!(per_tick.iter().all(|n| *n <= 10), "{per_tick:?}");
-        for second in per_tick.chunks(10) {
-            let admitted: u64 = second.iter().sum();
-            assert!((99..=100).contains(&admitted), "{per_tick:?}");
-        }
-        assert!(per_tick.iter().sum::<u64>() >= 399, "{per_tick:?}");
-    }
-
-    #[test]
-    fn an_empty_queue_banks_no_capacity() {
-        let mut quota = Quota::default();
-        let granted = quota.take(175.0, TICK, TICK);
-        quota.settle_short(granted, 0);
-        assert!(quota.take(175.0, TICK, TICK) <= 18);
-    }
-
-    #[test]
-    fn the_first_tick_after_taking_the_lease_is_owed_one_tick_so_the_rate_holds_from_the_start() {
-        let taken_at = Instant::now();
-        let mut leadership = Leadership::taken(7, taken_at);
-        let mut quota = Quota::default();
-        let first = leadership.owed_since_last_tick(taken_at + TICK);
-        assert_eq!(first, TICK);
-        // The first second as leader, with a backlog: exactly the rate, 17 or 18 a tick.
-        let mut per_tick = vec![quota.take(175.0, first, TICK)];
-        for n in 2..=10 {
-            let elapsed = leadership.owed_since_last_tick(taken_at + TICK * n);
-            per_tick.push(quota.take(175.0, elapsed, TICK));
-        }
-        assert_eq!(per_tick.iter().sum::<u64>(), 175, "{per_tick:?}");
-    }
-
-    #[test]
-    fn a_slow_rate_admits_one_every_few_ticks() {
-        let mut quota = Quota::default();
-        let total: u64 = (0..100).map(|_| quota.take(2.5, TICK, TICK)).sum();
-        assert_eq!(total, 25);
-    }
-}
+mod tests;
