@@ -193,7 +193,7 @@ pub struct Config {
     pub joins_per_ip_per_minute: Option<std::num::NonZeroU32>,
 
     /// How long a proof-of-work challenge is accepted after it is issued, seconds (1–3600): long
-    /// enough for the highest difficulty on a slow phone (README "Bots at the door").
+    /// enough for the highest difficulty on a slow phone (docs/bots.md).
     #[arg(long, env = "VESTIBULE_CHALLENGE_TTL_SECS", default_value_t = 120,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub challenge_ttl_secs: u64,

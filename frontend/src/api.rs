@@ -148,7 +148,7 @@ pub async fn join(
     parse(&exchange(request, None, TICKET_CALL_TIMEOUT).await?)
 }
 
-/// A proof-of-work challenge for one join (README "Bots at the door").
+/// A proof-of-work challenge for one join (docs/bots.md, "Proof of work").
 ///
 /// # Errors
 /// 404 `room_not_found`, 503, [`ApiError::Network`], [`ApiError::Timeout`].

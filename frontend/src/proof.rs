@@ -1,4 +1,4 @@
-//! Proof of work on the page (README "Bots at the door"): when a join is refused for want of
+//! Proof of work on the page (docs/bots.md): when a join is refused for want of
 //! one, get a challenge, solve it without freezing the page, join with the solution.
 //!
 //! The solver runs on the main thread in slices of [`SLICE_MS`]: between slices it yields to the

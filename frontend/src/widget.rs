@@ -3,11 +3,11 @@
 //! view into every `[data-vestibule-room]` element of the storefront's page instead of the body.
 //!
 //! Each element gets an open shadow root holding the page's stylesheet and the view, so the
-//! storefront's CSS and the page's do not mix; the storefront styles the view through the
-//! custom properties the stylesheet reads (`--accent`, `--card`, …, README), which it sets on
-//! the element. Every API call goes to `base` (cross-origin: `--cors-origins`); the ticket is
-//! kept in the storefront origin's `localStorage` under `vestibule:{room}:…`, so a reload of
-//! the storefront page finds it. Events: [`crate::embed`].
+//! storefront's CSS and the page's do not mix; the storefront styles the view through the custom
+//! properties the stylesheet reads (`--accent`, `--card`, …, docs/embedding.md), which it sets on
+//! the element. Every API call goes to `base` (cross-origin: `--cors-origins`); the ticket is kept
+//! in the storefront origin's `localStorage` under `vestibule:{room}:…`, so a reload of the
+//! storefront page finds it. Events: [`crate::embed`].
 
 use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};

@@ -1,4 +1,4 @@
-//! Native solve times of the join's proof of work (README "Bots at the door", BENCHMARKS.md
+//! Native solve times of the join's proof of work (docs/bots.md, BENCHMARKS.md
 //! "Issue 16"): for each difficulty, fresh challenges solved with the reference solver
 //! (`vestibule_shared::bots::solve`) on one core. Mean seconds per solve = the CPU-seconds a
 //! bot farm pays per place at that difficulty.

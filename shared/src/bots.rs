@@ -125,7 +125,7 @@ mod tests {
     fn the_reference_solver_meets_the_difficulty_and_the_check_agrees() {
         let challenge = "main.1767225600000.12.abc.def";
         let nonce = solve(challenge, 12);
-        // The README's Python solver (hashlib, struct.pack(">Q", n)) finds this nonce too.
+        // The Python solver in docs/bots.md (hashlib, struct.pack(">Q", n)) finds this nonce too.
         assert_eq!(nonce, 1976);
         assert!(solution_bits(challenge, nonce) >= 12);
         assert!(solves(challenge, nonce, 12));

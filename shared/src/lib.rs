@@ -89,7 +89,7 @@ impl QueueingMethod {
     }
 }
 
-/// Where a ticket is in its life cycle (the README's API section and docs/internals.md).
+/// Where a ticket is in its life cycle (docs/api.md and docs/internals.md).
 ///
 /// `WAITING` → `TOKEN_ISSUED` → `COMPLETED` | `EXPIRED`; `LEFT` from `WAITING` or `TOKEN_ISSUED`.
 /// In a room with a scheduled opening, a join in the pre-queue window is `PRE_QUEUE` until the

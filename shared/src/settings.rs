@@ -4,7 +4,7 @@
 //! The server checks them at start (`--admission-rate`, `--token-ttl-secs`,
 //! `--max-active-users`; clap's ranges come from these consts) and on every admin `PATCH`
 //! ([`RoomSettingsPatch::validate`]). Units are in the names: `_PER_SEC` shoppers per second,
-//! `_SECS` seconds. The bounds are the ones documented in README "Configuration" and in the
+//! `_SECS` seconds. The bounds are the ones documented in docs/configuration.md and in the
 //! OpenAPI schema of [`RoomSettings`](crate::RoomSettings) (a backend test keeps them equal).
 
 use std::fmt;
@@ -47,7 +47,7 @@ pub const DISPLAY_NAME_MAX_CHARS: usize = 100;
 /// Longest message to waiters, characters (each language; issue 14).
 pub const WAITER_MESSAGE_MAX_CHARS: usize = 280;
 /// Highest proof-of-work difficulty, leading zero bits (2^26 hashes: about a minute on a phone;
-/// README "Bots at the door").
+/// docs/bots.md).
 pub const PROOF_OF_WORK_DIFFICULTY_MAX: u8 = 26;
 /// Lowest and highest auto-rise threshold, joins per second.
 pub const PROOF_OF_WORK_AUTO_JOINS_PER_SEC: RangeInclusive<u64> = 1..=1_000_000;

@@ -1,4 +1,4 @@
-//! Vestibule on a Redis Cluster (`--redis-cluster`, README "Redis Cluster"): rooms spread over
+//! Vestibule on a Redis Cluster (`--redis-cluster`, docs/operating.md): rooms spread over
 //! the masters with each room on one slot and the catalog on one slot, and a master killed
 //! mid-sale fails over to its replica while the room keeps its line and admits on. The API flows
 //! themselves run on a cluster too, from their own files (`api/*.rs`, `on_redis_cluster_too!`).
@@ -338,11 +338,11 @@ async fn a_master_killed_mid_sale_fails_over_and_the_room_keeps_its_line() {
         errors.len()
     );
 
-    // Nobody lost, nobody admitted twice. Everything answered before the replica caught up is
-    // on the new master exactly; what the scheduler admitted in the last moments before the
-    // kill could be lost by asynchronous replication (README "Redis Cluster"): such a shopper is
-    // back in line and admitted again, and its first token is refused as unknown, so nobody
-    // ever holds two live tokens.
+    // Nobody lost, nobody admitted twice. Everything answered before the replica caught up is on
+    // the new master exactly; what the scheduler admitted in the last moments before the kill could
+    // be lost by asynchronous replication (docs/operating.md, "Redis Cluster"): such a shopper is
+    // back in line and admitted again, and its first token is refused as unknown, so nobody ever
+    // holds two live tokens.
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     let mut readmitted = 0;
     for id in &ids {

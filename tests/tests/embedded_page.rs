@@ -2,7 +2,7 @@
 //!
 //! The test serves a storefront from another origin (another port on 127.0.0.1) that
 //! - frames the page (`/framed`: an `<iframe>` with `embed=1`, resized by `vestibule:resize`,
-//!   the README's snippet), and
+//!   the snippet in docs/embedding.md), and
 //! - mounts the widget (`/widget`: `<div data-vestibule-room>` + `widget.js`, listening to the
 //!   element's `CustomEvent`s and keeping navigation to itself with `preventDefault()`).
 //!
@@ -90,11 +90,10 @@ async fn page(State((app, requests)): State<Shop>, request: Request) -> Html<Str
         .unwrap_or("en")
         .to_owned();
     let body = match path.as_str() {
-        // The README's auto-resizing snippet.
-        // The README's auto-resizing snippet (`/framed`); `/framed-plain` leaves navigation to
-        // the page; `/framed-ask` asks for it with `vestibule:navigate-self` instead of `embed=1`;
-        // `/framed-meddled` too, while a sibling frame (an ad, say) keeps telling the page
-        // `true`: only the parent's word counts.
+        // The auto-resizing snippet of docs/embedding.md (`/framed`); `/framed-plain` leaves
+        // navigation to the page; `/framed-ask` asks for it with `vestibule:navigate-self` instead
+        // of `embed=1`; `/framed-meddled` too, while a sibling frame (an ad, say) keeps telling the
+        // page `true`: only the parent's word counts.
         "/framed" | "/framed-plain" | "/framed-ask" | "/framed-meddled" => {
             let embed = if path == "/framed" { "&embed=1" } else { "" };
             let sibling = if path == "/framed-meddled" {

@@ -494,9 +494,9 @@ async fn the_token_layer_on_a_protected_prefix_verifies_offline_then_asks_the_st
     );
 }
 
-/// The three-step rotation of README "Rotating the signing key", as a rolling restart of two
-/// replicas on one Redis with shoppers admitted throughout: each step restarts one replica at a
-/// time, and after every restart a token issued by each replica is used at the other (a
+/// The three-step rotation of docs/storefront.md, "Rotating the signing key", as a rolling restart
+/// of two replicas on one Redis with shoppers admitted throughout: each step restarts one replica
+/// at a time, and after every restart a token issued by each replica is used at the other (a
 /// storefront's consume), and one issued before the rotation at the end. No token is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_rotation_over_two_replicas_refuses_no_token() {

@@ -1,4 +1,4 @@
-//! Bots at the door (README "Bots at the door"): `GET …/rooms/{room}/challenge`, the checks a
+//! Bots at the door (docs/bots.md): `GET …/rooms/{room}/challenge`, the checks a
 //! join passes before the store sees it ([`check_join`]), and the operator's
 //! `GET /api/v1/admin/rooms/{room}/top-clients`.
 //!

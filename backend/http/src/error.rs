@@ -46,7 +46,7 @@ pub enum ApiError {
     /// 403 `user_assertion_invalid`.
     #[error("{0}")]
     UserAssertion(String),
-    /// A join refused by the room's bot defences (README "Bots at the door"): 403
+    /// A join refused by the room's bot defences (docs/bots.md): 403
     /// `user_assertion_required` or a `proof_of_work_*` code (409 reused, else 403).
     #[error("{message}")]
     JoinRefused {

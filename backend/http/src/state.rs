@@ -52,7 +52,7 @@ pub struct AppStateParts {
     pub tokens: Arc<vestibule_room::tokens::TokenService>,
     /// How the store is set up where that can lose queue state (Redis), as last checked.
     pub store_safety: Arc<RwLock<Option<vestibule_store::StoreSafety>>>,
-    /// Bot defences: the challenge key, join rates and top clients (README "Bots at the door").
+    /// Bot defences: the challenge key, join rates and top clients (docs/bots.md).
     pub bots: Arc<vestibule_room::bots::Bots>,
     /// The figures of the admin event stream, read once a second for every viewer.
     pub admin_feed: Arc<crate::admin_events::AdminFeed>,

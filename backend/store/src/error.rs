@@ -2,7 +2,7 @@
 
 /// Why a store call failed.
 ///
-/// The two outage kinds differ in what a client may assume (README "Retries"): after
+/// The two outage kinds differ in what a client may assume (docs/api.md, "Retries"): after
 /// [`StoreError::Unavailable`] the call surely did nothing; after [`StoreError::OutcomeUnknown`] a
 /// change may have happened, so the client must re-read (or retry with its idempotency key)
 /// before trying again. Reads never return `OutcomeUnknown`: a read that was not answered changed

@@ -42,7 +42,7 @@ pub struct Settings {
     /// When the pre-queue opens, Unix ms (≤ `opens_at_ms`); `None` = no pre-queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prequeue_opens_at_ms: Option<u64>,
-    /// Leading zero bits a join's proof of work needs; 0 = none (README "Bots at the door").
+    /// Leading zero bits a join's proof of work needs; 0 = none (docs/bots.md).
     #[serde(default)]
     pub pow_difficulty: u8,
     /// Joins/s (per replica) from which the difficulty rises a bit per doubling; `None` = fixed.

@@ -64,7 +64,7 @@ async fn join(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// `userId.expiry.hexHmac` as a storefront signs it (README "One place per person").
+/// `userId.expiry.hexHmac` as a storefront signs it (docs/bots.md, "One place per person").
 fn assertion(room: &str, user: &str) -> String {
     let expiry = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -704,10 +704,10 @@ async fn settings_lost_alone_are_written_back_as_held() {
     }
 }
 
-/// A Redis written by an earlier version (settings in `vestibule:{r}:settings`, the catalog
-/// under `vestibule:rooms…` with its deletion marks and incarnations) is moved into room
-/// documents at the first start, once (README "Upgrading"); its rooms become generation 0,
-/// whose keys are the old ones, so waiting shoppers carry on.
+/// A Redis written by an earlier version (settings in `vestibule:{r}:settings`, the catalog under
+/// `vestibule:rooms…` with its deletion marks and incarnations) is moved into room documents at the
+/// first start, once (docs/operating.md, "Upgrading"); its rooms become generation 0, whose keys
+/// are the old ones, so waiting shoppers carry on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catalog_under_the_old_key_names_is_moved_once_at_start() {
     let redis = RedisServer::start();

@@ -1,4 +1,4 @@
-//! Proof of work in the browser (issue 16, README "Bots at the door"): the page joins a room
+//! Proof of work in the browser (issue 16, docs/bots.md): the page joins a room
 //! that asks for proof of work, says "Checking your browser…" while it solves, and the page
 //! stays responsive meanwhile — a timer chain and `requestAnimationFrame` keep running, with no
 //! gap of a quarter second, through a solve of at least a second.

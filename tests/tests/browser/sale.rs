@@ -2,7 +2,7 @@
 //! that the room sold out within one poll (English, polling) or one SSE refresh (Korean, SSE), and
 //! shows the room's own message in its language (axe-core finds no violation); a page that joins
 //! a sold-out room says so.
-//! Screenshots: `target/screenshots/sold-out-{en,ko}.png` (the README shows copies in `docs/`).
+//! Screenshots: `target/screenshots/sold-out-{en,ko}.png` (docs/embedding.md shows copies).
 
 use std::time::{Duration, Instant};
 

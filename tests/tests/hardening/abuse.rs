@@ -1,4 +1,4 @@
-//! Abuse (README "Guarantees"): one client cannot flood a room with tickets, and refused joins
+//! Abuse (docs/guarantees.md): one client cannot flood a room with tickets, and refused joins
 //! do not count against it.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Leader failover (README "Guarantees"): fast, and a paused old leader is fenced.
+//! Leader failover (docs/guarantees.md): fast, and a paused old leader is fenced.
 
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Hostile input (README "Guarantees"): random requests get no 5xx; slow bodies and headers
+//! Hostile input (docs/guarantees.md): random requests get no 5xx; slow bodies and headers
 //! are cut off.
 
 use reqwest::StatusCode;

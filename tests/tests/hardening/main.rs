@@ -1,4 +1,4 @@
-//! Hardening: each promise of the README's "Guarantees" proven by injecting the fault.
+//! Hardening: each promise of docs/guarantees.md proven by injecting the fault.
 //!
 //! One test binary (link time), one file per promise: add a test to the file of its promise, or a
 //! new `mod` here.

@@ -1,4 +1,4 @@
-//! Store outage policy (README "Guarantees"): fast 503s under load, service back within 2 s,
+//! Store outage policy (docs/guarantees.md): fast 503s under load, service back within 2 s,
 //! and the `pass` policy.
 
 use reqwest::StatusCode;

@@ -1,4 +1,4 @@
-//! Persistence (README "Guarantees"): an AOF Redis restarted mid-sale keeps every ticket and
+//! Persistence (docs/guarantees.md): an AOF Redis restarted mid-sale keeps every ticket and
 //! token.
 
 use reqwest::StatusCode;

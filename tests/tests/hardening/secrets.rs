@@ -1,4 +1,4 @@
-//! Secrets (README "Guarantees"): no shopper sees another's ticket or token, ids are 128-bit,
+//! Secrets (docs/guarantees.md): no shopper sees another's ticket or token, ids are 128-bit,
 //! nothing is cached, CORS only for configured origins, no secret in the logs; after a store
 //! stall every answer still belongs to the shopper who asked.
 

@@ -1,5 +1,5 @@
-//! Proof-of-work challenges: issued signed, verified without the store (README "Bots at the
-//! door"; the puzzle's byte layout in `vestibule_shared::bots`).
+//! Proof-of-work challenges: issued signed, verified without the store (docs/bots.md,
+//! "Proof of work"; the puzzle's byte layout in `vestibule_shared::bots`).
 //!
 //! A challenge is `{room}.{expiresAtMs}.{difficulty}.{id}.{mac}`: `id` 128 random bits
 //! (22 URL-safe base64 characters), `mac` the URL-safe base64 HMAC-SHA256 of everything before

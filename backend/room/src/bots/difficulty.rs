@@ -1,5 +1,5 @@
 //! The difficulty in force: the room's setting, raised with the join rate when the room asks
-//! (README "Bots at the door", the curve).
+//! (docs/bots.md, "The automatic rise": the curve).
 
 /// Most bits the automatic rise adds to the room's difficulty.
 pub const AUTO_EXTRA_BITS_MAX: u8 = 8;

@@ -1,4 +1,4 @@
-//! Bots at the door (issue 16; README "Bots at the door", docs/DESIGN.md "Bots at the door"):
+//! Bots at the door (issue 16; docs/bots.md, docs/DESIGN.md "Bots at the door"):
 //! proof of work on joins, the difficulty's automatic rise, and who joins most.
 //!
 //! - [`challenge`]: signed challenges, their stateless check and why one is refused.

@@ -1,5 +1,5 @@
 //! Joins per client address in the last minute, counted by this replica (the admin API's
-//! top clients; README "Bots at the door").
+//! top clients; docs/bots.md, "What operators see").
 
 use std::collections::{HashMap, VecDeque};
 

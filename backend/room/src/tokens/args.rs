@@ -27,7 +27,7 @@ pub struct TokenArgs {
     /// The key that will sign next (PEM: PKCS#8 private key or SPKI public key): published in
     /// the JWKS and accepted from now on, never used to sign, so that once any replica signs
     /// with it every replica and every verifier already knows it (rotation step 1 of 3, see
-    /// README "Rotating the signing key").
+    /// docs/storefront.md, "Rotating the signing key").
     #[arg(long, env = "VESTIBULE_NEXT_SIGNING_KEY_FILE")]
     pub next_signing_key_file: Option<PathBuf>,
 

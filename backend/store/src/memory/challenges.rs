@@ -1,5 +1,5 @@
-//! The embedded store's used proof-of-work challenges: a map swept by expiry (README "Bots at
-//! the door"). Not journaled: the embedded challenge key lives in the process only.
+//! The embedded store's used proof-of-work challenges: a map swept by expiry (docs/bots.md,
+//! "Proof of work"). Not journaled: the embedded challenge key lives in the process only.
 
 use std::collections::HashMap;
 

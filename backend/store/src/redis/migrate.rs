@@ -1,4 +1,4 @@
-//! Rooms an earlier version of Vestibule wrote, moved into documents at start (README
+//! Rooms an earlier version of Vestibule wrote, moved into documents at start (docs/operating.md,
 //! "Upgrading"). Before documents, a room's settings were the hash `vestibule:{r}:settings`, a
 //! deleted room was marked by the key `vestibule:{r}:gone`, and the set of rooms was
 //! `vestibule:rooms` in the earliest versions, [`ROOMS_KEY`] since. Each such room becomes

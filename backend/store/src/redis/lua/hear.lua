@@ -83,8 +83,9 @@ for i = EACH, #ARGV do
   local seq = redis.call('ZSCORE', queue, id)
   if not seq then
     local held = redis.call('HMGET', key, 'state', 'seq', 'exp')
-    -- pcall: a Redis full under `noeviction` refuses the first write of a script (OOM); the
-    -- ticket then stays held and the poll is still answered (README "Redis settings Vestibule needs").
+    -- pcall: a Redis full under `noeviction` refuses the first write of a script (OOM); the ticket
+    -- then stays held and the poll is still answered (docs/operating.md, "Redis settings Vestibule
+    -- needs").
     if held[1] == 'HELD' and tonumber(held[3]) > now
         and not writes_refused(redis.pcall('ZADD', queue, held[2], id)) then
       seq = held[2]
