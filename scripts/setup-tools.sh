@@ -2,7 +2,8 @@
 # Installs what the build and the test suite need, skipping every step already done.
 # Pinned versions: keep them equal to Cargo.lock / Trunk.toml (see TOOLCHAIN notes in README).
 #   --page   : wasm32 target, trunk, wasm-bindgen-cli, wasm-opt (binaryen from npm), brotli
-#   --test   : the above plus redis-server, redis-cli, Chromium, ChromeDriver and axe-core (npm)
+#   --test   : the above plus redis-server, redis-cli, Chromium, ChromeDriver, axe-core and
+#              eventsource (npm)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -13,6 +14,8 @@ PYTHON_TOOLS="schemathesis==4.32.5 httpx==0.28.1 httpx-sse==0.4.3 requests==2.32
 WASM_BINDGEN_VERSION=0.2.130
 BINARYEN_VERSION=132
 AXE_CORE_VERSION=4.11.0
+# A standard EventSource client for the SSE reconnect test (tests/tests/api/sse.rs).
+EVENTSOURCE_VERSION=4.1.1
 
 want_test=0
 for arg in "$@"; do
@@ -89,6 +92,10 @@ if [ "$want_test" = 1 ]; then
   if [ ! -f "$tools/node_modules/axe-core/axe.min.js" ]; then
     log "installing axe-core@$AXE_CORE_VERSION from npm into .tools/"
     (cd "$tools" && npm install --no-audit --no-fund --silent "axe-core@$AXE_CORE_VERSION" >/dev/null)
+  fi
+  if [ ! -f "$tools/node_modules/eventsource/package.json" ]; then
+    log "installing eventsource@$EVENTSOURCE_VERSION from npm into .tools/"
+    (cd "$tools" && npm install --no-audit --no-fund --silent "eventsource@$EVENTSOURCE_VERSION" >/dev/null)
   fi
 fi
 log "tools ready"

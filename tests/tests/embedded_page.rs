@@ -534,3 +534,38 @@ async fn the_widget_is_accessible_and_moves_focus_to_each_result_inside_its_shad
     assert_eq!(waiting(&app).await, 3, "one place for the widget");
     browser.close().await.unwrap();
 }
+
+/// A storefront's own fetch-based event-stream client resumes a stream with `Last-Event-ID`
+/// (and `Cache-Control`): headers a browser only sends cross-origin after a preflight, which
+/// CORS must pass for a configured storefront.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storefronts_fetch_stream_reconnects_with_last_event_id_through_a_preflight() {
+    let (app, shop, _) = sale("/checkout", true).await;
+    let (_, ticket) = app.join("main", None).await;
+    let driver = ChromeDriver::start();
+    let profile = tempfile::tempdir().unwrap();
+    let browser = driver.browser(profile.path(), "en-US").await;
+    browser.goto(&shop.url("/")).await.unwrap();
+    let resume = "var done = arguments[arguments.length - 1]; \
+        fetch(arguments[0], {headers: {'Last-Event-ID': '0', 'Cache-Control': 'no-cache'}}) \
+          .then(function (r) { \
+            var reader = r.body.getReader(); \
+            return reader.read().then(function (chunk) { \
+              reader.cancel(); \
+              done(r.status + ' ' + new TextDecoder().decode(chunk.value)); \
+            }); \
+          }, function (e) { done('refused: ' + e); });";
+    let url = app.url(&format!(
+        "/api/v1/rooms/main/tickets/{}/events",
+        ticket.ticket_id
+    ));
+    let answer = browser
+        .execute_async(resume, vec![json!(url)])
+        .await
+        .unwrap();
+    let answer = answer.as_str().unwrap_or_default().to_owned();
+    assert!(answer.starts_with("200 "), "{answer}");
+    assert!(answer.contains("event: status"), "{answer}");
+    assert!(answer.contains("\"status\":\"WAITING\""), "{answer}");
+    browser.close().await.unwrap();
+}

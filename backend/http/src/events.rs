@@ -3,6 +3,11 @@
 //! Sends `event: status` with the TicketStatus JSON at once, then whenever it changes (fed by the
 //! room's [`vestibule_room::ticket_watch`]), with an increasing `id`, and `event: keepalive` (data `{}`) after
 //! [`KEEP_ALIVE_SECS`] without news; ends after a terminal status or when the server shuts down.
+//!
+//! A finished ticket's stream must not invite reconnects: the terminal status goes out with the id
+//! [`FINAL_EVENT_ID`] and a [`FINAL_RETRY`] hint, and a reconnect that names that id
+//! (`Last-Event-ID`) is answered 204, which the SSE standard defines as "stop reconnecting". A
+//! reconnect that names any other id still gets the final status once, so no client misses it.
 //! The keep-alive is an event, not a comment, because a browser hands comments to no one: the
 //! page needs to hear it to tell a quiet stream from a hung connection.
 
@@ -10,9 +15,9 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, HeaderName, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use futures_util::{stream, StreamExt};
 use tokio_stream::wrappers::WatchStream;
 use utoipa_axum::router::OpenApiRouter;
@@ -32,6 +37,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Seconds without news before a keep-alive event (the page drops a stream silent for two).
 pub const KEEP_ALIVE_SECS: u64 = 10;
 
+/// The `id` of the event that carries a terminal status (the others count 0, 1, 2, …).
+pub const FINAL_EVENT_ID: &str = "end";
+
+/// The `retry` sent with the terminal status: a client that reconnects anyway waits this long
+/// before it asks, and is then answered 204.
+pub const FINAL_RETRY: Duration = Duration::from_secs(60);
+
 /// Streams a ticket's status changes.
 #[utoipa::path(
     get,
@@ -43,9 +55,13 @@ pub const KEEP_ALIVE_SECS: u64 = 10;
         JSON>`: the current status at once, then each change. After 10 s without news the server \
         sends `event: keepalive` with `data: {}` (an event, not a comment, so a browser's \
         EventSource sees it): a client that hears nothing for about 20 s should reconnect. The \
-        stream stays open while the ticket is WAITING and after TOKEN_ISSUED, and ends after the \
-        first terminal status (COMPLETED, EXPIRED, LEFT) or when the server shuts down; \
-        reconnecting (with or without `Last-Event-ID`) starts again with the current status.",
+        stream stays open while the ticket is PRE_QUEUE, WAITING or TOKEN_ISSUED, and ends after \
+        the first final status (COMPLETED, EXPIRED, LEFT, SOLD_OUT) or when the server shuts \
+        down. The final status is sent with `id: end` and `retry: 60000`; a reconnect that sends \
+        `Last-Event-ID: end` is answered 204 No Content, which tells a standard EventSource to \
+        stop. Any other reconnect (with or without `Last-Event-ID`) starts again with the current \
+        status. Cross-origin clients may send `Last-Event-ID` and `Cache-Control` (CORS allows \
+        both for the configured origins).",
     params(
         ("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main"),
         ("ticketId" = String, Path, pattern = "^[A-Za-z0-9_-]{22}$", description = "Ticket id from the join", example = "Zb3n0W6m1q8VqL2pX9cT4A"),
@@ -53,6 +69,7 @@ pub const KEEP_ALIVE_SECS: u64 = 10;
     responses(
         (status = 200, description = "The stream of `status` events, and a `keepalive` event (`data: {}`) after 10 s without news", content_type = "text/event-stream", body = String,
             example = "event: status\nid: 0\ndata: {\"ticketId\":\"Zb3n0W6m1q8VqL2pX9cT4A\",\"room\":\"main\",\"status\":\"WAITING\",\"position\":42,…}\n\n"),
+        (status = 204, description = "The ticket is finished and the client already has its final status (`Last-Event-ID: end`): stop reconnecting"),
         (status = 400, description = "Malformed ticket id (`bad_request`)", body = ErrorBody),
         (status = 404, description = "Unknown room or ticket", body = ErrorBody),
         EdgeErrors, StoreReadErrors,
@@ -61,8 +78,19 @@ pub const KEEP_ALIVE_SECS: u64 = 10;
 pub async fn events(
     State(state): State<AppState>,
     Path((room, ticket_id)): Path<(String, String)>,
-) -> Result<impl IntoResponse, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let first = current_status(&state, &room, &ticket_id).await?;
+    let seen_final = headers
+        .get("last-event-id")
+        .is_some_and(|id| id.as_bytes() == FINAL_EVENT_ID.as_bytes());
+    if first.status.is_terminal() && seen_final {
+        return Ok((
+            StatusCode::NO_CONTENT,
+            [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        )
+            .into_response());
+    }
     let runtime = state.room(&room)?;
     tracing::debug!(target: "vestibule::poll_log", ticket = %vestibule_store::ids::log_tag(&ticket_id), "ticket stream opened");
     let updates = if first.status.is_terminal() {
@@ -95,12 +123,12 @@ pub async fn events(
         .enumerate()
         .map(|(index, status)| {
             let json = serde_json::to_string(&status).unwrap_or_default();
-            Ok::<_, Infallible>(
-                Event::default()
-                    .event("status")
-                    .id(index.to_string())
-                    .data(json),
-            )
+            let event = Event::default().event("status").data(json);
+            Ok::<_, Infallible>(if status.status.is_terminal() {
+                event.id(FINAL_EVENT_ID).retry(FINAL_RETRY)
+            } else {
+                event.id(index.to_string())
+            })
         });
     let sse = Sse::new(statuses).keep_alive(
         KeepAlive::new()
@@ -116,5 +144,6 @@ pub async fn events(
             ),
         ],
         sse,
-    ))
+    )
+        .into_response())
 }

@@ -250,6 +250,9 @@ fn cors(origins: &[String]) -> CorsLayer {
             HeaderName::from_static("x-entry-token"),
             HeaderName::from_static("x-user-assertion"),
             HeaderName::from_static("x-proof-of-work"),
+            // A fetch-based event-stream client resends these when it reconnects.
+            HeaderName::from_static("last-event-id"),
+            header::CACHE_CONTROL,
         ])
         .expose_headers([header::RETRY_AFTER, header::LOCATION])
         .max_age(Duration::from_secs(600))

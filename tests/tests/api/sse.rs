@@ -13,6 +13,8 @@ use vestibule_tests::{both_stores, on_redis_cluster_too, Backend};
 both_stores!(
     sse_streams_status_until_admission,
     sse_positions_follow_leaves_admissions_and_pauses_exactly,
+    a_finished_tickets_stream_ends_with_its_final_id_and_a_reconnect_gets_204,
+    a_standard_eventsource_client_stops_asking_once_the_ticket_is_finished,
 );
 
 // The same flows on a Redis Cluster (tests/tests/cluster.rs: the cluster's own tests).
@@ -292,5 +294,111 @@ async fn a_proxy_in_front_passes_every_event_at_once_over_http1_and_http2() {
     }
     for mut follower in followers {
         let _ = follower.child.kill().await;
+    }
+}
+
+/// Reads a whole (finite) SSE answer.
+async fn stream_text(
+    app: &vestibule_tests::TestApp,
+    ticket: &str,
+    last_event_id: Option<&str>,
+) -> (StatusCode, String) {
+    let mut request = app
+        .client
+        .get(app.url(&paths::events("main", ticket)))
+        .timeout(Duration::from_secs(10));
+    if let Some(id) = last_event_id {
+        request = request.header("last-event-id", id);
+    }
+    let response = request.send().await.expect("SSE");
+    let status = response.status();
+    (status, response.text().await.expect("the stream ends"))
+}
+
+/// The final status goes out once with `id: end` and a long `retry`; a reconnect naming `end` is
+/// told 204 (the SSE standard's "stop reconnecting"), any other reconnect still gets the status.
+async fn a_finished_tickets_stream_ends_with_its_final_id_and_a_reconnect_gets_204(
+    backend: Backend,
+) {
+    let app = paused_app(backend, &[]).await;
+    let (_, ticket) = app.join("main", None).await;
+    assert_eq!(
+        app.leave("main", &ticket.ticket_id).await,
+        StatusCode::NO_CONTENT
+    );
+
+    let (status, text) = stream_text(&app, &ticket.ticket_id, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("event: status\n"), "{text}");
+    assert!(text.contains("\"status\":\"LEFT\""), "{text}");
+    assert!(text.contains("id: end\n"), "{text}");
+    assert!(text.contains("retry: 60000\n"), "{text}");
+
+    let (status, text) = stream_text(&app, &ticket.ticket_id, Some("end")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+    assert!(text.is_empty(), "{text}");
+
+    // A client that missed the final status (its last id is a number) still gets it.
+    let (status, text) = stream_text(&app, &ticket.ticket_id, Some("0")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.contains("\"status\":\"LEFT\"") && text.contains("id: end\n"),
+        "{text}"
+    );
+
+    // A live ticket's stream is not cut short by an `end` it never sent.
+    let (_, live) = app.join("main", None).await;
+    let response = app
+        .client
+        .get(app.url(&paths::events("main", &live.ticket_id)))
+        .header("last-event-id", "end")
+        .send()
+        .await
+        .expect("SSE");
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// A standard EventSource client (npm `eventsource`, the WHATWG algorithm) left on a finished
+/// ticket for 30 s: one request, the final status, and no reconnect every 3 s.
+async fn a_standard_eventsource_client_stops_asking_once_the_ticket_is_finished(backend: Backend) {
+    let app = paused_app(backend, &[]).await;
+    let (_, ticket) = app.join("main", None).await;
+    assert_eq!(
+        app.leave("main", &ticket.ticket_id).await,
+        StatusCode::NO_CONTENT
+    );
+    let root = vestibule_tests::workspace_root();
+    let modules = root.join(".tools/node_modules");
+    assert!(
+        modules.join("eventsource/package.json").exists(),
+        "{} has no eventsource: scripts/setup-tools.sh --test installs it",
+        modules.display()
+    );
+    let output = tokio::process::Command::new("node")
+        .arg(root.join("tests/interop/eventsource_count.cjs"))
+        .arg(app.url(&paths::events("main", &ticket.ticket_id)))
+        .arg("30")
+        .env("NODE_PATH", &modules)
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .expect("node runs (scripts/setup-tools.sh --test installs it)");
+    assert!(output.status.success());
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("the client's JSON report");
+    let requests = report["requests"].as_array().expect("requests");
+    assert!(
+        !requests.is_empty() && requests.len() <= 2,
+        "at most 2 requests in 30 s: {report}"
+    );
+    assert_eq!(requests[0]["status"], 200, "{report}");
+    assert_eq!(
+        report["events"],
+        json!([{"id": "end", "status": "LEFT"}]),
+        "the final status, once: {report}"
+    );
+    if let Some(second) = requests.get(1) {
+        assert_eq!(second["lastEventId"], "end", "{report}");
+        assert_eq!(second["status"], 204, "{report}");
     }
 }
