@@ -36,25 +36,28 @@ pub const CYCLE_SECS: f64 = 120.0;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-/// The server flags of a demo: the embedded store in memory, the demo room and its settings,
-/// then the operator's own flags (which may add rooms, a port, an admin token, …).
-pub fn server_args(extra: impl Iterator<Item = String>) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "vestibule",
-        "--data-dir",
-        "none",
-        "--rooms",
-        DEMO_ROOM,
-        "--admission-rate",
-        DEMO_RATE,
-        "--token-ttl-secs",
-        DEMO_TTL_SECS,
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
-    args.extend(extra);
-    args
+/// The configuration of a demo: the flags as parsed for `vestibule demo` (`matches` are its
+/// matches), with the demo's values wherever the command line gave none, environment variables
+/// included: the embedded store in memory, the demo room and its rate and token TTL. The
+/// operator's own flags win (a port, an admin token, …); `--rooms` adds rooms beside the demo
+/// room, which always comes first.
+pub fn configure(mut config: crate::Config, matches: &clap::ArgMatches) -> crate::Config {
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if !given("data_dir") {
+        config.data_dir = crate::config::DataDir(None);
+    }
+    if !given("admission_rate") {
+        config.admission_rate = DEMO_RATE.parse().expect("the demo rate is a number");
+    }
+    if !given("token_ttl_secs") {
+        config.token_ttl_secs = DEMO_TTL_SECS.parse().expect("the demo TTL is a number");
+    }
+    let mut rooms = vec![DEMO_ROOM.to_owned()];
+    if given("rooms") {
+        rooms.extend(config.rooms.into_iter().filter(|room| room != DEMO_ROOM));
+    }
+    config.rooms = rooms;
+    config
 }
 
 /// Arrivals per second `elapsed_secs` into the demo: a triangle wave from [`LOW_PER_SEC`] up to
@@ -178,12 +181,29 @@ mod tests {
         assert!((arrivals_per_sec(CYCLE_SECS / 4.0) - 5.0).abs() < 1e-9);
     }
 
+    /// `vestibule demo ARGS`, as the binary configures it.
+    fn demo(args: &[&str]) -> crate::Config {
+        let mut all = vec!["vestibule", "demo"];
+        all.extend_from_slice(args);
+        let parsed = crate::cli::parse_from(all);
+        let Some(crate::cli::Command::Demo(config)) = parsed.cli.command else {
+            panic!("a demo");
+        };
+        configure(config, parsed.matches.subcommand_matches("demo").unwrap())
+    }
+
     #[test]
-    fn the_demo_room_comes_first_and_the_operator_flags_after() {
-        let args = server_args(["--bind".to_owned(), "0.0.0.0:8080".to_owned()].into_iter());
-        assert_eq!(args[0], "vestibule");
-        assert!(args.windows(2).any(|w| w == ["--rooms", DEMO_ROOM]));
-        assert_eq!(&args[args.len() - 2..], ["--bind", "0.0.0.0:8080"]);
+    fn the_demo_room_comes_first_and_the_operator_flags_win() {
+        let plain = demo(&["--bind", "0.0.0.0:8080"]);
+        assert_eq!(plain.rooms, [DEMO_ROOM]);
+        assert_eq!(plain.data_dir, crate::config::DataDir(None));
+        assert_eq!(plain.admission_rate, 5.0);
+        assert_eq!(plain.token_ttl_secs, 30);
+        assert_eq!(plain.bind.port(), 8080);
+        let own = demo(&["--rooms", "extra,demo", "--admission-rate", "50"]);
+        assert_eq!(own.rooms, [DEMO_ROOM, "extra"]);
+        assert_eq!(own.admission_rate, 50.0);
+        own.validate().unwrap();
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! the protected checkout. See ARCHITECTURE.md for the map.
 //!
 //! - [`bots`]: bots at the door: proof-of-work challenges, the difficulty's rise, top clients.
+//! - [`cli`]: the command line: `serve` (the default), `demo`, `verify-draw`, and the two sizes
+//!   of help.
 //! - [`demo`]: `vestibule demo`: a demo room with synthetic shoppers (issue 14).
 //! - [`config`]: CLI flags and `VESTIBULE_*` environment variables, validated.
 //! - [`startup`]: [`Application`]: builds the store, rooms and tasks, then serves.
@@ -21,6 +23,7 @@
 //! - [`telemetry`]: tracing and the Prometheus recorder.
 //! - [`verify_draw`]: the `vestibule verify-draw` subcommand (recomputes a published draw).
 
+pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod server;

@@ -1,10 +1,10 @@
-//! The `vestibule` binary: reads config, sets up tracing, runs the application; or, as
-//! `vestibule verify-draw`, recomputes a published draw; or, as `vestibule demo [flags]`, runs
-//! with a demo room that synthetic shoppers join (`vestibule::demo`).
+//! The `vestibule` binary: reads the command line (`vestibule::cli`), sets up tracing, runs the
+//! application; or, as `vestibule verify-draw`, recomputes a published draw; or, as `vestibule
+//! demo [flags]`, runs with a demo room that synthetic shoppers join (`vestibule::demo`).
 
-use clap::Parser as _;
+use vestibule::cli::Command;
 use vestibule::config::InvalidConfig;
-use vestibule::{Application, Config};
+use vestibule::Application;
 
 /// mimalloc instead of glibc's malloc: every request allocates (hyper reserves an 8 KiB read
 /// buffer per request, and glibc consolidates its fast bins on each such allocation), and the
@@ -14,18 +14,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    // `vestibule verify-draw …` (docs/DESIGN.md "Scheduled opening and the draw"): no server.
-    if std::env::args().nth(1).as_deref() == Some("verify-draw") {
-        let args = vestibule::verify_draw::VerifyDraw::parse_from(std::env::args().skip(1));
-        return vestibule::verify_draw::run(args).await;
-    }
-    vestibule::telemetry::init_tracing();
-    let demo = std::env::args().nth(1).as_deref() == Some("demo");
-    let config = if demo {
-        Config::parse_from(vestibule::demo::server_args(std::env::args().skip(2)))
-    } else {
-        Config::parse()
+    let parsed = vestibule::cli::parse();
+    let (config, demo) = match parsed.cli.command {
+        // `vestibule verify-draw …` (docs/DESIGN.md "Scheduled opening and the draw"): no server.
+        Some(Command::VerifyDraw(args)) => return vestibule::verify_draw::run(args).await,
+        Some(Command::Demo(config)) => {
+            let matches = parsed.matches.subcommand_matches("demo");
+            let matches = matches.expect("the demo's matches");
+            (vestibule::demo::configure(config, matches), true)
+        }
+        Some(Command::Serve(config)) => (config, false),
+        None => (parsed.cli.config, false),
     };
+    vestibule::telemetry::init_tracing();
     // `Application::build` validates the configuration first, before it touches anything.
     let application = match Application::build(config).await {
         Ok(application) => application,

@@ -9,7 +9,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Args;
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
@@ -18,16 +18,14 @@ use vestibule_shared::draw::{DrawInfo, DrawState};
 
 use crate::room::opening::{draw_order, seed_bytes, seed_commitment};
 
-/// `vestibule verify-draw SOURCE [--tag TAG]`.
-#[derive(Debug, Parser)]
-#[command(
-    name = "vestibule verify-draw",
-    about = "Recompute a room's draw from its published seed and tags; exit 0 = it matches, \
-             1 = it does not, 2 = the input cannot be read"
-)]
+/// `vestibule verify-draw SOURCE [--tag TAG]` (its help is the command's, in [`crate::cli`]).
+#[derive(Debug, Args)]
 pub struct VerifyDraw {
-    /// The draw endpoint (`http://host/api/v1/rooms/ROOM/draw`) or a file with its JSON (one
-    /// answer, or an array of pages).
+    /// The draw endpoint's URL, or a file with its JSON.
+    ///
+    /// The URL: `http://host/api/v1/rooms/ROOM/draw` (every page is fetched); the file: one
+    /// answer, or a JSON array of pages.
+    #[arg(value_name = "URL|FILE")]
     pub source: String,
     /// A ticket tag (`ticketTag` of a ticket status) whose place to print.
     #[arg(long)]

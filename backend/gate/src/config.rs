@@ -19,35 +19,65 @@ pub const ROOT_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics", "/.well-kno
 /// Gate mode: Vestibule in front of a storefront (the origin) as a reverse proxy.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GateConfig {
-    /// The storefront to proxy to, `http://host[:port]` (no path); set = gate mode: Vestibule's
-    /// page and API move under `--mount-prefix` and every other request goes to the origin.
-    #[arg(long, env = "VESTIBULE_UPSTREAM")]
+    /// The storefront to proxy to; set = gate mode.
+    ///
+    /// `http://host[:port]` (no path). In gate mode Vestibule's page and API move under
+    /// `--mount-prefix` and every other request goes to the origin (docs/storefront.md, "Put
+    /// Vestibule in front of your store").
+    #[arg(long, env = "VESTIBULE_UPSTREAM", value_name = "URL")]
     pub upstream: Option<String>,
 
-    /// Where Vestibule's page and API live in gate mode (`/healthz`, `/readyz`, `/metrics` and
-    /// `/.well-known/jwks.json` stay at the root, the keys under the prefix too). Path segments
-    /// of `[A-Za-z0-9._~-]`, e.g. `/_vestibule/`.
-    #[arg(long, env = "VESTIBULE_MOUNT_PREFIX", default_value = DEFAULT_MOUNT_PREFIX)]
+    /// Where Vestibule's page and API live in gate mode.
+    ///
+    /// `/healthz`, `/readyz`, `/metrics` and `/.well-known/jwks.json` stay at the root (the keys
+    /// under the prefix too). Path segments of `[A-Za-z0-9._~-]`, e.g. `/_vestibule/`.
+    #[arg(
+        long,
+        env = "VESTIBULE_MOUNT_PREFIX",
+        default_value = DEFAULT_MOUNT_PREFIX,
+        value_name = "PREFIX"
+    )]
     pub mount_prefix: String,
 
-    /// A path that needs admission to a room, `PATTERN=ROOM` (repeatable, or comma-separated
-    /// in the environment): segments are literals, `*` (any one segment) or `{room}` (the
-    /// room is that segment; `=ROOM` is then left out). A pattern matches the paths that start
-    /// with its segments, e.g. `/checkout=main`, `/drops/*/buy=main`, `/rooms/{room}/checkout`.
-    /// Segments match whole, but a literal also names itself with a format suffix
-    /// (`/checkout=main` gates `/checkout.json`, which Rails and Spring route to the same action).
-    #[arg(long = "gate", env = "VESTIBULE_GATES", value_delimiter = ',')]
+    /// A path that needs admission to a room (repeatable).
+    ///
+    /// `PATTERN=ROOM`, repeatable, or comma-separated in the environment: segments are literals,
+    /// `*` (any one segment) or `{room}` (the room is that segment; `=ROOM` is then left out). A
+    /// pattern matches the paths that start with its segments, e.g. `/checkout=main`,
+    /// `/drops/*/buy=main`, `/rooms/{room}/checkout`. Segments match whole, but a literal also
+    /// names itself with a format suffix (`/checkout=main` gates `/checkout.json`, which Rails
+    /// and Spring route to the same action).
+    #[arg(
+        long = "gate",
+        env = "VESTIBULE_GATES",
+        value_delimiter = ',',
+        value_name = "PATTERN=ROOM"
+    )]
     pub gates: Vec<String>,
 
-    /// Seconds the origin may take to answer a request's headers (connect included); past it
-    /// the shopper gets 504. An answer's body then streams for as long as it takes.
-    #[arg(long, env = "VESTIBULE_UPSTREAM_TIMEOUT_SECS", default_value_t = 30)]
+    /// Seconds the origin may take to answer (gate mode).
+    ///
+    /// To answer a request's headers, connect included; past it the shopper gets 504. An
+    /// answer's body then streams for as long as it takes.
+    #[arg(
+        long,
+        env = "VESTIBULE_UPSTREAM_TIMEOUT_SECS",
+        default_value_t = 30,
+        value_name = "SECS",
+        help_heading = "Limits and timeouts"
+    )]
     pub upstream_timeout_secs: u64,
 
-    /// A second address serving `/metrics` alone, with no token (a private interface for the
-    /// scraper). In gate mode the main port's `/metrics`, on the storefront's own domain, needs
-    /// the admin token.
-    #[arg(long, env = "VESTIBULE_METRICS_BIND")]
+    /// A second address serving `/metrics` alone, no token.
+    ///
+    /// A private interface for the scraper. In gate mode the main port's `/metrics`, on the
+    /// storefront's own domain, needs the admin token.
+    #[arg(
+        long,
+        env = "VESTIBULE_METRICS_BIND",
+        value_name = "ADDR",
+        help_heading = "Serving"
+    )]
     pub metrics_bind: Option<std::net::SocketAddr>,
 }
 

@@ -9,13 +9,19 @@ use vestibule_shared::settings;
 /// Where admitted shoppers go, and whether a storefront embedding the page gets the token.
 #[derive(Debug, Clone, Default, Args)]
 pub struct EmbedArgs {
-    /// A new room's checkout URL: a path here (`/checkout?room=main`) or an http(s) URL on an
-    /// origin of `--cors-origins`; unset = the page's demo checkout.
-    #[arg(long, env = "VESTIBULE_CHECKOUT_URL")]
+    /// Where a new room sends admitted shoppers.
+    ///
+    /// A path here (`/checkout?room=main`) or an http(s) URL on an origin of `--cors-origins`
+    /// (room setting `checkoutUrl`); on another origin, the page hands the token to that shop
+    /// (docs/storefront.md). Unset = in gate mode the room's first gated path, else the page's
+    /// demo checkout.
+    #[arg(long, env = "VESTIBULE_CHECKOUT_URL", value_name = "URL")]
     pub checkout_url: Option<String>,
 
-    /// A new room hands the entry token to the storefront embedding the page (`postMessage`
-    /// to a `--cors-origins` origin, or the widget's `vestibule:admitted` event).
+    /// New rooms hand the entry token to the embedding shop.
+    ///
+    /// Through `postMessage` to a `--cors-origins` origin, or the widget's `vestibule:admitted`
+    /// event (room setting `shareTokenWithEmbedder`).
     #[arg(
         long,
         env = "VESTIBULE_SHARE_TOKEN_WITH_EMBEDDER",

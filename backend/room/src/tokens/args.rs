@@ -6,43 +6,74 @@ use std::path::PathBuf;
 /// Entry-token signing and verification settings.
 #[derive(Clone, clap::Args)]
 pub struct TokenArgs {
-    /// PEM file (PKCS#8) with the Ed25519 key that signs entry tokens (the current key; its
-    /// public half is published in the JWKS). Unset: a key is generated once and shared through
-    /// the store (Redis key `vestibule:signing-key`; `signing-key.pem` in `--data-dir`; memory
-    /// with `--data-dir none`). Whoever can read that copy can mint tokens: use a file in
-    /// production.
-    #[arg(long, env = "VESTIBULE_SIGNING_KEY_FILE")]
+    /// Ed25519 key (PKCS#8 PEM file) that signs entry tokens.
+    ///
+    /// The current key; its public half is published in the JWKS. Unset: a key is generated
+    /// once and shared through the store (Redis key `vestibule:signing-key`, also on a cluster;
+    /// `signing-key.pem` in `--data-dir`; memory with `--data-dir none`). Whoever can read that
+    /// copy can mint tokens: use a file in production (`openssl genpkey -algorithm ed25519 -out
+    /// key.pem`).
+    #[arg(long, env = "VESTIBULE_SIGNING_KEY_FILE", value_name = "FILE")]
     pub signing_key_file: Option<PathBuf>,
 
-    /// An earlier signing key (PEM: PKCS#8 private key or SPKI public key), repeatable: still
-    /// published and accepted until tokens signed with it have expired, never used to sign (key
-    /// rotation). Env: comma-separated paths.
+    /// An earlier signing key, still accepted (repeatable).
+    ///
+    /// PEM: PKCS#8 private key or SPKI public key. Still published and accepted until tokens
+    /// signed with it have expired, never used to sign (key rotation). Env: comma-separated
+    /// paths.
     #[arg(
         long = "previous-signing-key-file",
         env = "VESTIBULE_PREVIOUS_SIGNING_KEY_FILES",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_name = "FILE",
+        hide_short_help = true
     )]
     pub previous_signing_key_files: Vec<PathBuf>,
 
-    /// The key that will sign next (PEM: PKCS#8 private key or SPKI public key): published in
-    /// the JWKS and accepted from now on, never used to sign, so that once any replica signs
-    /// with it every replica and every verifier already knows it (rotation step 1 of 3, see
-    /// docs/storefront.md, "Rotating the signing key").
-    #[arg(long, env = "VESTIBULE_NEXT_SIGNING_KEY_FILE")]
+    /// The key that will sign next, accepted ahead of its use.
+    ///
+    /// PEM: PKCS#8 private key or SPKI public key. Published in the JWKS and accepted from now
+    /// on, never used to sign, so that once any replica signs with it every replica and every
+    /// verifier already knows it (rotation step 1 of 3, see docs/storefront.md, "Rotating the
+    /// signing key").
+    #[arg(
+        long,
+        env = "VESTIBULE_NEXT_SIGNING_KEY_FILE",
+        value_name = "FILE",
+        hide_short_help = true
+    )]
     pub next_signing_key_file: Option<PathBuf>,
 
     /// The `iss` claim of entry tokens; verifiers check it.
-    #[arg(long, env = "VESTIBULE_TOKEN_ISSUER", default_value = "vestibule")]
+    #[arg(
+        long,
+        env = "VESTIBULE_TOKEN_ISSUER",
+        default_value = "vestibule",
+        value_name = "ISS"
+    )]
     pub token_issuer: String,
 
-    /// The `aud` claim of entry tokens (the storefront that accepts them); verifiers check it.
-    #[arg(long, env = "VESTIBULE_TOKEN_AUDIENCE", default_value = "storefront")]
+    /// The `aud` claim of entry tokens; verifiers check it.
+    ///
+    /// The storefront that accepts them.
+    #[arg(
+        long,
+        env = "VESTIBULE_TOKEN_AUDIENCE",
+        default_value = "storefront",
+        value_name = "AUD"
+    )]
     pub token_audience: String,
 
-    /// Bearer key of the storefront's entry endpoints (`…/entries/consume`, `…/entries/release`),
-    /// ≥ 16 characters; unset = those endpoints answer 403 (release by the token's holder still
-    /// works).
-    #[arg(long, env = "VESTIBULE_ORIGIN_API_KEY", hide_env_values = true)]
+    /// Bearer key of the storefront's entry endpoints.
+    ///
+    /// For `…/entries/consume` and `…/entries/release`, ≥ 16 characters, never logged; unset =
+    /// those endpoints answer 403 (release by the token's holder still works).
+    #[arg(
+        long,
+        env = "VESTIBULE_ORIGIN_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub origin_api_key: Option<String>,
 }
 
