@@ -1,5 +1,5 @@
 //! The command line: `vestibule [serve] [FLAGS]`, `vestibule demo [FLAGS]`, `vestibule
-//! verify-draw URL|FILE [--tag TAG]`.
+//! verify-draw URL|FILE [--tag TAG]`, and the hidden `vestibule docs flags|settings`.
 //!
 //! `vestibule` with flags and no command serves, as it always did; `serve` says so explicitly.
 //! The help comes in two sizes: `-h` fits one screen (one line per flag, the limits, timeouts
@@ -54,6 +54,22 @@ pub enum Command {
     /// From its published seed and tags: exit 0 = it matches, 1 = it does not, 2 = the input
     /// cannot be read (docs/DESIGN.md, "Scheduled opening and the draw").
     VerifyDraw(VerifyDraw),
+    /// Print a Markdown table of docs/configuration.md (scripts/docs-tables.sh).
+    #[command(hide = true)]
+    Docs {
+        /// Which table.
+        #[arg(value_enum)]
+        table: DocsTable,
+    },
+}
+
+/// The generated tables of docs/configuration.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DocsTable {
+    /// Every flag: name, env var, default, one-line help.
+    Flags,
+    /// Every room setting: JSON name, type, default, meaning.
+    Settings,
 }
 
 /// The command line, parsed: the command and its matches (the demo reads which flags were
@@ -103,7 +119,7 @@ pub fn command() -> clap::Command {
                 wrap_long_help(arg).hide_short_help(leave_out)
             })
             .after_help(footer.clone())
-            .after_long_help("Every flag: docs/configuration.md.")
+            .after_long_help("Every flag and room setting: docs/configuration.md.")
     };
     let cli = server(cli)
         .mut_subcommand("serve", &server)
@@ -265,6 +281,12 @@ mod tests {
             (args.source.as_str(), args.tag.as_deref()),
             ("draw.json", Some("t1"))
         );
+        assert!(matches!(
+            parsed(&["docs", "settings"]).cli.command,
+            Some(Command::Docs {
+                table: DocsTable::Settings
+            })
+        ));
     }
 
     #[test]

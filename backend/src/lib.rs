@@ -7,6 +7,7 @@
 //! - [`bots`]: bots at the door: proof-of-work challenges, the difficulty's rise, top clients.
 //! - [`cli`]: the command line: `serve` (the default), `demo`, `verify-draw`, and the two sizes
 //!   of help.
+//! - [`docs`]: the generated tables of docs/configuration.md (flags, room settings).
 //! - [`demo`]: `vestibule demo`: a demo room with synthetic shoppers (issue 14).
 //! - [`config`]: CLI flags and `VESTIBULE_*` environment variables, validated.
 //! - [`startup`]: [`Application`]: builds the store, rooms and tasks, then serves.
@@ -26,6 +27,7 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod docs;
 pub mod server;
 pub mod startup;
 pub mod telemetry;

@@ -1,6 +1,7 @@
 //! The `vestibule` binary: reads the command line (`vestibule::cli`), sets up tracing, runs the
 //! application; or, as `vestibule verify-draw`, recomputes a published draw; or, as `vestibule
-//! demo [flags]`, runs with a demo room that synthetic shoppers join (`vestibule::demo`).
+//! demo [flags]`, runs with a demo room that synthetic shoppers join (`vestibule::demo`); or, as
+//! the hidden `vestibule docs flags|settings`, prints a table of docs/configuration.md.
 
 use vestibule::cli::Command;
 use vestibule::config::InvalidConfig;
@@ -18,6 +19,10 @@ async fn main() -> std::process::ExitCode {
     let (config, demo) = match parsed.cli.command {
         // `vestibule verify-draw …` (docs/DESIGN.md "Scheduled opening and the draw"): no server.
         Some(Command::VerifyDraw(args)) => return vestibule::verify_draw::run(args).await,
+        Some(Command::Docs { table }) => {
+            print!("{}", vestibule::docs::table(table));
+            return std::process::ExitCode::SUCCESS;
+        }
         Some(Command::Demo(config)) => {
             let matches = parsed.matches.subcommand_matches("demo");
             let matches = matches.expect("the demo's matches");

@@ -1,7 +1,11 @@
 //! The command line of the built binary (issue 46): `-h` fits one screen and names the commands,
-//! `--help` has the detail, the old invocations still work.
+//! `--help` has the detail, the old invocations still work, and the generated tables of
+//! docs/configuration.md are what the binary prints.
 
+use std::path::Path;
 use std::process::{Command, Output};
+
+use vestibule::cli::DocsTable;
 
 /// `vestibule ARGS`, with no `VESTIBULE_*` variable of the test's environment.
 fn vestibule(args: &[&str]) -> Output {
@@ -55,6 +59,10 @@ fn short_help_fits_one_screen_and_names_the_commands() {
             "{command} in\n{help}"
         );
     }
+    assert!(
+        !help.contains("docs"),
+        "the docs command is hidden:\n{help}"
+    );
 }
 
 #[test]
@@ -122,5 +130,30 @@ fn commands_keep_their_exit_codes() {
         let output = vestibule(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
         assert!(String::from_utf8_lossy(&output.stderr).contains("--rooms"));
+    }
+}
+
+#[test]
+fn the_generated_tables_of_the_docs_are_what_the_binary_prints() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/configuration.md");
+    for (table, name) in [
+        (DocsTable::Flags, "flags"),
+        (DocsTable::Settings, "settings"),
+    ] {
+        let (begin, end) = vestibule::docs::markers(table);
+        let committed = doc
+            .split_once(begin)
+            .and_then(|(_, rest)| rest.split_once(end))
+            .map(|(inside, _)| inside.trim())
+            .unwrap_or_else(|| panic!("docs/configuration.md lacks {begin} … {end}"));
+        let output = vestibule(&["docs", name]);
+        assert!(output.status.success(), "{output:?}");
+        let printed = stdout(&output);
+        assert!(
+            committed == printed.trim(),
+            "the {name} table of docs/configuration.md differs from `vestibule docs {name}`: \
+             regenerate it with scripts/docs-tables.sh (and commit the result)"
+        );
     }
 }

@@ -35,19 +35,23 @@ pub struct RoomSettings {
         schema(minimum = 1, maximum = 10000000, example = 500)
     )]
     pub max_active_users: Option<u64>,
-    /// Where the page sends an admitted shopper ([`settings::check_checkout_url`]); null = the
-    /// demo checkout. Example: `"https://shop.example/checkout"`.
+    /// Where the page sends an admitted shopper: a path here or an http(s) URL on an origin of
+    /// `--cors-origins` ([`settings::check_checkout_url`]); null = the demo checkout. Example:
+    /// `"https://shop.example/checkout"`.
     #[cfg_attr(feature = "openapi", schema(max_length = 2048))]
     pub checkout_url: Option<String>,
     /// Whether the page hands the entry token to the storefront embedding it. Example: `false`.
     pub share_token_with_embedder: bool,
-    /// Seconds without a poll, stream or heartbeat before a waiting ticket is skipped, 1–86400.
+    /// Seconds without a poll, stream or heartbeat before a waiting ticket is skipped, 1–86400:
+    /// no admission slot, not in `waiting` nor in others' positions. Never applied under 3× the
+    /// longest poll tier.
     #[cfg_attr(
         feature = "openapi",
         schema(minimum = 1, maximum = 86400, example = 300)
     )]
     pub abandon_after_secs: u64,
-    /// Seconds a skipped ticket keeps its place, 0–86400. Example: `1800`.
+    /// Seconds a skipped ticket keeps its place, 0–86400: heard from again within it, the ticket
+    /// goes back to its place (`placeKept: true`); later it is `EXPIRED`. Example: `1800`.
     #[cfg_attr(
         feature = "openapi",
         schema(minimum = 0, maximum = 86400, example = 1800)
@@ -76,7 +80,9 @@ pub struct RoomSettings {
     /// Active users now. Example: `310`.
     pub active_users: u64,
     /// Units of stock left, 0–1000000000; null = unlimited. Each order (or storefront
-    /// `…/entries/consume`) uses one in the same step as its entry token. Example: `100`.
+    /// `…/entries/consume`) uses one in the same step as its entry token, on every store and
+    /// replica; admission never leaves more tokens out than units left; 0 sells the room out.
+    /// Example: `100`.
     #[cfg_attr(
         feature = "openapi",
         schema(minimum = 0, maximum = 1000000000, example = 100)
@@ -86,8 +92,10 @@ pub struct RoomSettings {
     /// Units sold by orders so far (read only). Example: `0`.
     #[serde(default)]
     pub sold: u64,
-    /// The room is sold out: set by an operator, or by the order that took the last unit. Final:
-    /// it cannot be set back to false. Example: `false`.
+    /// The room is sold out: set by an operator, by a stock of 0, or by the order that took the
+    /// last unit. Every shopper not yet admitted is `SOLD_OUT` at once, new joins get 409
+    /// `sold_out`, admission stops; tokens out work until used or expired. Final: it cannot be
+    /// set back to false. Example: `false`.
     #[serde(default)]
     pub sold_out: bool,
     /// Closed to new joins (409 `room_closed`); shoppers in line keep their places. Example:

@@ -71,7 +71,7 @@ pub fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
 }
 
 /// The admin API's view of a room's settings with its live counts.
-pub(crate) fn view(room: &str, in_force: Settings, counts: RoomCounts) -> RoomSettings {
+pub fn view(room: &str, in_force: Settings, counts: RoomCounts) -> RoomSettings {
     RoomSettings {
         room: room.to_owned(),
         admission_rate_per_sec: in_force.admission_rate_per_sec,
