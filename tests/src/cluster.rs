@@ -245,6 +245,55 @@ impl RedisCluster {
         self.master_of_slot(self.key_slot(key))
     }
 
+    /// The port of the replica of the master on `master`, as the master's `INFO replication`
+    /// lists it (waits up to 5 s for it to be listed).
+    ///
+    /// # Panics
+    /// When that master lists no replica.
+    pub fn replica_of(&self, master: u16) -> u16 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let info = self.cli(master, &["INFO", "replication"]);
+            let listed = info
+                .lines()
+                .find_map(|line| line.strip_prefix("slave0:"))
+                .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("port=")))
+                .and_then(|port| port.trim().parse().ok());
+            if let Some(port) = listed {
+                return port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the master on {master} lists no replica: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the node on `port`. A stopped replica keeps its link
+    /// to its master open and acknowledges nothing: a replica falling behind.
+    ///
+    /// # Panics
+    /// When no running node has that port or `kill` fails.
+    pub fn signal(&self, port: u16, signal: &str) {
+        let node = self
+            .nodes
+            .iter()
+            .find(|node| node.port == port && node.child.is_some())
+            .unwrap_or_else(|| panic!("no running node on port {port}"));
+        let pid = node
+            .child
+            .as_ref()
+            .map(|child| child.id())
+            .unwrap_or_default();
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
     /// Kills the node on `port` with SIGKILL (a crash: nothing flushed, no goodbye).
     ///
     /// # Panics

@@ -389,3 +389,159 @@ async fn a_master_killed_mid_sale_fails_over_and_the_room_keeps_its_line() {
     let (_, info) = app.get_json(&paths::room("flash")).await;
     assert_eq!(info["waiting"], 0, "{info}");
 }
+
+/// The origin API key of the once-under-failover rounds.
+const ORIGIN_KEY: &str = "failover-origin-key-0123456789";
+
+/// An order (`Idempotency-Key` = `key`) or, with `key` = `None`, a storefront's consume of
+/// `token`: its status and the order id (an order's 201) or the error code.
+async fn use_token(app: &TestApp, token: &str, key: Option<&str>) -> (StatusCode, String) {
+    let response = match key {
+        Some(key) => app.order_with_key("flash", token, Some(key), 1).await,
+        None => app
+            .client
+            .post(app.url("/api/v1/rooms/flash/entries/consume"))
+            .bearer_auth(ORIGIN_KEY)
+            .json(&json!({"entryToken": token}))
+            .send()
+            .await
+            .expect("consume request"),
+    };
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let said = body["orderId"]
+        .as_str()
+        .or(body["error"].as_str())
+        .or(body["jti"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    (status, said)
+}
+
+/// Retries a use until the store answers it (not 503/504), within 30 s.
+async fn use_token_until_answered(
+    app: &TestApp,
+    token: &str,
+    key: Option<&str>,
+) -> (StatusCode, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, said) = use_token(app, token, key).await;
+        if !matches!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+        ) {
+            return (status, said);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no answer after the failover: {status} {said}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One round: three shoppers of a room with stock 3 on a cluster with a replica per master, two
+/// Vestibules. Z orders while the replica keeps up; then the room's replica stops (it falls
+/// behind), X orders and Y's storefront consumes through Vestibule A; the master is killed, the
+/// stale replica promoted, and each use is retried through Vestibule B. Returns the answers
+/// (Z through A, Z through B, X through A, X through B, Y through A, Y through B).
+async fn failover_round() -> [(StatusCode, String); 6] {
+    let mut cluster = start_cluster().await;
+    let args = [
+        "--rooms",
+        "flash",
+        "--admission-rate",
+        "50",
+        "--origin-api-key",
+        ORIGIN_KEY,
+    ];
+    let a = TestApp::spawn_on_cluster(&cluster, &args).await;
+    let b = TestApp::spawn_on_cluster(&cluster, &args).await;
+    a.patch_room("flash", json!({"stock": 3})).await;
+    let (_, z) = a.admitted("flash").await;
+    let (_, x) = a.admitted("flash").await;
+    let (_, y) = a.admitted("flash").await;
+    let master = cluster.master_of_key("vestibule:{flash}:room");
+    let replica = cluster.replica_of(master);
+
+    let z_first = use_token(&a, &z, Some("order-z")).await;
+    tokio::task::block_in_place(|| wait_replica_caught_up(&cluster, master));
+    cluster.signal(replica, "STOP");
+    // 20 MB for the replica ahead of the uses: more than its socket buffers take, so what the
+    // master sends after it is still in the master's output buffer when the master dies.
+    cluster.cli(
+        master,
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], string.rep('x', 20000000))",
+            "1",
+            "vestibule:{flash}:backlog",
+        ],
+    );
+    let x_first = use_token(&a, &x, Some("order-x")).await;
+    let y_first = use_token(&a, &y, None).await;
+    tokio::task::block_in_place(|| cluster.kill(master));
+    cluster.signal(replica, "CONT");
+
+    let z_again = use_token_until_answered(&b, &z, Some("order-z")).await;
+    let x_again = use_token_until_answered(&b, &x, Some("order-x")).await;
+    let y_again = use_token_until_answered(&b, &y, None).await;
+    tokio::task::block_in_place(|| cluster.wait_ready(Duration::from_secs(10)));
+    assert_eq!(cluster.master_of_key("vestibule:{flash}:room"), replica);
+    let (_, info) = b.get_json(&paths::room("flash")).await;
+    let sold = info["sold"].as_u64().unwrap_or(0);
+    assert!(sold <= 3, "more sold than stock: {info}");
+    if std::env::var_os("VESTIBULE_FAILOVER_LOG").is_some() {
+        println!("--- A's log\n{}", a.log());
+    }
+    [z_first, z_again, x_first, x_again, y_first, y_again]
+}
+
+/// A use of a token is answered only once a replica has it, so a failover that promotes a
+/// replica behind its master never sells one token twice, whichever Vestibule a retry reaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_buys_once_through_a_failover_to_a_replica_that_fell_behind() {
+    let rounds: usize = std::env::var("VESTIBULE_FAILOVER_ROUNDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(2);
+    let mut unconfirmed = 0;
+    for round in 1..=rounds {
+        let [z_first, z_again, x_first, x_again, y_first, y_again] = failover_round().await;
+        println!(
+            "round {round}: Z {z_first:?} → {z_again:?}; X {x_first:?} → {x_again:?}; \
+             Y {y_first:?} → {y_again:?}"
+        );
+        // Confirmed while the replica kept up: the retry replays the same order.
+        assert_eq!(z_first.0, StatusCode::CREATED, "{z_first:?}");
+        assert_eq!(z_again, z_first, "a confirmed order was lost or sold again");
+        // Never two orders for one token: the first answer was not a 201, or the retry
+        // replays it.
+        for (first, again) in [(&x_first, &x_again), (&y_first, &y_again)] {
+            let succeeded = |(status, _): &(StatusCode, String)| status.is_success();
+            if succeeded(first) {
+                assert!(
+                    !succeeded(again) || again == first,
+                    "one token used twice: {first:?} then {again:?}"
+                );
+            } else {
+                // 504: not confirmed (or no answer); 503: refused before anything was sent.
+                assert!(
+                    matches!(
+                        first.0,
+                        StatusCode::GATEWAY_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE
+                    ),
+                    "{first:?}"
+                );
+                unconfirmed += 1;
+            }
+            // The use is not lost: the retry finds it or makes it.
+            assert!(
+                again.0.is_success() || again.1 == "entry_token_consumed",
+                "{again:?}"
+            );
+        }
+    }
+    println!("uses answered 503/504 (not confirmed) while the replica was stopped: {unconfirmed}");
+}

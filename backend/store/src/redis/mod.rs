@@ -14,7 +14,8 @@
 //! - [`presence`]: `hear.lua`, `sse_refresh.lua`, the poll's read.
 //! - [`draw`]: the pre-queue join, `draw_seed.lua`, `draw.lua`.
 //! - [`admission`]: `lease.lua`, `release_lease.lua`, `admit.lua`, and the token checks and
-//!   orders ([`tokens`]: `token.lua`). [`safety`]: `INFO`, `CONFIG GET`.
+//!   orders ([`tokens`]: `token.lua`), confirmed on the replicas ([`confirm`]: `WAIT`).
+//!   [`safety`]: `INFO`, `CONFIG GET`.
 //! - [`link`]: the connection every call goes through, bounded by the store timeout.
 //! - [`reply`]: reading Redis replies into the store's types.
 
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 
 mod admission;
 pub mod catalog;
+mod confirm;
 mod connection;
 mod doc;
 mod draw;
@@ -103,6 +105,10 @@ pub struct RedisStore {
     lottery_rooms: RwLock<HashMap<String, u64>>,
     /// The lease length and how long ended tickets are kept.
     options: StoreOptions,
+    /// How many replicas each slot's master has, for confirming a token's use (`confirm.rs`).
+    replicas: confirm::ReplicaCounts,
+    /// The connection of tokens' uses and their `WAIT` (`confirm.rs`).
+    uses: confirm::UsesLink,
 }
 
 /// A draw seed and the generation it is of.
@@ -149,13 +155,16 @@ impl RedisStore {
             .await
             .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
             .map_err(unavailable)?;
+        // A token's use waits for the replicas on a connection of its own: `WAIT` holds up
+        // every command behind it on its connection, and polls must not queue behind an order.
+        let uses = confirm::UsesLink::connect(target, timeout).await?;
         let family = match (target, &connection) {
             (RedisTarget::Single(url), RedisConnection::Single(manager)) => {
                 Some(Member::join(url, manager.clone(), timeout))
             }
             _ => None,
         };
-        let store = Self::with_connection(connection, timeout, family);
+        let store = Self::with_connection(connection, uses, timeout, family);
         store.migrate().await?;
         Ok(store)
     }
@@ -168,6 +177,7 @@ impl RedisStore {
 
     fn with_connection(
         connection: RedisConnection,
+        uses: confirm::UsesLink,
         timeout: Duration,
         family: Option<Member>,
     ) -> Self {
@@ -177,6 +187,7 @@ impl RedisStore {
             family,
         });
         Self {
+            uses,
             joins: Arc::new(group_commit::GroupCommit::new(link.clone())),
             link,
             scripts: Scripts {
@@ -201,6 +212,7 @@ impl RedisStore {
             secrets: RwLock::new(HashMap::new()),
             seeds: RwLock::new(HashMap::new()),
             lottery_rooms: RwLock::new(HashMap::new()),
+            replicas: confirm::ReplicaCounts::default(),
         }
     }
 

@@ -1,4 +1,5 @@
-//! Entry tokens: `token.lua`, for a check and for an order's consume.
+//! Entry tokens: `token.lua`, for a check and for an order's consume (confirmed on the
+//! replicas: `confirm.rs`).
 
 use super::keys::RoomKeys;
 use super::reply::{as_string, two_strings};
@@ -27,7 +28,12 @@ impl RedisStore {
                 order.and_then(|o| o.idempotency_key).unwrap_or_default(),
             )
             .arg("receipt", order.map(|o| o.receipt).unwrap_or_default());
-        let reply = self.link.run(&call).await?;
+        // A use runs on its own connection, where its `WAIT` holds up no poll, and is answered
+        // only once it (or the use it replays) will survive a failover (`confirm.rs`).
+        let reply = match order {
+            Some(_) => self.confirmed_use(&call, &keys).await?,
+            None => self.link.run(&call).await?,
+        };
         let (verdict, ticket_id) = two_strings(&reply)?;
         Ok(match verdict.as_str() {
             "VALID" => TokenUse::Consumed { ticket_id },

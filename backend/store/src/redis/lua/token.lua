@@ -25,6 +25,9 @@ if not ticket[1] or ticket[2] ~= token then
 end
 if ticket[1] == 'COMPLETED' then
   if consume == '1' and order_key ~= '' and ticket[4] == order_key then
+    -- A write, so that the WAIT after a replay covers the use it replays (WAIT counts this
+    -- connection's writes), and the receipt is kept for keep_ms from the last retry.
+    redis.call('PEXPIRE', key, keep_ms)
     return {'REPLAY', id, ticket[5] or ''}
   end
   return {'USED', id, ''}
