@@ -208,15 +208,28 @@ pub struct TicketStatus {
     /// shorter, and never under 1000 (so near the front, 1000 wins). Example: `3000`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1000, example = 3000))]
     pub next_poll_after_ms: u64,
-    /// Entry token for the protected checkout, sent back in `X-Entry-Token`; only when
-    /// `TOKEN_ISSUED`. 22 URL-safe base64 chars after a room prefix. Example: `"main.Qm9…"`.
-    #[cfg_attr(feature = "openapi", schema(example = "main.Qm9vZGxlcy1hbmQtY2hlZXNl"))]
+    /// Entry token, only when `TOKEN_ISSUED`: a JWT (three dot-separated base64url parts, about
+    /// 400 characters) signed with Ed25519 (`alg: EdDSA`), whose claims name the room (`room`),
+    /// the ticket's token id (`jti`) and the expiry (`exp`). An app treats it as an opaque
+    /// secret: it sends it as `X-Entry-Token` to the demo checkout (`POST …/orders`), or hands it
+    /// to the storefront at `checkoutUrl` (which checks it offline with the public keys at
+    /// `GET /.well-known/jwks.json`, or uses it once with `POST …/entries/consume`). It works
+    /// once, until `tokenExpiresAt`; never put it in a URL. Example: `"eyJhbGciOiJFZERTQSIs…"`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            example = "eyJ0eXAiOiJKV1QiLCJhbGciOiJFZERTQSIsImtpZCI6IjVvS3kifQ.eyJyb29tIjoibWFpbiJ9.c2lnbmF0dXJl"
+        )
+    )]
     pub entry_token: Option<String>,
     /// When the entry token stops working (RFC 3339, UTC). Example: `"2026-11-27T09:00:00Z"`.
     #[cfg_attr(feature = "openapi", schema(format = DateTime, example = "2026-11-27T09:00:00Z"))]
     pub token_expires_at: Option<String>,
-    /// Where to send the shopper with the token; only when `TOKEN_ISSUED`.
-    /// Example: `"/checkout?room=main"`.
+    /// Where the shopper goes next, only when `TOKEN_ISSUED`: a path on this server (resolve it
+    /// against the API's base URL) or an https URL of the storefront. A browser app opens it
+    /// and hands the token over as the storefront expects (the bundled page posts it in a form);
+    /// a native app opens it in a browser view or calls the storefront's own checkout API with
+    /// the token. Example: `"/checkout?room=main"`.
     #[cfg_attr(feature = "openapi", schema(example = "/checkout?room=main"))]
     pub checkout_url: Option<String>,
     /// Whether the room is admitting right now. Example: `"OPEN"`.

@@ -170,8 +170,9 @@ pub struct RoomSettings {
     pub queueing_method: crate::QueueingMethod,
 }
 
-/// A partial update of [`RoomSettings`]; absent fields stay as they are. Bounds:
-/// [`RoomSettingsPatch::validate`] ([`settings`]).
+/// A partial update of [`RoomSettings`]; absent fields stay as they are. Each field's bounds are
+/// in its description; a value out of them is 400 `invalid_field` (checked by
+/// `RoomSettingsPatch::validate`, rules in the `settings` module).
 ///
 /// `maxActiveUsers: null` removes the cap. Example: `{"admissionRatePerSec": 50, "paused": false}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -314,8 +314,8 @@ pub async fn delete_room(
     }
 }
 
-/// Who is waiting, in arrival order (a FIFO room's queue order; see [`Waiter::position`] for a
-/// random room), paged: position, how long since they joined and since they
+/// Who is waiting, in arrival order (a FIFO room's queue order; in a random room each waiter's
+/// `position` is its place in the lottery), paged: position, how long since they joined and since they
 /// were last heard from, and the ticket's tag (never its id), for support questions.
 #[utoipa::path(
     get,

@@ -80,7 +80,8 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, Ap
 }
 
 /// Prometheus text exposition: this process's counters and gauges, then the room gauges read
-/// from the store now (`http::observe`: the same on every replica; aggregate them with `max`).
+/// from the store now, the same on every replica (aggregate them with `max`; written by
+/// `http::observe`).
 #[utoipa::path(get, path = "/metrics", tag = "health", operation_id = "metrics",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
 pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {

@@ -49,7 +49,8 @@ pub enum StoreWriteErrors {
     #[response(status = 503, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")))]
     Unavailable(ErrorBody),
     /// The store did not confirm the change in time (`store_timeout`): it may or may not have
-    /// happened. Re-read before retrying, or retry with the same `Idempotency-Key`.
+    /// happened. Retry it: a join or an order with the same `Idempotency-Key` finds what the
+    /// first try did; a leave, a release or a settings change means the same done twice.
     #[response(status = 504, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")))]
     Timeout(ErrorBody),
 }
@@ -162,8 +163,8 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
             "required": ["event", "data"],
             "properties": {
                 "event": {"type": "string", "enum": ["status"]},
-                "id": {"type": "string", "pattern": "^[0-9]+$",
-                       "description": "0, 1, 2, … within one stream"},
+                "id": {"type": "string", "pattern": "^([0-9]+|end)$",
+                       "description": "0, 1, 2, … within one stream; `end` on the final status"},
                 "data": {
                     "type": "string",
                     "contentMediaType": "application/json",
@@ -186,7 +187,82 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
             json!({"description": "One event of the stream.", "oneOf": [status, keepalive]});
     }
     super::admin_events::describe_stream(&mut json);
+    self_contained(&mut json);
     json
+}
+
+/// Drops from every description what a reader of the document alone cannot follow: pointers to
+/// the repository's files (`docs/…`, `README`), to issues, and to Rust items (`[`x::y`]`); a
+/// rustdoc link to a plain name keeps the name. The Rust docs keep their pointers.
+fn self_contained(json: &mut Value) {
+    match json {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value {
+                    Value::String(text) if key == "description" || key == "summary" => {
+                        *text = without_pointers(text);
+                    }
+                    other => self_contained(other),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(self_contained),
+        _ => {}
+    }
+}
+
+/// Whether a phrase points outside the document.
+fn is_pointer(phrase: &str) -> bool {
+    let phrase = phrase.trim();
+    phrase.contains("docs/")
+        || phrase.contains(".md")
+        || phrase.contains("README")
+        || phrase.starts_with("issue ")
+        || phrase.starts_with("see [`")
+        || is_code_path(phrase)
+}
+
+/// `x::y` (a Rust path), as opposed to `2001:db8::/32`.
+fn is_code_path(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.windows(4).any(|w| {
+        (w[0].is_ascii_alphabetic() || w[0] == b'_')
+            && w[1] == b':'
+            && w[2] == b':'
+            && (w[3].is_ascii_alphabetic() || w[3] == b'_')
+    })
+}
+
+/// `text` without its pointers ([`is_pointer`]): in each parenthesis the comma-separated parts
+/// that point are dropped, and the parenthesis with them when nothing is left.
+fn without_pointers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('(') {
+        let Some(close) = rest[open..].find(')').map(|at| open + at) else {
+            break;
+        };
+        let inside = &rest[open + 1..close];
+        let kept: Vec<&str> = inside
+            .split(", ")
+            .filter(|part| !is_pointer(part))
+            .collect();
+        out.push_str(&rest[..open]);
+        if kept.is_empty() {
+            // The space before the parenthesis goes with it.
+            if out.ends_with(' ') || out.ends_with('\n') {
+                out.pop();
+            }
+        } else {
+            out.push('(');
+            out.push_str(&kept.join(", "));
+            out.push(')');
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    // Rustdoc links to plain names: `[`TicketStatus`]` → `TicketStatus`.
+    out.replace("[`", "`").replace("`]", "`")
 }
 
 /// An optional header is absent or a string, never JSON `null` (utoipa types `Option<String>`

@@ -8,6 +8,7 @@ mod admission;
 mod bad_input;
 mod bots;
 mod configuration;
+mod document;
 mod embedding;
 mod eta;
 mod instant;
