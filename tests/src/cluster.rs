@@ -68,10 +68,24 @@ impl RedisCluster {
                  --test installs redis-server and redis-tools)"
             );
         }
+        // A port found free can still be taken by another server of the suite (a one-server
+        // Redis, a Vestibule) before our redis-server binds it: then the cluster is started
+        // again on other ports.
+        let mut failures = Vec::new();
+        for _ in 0..4 {
+            match Self::try_start() {
+                Ok(cluster) => return cluster,
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!("the Redis Cluster did not start: {failures:#?}");
+    }
+
+    /// One attempt of [`Self::start`]: `Err` when a node's port was taken by another process.
+    fn try_start() -> Result<Self, String> {
         // Clusters of tests running at once pick their ports one after another, each only once
         // the one before listens: a port found free is released before its redis-server binds
-        // it, so another cluster could pick it meanwhile, and its nodes would then join ours (a
-        // CI rehearsal saw one test's rooms in another's catalog, and a failover never come).
+        // it, so another cluster could pick it meanwhile, and its nodes would then join ours.
         static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let starting = STARTING
             .lock()
@@ -93,6 +107,33 @@ impl RedisCluster {
             wait_for_port(node.port);
         }
         drop(starting);
+        // Each port is answered by our own node, not by a server that took it first.
+        for node in &mut cluster.nodes {
+            let pid = node
+                .child
+                .as_ref()
+                .map(|child| child.id())
+                .unwrap_or_default();
+            let exited = node
+                .child
+                .as_mut()
+                .is_some_and(|child| child.try_wait().ok().flatten().is_some());
+            let output = Command::new("redis-cli")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &node.port.to_string(),
+                    "INFO",
+                    "server",
+                ])
+                .output()
+                .map_err(|error| format!("redis-cli: {error}"))?;
+            let info = String::from_utf8_lossy(&output.stdout);
+            if exited || !info.contains(&format!("process_id:{pid}\r")) {
+                return Err(format!("port {} is another process's", node.port));
+            }
+        }
         let addresses: Vec<String> = cluster
             .nodes
             .iter()
@@ -105,15 +146,16 @@ impl RedisCluster {
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .output()
             .expect("redis-cli runs");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        if !output.status.success() {
+            return Err(format!(
+                "redis-cli --cluster create failed: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
         cluster.wait_ready(Duration::from_secs(30));
         cluster.started_in = started.elapsed();
-        cluster
+        Ok(cluster)
     }
 
     fn node_dir(&self, port: u16) -> PathBuf {
