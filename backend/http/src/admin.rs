@@ -274,8 +274,13 @@ async fn update_in(
         }
     };
     runtime.set_settings(settings.clone());
-    tracing::info!(%room, ?patch, version = settings.version, "room settings changed");
     let changes = super::audit::changes_named(room, &before, &settings.settings, named);
+    let summary = changes
+        .iter()
+        .map(|change| format!("{} {} → {}", change.field, change.old, change.new))
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::info!(%room, version = settings.version, "room settings changed: {summary}");
     let ids = super::audit::record(state, room, changes).await;
     let mut response = answer(state, room, settings).await?;
     super::audit::ids_header(&mut response, &ids);

@@ -66,6 +66,7 @@ impl Application {
             challenge_key,
             redis,
         } = open_store(&config).await?;
+        tracing::info!("mode: {}", mode(&config));
         let keys = keys.context("loading the entry-token signing keys")?;
         let shared_key = redis.zip(keys.shared_pem().map(str::to_owned));
         let tokens = token_service(keys, &config);
@@ -227,4 +228,30 @@ fn warn_if_page_missing(static_dir: &std::path::Path) {
          without it)",
         looked_in.display()
     );
+}
+
+/// What the server runs as, for the operator's first log line: the store and, in gate mode, the
+/// origin it guards.
+fn mode(config: &Config) -> String {
+    let store = match config.redis_target() {
+        Some(crate::config::RedisTarget::Single(_)) => {
+            format!(
+                "Redis at {}",
+                config.redis_url_for_logs().unwrap_or_default()
+            )
+        }
+        Some(crate::config::RedisTarget::Cluster(seeds)) => format!(
+            "Redis Cluster ({} seed nodes: {})",
+            seeds.len(),
+            config.redis_url_for_logs().unwrap_or_default()
+        ),
+        None => match &config.data_dir.0 {
+            Some(dir) => format!("embedded store in {}", dir.display()),
+            None => "embedded store in memory only".to_owned(),
+        },
+    };
+    match &config.gate.upstream {
+        Some(upstream) => format!("gate in front of {upstream}, {store}"),
+        None => format!("waiting room and API, {store}"),
+    }
 }

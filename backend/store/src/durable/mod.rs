@@ -77,6 +77,7 @@ impl DurableStore {
             snapshot.restore(&engine).map_err(unusable)?;
         }
         let old_journal = old_journal_path(dir);
+        let found_snapshot = snapshot_bytes > 0 || last_seq > 0;
         let mut replayed = 0;
         let mut good_bytes = 0;
         // A crash during a background snapshot leaves the journal it was taking in: it comes
@@ -116,12 +117,16 @@ impl DurableStore {
         for room in engine.room_names() {
             let _ = engine.with_live_room(&room, |state| state.presume_present(now_ms()));
         }
-        tracing::info!(
-            dir = %dir.display(),
-            rooms = engine.room_names().len(),
-            replayed,
-            "embedded store recovered from its data dir"
-        );
+        if found_snapshot || replayed > 0 {
+            tracing::info!(
+                dir = %dir.display(),
+                rooms = engine.room_names().len(),
+                replayed,
+                "embedded store recovered from its data dir"
+            );
+        } else {
+            tracing::info!(dir = %dir.display(), "embedded store in a new data dir");
+        }
         Ok(Self {
             engine,
             writer: Mutex::new(writer),
