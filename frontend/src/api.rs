@@ -220,7 +220,7 @@ fn session_request(entry_token: &str) -> String {
 
 /// Hands the entry token to the server in gate mode: `POST {base}api/v1/rooms/{room}/session`
 /// with `{"entryToken": "…"}`; the server answers 200 `{"room", "expiresAt"}` (Unix ms) and sets
-/// an HttpOnly session cookie that the gate checks on the store's protected paths (issue 11).
+/// an HttpOnly session cookie that the gate checks on the store's protected paths.
 ///
 /// # Errors
 /// 403 `entry_token_*` (unknown, expired, used, wrong room), 404 (no gate mode on this server),
@@ -234,7 +234,7 @@ pub async fn open_session(room: &str, entry_token: &str) -> Result<(), ApiError>
         .map(drop)
 }
 
-/// What the page may tell the storefront embedding it (issue 18, [`crate::embed`]).
+/// What the page may tell the storefront embedding it ([`crate::embed`]).
 ///
 /// # Errors
 /// 404 `room_not_found`, [`ApiError::Network`] (also a refused CORS request: a storefront
@@ -276,8 +276,8 @@ pub fn read_answer(
     })
 }
 
-/// A request about to be sent: method, URL, headers and whether it must reach the server. (The
-/// page used gloo-net's builder for this; `fetch` itself is smaller in the WASM: issue 47.)
+/// A request about to be sent: method, URL, headers and whether it must reach the server
+/// (built on `fetch` itself, which is smaller in the WASM than gloo-net's builder).
 struct Request {
     method: &'static str,
     url: String,

@@ -128,7 +128,7 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
     let waiting_href = params.waiting_href();
     let waiting_href_result = waiting_href.clone();
     // One view with optional parts rather than one `AnyView` per outcome: the same elements in
-    // the same order, for less WASM (issue 47).
+    // the same order, for less WASM.
     let result_view = move || {
         let back = waiting_href_result.clone();
         let (title, detail, receipt, back, code) = match outcome.get() {

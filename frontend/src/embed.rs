@@ -1,4 +1,4 @@
-//! The page inside a storefront (issue 18): framed in an `<iframe>` of another origin, or
+//! The page inside a storefront: framed in an `<iframe>` of another origin, or
 //! mounted into the storefront's own page by `widget.js` ([`crate::widget`]).
 //!
 //! The page tells its embedder what happens — `vestibule:status`, `vestibule:admitted`,

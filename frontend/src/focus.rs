@@ -4,9 +4,8 @@
 //! keyboard or screen-reader user loses their place; the page moves focus to what changed.
 //!
 //! The target is looked up in the tree the action happened in: the document on the page, the
-//! storefront element's shadow root in the widget (issue 47: `document.getElementById` never
-//! finds an element there, so focus stayed behind after "Leave the line", "Retry now" and the
-//! others).
+//! storefront element's shadow root in the widget (`document.getElementById` never
+//! finds an element there).
 
 use leptos::prelude::{document, request_animation_frame};
 use wasm_bindgen::JsCast;

@@ -2,7 +2,7 @@
 //!
 //! - **Standalone** (no `?return=`): two seconds after the turn (time for the live region to say
 //!   so), the page goes to the checkout link ([`crate::page_params::checkout_href`]).
-//! - **Gate mode** (`?return=<path>`, set by the gate's 303 to the waiting room, issue 11): the
+//! - **Gate mode** (`?return=<path>`, set by the gate's 303 to the waiting room): the
 //!   page hands the entry token to the server (`POST {base}api/v1/rooms/{room}/session` with the
 //!   token in the JSON body, never in a URL), the server sets an HttpOnly session cookie, and
 //!   the page goes to `return` ([`crate::urls::safe_return`]: a same-origin path, else `/`). A

@@ -8,13 +8,13 @@
 //! - [`i18n`]: every visible string in English and Korean, and the ETA in words.
 //! - [`storage`]: ticket id, idempotency key, starting position and entry token per room.
 //! - [`api`]: the JSON API v1 calls and their errors.
-//! - [`json`]: reading and writing the API's JSON (no serde in the WASM: issue 47).
+//! - [`json`]: reading and writing the API's JSON (no serde in the WASM).
 //! - [`early`]: the first answer, asked for by `index.html` while the WASM downloads.
 //! - [`backoff`]: exponential back-off with jitter for a lost connection.
 //! - [`announce`]: what the screen-reader live region says about the ticket, and when.
 //! - [`connection`]: the signals the waiting view renders (phase, link state, countdown).
 //! - [`sse`]: the ticket's event stream, with a watchdog for a silent (hung) stream.
-//! - [`proof`]: a join's proof of work, solved in slices without freezing the page (issue 16).
+//! - [`proof`]: a join's proof of work, solved in slices without freezing the page.
 //! - [`queue`]: the ticket life cycle: join or resume, then SSE or adaptive polling.
 //! - [`focus`]: moving keyboard focus to the result of an action.
 //! - [`waiting`]: the waiting view, one component per part (status, stats, progress,
@@ -23,7 +23,7 @@
 //! - [`language_switch`]: the link to the page in the other language.
 //! - [`order`]: placing the order exactly once: one idempotency key, retries, the receipt.
 //! - [`checkout`]: the demo checkout view.
-//! - [`embed`]: telling a storefront that frames or mounts the page what happens (issue 18).
+//! - [`embed`]: telling a storefront that frames or mounts the page what happens.
 //! - [`widget`]: the script widget: the waiting view mounted into a storefront's element.
 
 mod announce;
@@ -53,7 +53,7 @@ mod widget;
 use leptos::prelude::*;
 
 /// A small free-list allocator instead of the standard library's dlmalloc: about 7 KB less
-/// WASM (issue 47). The page allocates little and runs on one thread; the lock is uncontended.
+/// WASM. The page allocates little and runs on one thread; the lock is uncontended.
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
 static ALLOCATOR: lol_alloc::LockedAllocator<lol_alloc::FreeListAllocator> =

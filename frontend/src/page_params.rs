@@ -215,7 +215,7 @@ pub fn checkout_href(
         _ => format!("{base}checkout?room={room}"),
     };
     if let Some(lang) = lang {
-        // Byte windows, not `str::contains`: a string search is 2 KB of WASM (issue 47).
+        // Byte windows, not `str::contains`: a string search is 2 KB of WASM.
         if !href.as_bytes().windows(5).any(|w| w == b"lang=") {
             href.push(if href.contains('?') { '&' } else { '?' });
             href.push_str("lang=");

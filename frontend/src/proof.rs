@@ -8,7 +8,7 @@
 //!
 //! The hashing is [`Puzzle`]'s own small SHA-256 (a loop over the rounds, the challenge's full
 //! blocks hashed once), checked against `vestibule_shared::bots` in the tests: the `sha2` crate's
-//! unrolled rounds were 3.5 KB of the page's WASM (issue 47).
+//! unrolled rounds were 3.5 KB of the page's WASM.
 
 use leptos::prelude::*;
 use vestibule_shared::TicketStatus;

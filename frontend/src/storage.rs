@@ -14,7 +14,7 @@ use vestibule_shared::OrderReceipt;
 
 thread_local! {
     /// Values kept in memory where storage is unavailable: a handful of keys, so a list (a
-    /// `HashMap` cost its hasher in the WASM: issue 47).
+    /// `HashMap` costs its hasher in the WASM).
     static IN_MEMORY: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -304,7 +304,7 @@ mod tests {
             ..order
         };
         assert_eq!(StoredOrder::from_json(&pending.to_json()), Some(pending));
-        // As the page wrote it with serde before issue 47.
+        // As earlier pages wrote it with serde.
         let earlier = r#"{"token_tag":"t","key":"k","receipt":{"orderId":"o","room":"r","sku":"s","quantity":2}}"#;
         let read = StoredOrder::from_json(earlier).unwrap();
         assert_eq!(read.receipt.unwrap().quantity, 2);

@@ -101,7 +101,7 @@ pub fn room_api_url(base: &str, room: &str, rest: &str) -> String {
 /// one `/` (not `//` nor `/\`, which browsers read as another host), and holds no control
 /// characters (browsers drop tabs and line breaks from URLs, so `/\t/evil` would become
 /// `//evil`). Such a path has no scheme. This is the open-redirect rule of gate mode's `return`
-/// (issue 11, docs/DESIGN.md).
+/// (docs/DESIGN.md).
 pub fn is_same_origin_path(target: &str) -> bool {
     let mut chars = target.chars();
     chars.next() == Some('/')

@@ -1,4 +1,4 @@
-//! The script widget (issue 18): `widget.js` (served by the backend next to the page) sets
+//! The script widget: `widget.js` (served by the backend next to the page) sets
 //! `window.vestibuleWidget = {base, css}` and loads this WASM; `main` then mounts the waiting
 //! view into every `[data-vestibule-room]` element of the storefront's page instead of the body.
 //!

@@ -1,4 +1,4 @@
-//! Bots at the door (issue 16): the proof-of-work puzzle of a join, its challenge, and the
+//! Bots at the door: the proof-of-work puzzle of a join, its challenge, and the
 //! operator's view of who joins most.
 //!
 //! # The puzzle, byte by byte (for app developers)

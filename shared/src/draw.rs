@@ -1,4 +1,4 @@
-//! A scheduled opening with a pre-queue and a provably fair draw (issue 13, docs/DESIGN.md
+//! A scheduled opening with a pre-queue and a provably fair draw (docs/DESIGN.md
 //! "Scheduled opening and the draw"): what `GET /api/v1/rooms/{room}/draw` answers and the body
 //! of a join refused before the pre-queue opens.
 

@@ -1,4 +1,4 @@
-//! The page inside a storefront (issue 18): framed in an `<iframe>`, or mounted into the
+//! The page inside a storefront: framed in an `<iframe>`, or mounted into the
 //! storefront's own page by `widget.js`. The page learns from
 //! `GET /api/v1/rooms/{room}/embedding` which origins it may tell about the ticket
 //! (`postMessage` target origins, never `*`) and whether it may hand them the entry token.

@@ -15,8 +15,8 @@
 //! - [`gate`]: gate mode's session exchange ([`SessionRequest`] / [`EntrySession`]).
 //! - [`embed`]: what a framed page or the widget learns about its storefront embedders.
 //! - [`entry`]: the entry token's claims and the storefront's consume / release bodies.
-//! - [`bots`]: the proof-of-work puzzle of a join and the operator's top clients (issue 16).
-//! - [`admin_events`]: the admin event stream's figures (the operator console, issue 14).
+//! - [`bots`]: the proof-of-work puzzle of a join and the operator's top clients.
+//! - [`admin_events`]: the admin event stream's figures (the operator console).
 
 pub mod admin_events;
 pub mod bots;
@@ -256,7 +256,7 @@ pub struct TicketStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{12}$"))]
     pub ticket_tag: Option<String>,
-    /// The room's message to waiters, English (issue 14): show it above the position; absent =
+    /// The room's message to waiters, English: show it above the position; absent =
     /// none. A change reaches every page within one poll or SSE refresh.
     /// Example: `"Sizes 42–44 are sold out"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -56,7 +56,7 @@ pub fn admin_room(room: &str) -> String {
     format!("{API_V1}/admin/rooms/{room}")
 }
 
-/// The rooms (bearer token): `GET` lists, `POST` creates (issue 14).
+/// The rooms (bearer token): `GET` lists, `POST` creates.
 pub fn admin_rooms() -> String {
     format!("{API_V1}/admin/rooms")
 }

@@ -42,9 +42,9 @@ pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
 pub const STOCK_MAX: u64 = 1_000_000_000;
 /// Longest sold-out message, characters (each language).
 pub const SOLD_OUT_MESSAGE_MAX_CHARS: usize = 500;
-/// Longest display name of a room, characters (each language; issue 14).
+/// Longest display name of a room, characters (each language).
 pub const DISPLAY_NAME_MAX_CHARS: usize = 100;
-/// Longest message to waiters, characters (each language; issue 14).
+/// Longest message to waiters, characters (each language).
 pub const WAITER_MESSAGE_MAX_CHARS: usize = 280;
 /// Highest proof-of-work difficulty, leading zero bits (2^26 hashes: about a minute on a phone;
 /// docs/bots.md).
@@ -214,7 +214,7 @@ pub const CHECKOUT_URL_MAX_CHARS: usize = 2048;
 /// `None` for anything else, and for URLs with user info (`https://a@b`), a backslash, or no host.
 pub fn url_origin(url: &str) -> Option<String> {
     // The scheme ends at the first ':' and "//" follows (as splitting at the first "://", which
-    // costs the page a string search: issue 47).
+    // costs the page a string search).
     let (scheme, rest) = url.split_once(':')?;
     let rest = rest.strip_prefix("//")?;
     let scheme = scheme.to_ascii_lowercase();
@@ -228,7 +228,7 @@ pub fn url_origin(url: &str) -> Option<String> {
     Some(format!("{scheme}://{}", authority.to_ascii_lowercase()))
 }
 
-/// Checks a room's checkout URL (where the page sends an admitted shopper, issue 18): a path on
+/// Checks a room's checkout URL (where the page sends an admitted shopper): a path on
 /// this server (one leading `/`, not `//` or `/\`) or a URL that starts with one of
 /// `allowed_origins` (`--cors-origins`, the storefronts, spelled as configured) followed by
 /// nothing, `/`, `?` or `#`; at most [`CHECKOUT_URL_MAX_CHARS`], no whitespace or control

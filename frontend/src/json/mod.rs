@@ -1,4 +1,4 @@
-//! The JSON the page reads and writes, without serde (issue 47: serde's derived visitors and
+//! The JSON the page reads and writes, without serde (serde's derived visitors and
 //! serde_json's parser and error messages were about a tenth of the WASM).
 //!
 //! [`parse`] reads (this file) a JSON text into a [`Json`] tree; the [`FromJson`] decoders (`decode.rs`) take the API's

@@ -1,4 +1,4 @@
-//! The pre-queue's countdown (`#countdown`, issue 13): while the ticket is `PRE_QUEUE`, the time
+//! The pre-queue's countdown (`#countdown`): while the ticket is `PRE_QUEUE`, the time
 //! left to the opening (`opensAt`), ticking every second, "your place will be drawn at the
 //! opening" (the status headline says it), and the ticket's tag to check the published draw.
 

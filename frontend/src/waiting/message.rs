@@ -1,4 +1,4 @@
-//! The room's message to waiters (issue 14), above the place: in the page's language, or in the
+//! The room's message to waiters, above the place: in the page's language, or in the
 //! other one when the room wrote only that. A polite live region: a new message is read out
 //! without interrupting.
 

@@ -222,7 +222,7 @@ pub fn StatusSection(
                 )
             })
     };
-    // Optional parts rather than an `AnyView` per next step: the same elements (issue 47).
+    // Optional parts rather than an `AnyView` per next step: the same elements, for less WASM.
     let next_step_view = move || {
         let step = next_step();
         let checkout = match &step {
