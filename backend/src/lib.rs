@@ -8,7 +8,7 @@
 //! - [`cli`]: the command line: `serve` (the default), `demo`, `verify-draw`, and the two sizes
 //!   of help.
 //! - [`docs`]: the generated tables of docs/configuration.md (flags, room settings).
-//! - [`demo`]: `vestibule demo`: a demo room with synthetic shoppers (issue 14).
+//! - [`demo`]: `vestibule demo`: a demo room with synthetic shoppers.
 //! - [`config`]: CLI flags and `VESTIBULE_*` environment variables, validated.
 //! - [`startup`]: [`Application`]: builds the store, rooms and tasks, then serves.
 //! - [`server`]: the serving threads and the accept loop, HTTP/1.1 and h2c, with a bound on every

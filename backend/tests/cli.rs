@@ -1,4 +1,4 @@
-//! The command line of the built binary (issue 46): `-h` fits one screen and names the commands,
+//! The command line of the built binary: `-h` fits one screen and names the commands,
 //! `--help` has the detail, the old invocations still work, and the generated tables of
 //! docs/configuration.md are what the binary prints.
 

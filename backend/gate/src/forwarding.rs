@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn behind_trusted_forwarded_proxies_only_their_elements_go_on_and_the_clients_say_nothing() {
-        // A black-box probe: a client's own element, and its `proto=`/`host=`, reached the origin.
+        // A client's own element, and its `proto=`/`host=`, never reach the origin.
         let trusted = config(&[
             "--client-ip-header",
             "Forwarded",

@@ -15,8 +15,8 @@ fn request(version: axum::http::Version, method: Method, uri: &str, host: Option
     request
 }
 
-/// Requests whose host or target the origin could read otherwise than the gate (found by
-/// black-box probes): refused before any rule is checked.
+/// Requests whose host or target the origin could read otherwise than the gate: refused
+/// before any rule is checked.
 #[test]
 fn hosts_and_targets_an_origin_could_read_otherwise_are_refused() {
     use axum::http::Version;

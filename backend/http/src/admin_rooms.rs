@@ -1,4 +1,4 @@
-//! Rooms at run time (issue 14): `POST /api/v1/admin/rooms` (create), `GET
+//! Rooms at run time: `POST /api/v1/admin/rooms` (create), `GET
 //! /api/v1/admin/rooms` (list), `DELETE /api/v1/admin/rooms/{room}` and `GET
 //! /api/v1/admin/rooms/{room}/waiters` (who is waiting, never their ticket ids). Reading and
 //! changing one room's settings is `admin.rs`; the audit log is `audit.rs`.

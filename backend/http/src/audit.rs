@@ -1,4 +1,4 @@
-//! The audit log of admin changes (issue 14): `GET /api/v1/admin/rooms/{room}/audit`, and what
+//! The audit log of admin changes: `GET /api/v1/admin/rooms/{room}/audit`, and what
 //! the admin handlers call to write it. One entry per changed field (old → new as the admin API
 //! shows them), plus `room` entries for a create (null → the slug) and a delete (the slug →
 //! null); each names the replica that made it ([`crate::state::replica_id`]). Kept by the store,

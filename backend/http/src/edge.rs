@@ -17,7 +17,7 @@
 //!   poll's ~32k, callgrind).
 //! - [`IntakeLayer`] (innermost, in front of the routes): a request whose body is known to be empty
 //!   and whose path no protected prefix matches goes straight to the routes; any other goes
-//!   through `read_whole_body`, the default body limit and `require_entry_token`, as before. Of
+//!   through `read_whole_body`, the default body limit and `require_entry_token`. Of
 //!   those straight ones, the two a sale is made of, a poll and a join ([`hot_route`]), call
 //!   their handlers without the router: its match, the path parameters percent-decoded into a
 //!   map in the request's extensions and the `Path` extractor's deserialising cost a poll ~6.5k

@@ -347,8 +347,7 @@ struct AnswerPolicy {
 ///    `Retry-After` and `Allow` of the answer it replaces;
 /// 2. the page's framing, sniffing and referrer headers ([`add_frame_headers`]), and under
 ///    `/api/` `Cache-Control: no-store`, whichever layer made the answer (a 408 of the request
-///    timeout, a 405 of the page's routes, a 431, a CORS preflight: they once lost or never got
-///    them, as a probe found);
+///    timeout, a 405 of the page's routes, a 431, a CORS preflight);
 /// 3. a 503/504 gets `Retry-After` ([`add_retry_after`]);
 /// 4. an error is logged once ([`log_error_answer`]) and every answer is counted
 ///    ([`observe::count_answer`]);

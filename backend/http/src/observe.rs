@@ -33,7 +33,7 @@ pub async fn count_answers(request: Request, next: Next) -> Response {
 /// What [`count_answers`] does to one answer (the router's answer layer calls it directly).
 ///
 /// The counter of each (status, code) pair is registered once per serving thread and kept: a
-/// labelled key built and looked up for every answer was 1–2% of a poll (issue 15's profile).
+/// labelled key built and looked up for every answer was 1–2% of a poll.
 pub fn count_answer(response: &Response) {
     thread_local! {
         static COUNTERS: std::cell::RefCell<std::collections::HashMap<(u16, &'static str), metrics::Counter>> =

@@ -72,7 +72,7 @@ impl Modify for AdminSecurity {
 }
 
 /// Every operation on a room (a path with `{room}`) may meet a room an operator deleted while
-/// the server ran: 410 `room_deleted` (issue 14). Said once here rather than on each route.
+/// the server ran: 410 `room_deleted`. Said once here rather than on each route.
 fn deleted_rooms_are_gone(json: &mut Value) {
     let Some(paths) = json["paths"].as_object_mut() else {
         return;
@@ -345,7 +345,7 @@ pub fn router(
     assertions: bool,
 ) -> Router<AppState> {
     let mut json = finished(document);
-    // `checkoutUrl`'s rule depends on this server's storefront origins (issue 18).
+    // `checkoutUrl`'s rule depends on this server's storefront origins.
     let pattern = vestibule_shared::settings::checkout_url_pattern(cors_origins);
     for schema in ["RoomSettings", "RoomSettingsPatch", "CreateRoom"] {
         let property = &mut json["components"]["schemas"][schema]["properties"]["checkoutUrl"];

@@ -65,7 +65,7 @@ pub async fn room_info(
     }))
 }
 
-/// What a framed page or the widget may tell the storefront embedding it (issue 18): the
+/// What a framed page or the widget may tell the storefront embedding it: the
 /// `postMessage` target origins (`--cors-origins`; the page never posts to `*`) and whether
 /// `vestibule:admitted` carries the entry token (the room's `shareTokenWithEmbedder`, as this
 /// replica last read it: within a tick of a change).

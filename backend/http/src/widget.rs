@@ -1,4 +1,4 @@
-//! `GET {base}widget.js`: the script widget (issue 18). A storefront page with
+//! `GET {base}widget.js`: the script widget. A storefront page with
 //! `<div data-vestibule-room="main"></div>` and
 //! `<script type="module" src="https://ROOM-HOST/widget.js"></script>` gets the waiting view
 //! mounted into that element (in a shadow root), by the page's own WASM: this small module

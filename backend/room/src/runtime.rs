@@ -44,7 +44,7 @@ pub struct RoomRuntime {
 }
 
 /// Handles of a room's per-poll counters: registered once, so a poll increments an atomic
-/// instead of building and looking up a labelled key (issue 15's profile: 4% of a poll).
+/// instead of building and looking up a labelled key (4% of a poll).
 #[derive(Debug)]
 pub struct PollMetrics {
     /// `vestibule_polls_total{room}`.
@@ -104,7 +104,7 @@ impl RoomRuntime {
     /// Counts one join in `vestibule_joins_total{room, outcome}`: `new` when it made a ticket,
     /// `existing` when it found one. Each series is registered once, at the first join it counts
     /// (as [`RoomRuntime::poll_metrics`]; a labelled key built and looked up per join was ~2% of
-    /// a join's instructions), so a series appears with its first count, as before.
+    /// a join's instructions), so a series appears with its first count.
     pub fn count_join(&self, created: bool) {
         let (slot, outcome) = if created {
             (&self.join_metrics[0], "new")

@@ -28,7 +28,7 @@ pub struct Quota {
 impl Quota {
     /// How many to admit this tick at `rate_per_sec` after `elapsed`, for a nominal `tick`.
     ///
-    /// Never more than ⌈rate × tick⌉ at once (one tick's quota: issue 15's admission windows).
+    /// Never more than ⌈rate × tick⌉ at once (one tick's quota).
     /// Ticks run on a grid, so a tick a few milliseconds late is followed by one as much early:
     /// what the late one could not admit is carried (at most a quarter tick's worth, or one
     /// shopper) and paid by the early one, and every second admits the rate. A longer stall (a

@@ -119,7 +119,7 @@ pub fn ticket_status(
             .then(|| vestibule_store::ids::log_tag(&record.id)),
         queueing_method: (settings.queueing_method.is_random() && waiting)
             .then_some(settings.queueing_method),
-        // The message to waiters (issue 14) goes to tickets still in line.
+        // The message to waiters goes to tickets still in line.
         message_en: waiting
             .then(|| settings.labels.message_en.clone())
             .flatten(),

@@ -1,4 +1,4 @@
-//! The embedding flags (issue 18, flattened into [`crate::Config`]): the checkout URL and the
+//! The embedding flags (flattened into [`crate::Config`]): the checkout URL and the
 //! token-sharing switch every room starts with. Like `--admission-rate`, they only seed a new
 //! room; an operator changes them live with the admin `PATCH` (`checkoutUrl`,
 //! `shareTokenWithEmbedder`).

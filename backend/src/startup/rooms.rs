@@ -19,7 +19,7 @@ pub(super) async fn start_rooms(
     tokens: &Arc<TokenService>,
 ) -> anyhow::Result<Vec<Arc<RoomRuntime>>> {
     // `--rooms` seeds the rooms that do not exist yet; every room in the store runs
-    // (issue 14: rooms created at run time are data, like the settings).
+    // (rooms created at run time are data, like the settings).
     for room in &config.rooms {
         store
             .seed_room(room, &config.default_settings_for(room))

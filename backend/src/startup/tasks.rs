@@ -110,7 +110,7 @@ pub(super) fn spawn_scheduler_thread(
             runtime.block_on(async move {
                 let store = own_store(&state, &config, "the schedulers").await;
                 state.note_store(&store);
-                // The rooms running now and every room added later (issue 14).
+                // The rooms running now and every room added later.
                 let each = state.clone();
                 sync::run_each_room(state.rooms.clone(), state.shutdown.clone(), move |room| {
                     scheduler::run(

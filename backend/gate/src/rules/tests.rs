@@ -75,8 +75,8 @@ fn paths_an_origin_could_read_otherwise_are_ambiguous() {
         "/checkout%09",
         "/%252e%252e/checkout",
         "/checkout%252fpay",
-        // Segments an origin may trim, and escapes that are not UTF-8 (a black-box probe:
-        // each of these reached the origin as a path no rule named).
+        // Segments an origin may trim, and escapes that are not UTF-8 (each of
+        // these would reach the origin as a path no rule names).
         "/checkout.",
         "/checkout%2e",
         "/checkout%20",

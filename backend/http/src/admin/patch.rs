@@ -179,8 +179,8 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
         ));
     }
     // A closed random room publishes its seed and can never reopen random, so a room turns random
-    // only open (found by a probe: created closed and random, its seed was out at once and its
-    // opening refused): prepare it closed as FIFO, and open it with `{"closed": false,
+    // only open (created closed and random, its seed would be out at once and its opening
+    // refused): prepare it closed as FIFO, and open it with `{"closed": false,
     // "queueingMethod": "random"}` in one change.
     if after.queueing_method.is_random()
         && after.sale.closed

@@ -23,8 +23,8 @@ fn a_join() -> Request {
 }
 
 /// The request timeout counts from the request's arrival, not from the first time the routes
-/// are waited on (a probe found a store timeout equal to the request timeout winning the race
-/// when the timer started late: 504 instead of 408).
+/// are waited on (a timer started late lets a store timeout equal to the request timeout win the
+/// race: 504 instead of 408).
 #[tokio::test(start_paused = true)]
 async fn the_request_timeout_counts_from_the_arrival() {
     let never = tower::service_fn(|_request: Request| {

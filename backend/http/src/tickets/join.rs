@@ -220,7 +220,7 @@ fn room_not_open(settings: &vestibule_store::Settings, joins_from_ms: u64) -> Re
         Json(body),
     )
         .into_response();
-    // Counted by its code like every other refusal (a probe saw it counted as `none`).
+    // Counted by its code like every other refusal, not as `none`.
     response.extensions_mut().insert(crate::observe::AnswerCode(
         vestibule_shared::error_code::ROOM_NOT_OPEN,
     ));

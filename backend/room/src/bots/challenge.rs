@@ -65,7 +65,7 @@ impl ChallengeKey {
     ) -> Result<Verified, Refusal> {
         let (challenge, nonce) = header.rsplit_once(':').ok_or(Refusal::Malformed)?;
         // Decimal digits only, as the document's pattern says (`u64::from_str` would also take
-        // a leading `+`; a black-box probe sent `+185`).
+        // a leading `+`, as in `+185`).
         // At most 20 of them (u64's width), also with leading zeros.
         if nonce.is_empty() || nonce.len() > 20 || !nonce.bytes().all(|byte| byte.is_ascii_digit())
         {

@@ -1,4 +1,4 @@
-//! Bots at the door (issue 16; docs/bots.md, docs/DESIGN.md "Bots at the door"):
+//! Bots at the door (docs/bots.md, docs/DESIGN.md "Bots at the door"):
 //! proof of work on joins, the difficulty's automatic rise, and who joins most.
 //!
 //! - [`challenge`]: signed challenges, their stateless check and why one is refused.
@@ -38,7 +38,7 @@ struct RoomWatch {
 #[derive(Debug)]
 pub struct Bots {
     key: ChallengeKey,
-    /// Per room, made at its first join (rooms are created at run time, issue 14).
+    /// Per room, made at its first join (rooms are created at run time).
     rooms: Mutex<HashMap<String, std::sync::Arc<Mutex<RoomWatch>>>>,
 }
 
@@ -123,7 +123,7 @@ impl Bots {
     /// The least difficulty a join's solution must have now: the difficulty in force less one bit
     /// (the meter may have moved while an honest client solved, and replicas' meters differ a
     /// little), never below the room's own. A farm that fetched cheap challenges before it
-    /// started joining finds them refused once its joins raise the difficulty (probe finding).
+    /// started joining finds them refused once its joins raise the difficulty.
     pub fn least_difficulty(&self, room: &str, settings: &Settings, now_ms: u64) -> u8 {
         self.difficulty(room, settings, now_ms)
             .saturating_sub(1)

@@ -27,7 +27,7 @@ impl SseHub {
     pub(super) fn prepare(&self, now: Instant) -> (Option<QueueCursor>, Vec<String>) {
         let mut watchers = self.lock();
         // One pass over the streamed tickets: this runs under the lock every refresh, and polls
-        // answered from memory wait for it (issue 15: poll p99 with 280,000 followed). Tickets
+        // answered from memory wait for it. Tickets
         // only polled are not passed over here.
         let mut streams = 0u64;
         // The longest due first, at most EXACT_BATCH (a max-heap of the earliest due times
