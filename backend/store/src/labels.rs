@@ -1,4 +1,4 @@
-//! A room's words for people, kept with its settings (issue 14): its display name and the
+//! A room's words for people, kept with its settings: its display name and the
 //! message to waiters, each in English and Korean. Bounds in `vestibule_shared::settings` (names
 //! ≤ 100, messages ≤ 280 chars).
 

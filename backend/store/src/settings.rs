@@ -20,7 +20,7 @@ pub struct Settings {
     pub token_ttl_ms: u64,
     /// Cap on active users; `None` = no cap.
     pub max_active_users: Option<u64>,
-    /// Where the page sends an admitted shopper; `None` = the demo checkout (issue 18).
+    /// Where the page sends an admitted shopper; `None` = the demo checkout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkout_url: Option<String>,
     /// Whether the page hands the entry token to the storefront embedding it.
@@ -51,7 +51,7 @@ pub struct Settings {
     /// Joins need a signed user assertion: one live ticket per user.
     #[serde(default)]
     pub require_user_assertion: bool,
-    /// Display names and the message to waiters (issue 14).
+    /// Display names and the message to waiters.
     #[serde(default)]
     pub labels: RoomLabels,
     /// Arrival order or the lottery (docs/DESIGN.md "Random queueing"); absent = FIFO.

@@ -1,4 +1,4 @@
-//! The store contract of issue 16 (bots at the door), beside `store_contract.rs`: the same checks
+//! The store contract of bots at the door, beside `store_contract.rs`: the same checks
 //! against `MemoryStore`, `DurableStore` and `RedisStore` — the proof-of-work and user-assertion
 //! settings are kept, changed and read by every path (admin read, lease, admission tick), and a
 //! challenge is used once (across replicas on Redis: one `SET NX PX`).

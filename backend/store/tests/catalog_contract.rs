@@ -1,4 +1,4 @@
-//! The store contract of rooms at run time (issue 14, docs/DESIGN.md "Rooms at run time"),
+//! The store contract of rooms at run time (docs/DESIGN.md "Rooms at run time"),
 //! against `MemoryStore`, `DurableStore` (a temp data dir) and `RedisStore` (a private
 //! `redis-server`): rooms are listed sorted, a create writes every setting (labels included) and
 //! is refused for a room that exists, a delete is refused while tickets wait unless forced and

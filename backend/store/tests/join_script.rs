@@ -2,10 +2,10 @@
 //! joins fails partway.
 //!
 //! A call reads the arrival-seq counter once and writes it (`INCRBY`) and the new tickets'
-//! `seen:`/`born:` slots at its end. Redis keeps what a script wrote before an error, so a join
-//! failing after others of its call had made tickets once left those tickets at seqs the counter
-//! never counted: the next join reused one (a probe's finding). The counter and the slots are now
-//! written whatever happens.
+//! `seen:`/`born:` slots at its end. Redis keeps what a script wrote before an error, so the counter
+//! and the slots are written whatever happens: a join failing after others of its call made
+//! tickets would otherwise leave those tickets at seqs the counter never counted, and the next
+//! join would reuse one.
 
 use redis::AsyncCommands as _;
 use vestibule_store::redis::{script_parts, RedisStore};

@@ -743,7 +743,7 @@ async fn a_join_decided_on_old_settings_changes_nothing() {
     }
 }
 
-/// Issue 18's room settings go through every store: set, kept by a change of another field,
+/// The embedding settings of a room go through every store: set, kept by a change of another field,
 /// cleared back to none (`Some(None)`), and seen by the scheduler's tick (the admit step
 /// returns the settings in force).
 #[tokio::test]

@@ -132,14 +132,14 @@ pub enum Change {
         /// The settings after the change.
         config: Settings,
     },
-    /// Audit entries of admin changes (issue 14), with the ids they were given.
+    /// Audit entries of admin changes, with the ids they were given.
     Audit {
         /// Room slug.
         room: String,
         /// The entries, oldest first.
         entries: Vec<crate::AuditRecord>,
     },
-    /// A room deleted by an operator (issue 14), with every ticket in it.
+    /// A room deleted by an operator, with every ticket in it.
     DeleteRoom {
         /// Room slug.
         room: String,

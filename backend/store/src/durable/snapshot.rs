@@ -28,7 +28,7 @@ pub struct Snapshot {
     pub last_seq: u64,
     /// Room slug → image.
     pub rooms: BTreeMap<String, RoomImage>,
-    /// Room slug → its audit log, oldest entry first (issue 14; kept after a room is deleted).
+    /// Room slug → its audit log, oldest entry first (kept after a room is deleted).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub audit: BTreeMap<String, Vec<crate::AuditRecord>>,
     /// Slug → what it ever had: its counter of generations and versions, its last deleted

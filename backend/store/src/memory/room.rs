@@ -437,7 +437,7 @@ impl Room {
     pub fn counts(&self, now_ms: u64) -> RoomCounts {
         let active = self.active.iter().filter(|(exp, _)| *exp > now_ms).count();
         // A sold-out room's line reads SOLD_OUT, ticket by ticket: nobody waits in it any more
-        // (Redis takes them out of the line; a probe saw the admin count stay at the old line).
+        // (Redis takes them out of the line; the admin count must not stay at the old line).
         let waiting = if self.config.sale.sold_out {
             0
         } else {

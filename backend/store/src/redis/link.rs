@@ -97,9 +97,8 @@ impl Link {
     /// key, which finds its ticket again): when its connection turns out to have dropped, the
     /// call goes once more, on the connection the `ConnectionManager` starts making at that
     /// failure, within what is left of the store timeout. A connection cut while Redis stays up
-    /// (`CLIENT KILL`, a proxy or a failover closing connections) then costs no failed answer;
-    /// before, the first such call on each serving thread's connection failed (a black-box probe:
-    /// 7 of 40 requests sent just after a `CLIENT KILL` got 503 or 504). When the second try
+    /// (`CLIENT KILL`, a proxy or a failover closing connections) then costs no failed answer,
+    /// not even for the first call on each serving thread's connection. When the second try
     /// fails too, the first failure is the answer (that one may have been sent). One server only:
     /// the cluster client resends by itself.
     pub(super) async fn bounded_repeatable<T, F, Fut>(&self, call: F) -> Result<T, StoreError>

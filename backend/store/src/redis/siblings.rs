@@ -6,14 +6,13 @@
 //! and such a call may have been sent, so it is answered 504 `store_timeout` ("may or may not
 //! have happened"). Left alone, each of those connections would turn one request, at any time
 //! after a Redis crash, into a 504 while the requests around it get the 503 `store_unavailable`
-//! an outage should get (a clean-clone test run caught a join answered 504 1.6 s into an
-//! outage). So when a call finds its connection dropped, it raises its [`Family`]'s alarm: every
-//! connection of this process to the same Redis URL then checks its own with a `PING` made on
-//! its own runtime (a reconnect runs on the runtime that starts it). One that finds its
+//! an outage should get. So when a call finds its connection dropped, it raises its [`Family`]'s
+//! alarm: every connection of this process to the same Redis URL then checks its own with a `PING`
+//! made on its own runtime (a reconnect runs on the runtime that starts it). One that finds its
 //! connection dropped starts reconnecting, and every call made on it from then on waits for that
-//! reconnect: answered 503 while Redis is away, served once it is back. What is left for a 504:
-//! the calls in flight as the connection broke, and those that meet their own cut connection
-//! before the alarm reaches it (the ones that mean the same sent twice then go once more:
+//! reconnect: answered 503 while Redis is away, served once it is back. What is left for a 504: the
+//! calls in flight as the connection broke, and those that meet their own cut connection before the
+//! alarm reaches it (the ones that mean the same sent twice then go once more:
 //! `Link::bounded_repeatable`).
 //!
 //! The same goes the other way: a connection that reconnects does not retry by itself, it waits

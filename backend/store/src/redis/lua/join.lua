@@ -109,7 +109,7 @@ local function write_seqs()
     local chunk_s = string.format('%d', chunk)
     redis.call('SETRANGE', prefix .. 'seen:' .. chunk_s, offset,
                table.concat(seen_bytes, '', from - seq_first + 1, to - seq_first + 1))
-    -- When it joined (the admin API's waiters list; issue 14), laid out as `seen:`.
+    -- When it joined (the admin API's waiters list), laid out as `seen:`.
     redis.call('SETRANGE', prefix .. 'born:' .. chunk_s, offset, string.rep(now_bytes, to - from + 1))
     from = to + 1
   end
