@@ -1,4 +1,4 @@
-//! The "scheduled drop" stage (issue 13, docs/DESIGN.md "Scheduled opening and the draw"):
+//! The "scheduled drop" stage (docs/DESIGN.md "Scheduled opening and the draw"):
 //! `shoppers` join a room's pre-queue over `join_secs` on Redis, the draw runs at the opening;
 //! reports the draw's duration (the leader's `vestibule_draw_duration_ms`: the `draw.lua` steps
 //! that walk the pre-queue kept in drawn order since the joins; target < 1 s for 100,000

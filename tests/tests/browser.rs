@@ -669,10 +669,10 @@ async fn an_order_is_placed_once_when_double_clicked_or_when_its_answer_is_lost(
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.set(LinkState::Up);
     // An attempt still in flight when the link came back waits out its deadline, then the
-    // back-off: up to ~40 s on a busy 2-core box (one CI run of 30 s timed out). Connections
+    // back-off: up to ~40 s on a busy 2-core box. Connections
     // that lived through the lost answers never answer again, and Chrome may send a retry on
     // one of them: after its attempts (`order::MAX_ATTEMPTS`) the page hands the decision back
-    // (`error`, the button enabled), as two clean-clone CI runs saw. The shopper clicks again:
+    // (`error`, the button enabled). The shopper clicks again:
     // the same key gets the same order, never "already used" (checked below by one token used).
     let mut outcome = final_outcome(&browser, Duration::from_secs(60)).await;
     if outcome == "error" {
@@ -699,7 +699,7 @@ async fn an_order_is_placed_once_when_double_clicked_or_when_its_answer_is_lost(
     browser.close().await.unwrap();
 }
 
-/// The page's WASM budget on the wire (issue 47): gzip -9, as `scripts/build-page.sh` writes it
+/// The page's WASM budget on the wire: gzip -9, as `scripts/build-page.sh` writes it
 /// and the server sends it to a browser without brotli. BENCHMARKS.md has what each part costs.
 const PAGE_WASM_GZIP_BUDGET: u64 = 120_000;
 

@@ -183,7 +183,7 @@ async fn a_second_process_on_the_same_data_dir_refuses_to_start() {
     );
 }
 
-/// Rooms created and deleted at run time (issue 14) and their audit log survive a crash: the
+/// Rooms created and deleted at run time and their audit log survive a crash: the
 /// created room runs again with its settings and its line, the deleted one stays deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rooms_created_and_deleted_at_run_time_survive_a_crash() {
@@ -259,9 +259,9 @@ async fn rooms_created_and_deleted_at_run_time_survive_a_crash() {
     );
 }
 
-/// Found by a probe: `main`, deleted by an operator and seeded again by `--rooms` at the next
-/// start, came back at settings version 0, so an `If-Match` read from the deleted room applied to
-/// it. A revived room starts its versions at its revival time (µs), as a created room does; on
+/// `main`, deleted by an operator and seeded again by `--rooms` at the next start, must not come
+/// back at settings version 0, or an `If-Match` read from the deleted room would apply to it. A
+/// revived room starts its versions at its revival time (µs), as a created room does; on
 /// Redis too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_room_deleted_and_seeded_again_takes_no_etag_of_the_deleted_one() {

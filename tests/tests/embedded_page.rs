@@ -1,4 +1,4 @@
-//! The waiting room inside a storefront's own page (issue 18), in headless Chromium.
+//! The waiting room inside a storefront's own page, in headless Chromium.
 //!
 //! The test serves a storefront from another origin (another port on 127.0.0.1) that
 //! - frames the page (`/framed`: an `<iframe>` with `embed=1`, resized by `vestibule:resize`,

@@ -1,4 +1,4 @@
-//! The page under a mount prefix, as gate mode serves it (issue 11): the built `dist/` behind a
+//! The page under a mount prefix, as gate mode serves it: the built `dist/` behind a
 //! small reverse proxy of this test ([`MountProxy`]) that serves Vestibule only under
 //! `/_vestibule/` (stripping the prefix) and a stand-in store everywhere else. Nothing the page
 //! asks for may fall outside the prefix: its assets, its early join, the WASM's calls and the

@@ -1,9 +1,9 @@
 //! Every write can be retried: a store stall between sending a change and its answer never leaves a
-//! client unable to learn what happened (docs/api.md, "Retries"). Each case here first failed on a
-//! real server: an order whose answer was lost, admin changes that answered 503 and then took
-//! effect, and a join limit that locked a known shopper out of their own ticket. Others replay
-//! faults reported against other products (each names its report): copies of one keyed order racing
-//! each other, and a failure that a standard retrying client must recover from.
+//! client unable to learn what happened (docs/api.md, "Retries"): an order whose answer is lost,
+//! admin changes that answer 503 and then take effect, a join limit that must not lock a known
+//! shopper out of their own ticket, and faults reported against other products (each names its
+//! report): copies of one keyed order racing each other, and a failure that a standard retrying
+//! client must recover from.
 
 use std::process::Stdio;
 use std::time::Duration;

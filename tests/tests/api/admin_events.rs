@@ -146,7 +146,7 @@ async fn the_demo_room_moves_by_itself_within_seconds() {
             .unwrap_or_else(|_| panic!("no listening line: {}", output.text()));
     // Long enough for a checkout whatever the draw: the demo's first shoppers are admitted
     // within about a second and order 2–8 s later (`demo.rs`), and a figure counts the second
-    // before it. (7 s were too short: a run saw none of the first shoppers order within it.)
+    // before it.
     let stream = tokio::process::Command::new("curl")
         .args(["-N", "-s", "--max-time", "12"])
         .args(["-H", &format!("Authorization: Bearer {ADMIN_TOKEN}")])

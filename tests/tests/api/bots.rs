@@ -1,4 +1,4 @@
-//! Bots at the door (issue 16): proof of work on joins, one place per person, what operators
+//! Bots at the door: proof of work on joins, one place per person, what operators
 //! see. On both stores; the cross-replica promises on two replicas sharing one Redis.
 
 use std::time::Duration;
@@ -187,7 +187,7 @@ async fn wrong_expired_and_other_room_solutions_are_refused_with_their_own_codes
     );
 }
 
-/// Field reports SimplQ/simplQ-backend#47 ("the same person can't join the queue twice; he can
+/// Against SimplQ/simplQ-backend#47 ("the same person can't join the queue twice; he can
 /// join again once he left") and tl-its-umich-edu/remote-office-hours-queue#397 (one click sent
 /// two join requests; the second failed with "already in a meeting"): here concurrent joins of
 /// one user all get the same ticket, and after leaving the user joins again.
@@ -348,7 +348,7 @@ async fn across_replicas_a_solution_works_once_and_a_user_holds_one_ticket() {
     assert_eq!(waiting(&a, "main").await, 1);
 }
 
-/// Field report aws-solutions/virtual-waiting-room-on-aws#209: "it is so easy to create a robot
+/// Against aws-solutions/virtual-waiting-room-on-aws#209: "it is so easy to create a robot
 /// to call [the join] api in large amounts (like postman)… generating junk request ids". In a
 /// room with proof of work, 300 joins without work and 300 replays of one solution leave exactly
 /// the one place that was paid for.
@@ -405,10 +405,10 @@ async fn after_a_users_token_expires_the_user_may_queue_again(backend: Backend) 
     assert_ne!(after["ticketId"], first.ticket_id.as_str());
 }
 
-/// Probe finding (issue 16): replica B decided joins on its copy of the settings for up to a
-/// tick after an admin change through replica A, so a join sent at once through B skipped a
-/// proof of work, a user assertion or the pre-queue just turned on. Now the store refuses a join
-/// decided on an old settings version and B decides it again on the store's settings.
+/// Replica B may decide joins on its copy of the settings for up to a tick after an admin change
+/// through replica A; a join sent at once through B still meets a proof of work, a user assertion
+/// or the pre-queue just turned on: the store refuses a join decided on an old settings version
+/// and B decides it again on the store's settings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_through_another_replica_right_after_a_change_obeys_the_change() {
     let redis = RedisServer::start();
@@ -478,9 +478,9 @@ async fn a_join_through_another_replica_right_after_a_change_obeys_the_change() 
     assert_eq!(waiting(&a, "main").await, 3);
 }
 
-/// Probe finding: a farm fetched 60 challenges while nobody joined (difficulty 4), then joined
-/// with all of them; the rise of the difficulty never reached them. A solution must now have the
-/// difficulty in force at the join, less one bit.
+/// A farm that fetches 60 challenges while nobody joins (difficulty 4), then joins with all of
+/// them, does not escape the rise of the difficulty: a solution must have the difficulty in force
+/// at the join, less one bit.
 async fn challenges_fetched_before_a_burst_do_not_escape_the_rise(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;
     app.patch_room(
@@ -516,9 +516,9 @@ async fn challenges_fetched_before_a_burst_do_not_escape_the_rise(backend: Backe
     );
 }
 
-/// Probe findings: joins a closed room refuses raised the difficulty (the meter counted them
-/// before the store decided), a malformed `Idempotency-Key` was counted as a forged user
-/// assertion, and a nonce of more than 20 digits (leading zeros) was taken.
+/// Joins a closed room refuses do not raise the difficulty (the meter counts only the joins the
+/// store accepted), a malformed `Idempotency-Key` is not counted as a forged user assertion, and
+/// a nonce of more than 20 digits (leading zeros) is refused.
 async fn refused_joins_neither_raise_the_difficulty_nor_count_as_forged_assertions(
     backend: Backend,
 ) {

@@ -1,4 +1,4 @@
-//! Embedding (issue 18): a room's `checkoutUrl` (a path here or a URL on a `--cors-origins`
+//! Embedding: a room's `checkoutUrl` (a path here or a URL on a `--cors-origins`
 //! storefront, anything else 400 `invalid_field`), followed by `TOKEN_ISSUED`; the
 //! `shareTokenWithEmbedder` switch; what `…/embedding` tells a framed page or the widget.
 

@@ -34,7 +34,7 @@ async fn an_empty_room_admits_a_new_shopper_in_one_request(backend: Backend) {
     let (code, receipt) = app.order("main", Some(&token)).await;
     assert_eq!(code, StatusCode::CREATED, "{receipt}");
     // A rate set to 0 stops instant admission at once, although the bank still holds quota
-    // of the old rate (found by a black-box probe: joins right after the PATCH were admitted).
+    // of the old rate: joins right after the PATCH wait.
     app.patch_room("main", json!({"admissionRatePerSec": 0}))
         .await;
     let (_, stopped) = app.join("main", None).await;

@@ -1,4 +1,4 @@
-//! A scheduled opening with a pre-queue and a provably fair draw (issue 13, docs/DESIGN.md
+//! A scheduled opening with a pre-queue and a provably fair draw (docs/DESIGN.md
 //! "Scheduled opening and the draw"), against the real binary: refused before the pre-queue,
 //! `PRE_QUEUE` tickets in it, one draw at the opening (paused or not) that is a permutation
 //! committed to in advance and recomputed by `vestibule verify-draw`; on two replicas sharing
@@ -107,8 +107,8 @@ async fn drawn_positions(app: &TestApp, tickets: &[TicketStatus]) -> Vec<(u64, S
     panic!("the pre-queue was not drawn within 10 s of the opening");
 }
 
-/// Also a field report turned into a check: mterwill/office-hours-help-queue#216 ("students who
-/// script clicking … land on the top of the queue when it first opens"). Here the 30 shoppers
+/// Also against mterwill/office-hours-help-queue#216 ("students who script clicking … land on
+/// the top of the queue when it first opens"): the 30 shoppers
 /// whose scripts join first (one after another, before the other 270) get no head start: their
 /// drawn places are spread over the line, not 1..30.
 async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Backend) {
@@ -136,8 +136,8 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
         assert_eq!(got, status, "{bad} → {body}");
         assert_eq!(body["error"], code, "{body}");
     }
-    // Schemathesis found a time before 1970 refused although the document allows any RFC 3339
-    // date-time: it is simply past (read back as the epoch), and changes nothing else.
+    // A time before 1970 is taken, as the document allows any RFC 3339 date-time: it is simply
+    // past (read back as the epoch), and changes nothing else.
     let (got, body) = patch(&app, json!({"opensAt": "1151-07-10T11:01:26.48Z"})).await;
     assert_eq!(got, StatusCode::OK, "{body}");
     assert_eq!(body["opensAt"], "1970-01-01T00:00:00Z", "{body}");
@@ -170,7 +170,7 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
     );
     let (_, draw) = app.get_json("/api/v1/rooms/main/draw").await;
     assert_eq!(draw["state"], "NONE", "{draw}");
-    // Counted by its code (a probe found it counted as `none`).
+    // Counted by its code, not as `none`.
     assert_eq!(
         app.metric("vestibule_http_responses_total{status=\"409\",code=\"room_not_open\"}")
             .await,
@@ -255,7 +255,7 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
         (StatusCode::OK, Some(0)),
         "{past}"
     );
-    // Past the document's int64 bound is refused (Schemathesis sent 2^63 and got a 200).
+    // Past the document's int64 bound (2^63) is refused.
     for bad in [
         "limit=0",
         "limit=10001",

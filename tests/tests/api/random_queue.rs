@@ -1,4 +1,4 @@
-//! `queueingMethod: "random"` (issue 13, docs/DESIGN.md "Random queueing") against the real
+//! `queueingMethod: "random"` (docs/DESIGN.md "Random queueing") against the real
 //! binary: the setting's validation (400 `invalid_field`, 409 `conflict`, never a 500), the
 //! status field that tells the page the place can move, the seed kept secret while the lottery
 //! runs and published after it, and positions that are the ranks of HMAC-SHA256(seed, tag)
@@ -153,9 +153,9 @@ async fn a_random_room_is_validated_said_and_verifiable(backend: Backend) {
     assert_eq!(body["error"], "conflict", "{body}");
 }
 
-/// Found by a probe: a room created closed and random (or turned random while closed) published
-/// its seed at once (a closed random room does) and then could never open as random. Now a room
-/// turns random only while open: prepared closed as FIFO, it opens random in one change, with its
+/// A room created closed and random (or turned random while closed) would publish its seed at
+/// once (a closed random room does) and then could never open as random. So a room turns random
+/// only while open: prepared closed as FIFO, it opens random in one change, with its
 /// seed hidden.
 async fn a_room_turns_random_only_while_open(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;

@@ -1,4 +1,4 @@
-//! Rooms at run time (issue 14, docs/DESIGN.md "Rooms at run time"): created, listed, read,
+//! Rooms at run time (docs/DESIGN.md "Rooms at run time"): created, listed, read,
 //! changed and deleted through the admin API on both stores and across two replicas on one
 //! Redis; every change in the audit log; the message to waiters in polls and streams; who is
 //! waiting, paged; bad input gets the documented 4xx. Two replicas on one Redis:
@@ -512,9 +512,9 @@ async fn the_waiters_list_pages_in_queue_order_without_ticket_ids(backend: Backe
     assert_eq!(past["waiters"], json!([]), "{past}");
 }
 
-/// Found by a probe: a room created again started its settings versions at 0 again, so an
-/// `If-Match` read from the deleted room applied to the new one once it reached that version.
-/// Versions of a created room start at its creation time (ms): every earlier ETag is below.
+/// A room created again must not start its settings versions at 0 again, or an `If-Match` read
+/// from the deleted room would apply to the new one once it reached that version. Versions of a
+/// created room start at its creation time (ms): every earlier ETag is below.
 async fn an_etag_of_a_deleted_room_never_applies_to_the_room_created_again(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;
     let room = paths::admin_room("again");
@@ -571,11 +571,11 @@ async fn an_etag_of_a_deleted_room_never_applies_to_the_room_created_again(backe
     }
 }
 
-/// Found by a probe: a deleted room's secret and draw seed stayed cached in the store handles of
-/// the process that deleted it (one per serving thread); the room created again under the same
-/// slug got a new secret in Redis, so once a handle checked its copy again (5 s later) the same
-/// `Idempotency-Key` derived another ticket id and a retried join made a second ticket. Every
-/// handle of the process now forgets a room when it is deleted.
+/// A deleted room's secret and draw seed must not stay cached in the store handles of the
+/// process that deleted it (one per serving thread): the room created again under the same slug
+/// gets a new secret in Redis, so once a handle checked its copy again (5 s later) the same
+/// `Idempotency-Key` would derive another ticket id and a retried join would make a second
+/// ticket. Every handle of the process forgets a room when it is deleted.
 async fn a_room_created_again_keeps_its_keyed_joins_idempotent(backend: Backend) {
     // Two serving threads; the admin calls go over the app's connection and the joins over
     // another one, so they are served by different threads' store handles.
@@ -621,8 +621,8 @@ async fn a_room_created_again_keeps_its_keyed_joins_idempotent(backend: Backend)
     }
 }
 
-/// Found by a probe: `Authorization: bearer …` got 401, but an auth scheme is case-insensitive
-/// (RFC 9110 §11.1); a missing or other scheme still gets 401.
+/// `Authorization: bearer …` is accepted: an auth scheme is case-insensitive (RFC 9110 §11.1); a
+/// missing or other scheme gets 401.
 async fn the_bearer_scheme_is_matched_without_regard_to_case(backend: Backend) {
     let app = TestApp::spawn(backend, &[]).await;
     let url = app.url(&paths::admin_rooms());

@@ -1,4 +1,4 @@
-//! Rooms at run time across replicas (issue 14): two replicas on one Redis share rooms created,
+//! Rooms at run time across replicas: two replicas on one Redis share rooms created,
 //! changed and deleted through either within a tick, and a room Redis lost (restarted without
 //! persistence) is listed again by the replica running it.
 
@@ -605,8 +605,8 @@ async fn a_room_redis_lost_is_listed_again_by_the_replica_running_it() {
     // Written back under the generation it ran under: not taken for a room created again.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!app.log().contains("restarted here"), "{}", app.log());
-    // With the settings it ran with, not the command line's defaults (found by a probe: every
-    // room came back at the default rate, unpaused).
+    // With the settings it ran with, not the command line's defaults (the default rate,
+    // unpaused).
     let expected = (json!(4.0), json!(true), json!("kept"), json!(9));
     let mut settings = serde_json::Value::Null;
     let restored = within(async || {

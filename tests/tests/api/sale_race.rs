@@ -1,4 +1,4 @@
-//! The flash sale's last unit (issue 13): 500 shoppers race for 100 units, admitted fast and
+//! The flash sale's last unit: 500 shoppers race for 100 units, admitted fast and
 //! ordering from many concurrent clients, through two replicas on Redis (one process on the
 //! embedded store). Exactly 100 orders succeed, no unit is sold twice or lost (sold + left =
 //! the initial stock), and every other shopper ends SOLD_OUT.
@@ -7,7 +7,7 @@
 //! out"), so no admitted shopper meets a sold-out checkout here; an order refused 409 `sold_out`
 //! would be counted and its ticket must then be TOKEN_ISSUED or EXPIRED, never COMPLETED.
 //!
-//! The field report this guards against: OriginProtocol/dshop#920, "some users were able to buy
+//! The failure this guards against, OriginProtocol/dshop#920: "some users were able to buy
 //! items despite the inventory being sold out" during a flash NFT sale — an inventory check apart
 //! from the purchase step. Here the unit is taken in the token's own store step.
 

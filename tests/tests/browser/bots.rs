@@ -1,4 +1,4 @@
-//! Proof of work in the browser (issue 16, docs/bots.md): the page joins a room
+//! Proof of work in the browser (docs/bots.md): the page joins a room
 //! that asks for proof of work, says "Checking your browser…" while it solves, and the page
 //! stays responsive meanwhile — a timer chain and `requestAnimationFrame` keep running, with no
 //! gap of a quarter second, through a solve of at least a second.
@@ -88,8 +88,8 @@ async fn the_page_solves_the_proof_of_work_without_freezing_and_joins() {
             watched = Some((shown_ms, seen));
             break;
         }
-        // Another shopper, at one more bit (a fast, idle box solves 20 bits in a few hundred ms;
-        // a clean-clone CI run saw six solves of 26–457 ms): forget this one's ticket and key.
+        // Another shopper, at one more bit (a fast, idle box solves 20 bits in a few hundred ms
+        // or less): forget this one's ticket and key.
         let difficulty = DIFFICULTY + 1 + attempt as u8;
         app.patch_room("main", json!({"proofOfWorkDifficulty": difficulty}))
             .await;

@@ -1,4 +1,4 @@
-//! The message to waiters in the browser (issue 14, docs/DESIGN.md "Rooms at run time"): an open
+//! The message to waiters in the browser (docs/DESIGN.md "Rooms at run time"): an open
 //! waiting page shows a message posted through the admin API above the place within one SSE
 //! refresh (Korean) or one poll (English), in its own language (the other one when the room wrote
 //! only that), in a polite live region; clearing it hides it. axe-core finds no violation.

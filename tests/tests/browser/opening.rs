@@ -1,4 +1,4 @@
-//! A scheduled opening in the browser (issue 13, docs/DESIGN.md "Scheduled opening and the
+//! A scheduled opening in the browser (docs/DESIGN.md "Scheduled opening and the
 //! draw"), in English and in Korean: the page joins the pre-queue and shows the countdown to the
 //! opening, "your place will be drawn at the opening" and its ticket tag; at the opening it shows
 //! its drawn place; once the room admits, it goes to checkout by itself. Screenshots of the

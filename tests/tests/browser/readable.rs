@@ -1,10 +1,10 @@
-//! The page for every shopper (issue 47), in every state it has — waiting (with the room's
+//! The page for every shopper, in every state it has — waiting (with the room's
 //! message, random order and too little stock), paused, offline, retrying, "Leave the line?",
 //! left, the pre-queue's countdown, sold out, closed, no such room, checkout and the receipt —
 //! in English and in Korean:
 //! - **forced colours** (Windows high contrast, emulated with `forced-colors: active`): the
 //!   progress bar's track, its fill and the connection sign each keep a border or a system colour
-//!   that differs from the background (they took the background's colour and vanished), and the
+//!   that differs from the background (else they take the background's colour and vanish), and the
 //!   sign's shape differs by state; screenshots `target/screenshots/forced-{state}-{lang}.png`;
 //! - **200 % text** (the root's font size doubled) on phones 390 and 320 CSS px wide: nothing is
 //!   wider than the screen (`scrollWidth <= clientWidth`, no element past its edge), no word is

@@ -111,9 +111,8 @@ async fn origin_connections_are_kept_alive_lent_per_answer_and_dropped_when_unus
     assert!(answer.ends_with("ok"), "{answer}");
 }
 
-/// Faults a black-box probe found by putting real origins and clients behind the gate, each
-/// kept fixed here: what the origin sends and what the client gets are what HTTP says an
-/// intermediary passes on (and what nginx does).
+/// Real origins and clients behind the gate: what the origin sends and what the client gets are
+/// what HTTP says an intermediary passes on (and what nginx does).
 #[tokio::test]
 async fn what_origins_and_clients_send_is_passed_on_as_http_says() {
     let (app, mut client, _, requests) = gate_on_counting_origin().await;

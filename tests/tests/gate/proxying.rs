@@ -189,9 +189,9 @@ async fn bodies_stream_both_ways_and_upgrades_pass_through() {
     assert_eq!(&echoed, b"ping through the gate");
 }
 
-// A black-box probe put Python's `http.server` (which answers HTTP/1.0) behind the gate: the gate
-// passed that version on, so an HTTP/1.1 client got `HTTP/1.0 200 OK` and its kept-alive
-// connection was closed after every answer. The gate answers in the client's own version.
+// An origin that answers HTTP/1.0 (Python's `http.server`): passing that version on would give
+// an HTTP/1.1 client `HTTP/1.0 200 OK` and close its kept-alive connection after every answer.
+// The gate answers in the client's own version.
 #[tokio::test]
 async fn an_http_1_0_origin_is_answered_in_the_clients_version_on_a_kept_alive_connection() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -9,8 +9,8 @@ use vestibule_tests::Backend;
 use crate::origin::Origin;
 use crate::{admitted, closing_get, gate_in_front_of, json_of, raw_exchange, seen_header};
 
-/// Faults a black-box probe found, after reports against other proxies (Envoy CVE-2019-9901,
-/// gunicorn #2799, traefik #12961): each kept closed here.
+/// Spellings of the kinds reported against other proxies (Envoy CVE-2019-9901, gunicorn #2799,
+/// traefik #12961): each kept closed here.
 #[tokio::test]
 async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
     let origin = Origin::start().await;
@@ -119,9 +119,9 @@ async fn spellings_that_an_origin_reads_otherwise_are_refused_or_neutralised() {
     );
 }
 
-/// Faults a second black-box probe found (after Symfony CVE-2018-14773, host header poisoning,
-/// nginx's 501 for unknown transfer codings; its paths an origin may trim are rows in `paths.rs`):
-/// each reached the origin.
+/// Hosts that are no hosts, path overrides and transfer codings the gate cannot pass on (after
+/// Symfony CVE-2018-14773, host header poisoning, nginx's 501 for unknown transfer codings; paths
+/// an origin may trim are rows in `paths.rs`): none reaches the origin.
 #[tokio::test]
 async fn hosts_that_are_no_hosts_and_path_overrides_never_reach_the_origin() {
     let origin = Origin::start().await;

@@ -458,8 +458,8 @@ async fn too_large_or_too_many_headers_get_the_same_json_431_over_both_protocols
 async fn a_slow_http2_reader_gets_the_whole_answer_past_the_idle_limit() {
     // Python's `h2` (an independent HTTP/2 implementation) opens a 16 KiB window and gives it
     // back slowly: the 110 KB OpenAPI document takes 3.5–17 s, many idle limits. The body is
-    // handed to the protocol layer at once, so "nothing in flight" comes early; two black-box
-    // probes found it cut short by the idle close.
+    // handed to the protocol layer at once, so "nothing in flight" comes early, and the idle
+    // close must not cut it short.
     let app = TestApp::spawn(Backend::Memory, &["--header-read-timeout-secs", "1"]).await;
     let whole = app.get_bytes(paths::OPENAPI).await.len();
     let address = app.base.trim_start_matches("http://").to_owned();
@@ -558,9 +558,9 @@ async fn raw_answer(address: &str, request: &str) -> String {
 }
 
 /// Every answer carries the page's security headers and every answer under `/api/`
-/// `Cache-Control: no-store`, whichever layer made it: a probe found a 408 of the request
-/// timeout, a 405 of the page's routes, a 431 and a CORS preflight without some of them (the
-/// answer layer added the headers before replacing a bodiless error with a JSON one).
+/// `Cache-Control: no-store`, whichever layer made it: a 408 of the request timeout, a 405 of
+/// the page's routes, a 431 and a CORS preflight too (the answer layer adds the headers after
+/// replacing a bodiless error with a JSON one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_has_the_security_headers_and_every_api_answer_no_store() {
     let shop = "https://shop.example";

@@ -149,10 +149,10 @@ async fn the_pass_policy_keeps_checkout_open_while_the_store_is_down() {
 }
 
 /// Joins sent together (docs/DESIGN.md "Joins sent together") while Redis is down: a call meets
-/// the connection's reconnect and its retries (up to ~0.6 s) before it is refused; the joins
-/// waiting behind it used to meet the same, call after call, and with each join's wait bounded
-/// by the store timeout those still out at their deadline answered 504 (a probe: 128 of 400).
-/// Nothing was sent: every one of 400 joins at once answers 503 `store_unavailable` with
+/// the connection's reconnect and its retries (up to ~0.6 s) before it is refused; were the joins
+/// waiting behind it to meet the same, call after call, those still out at their deadline (each
+/// join's wait is bounded by the store timeout) would answer 504 although nothing was sent.
+/// Every one of 400 joins at once answers 503 `store_unavailable` with
 /// `Retry-After`, within the store timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_at_once_while_redis_is_down_all_answer_503_within_the_store_timeout() {

@@ -1,7 +1,6 @@
 //! What an operator meets running Vestibule: a Redis that may evict keys, shutdown with clients
 //! that never read, client addresses behind proxies, and a server started from another folder.
-//! Each case first failed as tried by hand, or replays a fault reported against another product
-//! (named beside the test); each is kept here as the test of its fix.
+//! Some cases replay a fault reported against another product (named beside the test).
 //!
 //! One test binary (link time), one file per concern: add a test to the file of its concern, or
 //! a new `mod` here.

@@ -6,11 +6,10 @@ use serde_json::json;
 use vestibule_shared::paths;
 use vestibule_tests::{RedisServer, TestApp};
 
-/// Tried with two replicas (issue 14): the follower's `/metrics` had no waiting or active-users
-/// figures and a replica that lost leadership kept its last ones, so summing replicas
-/// double-counted; and no counter told 429s from 503s. Room gauges now come from the store at
-/// scrape time (the same on every replica, at once), and every answer is counted by status and
-/// error code.
+/// With two replicas, a follower's `/metrics` has the waiting and active-users figures too, and a
+/// replica that lost leadership does not keep its last ones (summing replicas must not
+/// double-count): room gauges come from the store at scrape time (the same on every replica, at
+/// once). Every answer is counted by status and error code, so 429s are told from 503s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_reports_the_rooms_figures_from_the_store_and_counts_answers_by_code() {
     let redis = RedisServer::start();
