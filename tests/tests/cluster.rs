@@ -545,3 +545,47 @@ async fn a_token_buys_once_through_a_failover_to_a_replica_that_fell_behind() {
     }
     println!("uses answered 503/504 (not confirmed) while the replica was stopped: {unconfirmed}");
 }
+
+/// A script the master does not hold yet (after a start, a restart or `SCRIPT FLUSH`) is sent
+/// with its source to the slot's master alone: a hung node elsewhere (the room's replica,
+/// another shard's master) holds up no join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_first_call_waits_for_no_hung_node() {
+    let cluster = start_cluster().await;
+    let app = TestApp::spawn_on_cluster(&cluster, &["--rooms", "flash"]).await;
+    let (status, _) = app.join("flash", Some("warm")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let master = cluster.master_of_key("vestibule:{flash}:room");
+    let replica = cluster.replica_of(master);
+    let other = cluster
+        .nodes()
+        .into_iter()
+        .find(|node| node.master && node.port != master)
+        .map(|node| node.port)
+        .expect("another master");
+    let hung = [replica, other];
+    for port in hung {
+        cluster.signal(port, "STOP");
+    }
+    let mut took = Vec::new();
+    for round in 0..3 {
+        assert_eq!(cluster.cli(master, &["SCRIPT", "FLUSH"]), "OK");
+        let started = Instant::now();
+        let response = app
+            .join_request("flash")
+            .header("Idempotency-Key", format!("after-flush-{round}"))
+            .send()
+            .await
+            .expect("join");
+        took.push((response.status(), started.elapsed()));
+    }
+    for port in hung {
+        cluster.signal(port, "CONT");
+    }
+    println!("joins after SCRIPT FLUSH with two nodes hung: {took:?}");
+    // The store timeout is 1 s: a join that waited for a hung node took all of it.
+    for (status, took) in took {
+        assert_eq!(status, StatusCode::CREATED);
+        assert!(took < Duration::from_millis(800), "a join took {took:?}");
+    }
+}

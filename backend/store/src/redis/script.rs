@@ -12,9 +12,10 @@
 //! changes nothing and answers the error `ROOM_GONE <slug>`, a room whose document is missing
 //! `ROOM_LOST <slug>`. [`script_error`] turns both into the store's errors.
 
-use redis::{Script, ScriptInvocation, ToRedisArgs};
+use redis::{FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use super::keys::{Key, RoomKeys};
+use super::RedisConnection;
 use crate::StoreError;
 
 /// Lua shared by every script, after the bindings of its KEYS and ARGV.
@@ -103,9 +104,11 @@ impl ScriptSpec {
 
     /// The script to run.
     pub(super) fn load(&'static self) -> Loaded {
+        let source = self.source();
         Loaded {
             spec: self,
-            script: Script::new(&self.source()),
+            script: Script::new(&source),
+            source,
         }
     }
 }
@@ -114,16 +117,21 @@ impl ScriptSpec {
 #[derive(Clone)]
 pub(super) struct Loaded {
     pub spec: &'static ScriptSpec,
+    /// The script's SHA-1 (`get_hash`).
     pub script: Script,
+    /// The whole source: bindings, prelude, body.
+    pub source: String,
 }
 
 impl Loaded {
     /// A call of this script on `keys`, its KEYS already in place.
     pub(super) fn call<'a>(&'a self, keys: &RoomKeys) -> Call<'a> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in self.spec.keys {
-            invocation.key(keys.of(*key));
-        }
+        let invocation = Invocation {
+            source: &self.source,
+            hash: self.script.get_hash(),
+            keys: self.spec.keys.iter().map(|key| keys.of(*key)).collect(),
+            args: Vec::new(),
+        };
         Call {
             spec: self.spec,
             invocation,
@@ -135,8 +143,61 @@ impl Loaded {
 /// One call of a script being built: its arguments go in by name, in the spec's order.
 pub(super) struct Call<'a> {
     spec: &'static ScriptSpec,
-    pub(super) invocation: ScriptInvocation<'a>,
+    pub(super) invocation: Invocation<'a>,
     next: usize,
+}
+
+/// A script's call as Redis gets it: `EVALSHA`, and `EVAL` with the source when the server does
+/// not hold the script yet (after a start, a restart or `SCRIPT FLUSH`), which also caches it
+/// there. Never `SCRIPT LOAD`: a cluster client sends that to every node it is connected to and
+/// waits for all of them, so one hung node anywhere in the cluster would make the first call of a
+/// script wait the whole store timeout, although the call needs only its slot's master.
+pub(super) struct Invocation<'a> {
+    source: &'a str,
+    hash: &'a str,
+    keys: Vec<String>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Invocation<'_> {
+    fn arg<T: ToRedisArgs>(&mut self, value: T) {
+        self.args.extend(value.to_redis_args());
+    }
+
+    /// `verb` (`EVALSHA` or `EVAL`) with `script` (the hash or the source), the keys and the
+    /// arguments: routed on a cluster by the first key, as every key of a call is in one slot.
+    fn command(&self, verb: &str, script: &str) -> redis::Cmd {
+        let mut command = redis::cmd(verb);
+        command.arg(script).arg(self.keys.len());
+        for key in &self.keys {
+            command.arg(key);
+        }
+        for arg in &self.args {
+            command.arg(arg.as_slice());
+        }
+        command
+    }
+
+    /// Runs the call: `EVALSHA`, then `EVAL` if the server answers `NOSCRIPT`.
+    pub(super) async fn invoke_async<T: FromRedisValue>(
+        &self,
+        connection: &mut RedisConnection,
+    ) -> RedisResult<T> {
+        match self
+            .command("EVALSHA", self.hash)
+            .query_async(connection)
+            .await
+        {
+            Err(error)
+                if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                self.command("EVAL", self.source)
+                    .query_async(connection)
+                    .await
+            }
+            answer => answer,
+        }
+    }
 }
 
 impl Call<'_> {
