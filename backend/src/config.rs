@@ -6,11 +6,9 @@
 pub use crate::store::redis::RedisTarget;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::str::FromStr;
-use std::time::Duration;
 
 use clap::Parser;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
 pub use crate::room::eta::{PollTier, PollTiers};
 pub use crate::room::outage::{OutagePolicies, OutagePolicy};
@@ -20,32 +18,7 @@ use vestibule_shared::settings;
 /// Default protected prefix: the demo checkout's order endpoint.
 pub const DEFAULT_PROTECTED_PREFIX: &str = "/api/v1/rooms/{room}/orders";
 
-/// The `--help` headings of the server's flags, in the order `--help` shows them.
-///
-/// Every flag names one (a test checks); the flags of the flattened structs from other crates
-/// get theirs where they are flattened, or spell one of these.
-pub mod heading {
-    /// Where and how Vestibule serves.
-    pub const SERVING: &str = "Serving";
-    /// Redis or the embedded store.
-    pub const STORE: &str = "Store";
-    /// The rooms at start and the settings a new room starts with.
-    pub const ROOMS: &str = "Rooms";
-    /// Entry tokens, their keys, and the admin API.
-    pub const TOKENS: &str = "Tokens and admin";
-    /// Bots at the door and abuse limits.
-    pub const BOTS: &str = "Bots and abuse";
-    /// Gate mode (Vestibule in front of a storefront).
-    pub const GATE: &str = "Gate mode";
-    /// Bounds on requests, connections and store calls.
-    pub const LIMITS: &str = "Limits and timeouts";
-    /// Knobs whose defaults suit almost every deployment.
-    pub const TUNING: &str = "Tuning";
-    /// Every heading, in order.
-    pub const ALL: [&str; 8] = [SERVING, STORE, ROOMS, TOKENS, BOTS, GATE, LIMITS, TUNING];
-    /// The headings `-h` leaves to `--help` (to fit one screen).
-    pub const LONG_HELP_ONLY: [&str; 2] = [LIMITS, TUNING];
-}
+pub mod heading;
 
 /// The server's configuration: every flag of `vestibule [serve]` and `vestibule demo`.
 ///
@@ -340,120 +313,8 @@ pub struct Config {
     pub embed: EmbedArgs,
 
     // Limits and timeouts.
-    /// Bound on every store call in milliseconds.
-    ///
-    /// Past it the call fails as an outage. 50–30000.
-    #[arg(
-        long,
-        env = "VESTIBULE_STORE_TIMEOUT_MS",
-        default_value_t = 1000,
-        value_name = "MS",
-        help_heading = heading::LIMITS
-    )]
-    pub store_timeout_ms: u64,
-
-    /// `Retry-After` seconds sent with 503 and 504.
-    ///
-    /// When the store is unreachable (503) or did not confirm a change in time (504).
-    #[arg(
-        long,
-        env = "VESTIBULE_RETRY_AFTER_SECS",
-        default_value_t = 2,
-        value_name = "SECS",
-        help_heading = heading::LIMITS
-    )]
-    pub retry_after_secs: u64,
-
-    /// Largest request body in bytes.
-    ///
-    /// At least 256.
-    #[arg(
-        long,
-        env = "VESTIBULE_MAX_BODY_BYTES",
-        default_value_t = 16 * 1024,
-        value_name = "BYTES",
-        help_heading = heading::LIMITS
-    )]
-    pub max_body_bytes: usize,
-
-    /// Seconds a client may take to send a request's headers.
-    ///
-    /// Then the connection is closed (slowloris protection); also how long an idle keep-alive
-    /// connection waits for its next request's headers, and an HTTP/2 connection with no
-    /// request in flight for its next one.
-    #[arg(
-        long,
-        env = "VESTIBULE_HEADER_READ_TIMEOUT_SECS",
-        default_value_t = 10,
-        value_name = "SECS",
-        help_heading = heading::LIMITS
-    )]
-    pub header_read_timeout_secs: u64,
-
-    /// Seconds a request may take before it gets 408.
-    ///
-    /// SSE streams are exempt.
-    #[arg(
-        long,
-        env = "VESTIBULE_REQUEST_TIMEOUT_SECS",
-        default_value_t = 10,
-        value_name = "SECS",
-        help_heading = heading::LIMITS
-    )]
-    pub request_timeout_secs: u64,
-
-    /// Seconds a write to a client may stay blocked, 1–3600.
-    ///
-    /// Then the connection is closed (the client does not read); bounds what a stalled reader,
-    /// e.g. an SSE stream or a pipelining client, can hold.
-    #[arg(
-        long,
-        env = "VESTIBULE_WRITE_TIMEOUT_SECS",
-        default_value_t = 20,
-        value_name = "SECS",
-        help_heading = heading::LIMITS
-    )]
-    pub write_timeout_secs: u64,
-
-    /// Seconds connections may finish after SIGTERM, 0–3600.
-    ///
-    /// On SIGTERM or Ctrl-C, scheduler leases are released first; past this the remaining
-    /// connections are closed.
-    #[arg(
-        long,
-        env = "VESTIBULE_SHUTDOWN_GRACE_SECS",
-        default_value_t = 10,
-        value_name = "SECS",
-        help_heading = heading::LIMITS
-    )]
-    pub shutdown_grace_secs: u64,
-
-    /// Concurrent streams per HTTP/2 connection, 1–100000.
-    ///
-    /// Requests, SSE streams among them. HTTP/2 comes as cleartext prior knowledge (h2c) on the
-    /// same port as HTTP/1.1; a proxy or CDN in front multiplexes many shoppers' SSE streams
-    /// over few connections, and each stream then costs no socket or connection buffers of its
-    /// own. Past the limit the client waits (RFC 9113 §5.1.2) or opens another connection.
-    #[arg(
-        long,
-        env = "VESTIBULE_HTTP2_MAX_STREAMS",
-        default_value_t = 1000,
-        value_name = "N",
-        help_heading = heading::LIMITS
-    )]
-    pub http2_max_streams: u32,
-
-    /// Seconds a finished ticket stays queryable.
-    ///
-    /// Completed, expired or left.
-    #[arg(
-        long,
-        env = "VESTIBULE_TERMINAL_TICKET_TTL_SECS",
-        default_value_t = 3600,
-        value_name = "SECS",
-        help_heading = heading::LIMITS
-    )]
-    pub terminal_ticket_ttl_secs: u64,
+    #[command(flatten)]
+    pub limits: Limits,
 
     // Tuning.
     /// Scheduler tick in milliseconds, 10–10000.
@@ -568,105 +429,15 @@ pub struct Config {
     pub redis_safety_check_secs: u64,
 }
 
-/// Parses `--admission-rate` within the settings' bounds (clap has no ranged `f64` parser).
-fn admission_rate(text: &str) -> Result<f64, String> {
-    let rate: f64 = text.trim().parse().map_err(|error| format!("{error}"))?;
-    settings::check_admission_rate(rate).map_err(|bounds| format!("must be {bounds}"))?;
-    Ok(rate)
-}
-
-/// The embedded store's data dir: a folder, or none (`none`: nothing survives a restart).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataDir(pub Option<PathBuf>);
-
-impl FromStr for DataDir {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Ok(match text {
-            "none" => Self(None),
-            path => Self(Some(PathBuf::from(path))),
-        })
-    }
-}
-
-impl Config {
-    /// The scheduler tick.
-    pub fn tick(&self) -> Duration {
-        Duration::from_millis(self.tick_ms)
-    }
-
-    /// How long shutdown waits for open connections.
-    pub fn shutdown_grace(&self) -> Duration {
-        Duration::from_secs(self.shutdown_grace_secs)
-    }
-
-    /// How long a write to a client may stay blocked.
-    pub fn write_timeout(&self) -> Duration {
-        Duration::from_secs(self.write_timeout_secs)
-    }
-
-    /// How many threads serve connections: `--serving-threads`, or one per CPU core for 0.
-    pub fn serving_threads(&self) -> usize {
-        match self.serving_threads {
-            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-            threads => threads,
-        }
-    }
-
-    /// The bound on each store call.
-    pub fn store_timeout(&self) -> Duration {
-        Duration::from_millis(self.store_timeout_ms)
-    }
-
-    /// The Redis URL (or the cluster's seed URLs) with any password replaced by `***`, safe to
-    /// log.
-    pub fn redis_url_for_logs(&self) -> Option<String> {
-        match self.redis_target()? {
-            RedisTarget::Single(url) => Some(redact_url_password(url)),
-            RedisTarget::Cluster(urls) => Some(
-                urls.iter()
-                    .map(|url| redact_url_password(url))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-        }
-    }
-
-    /// Where the Redis store lives: `--redis-url`, `--redis-cluster`, or neither (embedded).
-    /// [`Config::validate`] refuses both at once; here `--redis-url` would win.
-    pub fn redis_target(&self) -> Option<RedisTarget<'_>> {
-        if let Some(url) = &self.redis_url {
-            return Some(RedisTarget::Single(url.expose_secret()));
-        }
-        let seeds = self.redis_cluster.as_ref()?.expose_secret();
-        Some(RedisTarget::Cluster(
-            seeds
-                .split(',')
-                .map(str::trim)
-                .filter(|url| !url.is_empty())
-                .collect(),
-        ))
-    }
-}
-
-/// Replaces the password of `scheme://user:password@host` with `***`.
-pub fn redact_url_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    match rest.split_once('@') {
-        Some((credentials, host)) => {
-            let user = credentials.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_owned(),
-    }
-}
-
 mod embed;
 mod layers;
+mod limits;
 mod validate;
+mod values;
+
+pub use limits::Limits;
+use values::admission_rate;
+pub use values::{redact_url_password, DataDir};
 
 pub use validate::InvalidConfig;
 

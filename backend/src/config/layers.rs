@@ -1,7 +1,11 @@
 //! What each layer takes from the configuration: a new room's settings, the HTTP layer's
 //! [`HttpConfig`](crate::http::config::HttpConfig), a room's [`RoomOptions`](crate::room::RoomOptions).
 
-use super::Config;
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+
+use super::{redact_url_password, Config, RedisTarget};
 
 impl Config {
     /// The settings a new room `room` starts with: [`Config::default_settings`], with the
@@ -50,9 +54,9 @@ impl Config {
             challenge_ttl_secs: self.challenge_ttl_secs,
             client_ip_header: self.client_ip_header.clone(),
             trusted_proxy_hops: self.trusted_proxy_hops,
-            retry_after_secs: self.retry_after_secs,
-            max_body_bytes: self.max_body_bytes,
-            request_timeout_secs: self.request_timeout_secs,
+            retry_after_secs: self.limits.retry_after_secs,
+            max_body_bytes: self.limits.max_body_bytes,
+            request_timeout_secs: self.limits.request_timeout_secs,
             static_dir: self.static_dir.clone(),
             api_prefix: self.gate.enabled().then(|| self.gate.prefix()),
         }
@@ -63,7 +67,7 @@ impl Config {
     pub fn store_options(&self) -> crate::store::StoreOptions {
         crate::store::StoreOptions {
             lease_ms: self.lease_ms,
-            keep_ms: self.terminal_ticket_ttl_secs * 1000,
+            keep_ms: self.limits.terminal_ticket_ttl_secs * 1000,
         }
     }
 
@@ -79,5 +83,65 @@ impl Config {
             page_base: self.gate.page_base(),
             default_checkout: std::sync::Arc::new(move |room: &str| gate.default_checkout(room)),
         }
+    }
+}
+
+impl Config {
+    /// The scheduler tick.
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms)
+    }
+
+    /// How long shutdown waits for open connections.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.limits.shutdown_grace_secs)
+    }
+
+    /// How long a write to a client may stay blocked.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_secs(self.limits.write_timeout_secs)
+    }
+
+    /// How many threads serve connections: `--serving-threads`, or one per CPU core for 0.
+    pub fn serving_threads(&self) -> usize {
+        match self.serving_threads {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            threads => threads,
+        }
+    }
+
+    /// The bound on each store call.
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.limits.store_timeout_ms)
+    }
+
+    /// The Redis URL (or the cluster's seed URLs) with any password replaced by `***`, safe to
+    /// log.
+    pub fn redis_url_for_logs(&self) -> Option<String> {
+        match self.redis_target()? {
+            RedisTarget::Single(url) => Some(redact_url_password(url)),
+            RedisTarget::Cluster(urls) => Some(
+                urls.iter()
+                    .map(|url| redact_url_password(url))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        }
+    }
+
+    /// Where the Redis store lives: `--redis-url`, `--redis-cluster`, or neither (embedded).
+    /// [`Config::validate`] refuses both at once; here `--redis-url` would win.
+    pub fn redis_target(&self) -> Option<RedisTarget<'_>> {
+        if let Some(url) = &self.redis_url {
+            return Some(RedisTarget::Single(url.expose_secret()));
+        }
+        let seeds = self.redis_cluster.as_ref()?.expose_secret();
+        Some(RedisTarget::Cluster(
+            seeds
+                .split(',')
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .collect(),
+        ))
     }
 }

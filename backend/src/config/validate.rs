@@ -177,10 +177,10 @@ impl Config {
                 self.lease_ms
             ));
         }
-        if !(50..=30_000).contains(&self.store_timeout_ms) {
+        if !(50..=30_000).contains(&self.limits.store_timeout_ms) {
             return Err(format!(
                 "--store-timeout-ms must be 50–30000, got {}",
-                self.store_timeout_ms
+                self.limits.store_timeout_ms
             ));
         }
         if !(50..=60_000).contains(&self.sse_refresh_ms) {
@@ -195,10 +195,10 @@ impl Config {
     /// The bounds of serving: body size, timeouts, proxy hops, shutdown grace, threads and their
     /// priority, HTTP/2 streams, the Redis safety check's period.
     fn check_serving(&self) -> Result<(), String> {
-        if self.max_body_bytes < 256 {
+        if self.limits.max_body_bytes < 256 {
             return Err("--max-body-bytes must be at least 256".into());
         }
-        if self.header_read_timeout_secs == 0 {
+        if self.limits.header_read_timeout_secs == 0 {
             return Err("--header-read-timeout-secs must be at least 1".into());
         }
         if !(1..=16).contains(&self.trusted_proxy_hops) {
@@ -207,10 +207,10 @@ impl Config {
                 self.trusted_proxy_hops
             ));
         }
-        if self.shutdown_grace_secs > 3600 {
+        if self.limits.shutdown_grace_secs > 3600 {
             return Err(format!(
                 "--shutdown-grace-secs must be 0–3600, got {}",
-                self.shutdown_grace_secs
+                self.limits.shutdown_grace_secs
             ));
         }
         if !(-20..=19).contains(&self.scheduler_nice) {
@@ -225,16 +225,16 @@ impl Config {
                 self.serving_threads
             ));
         }
-        if !(1..=100_000).contains(&self.http2_max_streams) {
+        if !(1..=100_000).contains(&self.limits.http2_max_streams) {
             return Err(format!(
                 "--http2-max-streams must be 1–100000, got {}",
-                self.http2_max_streams
+                self.limits.http2_max_streams
             ));
         }
-        if !(1..=3600).contains(&self.write_timeout_secs) {
+        if !(1..=3600).contains(&self.limits.write_timeout_secs) {
             return Err(format!(
                 "--write-timeout-secs must be 1–3600, got {}",
-                self.write_timeout_secs
+                self.limits.write_timeout_secs
             ));
         }
         if !(1..=86_400).contains(&self.redis_safety_check_secs) {
@@ -243,7 +243,7 @@ impl Config {
                 self.redis_safety_check_secs
             ));
         }
-        if self.request_timeout_secs == 0 {
+        if self.limits.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
         Ok(())

@@ -14,13 +14,13 @@ use crate::state::AppState;
 /// The bounds on every client connection, from the configuration.
 pub(super) fn connection_limits(config: &Config) -> ConnectionLimits {
     ConnectionLimits {
-        header_read_timeout: Duration::from_secs(config.header_read_timeout_secs),
+        header_read_timeout: Duration::from_secs(config.limits.header_read_timeout_secs),
         write_timeout: config.write_timeout(),
-        http2_max_streams: config.http2_max_streams,
+        http2_max_streams: config.limits.http2_max_streams,
         shutdown_grace: config.shutdown_grace(),
         http2_stall: ConnectionLimits::http2_stall_for(
             config.write_timeout(),
-            Duration::from_secs(config.request_timeout_secs),
+            Duration::from_secs(config.limits.request_timeout_secs),
             // Only gate mode waits on an origin.
             if config.gate.enabled() {
                 config.gate.upstream_timeout()
