@@ -52,7 +52,9 @@ pub enum Command {
     /// Recompute a room's published draw; exit 0 = it matches.
     ///
     /// From its published seed and tags: exit 0 = it matches, 1 = it does not, 2 = the input
-    /// cannot be read (docs/DESIGN.md, "Scheduled opening and the draw").
+    /// cannot be read or lacks pages, 3 = it matches but `--tag` is not in it (docs/DESIGN.md,
+    /// "Scheduled opening and the draw"). Fetches plain `http://` only: save an https answer
+    /// (every page) with curl and pass the file.
     VerifyDraw(VerifyDraw),
     /// Print a Markdown table of docs/configuration.md (scripts/docs-tables.sh).
     #[command(hide = true)]
@@ -110,7 +112,7 @@ pub fn command() -> clap::Command {
         .filter(|arg| !arg.is_hide_set() && brief_leaves_out(arg))
         .count();
     let footer = format!(
-        "{long_help_only} more flags (limits, timeouts, tuning), env vars and defaults: --help"
+        "{long_help_only} more flags (limits, timeouts, tuning, key rotation), env vars and defaults: --help"
     );
     let server = move |command: clap::Command| {
         command

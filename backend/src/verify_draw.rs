@@ -32,6 +32,16 @@ pub struct VerifyDraw {
     pub tag: Option<String>,
 }
 
+/// Why a draw was not verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refuted {
+    /// Pages are missing (a saved file that holds only some of them): nothing can be said about
+    /// the draw yet (exit 2).
+    Incomplete(String),
+    /// The draw does not follow from its seed and commitment (exit 1).
+    Mismatch(String),
+}
+
 /// What a verification found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
@@ -44,8 +54,19 @@ pub struct Verified {
 /// Checks a draw from all its pages (any order).
 ///
 /// # Errors
-/// Why it does not match, in one sentence.
-pub fn verify(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String> {
+/// [`Refuted::Incomplete`] when tags are missing; [`Refuted::Mismatch`] when the draw does not
+/// match, in one sentence.
+pub fn verify(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, Refuted> {
+    checked(pages, tag).map_err(|reason| {
+        if reason.starts_with("incomplete: ") {
+            Refuted::Incomplete(reason)
+        } else {
+            Refuted::Mismatch(reason)
+        }
+    })
+}
+
+fn checked(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String> {
     let mut pages: Vec<&DrawInfo> = pages.iter().collect();
     pages.sort_by_key(|page| page.offset);
     let first = pages.first().ok_or("no draw answer was given")?;
@@ -77,7 +98,7 @@ pub fn verify(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String>
         }
         if page.offset != tags.len() as u64 {
             return Err(format!(
-                "tags {}–{} are missing (a page starts at {})",
+                "incomplete: tags {}–{} are missing (a page starts at {}): fetch every page",
                 tags.len(),
                 page.offset,
                 page.offset
@@ -87,9 +108,10 @@ pub fn verify(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String>
     }
     if tags.len() as u64 != first.count {
         return Err(format!(
-            "{} tags were published for a draw of {}",
+            "incomplete: {} of {} tags; fetch the rest from offset {} (nextOffset)",
             tags.len(),
-            first.count
+            first.count,
+            tags.len()
         ));
     }
     let recomputed = draw_order(&seed, tags.clone(), Clone::clone);
@@ -189,12 +211,19 @@ pub async fn run(args: VerifyDraw) -> ExitCode {
                 (Some(tag), Some(place)) => {
                     println!("verify-draw: ticket {tag} is at place {place}")
                 }
-                (Some(tag), None) => println!("verify-draw: ticket {tag} is not in the draw"),
+                (Some(tag), None) => {
+                    println!("verify-draw: ticket {tag} is not in the draw");
+                    return ExitCode::from(3);
+                }
                 _ => {}
             }
             ExitCode::SUCCESS
         }
-        Err(reason) => {
+        Err(Refuted::Incomplete(reason)) => {
+            eprintln!("verify-draw: cannot check the draw: {reason}");
+            ExitCode::from(2)
+        }
+        Err(Refuted::Mismatch(reason)) => {
             println!("verify-draw: MISMATCH: {reason}");
             ExitCode::from(1)
         }
@@ -240,15 +269,20 @@ mod tests {
         );
         let mut swapped = good.clone();
         swapped.tags.swap(0, 1);
-        assert!(verify(&[swapped], None).unwrap_err().contains("place 1"));
+        assert!(
+            matches!(verify(&[swapped], None), Err(Refuted::Mismatch(why)) if why.contains("place 1"))
+        );
         let mut other_seed = good.clone();
         other_seed.seed_sha256 = Some("00".repeat(32));
-        assert!(verify(&[other_seed], None)
-            .unwrap_err()
-            .contains("commitment"));
+        assert!(
+            matches!(verify(&[other_seed], None), Err(Refuted::Mismatch(why)) if why.contains("commitment"))
+        );
         let mut short = good.clone();
         short.tags.pop();
-        assert!(verify(&[short], None).is_err());
+        assert!(matches!(
+            verify(&[short], None),
+            Err(Refuted::Incomplete(_))
+        ));
         // Two pages in any order verify as one.
         let mut head = good.clone();
         head.tags.truncate(100);

@@ -205,7 +205,9 @@ pub struct TicketStatus {
     pub reason: Option<WaitReason>,
     /// Milliseconds the client should wait before polling again: the position's tier (1–10 →
     /// 3000, 11–100 → 10000, beyond → 30000 by default), lowered to half the ETA when that is
-    /// shorter, and never under 1000 (so near the front, 1000 wins). Example: `3000`.
+    /// shorter, to at most 1500 when the shopper may be admitted before the next poll (under a
+    /// cap on active users: within 25 places of a free slot), and never under 1000 (so near the
+    /// front, 1000 wins); while paused, as at the configured rate. Example: `3000`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1000, example = 3000))]
     pub next_poll_after_ms: u64,
     /// Entry token, only when `TOKEN_ISSUED`: a JWT (three dot-separated base64url parts, about

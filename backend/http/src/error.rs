@@ -99,7 +99,7 @@ pub enum ApiError {
     #[error("{0}")]
     IdempotencyKeyReused(String),
     /// 412 `precondition_failed`: `If-Match` names a settings version that is not current.
-    #[error("the room settings changed since version {expected} (now {current}); read them again")]
+    #[error("If-Match names settings version {expected}, but the version in force is {current}; read the room again")]
     PreconditionFailed {
         /// The version the client sent.
         expected: u64,

@@ -283,6 +283,23 @@ async fn a_scheduled_opening_refuses_then_prequeues_then_draws_once(backend: Bac
     std::fs::write(&file, forged.to_string()).unwrap();
     let (code, out) = verify_draw(&[file.to_str().unwrap()]);
     assert_eq!(code, 1, "a swapped pair is caught: {out}");
+    // A saved file with only some of the pages is incomplete, not a mismatch.
+    let mut partial = draw.clone();
+    partial["tags"].as_array_mut().unwrap().truncate(3);
+    std::fs::write(&file, partial.to_string()).unwrap();
+    let (code, out) = verify_draw(&[file.to_str().unwrap()]);
+    assert_eq!(code, 2, "missing pages are not a mismatch: {out}");
+    assert!(
+        !out.contains("MISMATCH") && out.contains("incomplete"),
+        "{out}"
+    );
+    // A tag that is not in a matching draw has its own exit code.
+    let (code, out) = verify_draw(&[&url, "--tag", "000000000000"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("OK") && out.contains("not in the draw"),
+        "{out}"
+    );
 
     // Admission starts in the drawn order.
     app.patch_room("main", json!({"paused": false})).await;
