@@ -10,6 +10,8 @@
 //! - [`embedded`]: the embedded store's joins/s and polls/s, memory only vs durable;
 //!   [`embedded_inprocess`]: the same through the `Store` trait, and snapshot and restart times.
 //! - [`position_cost`]: poll latency with 1K vs 1M waiting.
+//! - [`orders_confirm`]: orders/s and order latency with a token's use confirmed on a replica
+//!   (`WAIT`) and without.
 //! - [`sse_capacity`]: SSE streams per process, RSS per stream, Redis load as they grow.
 //! - [`gate_overhead`]: gate mode's requests/s and added p99 vs straight and vs nginx;
 //!   [`bare_proxy`]: the libraries' floor it is also measured against.
@@ -31,6 +33,7 @@ pub mod gate_overhead;
 pub mod ghosts;
 pub mod http;
 pub mod load;
+pub mod orders_confirm;
 pub mod position_cost;
 pub mod procs;
 pub mod profile;

@@ -28,8 +28,8 @@ enum Commands {
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
         /// Comma-separated stages (default all but drop): baselines, sale, sale-halved, capacity,
-        /// embedded, position, sse, sse-h2, gate, ghosts, drop (the scheduled drop, only when
-        /// named).
+        /// embedded, position, sse, sse-h2, gate, ghosts, orders-confirm, drop (the scheduled drop,
+        /// only when named).
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).
@@ -53,6 +53,12 @@ enum Commands {
         /// Scheduled drop: seconds over which the shoppers join the pre-queue.
         #[arg(long, default_value_t = 60.0)]
         drop_join_secs: f64,
+        /// Orders with and without confirmation (stage `orders-confirm`): orders per phase.
+        #[arg(long, default_value_t = 3_000)]
+        confirm_shoppers: u64,
+        /// Orders with and without confirmation: which phase runs first (alternate between runs).
+        #[arg(long, value_enum, default_value = "with")]
+        confirm_first: vestibule_bench::orders_confirm::First,
         /// Also write the table here (Markdown).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -136,6 +142,8 @@ fn main() -> anyhow::Result<()> {
             sse_steps,
             drop_shoppers,
             drop_join_secs,
+            confirm_shoppers,
+            confirm_first,
             out,
             json,
         } => {
@@ -174,6 +182,8 @@ fn main() -> anyhow::Result<()> {
                 stages,
                 drop_shoppers,
                 drop_join_secs,
+                confirm_shoppers,
+                confirm_first,
             };
             let report = runtime.block_on(runner::run(&options));
             let table = report.markdown();

@@ -6,12 +6,12 @@ use std::process::Command;
 use crate::profile::Profile;
 use crate::report::Report;
 use crate::{
-    baselines, calibration, capacity, embedded, gate_overhead, ghosts, position_cost, sale,
-    scheduled_drop, sse_capacity,
+    baselines, calibration, capacity, embedded, gate_overhead, ghosts, orders_confirm,
+    position_cost, sale, scheduled_drop, sse_capacity,
 };
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 11] = [
+pub const STAGES: [&str; 12] = [
     "baselines",
     "sale",
     "sale-halved",
@@ -22,6 +22,7 @@ pub const STAGES: [&str; 11] = [
     "sse-h2",
     "gate",
     "ghosts",
+    "orders-confirm",
     "drop",
 ];
 
@@ -38,6 +39,10 @@ pub struct RunOptions {
     pub drop_shoppers: Vec<u64>,
     /// Seconds over which the drop's shoppers join the pre-queue.
     pub drop_join_secs: f64,
+    /// Orders per phase of `orders-confirm`.
+    pub confirm_shoppers: u64,
+    /// Which phase of `orders-confirm` runs first.
+    pub confirm_first: orders_confirm::First,
 }
 
 /// Runs the chosen stages and returns the report; a failing stage becomes a note, not an abort,
@@ -94,6 +99,19 @@ pub async fn run(options: &RunOptions) -> Report {
         eprintln!("[bench] stage: ghosts (30% vanish mid-line)");
         if let Err(error) = ghosts::run(&options.vestibule, 2000, 50.0, &mut report).await {
             report.note(format!("stage ghosts failed: {error:#}"));
+        }
+    }
+    if wants("orders-confirm") {
+        eprintln!("[bench] stage: orders with and without confirmation on a replica");
+        if let Err(error) = orders_confirm::run(
+            &options.vestibule,
+            options.confirm_shoppers,
+            options.confirm_first,
+            &mut report,
+        )
+        .await
+        {
+            report.note(format!("stage orders-confirm failed: {error:#}"));
         }
     }
     if wants("drop") {
