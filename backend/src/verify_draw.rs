@@ -42,6 +42,14 @@ pub enum Refuted {
     Mismatch(String),
 }
 
+impl std::fmt::Display for Refuted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Incomplete(why) | Self::Mismatch(why) => f.write_str(why),
+        }
+    }
+}
+
 /// What a verification found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
