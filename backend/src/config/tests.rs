@@ -146,6 +146,14 @@ fn redis_passwords_never_reach_the_logs() {
         redact_url_password("redis://redis:6379"),
         "redis://redis:6379"
     );
+    assert_eq!(
+        redact_url_password("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+        "redis+unix:///run/redis.sock?db=1&pass=***"
+    );
+    assert_eq!(
+        redact_url_password("rediss://:s3cret@redis:6380?password=s3cret"),
+        "rediss://:***@redis:6380?password=***"
+    );
 }
 
 #[test]

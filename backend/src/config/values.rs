@@ -27,16 +27,36 @@ impl FromStr for DataDir {
     }
 }
 
-/// Replaces the password of `scheme://user:password@host` with `***`.
+/// Replaces the password of `scheme://user:password@host`, and the value of a `pass` or
+/// `password` query parameter (`redis+unix:///run/redis.sock?pass=…`), with `***`.
 pub fn redact_url_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    let (address, query) = match url.split_once('?') {
+        Some((address, query)) => (address, Some(query)),
+        None => (url, None),
     };
-    match rest.split_once('@') {
-        Some((credentials, host)) => {
-            let user = credentials.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
+    let address = match address.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((credentials, host)) => {
+                let user = credentials.split(':').next().unwrap_or("");
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => address.to_owned(),
+        },
+        None => address.to_owned(),
+    };
+    match query {
+        None => address,
+        Some(query) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, _)) if name == "pass" || name == "password" => {
+                        format!("{name}=***")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{address}?{}", query.join("&"))
         }
-        None => url.to_owned(),
     }
 }

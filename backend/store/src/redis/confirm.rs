@@ -36,6 +36,7 @@ use super::keys::RoomKeys;
 use super::link::{unavailable, Link};
 use super::reply::as_string;
 use super::script::Call;
+use super::siblings::Member;
 use super::{RedisConnection, RedisStore, RedisTarget};
 use crate::StoreError;
 
@@ -90,7 +91,8 @@ enum Target {
 
 /// The connection of tokens' uses and their `WAIT`. It carries little traffic, so on a cluster
 /// its map of slots would not follow a failover by itself: a call that fails drops it, and the
-/// next use connects again (a new map of the cluster), within the store timeout.
+/// next use connects again (a new map of the cluster), within the store timeout. On one Redis it
+/// is a member of the process's family of connections (`siblings.rs`).
 pub(super) struct UsesLink {
     target: Target,
     timeout: Duration,
@@ -142,17 +144,30 @@ impl UsesLink {
             .await
             .map_err(|_| StoreError::Unavailable("timed out connecting to Redis".into()))?
             .map_err(unavailable)?;
+        // On one Redis the connection joins the process's others to it, which learn together
+        // that Redis went away or came back (`siblings.rs`): a use right after a Redis restart
+        // then finds its connection made again, not cut.
+        let family = match (&self.target, &connection) {
+            (Target::Single(url), RedisConnection::Single(manager)) => {
+                Some(Member::join(url, manager.clone(), self.timeout))
+            }
+            _ => None,
+        };
         let link = Arc::new(Link {
             connection,
             timeout: self.timeout,
-            family: None,
+            family,
         });
         *current = Some(link.clone());
         Ok(link)
     }
 
-    /// Drops `failed` if it is still the live link.
+    /// Drops `failed` if it is still the live link (on a cluster only: one Redis's connection
+    /// reconnects by itself, with its family).
     async fn forget(&self, failed: &Arc<Link>) {
+        if matches!(self.target, Target::Single(_)) {
+            return;
+        }
         let mut current = self.current.write().await;
         if current
             .as_ref()
