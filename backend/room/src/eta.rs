@@ -163,8 +163,9 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
 
 /// Why the wait is more than 20% longer than at the configured rate, from the room's state:
 /// a measured rate above the configured one means the rate was lowered within about the last
-/// minute; a cap that slows this shopper is `CHECKOUT_SLOW` when active shoppers keep their
-/// slots for more than half the token TTL on average, else `CAP_REACHED`.
+/// minute; a cap that slows this shopper is `CHECKOUT_SLOW` when active shoppers were measured to
+/// keep their slots for more than half the token TTL on average, else `CAP_REACHED` (also before
+/// any finish was measured).
 fn reason(position: u64, inputs: &EtaInputs) -> Option<WaitReason> {
     let rate = inputs.rate_per_sec;
     if inputs
@@ -183,11 +184,16 @@ fn reason(position: u64, inputs: &EtaInputs) -> Option<WaitReason> {
     if position <= cap.saturating_sub(active) {
         return None;
     }
-    let mean_checkout_secs = inputs
-        .pace
-        .finish_per_active_sec
-        .filter(|hazard| *hazard > 0.0)
-        .map_or(f64::INFINITY, |hazard| 1.0 / hazard);
+    // Before any finish was measured (the first minute of a sale) nothing says checkout is
+    // slow: the cap holds the shopper back, which is all that is known.
+    let Some(hazard) = inputs.pace.finish_per_active_sec else {
+        return Some(WaitReason::CapReached);
+    };
+    let mean_checkout_secs = if hazard > 0.0 {
+        1.0 / hazard
+    } else {
+        f64::INFINITY
+    };
     Some(if mean_checkout_secs > inputs.token_ttl_secs / 2.0 {
         WaitReason::CheckoutSlow
     } else {
@@ -366,6 +372,27 @@ mod tests {
             "{secs}"
         );
         assert!((admission_secs(5, &capped(500, 500)).1 - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_checkout_is_called_slow_before_one_was_measured() {
+        let cold = EtaInputs {
+            cap: Some((20, 20)),
+            token_ttl_secs: 60.0,
+            ..open(20.0)
+        };
+        assert!(cold.pace.finish_per_active_sec.is_none());
+        // Place 300 behind a full cap of 20, nothing measured: held back by the cap, not slow.
+        assert_eq!(reason(300, &cold), Some(WaitReason::CapReached));
+        // Measured: no finish at all over the window is slow.
+        let stuck = EtaInputs {
+            pace: Pace {
+                finish_per_active_sec: Some(0.0),
+                ..Pace::default()
+            },
+            ..cold
+        };
+        assert_eq!(reason(300, &stuck), Some(WaitReason::CheckoutSlow));
     }
 
     #[test]
