@@ -238,6 +238,20 @@ pub struct Config {
     )]
     pub max_active_users: Option<u64>,
 
+    /// Seconds a shopper is expected to hold an entry token before using it; unset = TTL ÷ 3.
+    ///
+    /// 1–86400. Under a cap on active users, the ETA's pace until checkouts are measured. A
+    /// room setting (`expectedCheckoutSecs`) like `--admission-rate`.
+    #[arg(
+        long,
+        env = "VESTIBULE_EXPECTED_CHECKOUT_SECS",
+        value_parser = clap::value_parser!(u64).range(settings::EXPECTED_CHECKOUT_SECS),
+        value_name = "SECS",
+        hide_short_help = true,
+        help_heading = heading::ROOMS
+    )]
+    pub expected_checkout_secs: Option<u64>,
+
     // Tokens and admin.
     /// Admin API bearer token; unset = generated, printed once.
     ///

@@ -71,6 +71,7 @@ pub fn waiting_status(
         eta_seconds: None,
         eta_seconds_high: None,
         reason: None,
+        eta_basis: None,
         next_poll_after_ms,
         entry_token: None,
         token_expires_at: None,

@@ -52,6 +52,7 @@ fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: vestibule::store::default_abandon_after_ms(),
         hold_place_ms: vestibule::store::default_hold_place_ms(),
+        expected_checkout_ms: None,
         sale: Default::default(),
         labels: Default::default(),
         queueing_method: Default::default(),

@@ -48,6 +48,7 @@ pub enum Text {
     TokensUsed,
     TokensExpired,
     EtaBack,
+    SlowedBy,
     Leader,
     OtherReplica,
     Configured,
@@ -163,6 +164,7 @@ fn pair(text: Text) -> (&'static str, &'static str) {
         TokensUsed => ("Tokens used", "사용된 입장권"),
         TokensExpired => ("Tokens expired", "만료된 입장권"),
         EtaBack => ("Wait at the back of the line", "맨 뒤 예상 대기"),
+        SlowedBy => ("Held back by", "대기 지연 원인"),
         Leader => ("Leader", "리더"),
         OtherReplica => ("another replica", "다른 레플리카"),
         Configured => ("configured", "설정값"),
@@ -219,6 +221,29 @@ fn pair(text: Text) -> (&'static str, &'static str) {
             "이 서버에는 없는 기능입니다 (404)",
         ),
         Loading => ("Loading…", "불러오는 중…"),
+    }
+}
+
+/// Why admission is below the configured rate for the back of the line (a ticket's `reason`).
+pub fn reason_text(lang: Lang, reason: vestibule_shared::WaitReason) -> &'static str {
+    use vestibule_shared::WaitReason::*;
+    let (en, ko) = match reason {
+        Paused => ("paused", "일시 정지"),
+        RateLowered => ("rate lowered recently", "최근 입장 속도 낮춤"),
+        CapReached => ("cap on active users reached", "동시 입장 한도 도달"),
+        CheckoutSlow => (
+            "slow checkouts (tokens held over half the TTL)",
+            "결제 지연 (입장권을 TTL의 절반 넘게 보유)",
+        ),
+        StockHeld => (
+            "stock held by unused tokens",
+            "사용되지 않은 입장권이 재고를 잡고 있음",
+        ),
+        Other => ("other", "기타"),
+    };
+    match lang {
+        Lang::En => en,
+        Lang::Ko => ko,
     }
 }
 

@@ -8,7 +8,7 @@ use vestibule_shared::admin_events::RoomFigures;
 use crate::calculator::Calculator;
 use crate::chart::{LineChart, Series};
 use crate::controls::{Changes, Controls};
-use crate::i18n::{state_text, t, Lang, Text};
+use crate::i18n::{reason_text, state_text, t, Lang, Text};
 use crate::rooms::figure;
 use crate::state::Console;
 
@@ -65,6 +65,13 @@ fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
             room.eta_back_of_line_secs.map_or("–".into(), |secs| {
                 format!("{secs} {}", t(lang, Text::Seconds))
             }),
+        ),
+        (
+            "fig-reason",
+            Text::SlowedBy,
+            room.reason
+                .map_or("–", |reason| reason_text(lang, reason))
+                .to_owned(),
         ),
         ("fig-leader", Text::Leader, leader),
     ]

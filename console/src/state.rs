@@ -150,6 +150,7 @@ mod tests {
                     tokens_used_per_sec: 0.0,
                     tokens_expired_per_sec: 0.0,
                     eta_back_of_line_secs: None,
+                    reason: None,
                     paused: false,
                     closed: false,
                     leader: None,

@@ -216,6 +216,7 @@ mod tests {
             eta_seconds: None,
             eta_seconds_high: None,
             reason: None,
+            eta_basis: None,
             next_poll_after_ms: 1000,
             entry_token: None,
             token_expires_at: None,

@@ -40,6 +40,7 @@ pub enum Text {
     ReasonRateLowered,
     ReasonCapReached,
     ReasonCheckoutSlow,
+    ReasonStockHeld,
     Progress,
     ConnConnecting,
     ConnLiveSse,
@@ -182,6 +183,10 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
         ReasonCheckoutSlow => (
             "Shoppers at the checkout are taking longer than usual, so places free up slowly.",
             "결제 중인 고객이 평소보다 오래 걸려 입장이 천천히 진행됩니다.",
+        ),
+        ReasonStockHeld => (
+            "Every item left is held by a shopper who has not bought yet; places free up only as their time runs out.",
+            "남은 상품을 모두 아직 구매하지 않은 고객이 잡고 있습니다. 그 고객의 시간이 끝나야 다음 고객이 입장합니다.",
         ),
         Progress => ("Progress in line", "대기 진행률"),
         ConnConnecting => ("Connecting…", "연결 중…"),
@@ -345,6 +350,7 @@ pub fn reason_words(lang: Lang, reason: vestibule_shared::WaitReason) -> Option<
         WaitReason::RateLowered => Text::ReasonRateLowered,
         WaitReason::CapReached => Text::ReasonCapReached,
         WaitReason::CheckoutSlow => Text::ReasonCheckoutSlow,
+        WaitReason::StockHeld => Text::ReasonStockHeld,
         WaitReason::Other => return None,
     };
     Some(t(lang, text))

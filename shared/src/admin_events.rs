@@ -74,6 +74,11 @@ pub struct RoomFigures {
     /// The estimated wait at the back of the line, seconds (the median a shopper joining now
     /// would be shown); null while paused or with nobody waiting. Example: `7`.
     pub eta_back_of_line_secs: Option<u64>,
+    /// Why a shopper at the back of the line waits longer than the configured rate makes it
+    /// (the `reason` such a shopper is shown: `STOCK_HELD`, `CAP_REACHED`, …); null when the
+    /// rate alone sets the wait. Example: `"CAP_REACHED"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::WaitReason>,
     /// Admission paused by an operator.
     pub paused: bool,
     /// Closed to new joins.

@@ -36,7 +36,7 @@ pub mod paths;
 pub mod reason;
 mod room_settings;
 pub mod settings;
-pub use reason::WaitReason;
+pub use reason::{EtaBasis, WaitReason};
 pub use room_settings::{RoomSettings, RoomSettingsPatch};
 
 pub use orders::{OrderReceipt, OrderRequest};
@@ -203,11 +203,17 @@ pub struct TicketStatus {
     /// it is not (or the ticket is not `WAITING`). Example: `"CAP_REACHED"`.
     #[serde(default)]
     pub reason: Option<WaitReason>,
+    /// What `etaSeconds` rests on: the admission rate, the room's expected checkout time (a
+    /// cap before any checkout was measured), the measured checkout pace, or token expiry
+    /// (stock held); absent when there is no ETA. Example: `"ADMISSION_RATE"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_basis: Option<EtaBasis>,
     /// Milliseconds the client should wait before polling again: the position's tier (1–10 →
     /// 3000, 11–100 → 10000, beyond → 30000 by default), lowered to half the ETA when that is
-    /// shorter, to at most 1500 when the shopper may be admitted before the next poll (under a
-    /// cap on active users: within 25 places of a free slot), and never under 1000 (so near the
-    /// front, 1000 wins); while paused, as at the configured rate. Example: `3000`.
+    /// shorter, and to the earliest the shopper could be admitted (position ÷ configured rate)
+    /// plus max(2 s, 5% of the token TTL) − 0.5 s, so a shopper who polls as told learns of a
+    /// token within max(2 s, 5% of the TTL) of its issue; never under 1000. While paused, as at
+    /// the configured rate. Example: `3000`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1000, example = 3000))]
     pub next_poll_after_ms: u64,
     /// Entry token, only when `TOKEN_ISSUED`: a JWT (three dot-separated base64url parts, about

@@ -57,6 +57,17 @@ pub struct RoomSettings {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: u64,
+    /// How long a shopper is expected to keep an entry token before using it, seconds (the
+    /// capacity calculator's average checkout time): under a cap on active users, the ETA's
+    /// pace until a checkout has been measured. null = a third of the token TTL (the
+    /// calculator's TTL is 1.5 × the P95 checkout, and an average about half the P95).
+    /// Example: `45`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 86400, example = 45)
+    )]
+    #[serde(default)]
+    pub expected_checkout_secs: Option<u64>,
     /// The scheduled opening (RFC 3339): the draw places the pre-queue then; before it nobody is
     /// admitted. null = none. Example: `"2026-11-27T09:00:00Z"`.
     #[cfg_attr(feature = "openapi", schema(format = DateTime))]
@@ -244,6 +255,17 @@ pub struct RoomSettingsPatch {
         schema(minimum = 0, maximum = 86400, example = 1800)
     )]
     pub hold_place_secs: Option<u64>,
+    /// New expected checkout time in seconds, 1–86400; `null` = a third of the token TTL.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable_whole_number"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<u64>, minimum = 1, maximum = 86400, example = 45)
+    )]
+    pub expected_checkout_secs: Option<Option<u64>>,
     /// New units of stock left, 0–1000000000 (0 sells the room out); `null` = unlimited.
     /// Refused (409 `sold_out`) once the room is sold out.
     #[serde(

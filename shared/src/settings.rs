@@ -37,6 +37,10 @@ pub const HOLD_PLACE_SECS_MIN: u64 = 0;
 pub const HOLD_PLACE_SECS_MAX: u64 = 86_400;
 /// Default place-holding time, seconds.
 pub const HOLD_PLACE_SECS_DEFAULT: u64 = 1_800;
+/// Smallest expected checkout time, seconds.
+pub const EXPECTED_CHECKOUT_SECS_MIN: u64 = 1;
+/// Largest expected checkout time, seconds (the longest token TTL).
+pub const EXPECTED_CHECKOUT_SECS_MAX: u64 = 86_400;
 
 /// Most units of stock a room can have (`stock`; null = unlimited).
 pub const STOCK_MAX: u64 = 1_000_000_000;
@@ -68,6 +72,9 @@ pub fn check_proof_of_work_difficulty(bits: u8) -> Result<(), SettingOutOfRange>
 pub const TOKEN_TTL_SECS: RangeInclusive<u64> = TOKEN_TTL_SECS_MIN..=TOKEN_TTL_SECS_MAX;
 /// The active-users cap's bounds (for clap's `value_parser!(u64).range(..)`).
 pub const MAX_ACTIVE_USERS: RangeInclusive<u64> = MAX_ACTIVE_USERS_MIN..=MAX_ACTIVE_USERS_MAX;
+/// [`EXPECTED_CHECKOUT_SECS_MIN`]..=[`EXPECTED_CHECKOUT_SECS_MAX`].
+pub const EXPECTED_CHECKOUT_SECS: RangeInclusive<u64> =
+    EXPECTED_CHECKOUT_SECS_MIN..=EXPECTED_CHECKOUT_SECS_MAX;
 
 /// Which room setting is out of its bounds; `Display` gives the bounds with their unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +94,8 @@ pub enum SettingOutOfRange {
     HoldPlace,
     /// The stock is not 0–1000000000 units.
     Stock,
+    /// The expected checkout time is not 1–86400 s.
+    ExpectedCheckout,
     /// The English sold-out message is empty, too long or has control characters.
     SoldOutMessageEn,
     /// The Korean sold-out message is empty, too long or has control characters.
@@ -116,6 +125,7 @@ impl SettingOutOfRange {
             Self::AbandonAfter => "abandonAfterSecs",
             Self::HoldPlace => "holdPlaceSecs",
             Self::Stock => "stock",
+            Self::ExpectedCheckout => "expectedCheckoutSecs",
             Self::SoldOutMessageEn => "soldOutMessageEn",
             Self::SoldOutMessageKo => "soldOutMessageKo",
             Self::ProofOfWorkDifficulty => "proofOfWorkDifficulty",
@@ -148,6 +158,11 @@ impl fmt::Display for SettingOutOfRange {
             }
             Self::HoldPlace => write!(f, "{HOLD_PLACE_SECS_MIN}–{HOLD_PLACE_SECS_MAX} s"),
             Self::Stock => write!(f, "0–{STOCK_MAX} units, or null for unlimited"),
+            Self::ExpectedCheckout => write!(
+                f,
+                "{EXPECTED_CHECKOUT_SECS_MIN}–{EXPECTED_CHECKOUT_SECS_MAX} s, or null for a third \
+                 of the token TTL"
+            ),
             Self::SoldOutMessageEn | Self::SoldOutMessageKo => write!(
                 f,
                 "1–{SOLD_OUT_MESSAGE_MAX_CHARS} characters without control characters, or null"
@@ -304,6 +319,22 @@ pub fn check_hold_place_secs(secs: u64) -> Result<(), SettingOutOfRange> {
     }
 }
 
+/// Checks a room's expected checkout time (seconds; `None` = a third of the token TTL, always
+/// valid).
+///
+/// # Errors
+/// [`SettingOutOfRange::ExpectedCheckout`].
+pub fn check_expected_checkout_secs(secs: Option<u64>) -> Result<(), SettingOutOfRange> {
+    match secs {
+        Some(secs)
+            if !(EXPECTED_CHECKOUT_SECS_MIN..=EXPECTED_CHECKOUT_SECS_MAX).contains(&secs) =>
+        {
+            Err(SettingOutOfRange::ExpectedCheckout)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks a room's stock (units left; `None` = unlimited, always valid).
 ///
 /// # Errors
@@ -370,6 +401,9 @@ impl RoomSettingsPatch {
         }
         if let Some(stock) = self.stock {
             check_stock(stock)?;
+        }
+        if let Some(secs) = self.expected_checkout_secs {
+            check_expected_checkout_secs(secs)?;
         }
         let message_ok = |text: &Option<Option<String>>| {
             text.as_ref()

@@ -12,6 +12,7 @@ fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
         eta_seconds: None,
         eta_seconds_high: None,
         reason: None,
+        eta_basis: None,
         next_poll_after_ms: 1000,
         entry_token: Some("main.x".into()),
         token_expires_at: Some("2026-11-27T09:00:00Z".into()),

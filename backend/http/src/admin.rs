@@ -82,6 +82,7 @@ pub fn view(room: &str, in_force: Settings, counts: RoomCounts) -> RoomSettings 
         share_token_with_embedder: in_force.share_token_with_embedder,
         abandon_after_secs: in_force.abandon_after_ms / 1000,
         hold_place_secs: in_force.hold_place_ms / 1000,
+        expected_checkout_secs: in_force.expected_checkout_ms.map(|ms| ms / 1000),
         opens_at: in_force.opens_at_ms.map(rfc3339_from_ms),
         prequeue_opens_at: in_force.prequeue_opens_at_ms.map(rfc3339_from_ms),
         proof_of_work_difficulty: in_force.pow_difficulty,

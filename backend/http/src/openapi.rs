@@ -321,7 +321,7 @@ fn ticket_link(operation: &str) -> Value {
         (name = "health", description = "Liveness, readiness and metrics"),
     ),
     components(schemas(
-        vestibule_shared::TicketStatus, vestibule_shared::TicketState, vestibule_shared::WaitReason, vestibule_shared::RoomInfo,
+        vestibule_shared::TicketStatus, vestibule_shared::TicketState, vestibule_shared::WaitReason, vestibule_shared::EtaBasis, vestibule_shared::RoomInfo,
         vestibule_shared::RoomState, vestibule_shared::RoomSettings, vestibule_shared::RoomSettingsPatch,
         vestibule_shared::OrderRequest, vestibule_shared::OrderReceipt, vestibule_shared::ErrorBody,
         vestibule_shared::entry::EntryClaims, vestibule_shared::entry::EntryTokenBody,

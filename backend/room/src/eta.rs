@@ -2,39 +2,45 @@
 //!
 //! - The **effective rate** is the configured admission rate, or the rate the leader measured
 //!   over the last minute when that is lower ([`vestibule_store::Pace`]).
-//! - Under a cap on active users, shoppers beyond the free slots go at the cap's **pace**: the
-//!   cap × the measured finish rate per active shopper, never below the worst case
-//!   (cap ÷ token TTL: nobody finishing early) nor above the effective rate.
+//! - Tokens out are bounded by the cap on active users and by the stock left: the smaller is the
+//!   room's **slots**. Shoppers beyond the free slots wait for a slot to free, at the slots'
+//!   **pace** = slots ÷ how long a token is held ([`Hold`]): the measured finish rate once
+//!   checkouts were measured, the room's expected checkout time before (a prior, with a wide
+//!   high end), and the token TTL when stock binds (a unit comes back only when a token expires
+//!   unused). Never below slots ÷ TTL, never above the effective rate.
 //! - ETA (median) = those seconds × (1 + margin), rounded up; the **high** (90th-percentile)
-//!   estimate adds the spread of finishes under a cap (a Gamma-distributed wait) and allows the
-//!   rate to fall by a third while the shopper waits (an operator halving it mid-line).
-//!   Both are `None` while the room is paused or the rate is 0.
-//! - Poll hint = the position's tier, but never more than half the ETA, at most 2 s when the
-//!   low (10th-percentile) estimate is within one hint (a shopper learns of a token within 2 s
-//!   at p90), and never under 1 s. While paused, the hint follows the ETA at the configured rate.
+//!   estimate adds the spread of finishes (a Gamma-distributed wait), the prior's doubt, and
+//!   allows the rate to fall by a third while the shopper waits (an operator halving it
+//!   mid-line). Both are `None` while the room is paused or the rate is 0.
+//! - Poll hint = the position's tier, but never more than half the ETA, never later than the
+//!   earliest the shopper could be admitted (position ÷ configured rate: admission never goes
+//!   faster) plus the notice target max(2 s, 5% of the TTL) less [`HINT_SLACK_MS`], and never
+//!   under 1 s: a shopper who polls as told learns of a token within the target of its issue.
+//!   While paused, the hint follows the ETA at the configured rate.
 
 use std::str::FromStr;
 
-use vestibule_shared::WaitReason;
+use vestibule_shared::{EtaBasis, WaitReason};
 
-use vestibule_store::Pace;
+use vestibule_store::{Pace, Settings};
 
 /// Smallest poll hint in milliseconds.
 pub const MIN_POLL_AFTER_MS: u64 = 1000;
 
-/// Longest poll hint once a shopper may be admitted before the next poll: with polls uniformly
-/// spread over the hint, 90% learn of the token within 0.9 × this, under the 2 s target.
-pub const NEAR_POLL_AFTER_MS: u64 = 1500;
+/// The shortest notice target: a shopper learns of a token within max(this, 5% of the token
+/// TTL) of its issue.
+pub const NOTICE_MIN_MS: u64 = 2000;
 
-/// Under an active-users cap, the shoppers within this many places of a free slot poll at most
-/// every [`NEAR_POLL_AFTER_MS`]: a slot frees whenever any active shopper finishes, which the
-/// pace (a mean) cannot time, so these few must be ready. Bounded: at most this many shoppers a
-/// room poll that often because of the cap, however long the line.
-pub const NEAR_CAP_PLACES: u64 = 25;
+/// Taken off the notice target for the poll's round trip and the scheduler's tick.
+pub const HINT_SLACK_MS: u64 = 500;
 
 /// The high estimate allows the rate to fall to 1 ÷ this while the shopper waits: a line
 /// halved at mid-wait takes at most 1.5 × as long as first estimated.
 pub const HIGH_SLOWDOWN: f64 = 1.5;
+
+/// Before any checkout was measured, the high estimate allows checkouts this many times as long
+/// as the room expects.
+pub const PRIOR_DOUBT: f64 = 2.0;
 
 /// z of the 90th percentile of a normal distribution.
 const Z90: f64 = 1.2816;
@@ -51,12 +57,36 @@ pub struct EtaInputs {
     pub margin: f64,
     /// The room is paused.
     pub paused: bool,
-    /// `(cap on active users, active users now)`, `None` without a cap.
-    pub cap: Option<(u64, u64)>,
+    /// Cap on active users; `None` without a cap.
+    pub max_active_users: Option<u64>,
+    /// Active users (tokens out) as of the last tick.
+    pub active: u64,
+    /// Units of stock left; `None` = unlimited.
+    pub stock_left: Option<u64>,
     /// Token TTL in seconds.
     pub token_ttl_secs: f64,
+    /// The room's expected checkout time in seconds (the prior before anything is measured).
+    pub expected_checkout_secs: f64,
     /// What the leader measured.
     pub pace: Pace,
+}
+
+impl EtaInputs {
+    /// The inputs of a room with `settings`, `active` users, its leader's measured `pace` and
+    /// the configured ETA `margin`.
+    pub fn for_room(settings: &Settings, active: u64, pace: Pace, margin: f64) -> Self {
+        Self {
+            rate_per_sec: settings.admission_rate_per_sec,
+            margin,
+            paused: settings.paused,
+            max_active_users: settings.max_active_users,
+            active,
+            stock_left: settings.sale.stock,
+            token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
+            expected_checkout_secs: settings.expected_checkout_secs(),
+            pace,
+        }
+    }
 }
 
 /// One shopper's estimate.
@@ -68,35 +98,104 @@ pub struct Estimate {
     pub high_secs: Option<f64>,
     /// Why the wait is longer than the configured rate alone makes it.
     pub reason: Option<WaitReason>,
+    /// What the estimate rests on; `None` while paused.
+    pub basis: Option<EtaBasis>,
     /// Poll hint, milliseconds.
     pub next_poll_after_ms: u64,
 }
 
+/// How long a token is held, which sets the pace of the slots once they are full.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hold {
+    /// Finishes per held slot and second (median case).
+    pub hazard: f64,
+    /// The same at the high end (≤ `hazard`).
+    pub hazard_high: f64,
+    /// What it rests on.
+    pub basis: EtaBasis,
+}
+
+/// The slots that bound tokens out: `(slots, stock binds)`; `None` with neither a cap nor a
+/// stock.
+pub fn slots(inputs: &EtaInputs) -> Option<(u64, bool)> {
+    match (inputs.max_active_users, inputs.stock_left) {
+        (None, None) => None,
+        (Some(cap), None) => Some((cap, false)),
+        (None, Some(stock)) => Some((stock, true)),
+        (Some(cap), Some(stock)) => Some(if stock < cap {
+            (stock, true)
+        } else {
+            (cap, false)
+        }),
+    }
+}
+
+/// How long the room's slots are held (see the module docs).
+pub fn hold(stock_binds: bool, inputs: &EtaInputs) -> Hold {
+    let ttl = inputs.token_ttl_secs.max(f64::MIN_POSITIVE);
+    let floor = 1.0 / ttl;
+    if stock_binds {
+        // An order takes its unit with its slot: only a token expiring unused frees one.
+        return Hold {
+            hazard: floor,
+            hazard_high: floor,
+            basis: EtaBasis::TokenTtl,
+        };
+    }
+    if let Some(measured) = inputs.pace.finish_per_active_sec {
+        let hazard = measured.max(floor);
+        return Hold {
+            hazard,
+            hazard_high: hazard,
+            basis: EtaBasis::MeasuredCheckout,
+        };
+    }
+    // Nothing measured: the room's expected checkout, plus the time to notice the token.
+    let held = inputs.expected_checkout_secs.max(0.0) + notice_secs(inputs) / 2.0;
+    Hold {
+        hazard: 1.0 / held.min(ttl),
+        hazard_high: 1.0 / (held * PRIOR_DOUBT).min(ttl),
+        basis: EtaBasis::ExpectedCheckout,
+    }
+}
+
+/// The notice target: max(2 s, 5% of the token TTL), seconds.
+pub fn notice_secs(inputs: &EtaInputs) -> f64 {
+    (NOTICE_MIN_MS as f64 / 1000.0).max(inputs.token_ttl_secs * 0.05)
+}
+
 /// The seconds of admission ahead of a 1-based `position`, before the margin:
-/// `(10th percentile, median, 90th percentile)`.
+/// `(10th percentile, median, 90th percentile)`, and what they rest on.
 ///
-/// The first `cap − active` shoppers go at the effective rate (admission never goes faster than
-/// the configured rate, so that part has no spread); after them a slot frees only when an active
-/// shopper finishes, so the rest go at the cap's pace. `n` finishes at pace λ take a Gamma(n, λ)
-/// time: mean n ÷ λ, 10th/90th percentiles ≈ (n ∓ 1.28 √n) ÷ λ.
-pub fn admission_secs(position: u64, inputs: &EtaInputs) -> (f64, f64, f64) {
+/// The first `slots − active` shoppers go at the effective rate (admission never goes faster
+/// than the configured rate, so that part has no spread); after them a slot frees only when a
+/// token is used or expires, so the rest go at the slots' pace. `n` finishes at pace λ take a
+/// Gamma(n, λ) time: mean n ÷ λ, 10th/90th percentiles ≈ (n ∓ 1.28 √n) ÷ λ.
+pub fn admission_secs(position: u64, inputs: &EtaInputs) -> (f64, f64, f64, EtaBasis) {
     let rate = effective_rate(inputs);
     let at_rate = |count: f64| count / rate;
-    let free = inputs
-        .cap
-        .map_or(u64::MAX, |(cap, active)| cap.saturating_sub(active));
-    let Some((cap, _)) = inputs.cap.filter(|_| position > free) else {
+    let bound = slots(inputs);
+    let free = bound.map_or(u64::MAX, |(slots, _)| slots.saturating_sub(inputs.active));
+    let Some((slots, stock_binds)) = bound.filter(|_| position > free) else {
         let secs = at_rate(position as f64);
-        return (position as f64 / inputs.rate_per_sec, secs, secs);
+        return (
+            position as f64 / inputs.rate_per_sec,
+            secs,
+            secs,
+            EtaBasis::AdmissionRate,
+        );
     };
-    let pace = cap_pace(cap, inputs).min(rate);
+    let hold = hold(stock_binds, inputs);
+    let pace = (slots as f64 * hold.hazard).min(rate);
+    let pace_high = (slots as f64 * hold.hazard_high).min(rate);
     let beyond = (position - free) as f64;
     let ahead = at_rate(free as f64);
     let spread = Z90 * beyond.sqrt();
     (
         ahead + (beyond - spread).max(0.0) / pace,
         ahead + beyond / pace,
-        ahead + (beyond + spread) / pace,
+        ahead + (beyond + spread) / pace_high,
+        hold.basis,
     )
 }
 
@@ -108,18 +207,6 @@ pub fn effective_rate(inputs: &EtaInputs) -> f64 {
         .min(measured.max(inputs.rate_per_sec * 0.05))
 }
 
-/// Shoppers per second the cap lets in once it is full: cap × finishes per active shopper and
-/// second, never below cap ÷ token TTL (every token ends by its TTL).
-pub fn cap_pace(cap: u64, inputs: &EtaInputs) -> f64 {
-    let floor = if inputs.token_ttl_secs > 0.0 {
-        1.0 / inputs.token_ttl_secs
-    } else {
-        f64::INFINITY
-    };
-    let hazard = inputs.pace.finish_per_active_sec.unwrap_or(0.0).max(floor);
-    cap as f64 * hazard
-}
-
 /// The estimate, reason and poll hint for a waiting shopper at a 1-based `position`.
 pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimate {
     if inputs.rate_per_sec <= 0.0 {
@@ -127,21 +214,21 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
             median_secs: None,
             high_secs: None,
             reason: inputs.paused.then_some(WaitReason::Paused),
+            basis: None,
             next_poll_after_ms: tiers.after_ms(position),
         };
     }
-    let (low, median, high) = admission_secs(position, inputs);
+    let (_, median, high, basis) = admission_secs(position, inputs);
     let median = median * (1.0 + inputs.margin);
     let high = (high * (1.0 + inputs.margin) * HIGH_SLOWDOWN).max(median);
-    let mut hint = tiers.after_ms(position).min((median * 1000.0 / 2.0) as u64);
-    let near_a_free_slot = inputs.cap.is_some_and(|(cap, active)| {
-        position <= cap.saturating_sub(active).saturating_add(NEAR_CAP_PLACES)
-    });
-    if low * 1000.0 < hint as f64 || near_a_free_slot {
-        // May well be admitted before the next poll (a cap freeing slots faster than the
-        // median assumes): poll often enough to learn of the token within 2 s.
-        hint = hint.min(NEAR_POLL_AFTER_MS);
-    }
+    // Admission never goes faster than the configured rate: nobody at this position can be
+    // admitted sooner, so a poll by then plus the notice target never misses the token by more.
+    let earliest_ms = position as f64 / inputs.rate_per_sec * 1000.0;
+    let notice_ms = notice_secs(inputs) * 1000.0 - HINT_SLACK_MS as f64;
+    let hint = tiers
+        .after_ms(position)
+        .min((median * 1000.0 / 2.0) as u64)
+        .min((earliest_ms + notice_ms) as u64);
     let next_poll_after_ms = hint.max(MIN_POLL_AFTER_MS);
     if inputs.paused {
         // The hint follows the ETA the shopper would have at the configured rate, so a resume
@@ -150,6 +237,7 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
             median_secs: None,
             high_secs: None,
             reason: Some(WaitReason::Paused),
+            basis: None,
             next_poll_after_ms,
         };
     }
@@ -157,15 +245,17 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
         median_secs: Some(median),
         high_secs: Some(high),
         reason: reason(position, inputs),
+        basis: Some(basis),
         next_poll_after_ms,
     }
 }
 
 /// Why the wait is more than 20% longer than at the configured rate, from the room's state:
 /// a measured rate above the configured one means the rate was lowered within about the last
-/// minute; a cap that slows this shopper is `CHECKOUT_SLOW` when active shoppers were measured to
-/// keep their slots for more than half the token TTL on average, else `CAP_REACHED` (also before
-/// any finish was measured).
+/// minute; slots held by unused tokens with stock binding are `STOCK_HELD`; a cap that slows
+/// this shopper is `CHECKOUT_SLOW` when active shoppers were measured to keep their slots for
+/// more than half the token TTL on average, else `CAP_REACHED` (also before any checkout was
+/// measured: nothing says checkout is slow then).
 fn reason(position: u64, inputs: &EtaInputs) -> Option<WaitReason> {
     let rate = inputs.rate_per_sec;
     if inputs
@@ -176,29 +266,28 @@ fn reason(position: u64, inputs: &EtaInputs) -> Option<WaitReason> {
         return Some(WaitReason::RateLowered);
     }
     let nominal = position as f64 / rate;
-    let (_, expected, _) = admission_secs(position, inputs);
+    let (_, expected, _, basis) = admission_secs(position, inputs);
     if expected <= nominal * REASON_FACTOR {
         return None;
     }
-    let (cap, active) = inputs.cap?;
-    if position <= cap.saturating_sub(active) {
-        return None;
+    match basis {
+        EtaBasis::AdmissionRate | EtaBasis::Other => None,
+        EtaBasis::TokenTtl => Some(WaitReason::StockHeld),
+        EtaBasis::ExpectedCheckout => Some(WaitReason::CapReached),
+        EtaBasis::MeasuredCheckout => {
+            let hazard = inputs.pace.finish_per_active_sec.unwrap_or(0.0);
+            let mean_checkout_secs = if hazard > 0.0 {
+                1.0 / hazard
+            } else {
+                f64::INFINITY
+            };
+            Some(if mean_checkout_secs > inputs.token_ttl_secs / 2.0 {
+                WaitReason::CheckoutSlow
+            } else {
+                WaitReason::CapReached
+            })
+        }
     }
-    // Before any finish was measured (the first minute of a sale) nothing says checkout is
-    // slow: the cap holds the shopper back, which is all that is known.
-    let Some(hazard) = inputs.pace.finish_per_active_sec else {
-        return Some(WaitReason::CapReached);
-    };
-    let mean_checkout_secs = if hazard > 0.0 {
-        1.0 / hazard
-    } else {
-        f64::INFINITY
-    };
-    Some(if mean_checkout_secs > inputs.token_ttl_secs / 2.0 {
-        WaitReason::CheckoutSlow
-    } else {
-        WaitReason::CapReached
-    })
 }
 
 /// ETA as shown to shoppers: whole seconds, rounded up.
@@ -299,9 +388,27 @@ mod tests {
             rate_per_sec: rate,
             margin: 0.2,
             paused: false,
-            cap: None,
+            max_active_users: None,
+            active: 0,
+            stock_left: None,
             token_ttl_secs: 300.0,
+            expected_checkout_secs: 100.0,
             pace: Pace::default(),
+        }
+    }
+
+    /// Cap `cap` with `active` users, TTL 60 s, rate 20/s, and a measured finish rate.
+    fn capped(cap: u64, active: u64, finish_per_active_sec: Option<f64>) -> EtaInputs {
+        EtaInputs {
+            max_active_users: Some(cap),
+            active,
+            token_ttl_secs: 60.0,
+            expected_checkout_secs: 20.0,
+            pace: Pace {
+                finish_per_active_sec,
+                ..Pace::default()
+            },
+            ..open(20.0)
         }
     }
 
@@ -311,6 +418,7 @@ mod tests {
         assert!((estimate.median_secs.unwrap() - 1.2).abs() < 1e-9);
         assert!((estimate.high_secs.unwrap() - 1.8).abs() < 1e-9);
         assert_eq!(estimate.reason, None);
+        assert_eq!(estimate.basis, Some(EtaBasis::AdmissionRate));
         assert_eq!(eta_display_secs(1.2), 2);
         let paused = super::estimate(
             10,
@@ -357,102 +465,172 @@ mod tests {
         );
     }
 
+    /// Every shopper who polls as told learns of a token within the notice target of its issue:
+    /// whatever the cap's state, the hint never reaches past the earliest possible admission
+    /// (position ÷ configured rate) by more than the target less the slack.
+    #[test]
+    fn no_hint_sleeps_past_the_earliest_admission_plus_the_notice_target() {
+        let notice_ms = |inputs: &EtaInputs| notice_secs(inputs) * 1000.0;
+        for inputs in [
+            capped(20, 0, None),
+            capped(20, 20, None),
+            capped(20, 20, Some(0.01)),
+            capped(5, 5, Some(0.5)),
+            EtaInputs {
+                stock_left: Some(3),
+                active: 3,
+                ..open(5.0)
+            },
+            open(175.0),
+            EtaInputs {
+                token_ttl_secs: 600.0,
+                ..capped(20, 20, None)
+            },
+        ] {
+            for position in [1, 2, 5, 20, 21, 40, 101, 120, 300, 5_000] {
+                let hint = estimate(position, &inputs, &tiers()).next_poll_after_ms as f64;
+                let earliest_ms = position as f64 / inputs.rate_per_sec * 1000.0;
+                assert!(
+                    hint <= (earliest_ms + notice_ms(&inputs) - HINT_SLACK_MS as f64)
+                        .max(MIN_POLL_AFTER_MS as f64),
+                    "{inputs:?} place {position}: hint {hint} ms"
+                );
+            }
+        }
+        // The cold start of a capped room: places 101–120 once got the 30 s tier; now each polls
+        // by its earliest admission (5–6 s at 20/s) plus 2.5 s.
+        let cold = capped(20, 0, None);
+        assert_eq!(estimate(101, &cold, &tiers()).next_poll_after_ms, 7550);
+        // A 10-minute TTL allows 30 s of notice: the hint may be longer.
+        let long = EtaInputs {
+            token_ttl_secs: 600.0,
+            ..cold
+        };
+        assert_eq!(estimate(101, &long, &tiers()).next_poll_after_ms, 30_000);
+    }
+
     #[test]
     fn a_cap_on_active_users_slows_only_the_shoppers_it_will_hold_back() {
-        let capped = |cap, active| EtaInputs {
-            cap: Some((cap, active)),
+        let measured = |cap, active| EtaInputs {
+            max_active_users: Some(cap),
+            active,
+            pace: Pace {
+                finish_per_active_sec: Some(1.0 / 300.0),
+                ..Pace::default()
+            },
             ..open(10.0)
         };
         assert_eq!(admission_secs(30, &open(10.0)).1, 3.0);
-        assert_eq!(admission_secs(30, &capped(500, 100)).1, 3.0);
-        // Nothing measured: the worst-case pace (500 per 300 s) past the free slots.
-        let secs = admission_secs(500, &capped(500, 100)).1;
+        assert_eq!(admission_secs(30, &measured(500, 100)).1, 3.0);
+        // Tokens held to their TTL: 500 per 300 s past the free slots.
+        let secs = admission_secs(500, &measured(500, 100)).1;
         assert!(
             (secs - (40.0 + 100.0 * 300.0 / 500.0)).abs() < 1e-9,
             "{secs}"
         );
-        assert!((admission_secs(5, &capped(500, 500)).1 - 3.0).abs() < 1e-9);
+        assert!((admission_secs(5, &measured(500, 500)).1 - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn before_any_checkout_is_measured_the_expected_checkout_sets_the_pace() {
+        // Cap 20, rate 20/s, TTL 60 s, 300 shoppers at once; the room expects 3 s checkouts.
+        let cold = EtaInputs {
+            expected_checkout_secs: 3.0,
+            ..capped(20, 0, None)
+        };
+        // 20 at once, then 280 at 20 ÷ (3 s + 1.5 s to notice) per second: 64 s, × 1.2.
+        let estimate = estimate(300, &cold, &tiers());
+        let median = estimate.median_secs.unwrap();
+        assert!(
+            (median - (1.0 + 280.0 * 4.5 / 20.0) * 1.2).abs() < 1e-6,
+            "{median}"
+        );
+        assert_eq!(estimate.basis, Some(EtaBasis::ExpectedCheckout));
+        // The high end allows checkouts twice as long (and the rate falling by a third).
+        let high = estimate.high_secs.unwrap();
+        assert!(
+            high > median * 2.0 * HIGH_SLOWDOWN * 0.9,
+            "{high} vs {median}"
+        );
+        // Held back by the cap, and nothing says checkout is slow.
+        assert_eq!(estimate.reason, Some(WaitReason::CapReached));
+        // The default expectation: a third of the TTL, never longer than the TTL itself.
+        let settings: Settings = serde_json::from_value(serde_json::json!({
+            "admissionRatePerSec": 20.0, "paused": false, "tokenTtlMs": 60_000,
+            "maxActiveUsers": 20,
+        }))
+        .expect("settings");
+        assert_eq!(settings.expected_checkout_secs(), 20.0);
+        let inputs = EtaInputs::for_room(&settings, 0, Pace::default(), 0.2);
+        let (_, secs, _, _) = admission_secs(300, &inputs);
+        assert!((secs - (1.0 + 280.0 * 21.5 / 20.0)).abs() < 1e-6, "{secs}");
     }
 
     #[test]
     fn no_checkout_is_called_slow_before_one_was_measured() {
-        let cold = EtaInputs {
-            cap: Some((20, 20)),
-            token_ttl_secs: 60.0,
-            ..open(20.0)
-        };
+        let cold = capped(20, 20, None);
         assert!(cold.pace.finish_per_active_sec.is_none());
         // Place 300 behind a full cap of 20, nothing measured: held back by the cap, not slow.
         assert_eq!(reason(300, &cold), Some(WaitReason::CapReached));
         // Measured: no finish at all over the window is slow.
-        let stuck = EtaInputs {
-            pace: Pace {
-                finish_per_active_sec: Some(0.0),
-                ..Pace::default()
-            },
-            ..cold
-        };
-        assert_eq!(reason(300, &stuck), Some(WaitReason::CheckoutSlow));
-    }
-
-    #[test]
-    fn under_a_cap_the_measured_finish_rate_sets_the_pace() {
-        // The issue's scenario: cap 20, TTL 60 s, rate 20/s, shoppers order within ~1 s.
-        let inputs = EtaInputs {
-            cap: Some((20, 20)),
-            token_ttl_secs: 60.0,
-            pace: Pace {
-                finish_per_active_sec: Some(0.2),
-                ..Pace::default()
-            },
-            ..open(20.0)
-        };
-        // 20 × 0.2 = 4 per second: place 268 waits about 67 s, not 804 s.
-        let (low, median, high) = admission_secs(268, &inputs);
-        assert!(low < median);
-        assert!((median - 67.0).abs() < 1e-9, "{median}");
-        assert!(high > median && high < median * 1.2, "{high}");
-        let estimate = estimate(268, &inputs, &tiers());
-        assert_eq!(estimate.reason, Some(WaitReason::CapReached));
-        // Shoppers who hold their slots most of the TTL: checkout is slow.
-        let slow = EtaInputs {
-            pace: Pace {
-                finish_per_active_sec: Some(1.0 / 50.0),
-                ..Pace::default()
-            },
-            ..inputs
-        };
         assert_eq!(
-            super::estimate(268, &slow, &tiers()).reason,
+            reason(300, &capped(20, 20, Some(0.0))),
             Some(WaitReason::CheckoutSlow)
         );
     }
 
     #[test]
-    fn near_the_front_under_a_cap_hints_shrink_to_the_near_hint() {
-        let capped = |hazard| EtaInputs {
-            cap: Some((5, 5)),
-            token_ttl_secs: 60.0,
+    fn under_a_cap_the_measured_finish_rate_sets_the_pace() {
+        // Cap 20, TTL 60 s, rate 20/s, shoppers order within ~1 s.
+        let inputs = capped(20, 20, Some(0.2));
+        // 20 × 0.2 = 4 per second: place 268 waits about 67 s, not 804 s.
+        let (low, median, high, basis) = admission_secs(268, &inputs);
+        assert!(low < median);
+        assert!((median - 67.0).abs() < 1e-9, "{median}");
+        assert!(high > median && high < median * 1.2, "{high}");
+        assert_eq!(basis, EtaBasis::MeasuredCheckout);
+        let estimate = estimate(268, &inputs, &tiers());
+        assert_eq!(estimate.reason, Some(WaitReason::CapReached));
+        // Shoppers who hold their slots most of the TTL: checkout is slow.
+        assert_eq!(
+            super::estimate(268, &capped(20, 20, Some(1.0 / 50.0)), &tiers()).reason,
+            Some(WaitReason::CheckoutSlow)
+        );
+    }
+
+    #[test]
+    fn stock_held_by_unused_tokens_waits_for_their_expiry_and_says_so() {
+        // Rate 5, stock 3, three tokens out: place 37 waits for tokens to expire, however fast
+        // checkouts were measured (an order takes its unit with its slot).
+        let held = EtaInputs {
+            stock_left: Some(3),
+            active: 3,
+            token_ttl_secs: 30.0,
             pace: Pace {
-                finish_per_active_sec: Some(hazard),
+                finish_per_active_sec: Some(1.0),
                 ..Pace::default()
             },
-            ..open(20.0)
+            ..open(5.0)
         };
-        // Place 4, a slot a second: median 4.8 s (half: 2.4 s), but 10% are in within 1.4 s.
+        let estimate = estimate(37, &held, &tiers());
+        assert_eq!(estimate.reason, Some(WaitReason::StockHeld));
+        assert_eq!(estimate.basis, Some(EtaBasis::TokenTtl));
+        // 37 places, 3 units freeing per 30 s: 370 s, not 9 s.
+        let median = estimate.median_secs.unwrap();
+        assert!((median - 370.0 * 1.2).abs() < 1e-6, "{median}");
+        // Stock that does not bind (more units than the cap) leaves the cap's pace.
+        let loose = EtaInputs {
+            stock_left: Some(1_000),
+            max_active_users: Some(3),
+            ..held
+        };
         assert_eq!(
-            estimate(4, &capped(0.2), &tiers()).next_poll_after_ms,
-            NEAR_POLL_AFTER_MS
+            super::estimate(37, &loose, &tiers()).basis,
+            Some(EtaBasis::MeasuredCheckout)
         );
-        // Place 3, a slot every 4 s on average: within NEAR_CAP_PLACES of a free slot, so ready
-        // for a slot that frees early; place 40 of the same room keeps its tier's hint.
-        assert_eq!(
-            estimate(3, &capped(0.05), &tiers()).next_poll_after_ms,
-            NEAR_POLL_AFTER_MS
-        );
-        assert!(estimate(40, &capped(0.05), &tiers()).next_poll_after_ms > NEAR_POLL_AFTER_MS);
-        // Without a cap admission is never faster than the rate: no shrinking.
-        assert_eq!(estimate(50, &open(10.0), &tiers()).next_poll_after_ms, 3000);
+        // Free units left: the first shoppers go at the rate.
+        let free = EtaInputs { active: 1, ..held };
+        assert_eq!(super::estimate(2, &free, &tiers()).reason, None);
     }
 
     #[test]

@@ -84,16 +84,10 @@ impl FigureReader {
         } else {
             pace.admitted_per_sec.map(hundredths)
         };
-        let inputs = EtaInputs {
-            rate_per_sec: settings.admission_rate_per_sec,
-            margin: options.eta_margin,
-            paused: settings.paused,
-            cap: settings.max_active_users.map(|cap| (cap, counts.active)),
-            token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
-            pace,
-        };
-        let eta_back_of_line_secs = (counts.waiting > 0 && !settings.paused)
-            .then(|| eta::estimate(counts.waiting, &inputs, &options.poll_tiers))
+        let inputs = EtaInputs::for_room(&settings, counts.active, pace, options.eta_margin);
+        let back_of_line = (counts.waiting > 0)
+            .then(|| eta::estimate(counts.waiting, &inputs, &options.poll_tiers));
+        let eta_back_of_line_secs = back_of_line
             .and_then(|estimate| estimate.median_secs)
             .map(eta::eta_display_secs);
         RoomFigures {
@@ -109,6 +103,7 @@ impl FigureReader {
             tokens_used_per_sec: used,
             tokens_expired_per_sec: expired,
             eta_back_of_line_secs,
+            reason: back_of_line.and_then(|estimate| estimate.reason),
             paused: settings.paused,
             closed: settings.sale.closed,
             leader,

@@ -194,6 +194,7 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms: 300_000,
             hold_place_ms: 0,
+            expected_checkout_ms: None,
             opens_at_ms: opens,
             prequeue_opens_at_ms: pre,
             pow_difficulty: 0,

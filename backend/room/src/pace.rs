@@ -1,6 +1,8 @@
 //! The leader's measurement of what admission actually achieves (docs/DESIGN.md "ETA and poll
-//! hints"): exponentially weighted over about the last minute, from what each tick admitted and
-//! how many active shoppers finished between ticks.
+//! hints"), from what each tick admitted and how many active shoppers finished between ticks:
+//! the admission rate weighted over about the last minute (so a lowered rate is still seen as
+//! lowered), the finish rate over about the last 15 s (so the ETA follows a checkout that slows
+//! or speeds up within seconds).
 //!
 //! Both rates are ratios of two exponentially decayed sums (events ÷ exposure), so they mean
 //! "events per unit of exposure over the last minute or so" from the first tick on, without the
@@ -8,8 +10,13 @@
 
 use vestibule_store::Pace;
 
-/// Time constant of the exponential window, seconds.
+/// Time constant of the admission rate's exponential window, seconds.
 pub const WINDOW_SECS: f64 = 60.0;
+
+/// Time constant of the finish rate's window, seconds. The exposure counts every token in
+/// flight, finished or not, so tokens held longer than before lower the rate as they age,
+/// before any of them finishes.
+pub const FINISH_WINDOW_SECS: f64 = 15.0;
 
 /// Exposure needed before a rate is published: one second of admission, or one active shopper
 /// for one second.
@@ -86,9 +93,8 @@ impl PaceMeter {
     ///   active shopper and second (exposure = active users × elapsed).
     pub fn record(&mut self, tick: &TickSample) {
         let elapsed = tick.elapsed_secs.max(0.0);
-        let factor = (-elapsed / WINDOW_SECS).exp();
-        self.admission.decay(factor);
-        self.finishes.decay(factor);
+        self.admission.decay((-elapsed / WINDOW_SECS).exp());
+        self.finishes.decay((-elapsed / FINISH_WINDOW_SECS).exp());
         if !tick.paused && !tick.cap_limited && tick.waiting > 0 {
             self.admission.add(tick.admitted as f64, elapsed);
         }

@@ -64,6 +64,7 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms,
             hold_place_ms: 1_800_000,
+            expected_checkout_ms: None,
             sale: Default::default(),
             opens_at_ms: None,
             prequeue_opens_at_ms: None,

@@ -67,6 +67,7 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms: 300_000,
             hold_place_ms: 0,
+            expected_checkout_ms: None,
             sale,
             opens_at_ms: None,
             prequeue_opens_at_ms: None,

@@ -31,16 +31,12 @@ pub fn ticket_status(
     };
     let (estimate, next_poll_after_ms) = match (record.state, record.position) {
         (TicketState::Waiting, Some(position)) => {
-            let inputs = eta::EtaInputs {
-                rate_per_sec: settings.admission_rate_per_sec,
-                margin: options.eta_margin,
-                paused: settings.paused,
-                cap: settings
-                    .max_active_users
-                    .map(|cap| (cap, room.active_users())),
-                token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
-                pace: room.pace(),
-            };
+            let inputs = eta::EtaInputs::for_room(
+                settings,
+                room.active_users(),
+                room.pace(),
+                options.eta_margin,
+            );
             let estimate = eta::estimate(position, &inputs, &options.poll_tiers);
             let hint = estimate.next_poll_after_ms;
             (Some(estimate), hint)
@@ -74,6 +70,7 @@ pub fn ticket_status(
         eta_seconds,
         eta_seconds_high,
         reason: estimate.and_then(|estimate| estimate.reason),
+        eta_basis: estimate.and_then(|estimate| estimate.basis),
         next_poll_after_ms,
         entry_token: record
             .entry_token

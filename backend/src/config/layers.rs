@@ -23,6 +23,7 @@ impl Config {
         crate::store::Settings {
             abandon_after_ms: crate::store::default_abandon_after_ms(),
             hold_place_ms: crate::store::default_hold_place_ms(),
+            expected_checkout_ms: self.expected_checkout_secs.map(|secs| secs * 1000),
             sale: Default::default(),
             labels: Default::default(),
             queueing_method: Default::default(),

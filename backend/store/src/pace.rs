@@ -9,7 +9,7 @@ pub struct Pace {
     /// shoppers waiting and were not held back by the cap; `None` until measured.
     pub admitted_per_sec: Option<f64>,
     /// Finishes (orders, releases, expiries) per active shopper per second over about the last
-    /// minute; `None` until measured.
+    /// 15 s; `None` until measured.
     pub finish_per_active_sec: Option<f64>,
     /// The last tick left shoppers waiting because of the cap on active users.
     pub cap_limited: bool,

@@ -32,6 +32,10 @@ pub struct Settings {
     /// A skipped ticket keeps its place this long (ms).
     #[serde(default = "default_hold_place_ms")]
     pub hold_place_ms: u64,
+    /// How long a shopper is expected to hold a token before using it, ms: the ETA's pace under
+    /// a cap until checkouts are measured; `None` = a third of the token TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_checkout_ms: Option<u64>,
     /// Stock, sold out and closing (docs/DESIGN.md "Stock and sold out").
     #[serde(default)]
     pub sale: SaleSettings,
@@ -73,6 +77,16 @@ pub fn default_hold_place_ms() -> u64 {
     vestibule_shared::settings::HOLD_PLACE_SECS_DEFAULT * 1000
 }
 
+impl Settings {
+    /// The expected checkout time in seconds: the room's setting, else a third of the token TTL
+    /// (`vestibule_shared::RoomSettings::expected_checkout_secs`).
+    pub fn expected_checkout_secs(&self) -> f64 {
+        self.expected_checkout_ms
+            .map_or(self.token_ttl_ms as f64 / 3.0, |ms| ms as f64)
+            / 1000.0
+    }
+}
+
 /// A partial change of [`Settings`]; `None` fields stay as they are.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SettingsPatch {
@@ -92,6 +106,8 @@ pub struct SettingsPatch {
     pub abandon_after_ms: Option<u64>,
     /// New place-holding time, ms.
     pub hold_place_ms: Option<u64>,
+    /// New expected checkout time, ms: `Some(None)` = a third of the token TTL.
+    pub expected_checkout_ms: Option<Option<u64>>,
     /// Stock, sold out and closing.
     pub sale: SalePatch,
     /// New opening, Unix ms: `Some(None)` clears it.
@@ -145,6 +161,7 @@ impl Settings {
             share_token_with_embedder: Some(self.share_token_with_embedder),
             abandon_after_ms: Some(self.abandon_after_ms),
             hold_place_ms: Some(self.hold_place_ms),
+            expected_checkout_ms: Some(self.expected_checkout_ms),
             sale: SalePatch {
                 stock: Some(self.sale.stock),
                 sold_out: Some(self.sale.sold_out),
@@ -180,6 +197,9 @@ impl Settings {
                 .unwrap_or(self.share_token_with_embedder),
             abandon_after_ms: patch.abandon_after_ms.unwrap_or(self.abandon_after_ms),
             hold_place_ms: patch.hold_place_ms.unwrap_or(self.hold_place_ms),
+            expected_checkout_ms: patch
+                .expected_checkout_ms
+                .unwrap_or(self.expected_checkout_ms),
             sale: self.sale.patched(&patch.sale),
             opens_at_ms: patch.opens_at_ms.unwrap_or(self.opens_at_ms),
             prequeue_opens_at_ms: patch

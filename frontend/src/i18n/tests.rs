@@ -36,6 +36,7 @@ fn every_known_reason_has_words_in_both_languages() {
         WaitReason::RateLowered,
         WaitReason::CapReached,
         WaitReason::CheckoutSlow,
+        WaitReason::StockHeld,
     ] {
         for lang in [Lang::En, Lang::Ko] {
             assert!(reason_words(lang, reason).is_some_and(|text| !text.is_empty()));

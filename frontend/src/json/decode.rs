@@ -49,6 +49,7 @@ fn wait_reason(text: &str) -> WaitReason {
         "RATE_LOWERED" => WaitReason::RateLowered,
         "CAP_REACHED" => WaitReason::CapReached,
         "CHECKOUT_SLOW" => WaitReason::CheckoutSlow,
+        "STOCK_HELD" => WaitReason::StockHeld,
         _ => WaitReason::Other,
     }
 }
@@ -63,6 +64,7 @@ impl FromJson for TicketStatus {
             eta_seconds: json.opt_int("etaSeconds")?,
             eta_seconds_high: json.opt_int("etaSecondsHigh")?,
             reason: json.opt("reason", |v| v.as_str().map(wait_reason))?,
+            eta_basis: None,
             next_poll_after_ms: json.int("nextPollAfterMs")?,
             entry_token: json.opt_string("entryToken")?,
             token_expires_at: json.opt_string("tokenExpiresAt")?,

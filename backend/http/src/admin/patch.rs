@@ -60,6 +60,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             SettingOutOfRange::ProofOfWorkDifficulty => " (0 turns proof of work off)",
             SettingOutOfRange::TokenTtl
             | SettingOutOfRange::HoldPlace
+            | SettingOutOfRange::ExpectedCheckout
             | SettingOutOfRange::SoldOutMessageEn
             | SettingOutOfRange::SoldOutMessageKo
             | SettingOutOfRange::ProofOfWorkAuto => "",
@@ -81,6 +82,9 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         share_token_with_embedder: patch.share_token_with_embedder,
         abandon_after_ms: patch.abandon_after_secs.map(|secs| secs * 1000),
         hold_place_ms: patch.hold_place_secs.map(|secs| secs * 1000),
+        expected_checkout_ms: patch
+            .expected_checkout_secs
+            .map(|secs| secs.map(|secs| secs * 1000)),
         sale: SalePatch {
             stock: patch.stock,
             sold_out: patch.sold_out,

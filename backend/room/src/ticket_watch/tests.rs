@@ -16,6 +16,7 @@ fn status(position: u64) -> TicketStatus {
         eta_seconds: None,
         eta_seconds_high: None,
         reason: None,
+        eta_basis: None,
         next_poll_after_ms: 1000,
         entry_token: None,
         token_expires_at: None,

@@ -282,6 +282,7 @@ mod tests {
             share_token_with_embedder: false,
             abandon_after_ms: 30_000,
             hold_place_ms: 120_000,
+            expected_checkout_ms: None,
             sale: SaleSettings {
                 stock: Some(9),
                 sold: 3,

@@ -132,6 +132,7 @@ fn old_settings(fields: &HashMap<String, String>) -> Result<Settings, StoreError
         share_token_with_embedder: flag("share"),
         abandon_after_ms: number("abandon_ms")?.unwrap_or_else(crate::default_abandon_after_ms),
         hold_place_ms: number("hold_ms")?.unwrap_or_else(crate::default_hold_place_ms),
+        expected_checkout_ms: None,
         sale: SaleSettings {
             stock: number("stock")?,
             sold: number("sold")?.unwrap_or(0),

@@ -91,6 +91,7 @@ pub fn defaults() -> Settings {
         share_token_with_embedder: false,
         abandon_after_ms: vestibule_store::default_abandon_after_ms(),
         hold_place_ms: vestibule_store::default_hold_place_ms(),
+        expected_checkout_ms: None,
         sale: Default::default(),
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
