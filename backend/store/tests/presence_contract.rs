@@ -274,15 +274,14 @@ async fn unconfirmed_joins_are_parked_until_heard_from_on_every_store() {
                 .unwrap();
             ids.push(outcome.ticket.id);
         }
-        assert_eq!(now_ms() / 1000, t0 / 1000, "{kind}: the joins took too long");
+        assert_eq!(
+            now_ms() / 1000,
+            t0 / 1000,
+            "{kind}: the joins took too long"
+        );
         // The 1st was heard from since its join (its shopper knows it): not parked.
         heard(store.as_ref(), &[ids[0].clone()], t0 + 2_000).await;
-        let asked = [
-            ids[0].clone(),
-            ids[1].clone(),
-            ids[3].clone(),
-            random_id(),
-        ];
+        let asked = [ids[0].clone(), ids[1].clone(), ids[3].clone(), random_id()];
         let parked = store
             .park_unconfirmed(room_id(ROOM), &asked, t0, HOLD_MS, t0 + 2_500)
             .await
