@@ -453,3 +453,89 @@ async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_re
         TicketState::Completed
     );
 }
+
+/// Joins answered 504 in a store stall made tickets whose ids nobody learned (docs/DESIGN.md
+/// "Joins nobody heard the answer of"): three keyless joins while Redis is frozen for 3 s never
+/// get a token and count in nobody's position, while the shoppers joined before and after are
+/// admitted normally; a keyed join answered 504 and retried after the stall gets its ticket
+/// back at its own place, between them, and is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_answered_504_in_a_stall_take_no_slot_and_no_place_until_heard_from() {
+    let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
+    let redis = app.redis.as_ref().unwrap();
+    app.patch_room("main", json!({"paused": true})).await;
+    // Two shoppers before the stall (the join script is loaded, the room's secret cached).
+    let (_, first) = app.join("main", None).await;
+    let (_, second) = app.join("main", Some("before-key")).await;
+    assert_eq!(second.position, Some(2));
+
+    redis.pause();
+    let frozen = std::time::Instant::now();
+    let keyless = (0..3).map(|_| app.join_request("main").send());
+    let keyed = app
+        .join_request("main")
+        .header("Idempotency-Key", "stalled-key")
+        .send();
+    let (keyless, keyed) = tokio::join!(join_all(keyless), keyed);
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(frozen.elapsed())).await;
+    redis.resume();
+    for answer in keyless.into_iter().chain([keyed]) {
+        let answer = answer.expect("an answer during the stall");
+        assert_eq!(answer.status(), StatusCode::GATEWAY_TIMEOUT);
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(body["error"], "store_timeout", "{body}");
+    }
+    // Redis ran the four joins on waking; the server parks what it made right behind them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, after) = app.join("main", None).await;
+    assert_eq!(after.position, Some(3), "the stalled joins take no place");
+    assert_eq!(app.poll("main", &first.ticket_id).await.position, Some(1));
+    assert_eq!(app.poll("main", &second.ticket_id).await.position, Some(2));
+    assert_eq!(app.get_json(&paths::room("main")).await.1["waiting"], 3);
+    let held = || {
+        redis
+            .cli(&["--scan", "--pattern", "vestibule:*ticket:*"])
+            .lines()
+            .filter(|key| redis.cli(&["HGET", key, "state"]) == "HELD")
+            .count()
+    };
+    assert_eq!(
+        held(),
+        4,
+        "three keyless joins and the keyed one are parked"
+    );
+
+    // The keyed join retried: its ticket, at its own place (after the two before, ahead of the
+    // one after).
+    let (status, retried) = app.join("main", Some("stalled-key")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(retried.position, Some(3));
+    assert!(retried.place_kept);
+    assert_eq!(app.poll("main", &after.ticket_id).await.position, Some(4));
+
+    // Admission: the four shoppers really there, in order, and nobody else.
+    app.patch_room(
+        "main",
+        json!({"paused": false, "admissionRatePerSec": 50.0}),
+    )
+    .await;
+    for ticket in [&first, &second, &retried, &after] {
+        let admitted = app
+            .poll_until("main", &ticket.ticket_id, Duration::from_secs(10), |t| {
+                t.status == TicketState::TokenIssued
+            })
+            .await;
+        assert_eq!(admitted.status, TicketState::TokenIssued);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let room = app.get_json(&paths::room("main")).await.1;
+    assert_eq!(room["waiting"], 0, "{room}");
+    assert_eq!(room["activeUsers"], 4, "{room}");
+    let tokens = redis.cli(&["--scan", "--pattern", "vestibule:*token:*"]);
+    assert_eq!(
+        tokens.lines().count(),
+        4,
+        "no token for the absent: {tokens}"
+    );
+    assert_eq!(held(), 3, "the three keyless tickets still hold nothing");
+}

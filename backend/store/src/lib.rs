@@ -64,7 +64,9 @@ pub use pace::Pace;
 pub use presence::{
     hear_unanchored, PollAnchor, PolledTicket, Presence, QueueCursor, QueueDelta, SseRefresh,
 };
-pub use queue::{JoinKind, JoinOutcome, JoinReply, JoinRequest, LeaveOutcome, Queue, RoomCounts};
+pub use queue::{
+    JoinKind, JoinOutcome, JoinReply, JoinRequest, LeaveOutcome, Queue, RoomCounts, Unconfirmed,
+};
 pub use room_doc::{RoomDoc, RoomId};
 pub use safety::StoreSafety;
 pub use sale::{JoinRefusal, SalePatch, SaleSettings};

@@ -105,6 +105,26 @@ pub trait Presence: Send + Sync {
         positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError>;
 
+    /// Parks the tickets of joins whose answer never reached their shopper (docs/DESIGN.md
+    /// "Joins nobody heard the answer of"), in one atomic step: each of `ids` that still waits
+    /// in the line (not the pre-queue), joined at `joined_ms` (the same second: the Redis store
+    /// keeps join times in seconds) and not heard from since, is taken out of the line as a
+    /// ticket skipped for silence is (positions and SSE cursors move as for a leave), held until
+    /// `now_ms + hold_place_ms`. Heard from within that (a poll, a keyed retry of its join) it
+    /// goes back to its own arrival place; else it expires. Any other id is left as it is (an
+    /// admitted ticket keeps its token). Returns the ids parked. Running it again changes nothing.
+    ///
+    /// # Errors
+    /// As [`Presence::hear`].
+    async fn park_unconfirmed(
+        &self,
+        room: RoomId<'_>,
+        ids: &[String],
+        joined_ms: u64,
+        hold_place_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// The SSE hub's batch for the polls it answered from memory (docs/DESIGN.md "Polls
     /// answered from memory"): each ticket still waiting is heard from now, and nothing is read
     /// back. A ticket that has stopped waiting since its answer is left as it is (the skip rule

@@ -23,6 +23,32 @@ pub struct JoinRequest<'a> {
     pub limit: Option<&'a JoinLimit>,
     /// Where the new ticket goes.
     pub kind: JoinKind<'a>,
+    /// The room's presence times, for a join whose outcome the store cannot confirm
+    /// ([`Unconfirmed`]).
+    pub unconfirmed: Unconfirmed,
+}
+
+/// What becomes of a join whose answer its shopper never got (docs/DESIGN.md "Joins nobody
+/// heard the answer of"): a store that cannot confirm a join (504 `store_timeout`) parks the
+/// ticket it may have made once it answers again ([`crate::Presence::park_unconfirmed`]): out of
+/// the line, held like a ticket skipped for silence, back at its place when its shopper is heard
+/// from (a poll of its id, a keyed retry of the join).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unconfirmed {
+    /// How long a parked ticket keeps its place (the room's `holdPlaceSecs`), ms.
+    pub hold_place_ms: u64,
+    /// How long the store keeps trying to park it (the room's abandon time, after which the skip
+    /// rule takes it out of the line anyway), ms.
+    pub retry_for_ms: u64,
+}
+
+impl Default for Unconfirmed {
+    fn default() -> Self {
+        Self {
+            hold_place_ms: crate::default_hold_place_ms(),
+            retry_for_ms: crate::default_abandon_after_ms(),
+        }
+    }
 }
 
 /// Where a join puts a new ticket.
@@ -52,6 +78,16 @@ impl<'a> JoinRequest<'a> {
             new_id,
             limit: None,
             kind: JoinKind::Line,
+            unconfirmed: Unconfirmed::default(),
+        }
+    }
+
+    /// The same join, its ticket parked for `unconfirmed` when its outcome is unknown.
+    #[must_use]
+    pub fn unconfirmed(self, unconfirmed: Unconfirmed) -> Self {
+        Self {
+            unconfirmed,
+            ..self
         }
     }
 

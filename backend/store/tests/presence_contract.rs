@@ -241,3 +241,110 @@ async fn the_durable_store_keeps_skips_and_returns_across_a_restart() {
         "a held ticket heard after the restart comes back"
     );
 }
+
+/// Joins nobody heard the answer of (docs/DESIGN.md "Joins nobody heard the answer of"): parked,
+/// they take no slot and no place; one heard from (a keyed retry, a poll) comes back to its own
+/// place; one heard from before the park, or admitted, is left as it is.
+#[tokio::test]
+async fn unconfirmed_joins_are_parked_until_heard_from_on_every_store() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let stores: Vec<Arc<dyn Store>> = vec![
+        Arc::new(MemoryStore::new()),
+        Arc::new(DurableStore::open(dir.path(), DurableOptions::default()).unwrap()),
+        Arc::new(
+            RedisStore::connect(&redis.url(), std::time::Duration::from_secs(2))
+                .await
+                .unwrap(),
+        ),
+    ];
+    for store in stores {
+        let kind = store.kind();
+        store.seed_room(ROOM, &defaults()).await.unwrap();
+        // The joins within one second (the Redis store keeps join times in seconds).
+        while now_ms() % 1000 > 500 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let t0 = now_ms();
+        let mut ids = Vec::new();
+        for key in [None, None, None, Some("retried")] {
+            let outcome = store
+                .join_line(room_id(ROOM), key, &random_id())
+                .await
+                .unwrap();
+            ids.push(outcome.ticket.id);
+        }
+        assert_eq!(
+            now_ms() / 1000,
+            t0 / 1000,
+            "{kind}: the joins took too long"
+        );
+        // The 1st was heard from since its join (its shopper knows it): not parked.
+        heard(store.as_ref(), &[ids[0].clone()], t0 + 2_000).await;
+        let asked = [ids[0].clone(), ids[1].clone(), ids[3].clone(), random_id()];
+        let parked = store
+            .park_unconfirmed(room_id(ROOM), &asked, t0, HOLD_MS, t0 + 2_500)
+            .await
+            .unwrap();
+        assert_eq!(parked, [ids[1].clone(), ids[3].clone()], "{kind}");
+        // Again: nothing more.
+        let again = store
+            .park_unconfirmed(room_id(ROOM), &asked, t0, HOLD_MS, t0 + 2_600)
+            .await
+            .unwrap();
+        assert!(again.is_empty(), "{kind}: {again:?}");
+        // They hold no place: the 3rd is 2nd, and two wait.
+        assert_eq!(
+            heard(store.as_ref(), &[ids[2].clone()], t0 + 3_000).await,
+            [(Some(2), false)],
+            "{kind}"
+        );
+        let counts = store.counts(room_id(ROOM), t0 + 3_000).await.unwrap();
+        assert_eq!(counts.waiting, 2, "{kind}");
+        // And no slot: a tick with room for five admits the two really there.
+        assert_eq!(tick(store.as_ref(), t0 + 3_100, 5).await, (2, 0), "{kind}");
+        let counts = store.counts(room_id(ROOM), t0 + 3_100).await.unwrap();
+        assert_eq!((counts.waiting, counts.active), (0, 2), "{kind}");
+        // An admitted ticket is not parked.
+        let admitted = store
+            .park_unconfirmed(room_id(ROOM), &ids[..1], t0, HOLD_MS, t0 + 3_200)
+            .await
+            .unwrap();
+        assert!(admitted.is_empty(), "{kind}");
+
+        // The keyed join retried: it finds its ticket, still waiting without a place, and its
+        // answer hears it (as the join route does): back at its own place, ahead of later joins.
+        let later = store
+            .join_line(room_id(ROOM), None, &random_id())
+            .await
+            .unwrap()
+            .ticket
+            .id;
+        let found = store
+            .join_line(room_id(ROOM), Some("retried"), &random_id())
+            .await
+            .unwrap();
+        assert!(!found.created, "{kind}");
+        assert_eq!(found.ticket.id, ids[3], "{kind}");
+        assert_eq!(found.ticket.state, TicketState::Waiting, "{kind}");
+        assert_eq!(
+            heard(store.as_ref(), &[ids[3].clone(), later.clone()], t0 + 4_000).await,
+            [(Some(1), true), (Some(2), false)],
+            "{kind}"
+        );
+        assert_eq!(tick(store.as_ref(), t0 + 4_100, 1).await, (1, 0), "{kind}");
+        let read = store
+            .ticket(room_id(ROOM), &ids[3], t0 + 4_100)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.state, TicketState::TokenIssued, "{kind}");
+        // The one never heard from expires with its hold.
+        tick(store.as_ref(), t0 + 2_500 + HOLD_MS + 1, 0).await;
+        let gone = store
+            .ticket(room_id(ROOM), &ids[1], t0 + 2_500 + HOLD_MS + 2)
+            .await
+            .unwrap();
+        assert_eq!(gone.unwrap().state, TicketState::Expired, "{kind}");
+    }
+}

@@ -23,7 +23,7 @@ use vestibule_room::status::{rfc3339_from_ms, ticket_status};
 use vestibule_room::RoomRuntime;
 use vestibule_store::ids::{entry_token, random_id};
 use vestibule_store::{
-    now_ms, InstantAdmission, JoinKind, JoinLimit, JoinOutcome, JoinReply, JoinRequest,
+    now_ms, InstantAdmission, JoinKind, JoinLimit, JoinOutcome, JoinReply, JoinRequest, Unconfirmed,
 };
 
 /// The dedup key of a join: a verified user id beats an `Idempotency-Key`.
@@ -244,10 +244,17 @@ async fn join_open(
         settings_version,
     };
     let id = random_id();
+    // Answered 504, its ticket is parked until its shopper is heard from (docs/DESIGN.md "Joins
+    // nobody heard the answer of").
+    let unconfirmed = Unconfirmed {
+        hold_place_ms: settings.hold_place_ms,
+        retry_for_ms: settings.abandon_after_ms,
+    };
     let request = JoinRequest::new(&id)
         .keyed(key)
         .limited(limit)
-        .of_kind(JoinKind::Admitting(&instant));
+        .of_kind(JoinKind::Admitting(&instant))
+        .unconfirmed(unconfirmed);
     Ok(state.store.join(runtime.id(), &request).await?)
 }
 

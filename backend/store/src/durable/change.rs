@@ -78,6 +78,17 @@ pub enum Change {
         /// When it ran, Unix ms.
         now_ms: u64,
     },
+    /// Tickets of joins nobody heard the answer of, parked (`Presence::park_unconfirmed`).
+    Park {
+        /// Room slug.
+        room: String,
+        /// The tickets parked.
+        ids: Vec<String>,
+        /// When it ran, Unix ms.
+        now_ms: u64,
+        /// How long they keep their place, ms.
+        hold_place_ms: u64,
+    },
     /// An entry token used by an order.
     ConsumeToken {
         /// Room slug.
@@ -220,6 +231,16 @@ impl Change {
                 for id in ids {
                     state.bring_back(id, *now_ms);
                 }
+            }),
+            Self::Park {
+                room,
+                ids,
+                now_ms,
+                hold_place_ms,
+            } => engine.with_live_room(room, |state| {
+                let ids: Vec<std::sync::Arc<str>> =
+                    ids.iter().map(|id| id.as_str().into()).collect();
+                state.skip(&ids, *now_ms, *hold_place_ms);
             }),
             Self::ConsumeToken {
                 room,

@@ -46,6 +46,28 @@ impl Presence for DurableStore {
         })
     }
 
+    async fn park_unconfirmed(
+        &self,
+        room: RoomId<'_>,
+        ids: &[String],
+        joined_ms: u64,
+        hold_place_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.change(|engine| {
+            let parked = engine.with_room(room, |state| {
+                state.park_unconfirmed(ids, joined_ms, hold_place_ms, now_ms)
+            })?;
+            let change = (!parked.is_empty()).then(|| Change::Park {
+                room: room.slug.to_owned(),
+                ids: parked.clone(),
+                now_ms,
+                hold_place_ms,
+            });
+            Ok((parked, change))
+        })
+    }
+
     async fn hear_polled(
         &self,
         room: RoomId<'_>,

@@ -22,12 +22,14 @@ impl Queue for DurableStore {
             new_id,
             limit,
             kind,
+            unconfirmed,
         } = *request;
         let keep_ms = self.options().keep_ms;
-        self.change(|engine| {
+        let line_now = now_ms();
+        let joined = self.change(|engine| {
             let (reply, (now, instant)) = match kind {
                 JoinKind::Line => {
-                    let now = now_ms();
+                    let now = line_now;
                     let reply = engine
                         .with_room(room, |state| state.join(dedup_key, new_id, limit, now))?;
                     (reply, (now, None))
@@ -69,7 +71,25 @@ impl Queue for DurableStore {
                 instant,
             });
             Ok((reply, change))
-        })
+        });
+        if let Err(StoreError::OutcomeUnknown(_)) = &joined {
+            // Made in memory, its journal record maybe not on disk, and its shopper told 504: the
+            // ticket is parked at once (docs/DESIGN.md "Joins nobody heard the answer of"). Not
+            // journaled: the journal has just failed, and the snapshot the next change takes
+            // first holds the join and the park together.
+            let joined_ms = match kind {
+                JoinKind::Line => Some(line_now),
+                JoinKind::Admitting(instant) => Some(instant.now_ms),
+                JoinKind::PreQueue { .. } => None,
+            };
+            if let Some(joined_ms) = joined_ms {
+                let ids = [new_id.to_owned()];
+                let _ = self.engine.with_room(room, |state| {
+                    state.park_unconfirmed(&ids, joined_ms, unconfirmed.hold_place_ms, now_ms())
+                });
+            }
+        }
+        joined
     }
 
     async fn ticket(

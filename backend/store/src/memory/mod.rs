@@ -234,6 +234,7 @@ impl Queue for MemoryStore {
             new_id,
             limit,
             kind,
+            ..
         } = *request;
         let keep_ms = self.options.keep_ms;
         match kind {

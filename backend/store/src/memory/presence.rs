@@ -173,6 +173,32 @@ impl Room {
         skipped
     }
 
+    /// Parks the tickets of joins nobody heard the answer of (see `Presence::park_unconfirmed`):
+    /// each of `ids` waiting in the line (not the pre-queue), joined in the second of
+    /// `joined_ms` and not heard from since, is skipped now, held for `hold_place_ms`. Returns
+    /// the ids parked.
+    pub fn park_unconfirmed(
+        &mut self,
+        ids: &[String],
+        joined_ms: u64,
+        hold_place_ms: u64,
+        now_ms: u64,
+    ) -> Vec<String> {
+        let unheard: Vec<Arc<str>> = ids
+            .iter()
+            .filter_map(|id| {
+                let (key, seq) = self.seq_of.get_key_value(id.as_str())?;
+                let born = *self.joined.get(seq)?;
+                let heard = self.presence.seen_at(id)?;
+                let parkable = !self.prequeue.contains(id.as_str())
+                    && born / 1000 == joined_ms / 1000
+                    && heard <= born;
+                parkable.then(|| key.clone())
+            })
+            .collect();
+        self.skip(&unheard, now_ms, hold_place_ms)
+    }
+
     /// Ends the holds that ran out by `now_ms`: those tickets are `EXPIRED`.
     pub(super) fn expire_holds(&mut self, now_ms: u64, keep_ms: u64) {
         while let Some((until_ms, id)) = self.presence.held_order.first().cloned() {
@@ -221,6 +247,19 @@ impl crate::Presence for super::MemoryStore {
         _positions: bool,
     ) -> Result<Vec<Option<TicketRecord>>, StoreError> {
         self.with_room(room, |state| state.hear(ids, now_ms).0)
+    }
+
+    async fn park_unconfirmed(
+        &self,
+        room: RoomId<'_>,
+        ids: &[String],
+        joined_ms: u64,
+        hold_place_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.with_room(room, |state| {
+            state.park_unconfirmed(ids, joined_ms, hold_place_ms, now_ms)
+        })
     }
 
     async fn hear_polled(

@@ -28,6 +28,7 @@ impl RedisStore {
         let mode = super::queue::JoinMode {
             prequeue_seed: Some(&seed),
             settings_version,
+            ..Default::default()
         };
         self.join_line(room, dedup_key, new_id, limit, None, mode)
             .await

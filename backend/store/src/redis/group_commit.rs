@@ -24,15 +24,26 @@
 //! [`StoreError::OutcomeUnknown`] (504), as a join alone would. When Redis refuses a call or
 //! cannot be reached (nothing ran: 503), the joins waiting behind it get that answer at once
 //! instead of meeting it one call after another.
+//!
+//! A join answered 504 may have made a ticket whose id its shopper never learned (docs/DESIGN.md
+//! "Joins nobody heard the answer of"). Its call's failure (or an answer that came after the
+//! shopper was told 504) sends `park.lua` for the ids it may have made at once, on the same
+//! connection, so Redis runs it after the join if the join ran at all: the ticket, unheard since,
+//! leaves the line held, and takes no slot and no place until its shopper is heard from. A park
+//! that fails too (Redis still frozen or away) is tried again every [`PARK_RETRY`] for as long as
+//! the room's abandon time (after which the skip rule takes the ticket out anyway), at most
+//! [`MOST_PARKS`] at a time.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use redis::Value;
 use tokio::sync::oneshot;
 
 use super::keys::RoomKeys;
+use super::presence::{park, Parking};
 use super::reply::corrupt;
 use super::script::Loaded;
 use super::{specs, Link, DEDUP_TTL_SECS};
@@ -45,11 +56,39 @@ pub(super) const PER_JOIN: usize = 13;
 /// bounds how long one call holds it (well under a millisecond).
 const MOST_PER_CALL: usize = 64;
 
+/// How often parks that failed are tried again.
+const PARK_RETRY: Duration = Duration::from_secs(1);
+
+/// The most parks waiting to be tried again per connection (the oldest give way): a bound on
+/// what a long outage can pile up; the skip rule still takes any ticket left out of the line
+/// after the abandon time.
+const MOST_PARKS: usize = 10_000;
+
 /// One join's own arguments to `join.lua`: an item of its spec, in that order.
 pub(super) struct Join {
     pub args: [String; PER_JOIN],
     /// It carries an idempotency key: sending it twice makes one ticket.
     pub keyed: bool,
+    /// What to park should its shopper be told 504 (`None`: nothing, e.g. a pre-queue join).
+    pub park: Option<ParkPlan>,
+}
+
+/// The tickets a join may make, and how long they are held and tried, should its answer not
+/// reach its shopper.
+pub(super) struct ParkPlan {
+    /// The ids it may make: its fresh id, and with a key the key's derived id.
+    pub ids: Vec<String>,
+    pub hold_ms: u64,
+    pub keep_ms: u64,
+    /// How long to keep trying the park.
+    pub retry_for: Duration,
+}
+
+/// A park that failed, to try again.
+struct PendingPark {
+    room: (String, u64),
+    parking: Parking,
+    until: Instant,
 }
 
 /// The joins of every room waiting to be sent on one connection.
@@ -58,6 +97,9 @@ pub(super) struct GroupCommit {
     script: Loaded,
     /// A lane per room generation: one call checks one generation.
     lanes: Mutex<HashMap<(String, u64), Lane>>,
+    park_script: Loaded,
+    /// Parks to try again, and whether a task is trying them.
+    parks: Mutex<(VecDeque<PendingPark>, bool)>,
 }
 
 #[derive(Default)]
@@ -72,6 +114,8 @@ struct Waiting {
     answer: oneshot::Sender<Result<String, StoreError>>,
     /// Taken into a call (set under the lanes' lock, as the waiter reads it when its time is up).
     taken: Arc<AtomicBool>,
+    /// Its waiter gave up and answered 504 (set before it stops listening).
+    gave_up: Arc<AtomicBool>,
 }
 
 impl GroupCommit {
@@ -80,6 +124,8 @@ impl GroupCommit {
             link,
             script: specs::JOIN.load(),
             lanes: Mutex::new(HashMap::new()),
+            park_script: specs::PARK.load(),
+            parks: Mutex::new((VecDeque::new(), false)),
         }
     }
 
@@ -97,6 +143,7 @@ impl GroupCommit {
     ) -> Result<String, StoreError> {
         let (answer, mut answered) = oneshot::channel();
         let taken = Arc::new(AtomicBool::new(false));
+        let gave_up = Arc::new(AtomicBool::new(false));
         let lane_key = (room.slug.to_owned(), room.generation);
         let start = {
             let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
@@ -105,6 +152,7 @@ impl GroupCommit {
                 join,
                 answer,
                 taken: taken.clone(),
+                gave_up: gave_up.clone(),
             });
             !std::mem::replace(&mut lane.sending, true)
         };
@@ -120,6 +168,8 @@ impl GroupCommit {
                 // Closed under the lock that `next_batch` takes: either it was taken already
                 // (its call is out: unknown) or it never will be (not sent: nothing changed).
                 let _lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+                // Before it stops listening: an answer that finds it gone then parks the ticket.
+                gave_up.store(true, Ordering::Relaxed);
                 answered.close();
                 if let Ok(answer) = answered.try_recv() {
                     // Answered just as the time ran out.
@@ -150,10 +200,22 @@ impl GroupCommit {
             if batch.is_empty() {
                 return;
             }
-            match self.call(&keys, room.1, &batch).await {
+            let now_ms = crate::now_ms();
+            match self.call(&keys, room.1, &batch, now_ms).await {
                 Ok(replies) => {
                     for (waiting, reply) in batch.into_iter().zip(replies) {
-                        let _ = waiting.answer.send(Ok(reply));
+                        let Err(Ok(reply)) = waiting.answer.send(Ok(reply)) else {
+                            continue;
+                        };
+                        // Answered after its shopper was told 504: a ticket it made waits
+                        // unknown to anyone.
+                        if let (true, Some(plan)) =
+                            (waiting.gave_up.load(Ordering::Relaxed), &waiting.join.park)
+                        {
+                            if let Some(id) = made_and_waiting(&reply) {
+                                self.park(&room, plan, vec![id.to_owned()], now_ms);
+                            }
+                        }
                     }
                 }
                 Err(error) => {
@@ -166,6 +228,15 @@ impl GroupCommit {
                         }
                         _ => Vec::new(),
                     };
+                    if let StoreError::OutcomeUnknown(_) = error {
+                        // Every join of the call may have made its ticket, and each is answered
+                        // 504: their tickets are parked.
+                        for waiting in &batch {
+                            if let Some(plan) = &waiting.join.park {
+                                self.park(&room, plan, plan.ids.clone(), now_ms);
+                            }
+                        }
+                    }
                     for waiting in batch.into_iter().chain(unsent) {
                         let _ = waiting.answer.send(Err(error.clone()));
                     }
@@ -224,12 +295,13 @@ impl GroupCommit {
         keys: &RoomKeys,
         generation: u64,
         batch: &[Waiting],
+        now_ms: u64,
     ) -> Result<Vec<String>, StoreError> {
         let mut call = self.script.call(keys);
         call.arg("generation", generation)
             .arg("prefix", keys.prefix())
             .arg("dedup_ttl", DEDUP_TTL_SECS)
-            .arg("now_ms", crate::now_ms());
+            .arg("now_ms", now_ms);
         for waiting in batch {
             call.item(&waiting.join.args);
         }
@@ -251,6 +323,121 @@ impl GroupCommit {
             )));
         }
         Ok(replies)
+    }
+}
+
+impl GroupCommit {
+    /// Parks `ids`, which a join of `room` sent at `joined_ms` may have made, per `plan`: sent
+    /// now on this connection (after the join), tried again later if that fails.
+    fn park(
+        self: &Arc<Self>,
+        room: &(String, u64),
+        plan: &ParkPlan,
+        ids: Vec<String>,
+        joined_ms: u64,
+    ) {
+        let pending = PendingPark {
+            room: room.clone(),
+            parking: Parking {
+                ids,
+                joined_ms,
+                hold_ms: plan.hold_ms,
+                keep_ms: plan.keep_ms,
+            },
+            until: Instant::now() + plan.retry_for,
+        };
+        let commit = self.clone();
+        tokio::spawn(async move {
+            if commit.try_park(&pending).await {
+                commit.park_later(pending);
+            }
+        });
+    }
+
+    /// One try of `pending`: whether to try it again (Redis did not answer or refused for now).
+    async fn try_park(&self, pending: &PendingPark) -> bool {
+        let room = RoomId::new(&pending.room.0, pending.room.1);
+        match park(
+            &self.link,
+            &self.park_script,
+            room,
+            &pending.parking,
+            crate::now_ms(),
+        )
+        .await
+        {
+            Ok(parked) => {
+                metrics::counter!("vestibule_unconfirmed_joins_parked_total")
+                    .increment(parked.len() as u64);
+                false
+            }
+            Err(StoreError::Unavailable(_) | StoreError::OutcomeUnknown(_)) => true,
+            // The room was deleted (or lost: written back within a tick, and the skip rule
+            // still applies), or a bug: nothing to try again.
+            Err(error) => {
+                tracing::warn!(%error, "a join's ticket could not be parked");
+                false
+            }
+        }
+    }
+
+    /// Keeps `pending` to try again every [`PARK_RETRY`], starting the task that does.
+    fn park_later(self: &Arc<Self>, pending: PendingPark) {
+        let start = {
+            let mut parks = self.parks.lock().unwrap_or_else(PoisonError::into_inner);
+            if parks.0.len() == MOST_PARKS {
+                parks.0.pop_front();
+            }
+            parks.0.push_back(pending);
+            !std::mem::replace(&mut parks.1, true)
+        };
+        if start {
+            tokio::spawn(self.clone().retry_parks());
+        }
+    }
+
+    /// Tries the kept parks again every [`PARK_RETRY`] until none is left.
+    async fn retry_parks(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(PARK_RETRY).await;
+            let due: Vec<PendingPark> = {
+                let mut parks = self.parks.lock().unwrap_or_else(PoisonError::into_inner);
+                parks.0.drain(..).collect()
+            };
+            let now = Instant::now();
+            let mut again = Vec::new();
+            // After one fails the others would only wait out the store timeout in turn: they
+            // wait for the next round.
+            let mut stalled = false;
+            for pending in due {
+                if pending.until <= now {
+                    continue;
+                }
+                if stalled || self.try_park(&pending).await {
+                    stalled = true;
+                    again.push(pending);
+                }
+            }
+            let mut parks = self.parks.lock().unwrap_or_else(PoisonError::into_inner);
+            for pending in again.into_iter().rev() {
+                if parks.0.len() < MOST_PARKS {
+                    parks.0.push_front(pending);
+                }
+            }
+            if parks.0.is_empty() {
+                parks.1 = false;
+                return;
+            }
+        }
+    }
+}
+
+/// The id of the ticket a `join.lua` line says the join made and left waiting.
+fn made_and_waiting(line: &str) -> Option<&str> {
+    let mut words = line.split(' ');
+    match (words.next(), words.next(), words.next()) {
+        (Some("waiting"), Some(id), Some("1")) => Some(id),
+        _ => None,
     }
 }
 

@@ -1,12 +1,14 @@
 //! Presence: `hear.lua` (docs/DESIGN.md "Presence"). Skipping silent tickets is part of the
-//! leader tick (`admit.lua`).
+//! leader tick (`admit.lua`); parking the tickets of joins nobody heard the answer of is
+//! `park.lua` ([`park`]).
 
 use super::keys::RoomKeys;
 use async_trait::async_trait;
 use redis::Value;
 
 use super::reply::{as_i64, as_string, as_u64, corrupt, settled_record};
-use super::RedisStore;
+use super::script::Loaded;
+use super::{Link, RedisStore};
 use crate::{
     PollAnchor, PolledTicket, Presence, QueueCursor, QueueDelta, RoomId, SseRefresh, StoreError,
     TicketRecord,
@@ -14,6 +16,45 @@ use crate::{
 
 /// Most ids in one `hear.lua` call, so one call never blocks Redis for long.
 const HEAR_BATCH: usize = 1000;
+
+/// What [`park`] parks: ticket ids a join may have made at `joined_ms`, held for `hold_ms`.
+#[derive(Debug, Clone)]
+pub(super) struct Parking {
+    pub ids: Vec<String>,
+    pub joined_ms: u64,
+    pub hold_ms: u64,
+    pub keep_ms: u64,
+}
+
+/// One `park.lua` call on `link` (see `Presence::park_unconfirmed`): the ids it parked.
+///
+/// # Errors
+/// The call's error.
+pub(super) async fn park(
+    link: &Link,
+    script: &Loaded,
+    room: RoomId<'_>,
+    parking: &Parking,
+    now_ms: u64,
+) -> Result<Vec<String>, StoreError> {
+    let keys = RoomKeys::new(room);
+    let mut call = script.call(&keys);
+    call.arg("generation", room.generation)
+        .arg("prefix", keys.prefix())
+        .arg("now_ms", now_ms)
+        .arg("joined_ms", parking.joined_ms)
+        .arg("hold_ms", parking.hold_ms)
+        .arg("keep_ms", parking.keep_ms);
+    for id in &parking.ids {
+        call.item(&[id]);
+    }
+    // Means the same run twice: a ticket parked, or heard from since, is not parked again.
+    link.run_repeatable(&call)
+        .await?
+        .iter()
+        .map(as_string)
+        .collect()
+}
 
 impl RedisStore {
     /// One `hear.lua` call in `mode`; `batch` holds its ticket ids (mode 3: the slot groups of
@@ -114,6 +155,23 @@ fn parsed_records(
 
 #[async_trait]
 impl Presence for RedisStore {
+    async fn park_unconfirmed(
+        &self,
+        room: RoomId<'_>,
+        ids: &[String],
+        joined_ms: u64,
+        hold_place_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let parking = Parking {
+            ids: ids.to_vec(),
+            joined_ms,
+            hold_ms: hold_place_ms,
+            keep_ms: self.options.keep_ms,
+        };
+        park(&self.link, &self.scripts.park, room, &parking, now_ms).await
+    }
+
     async fn sse_refresh(
         &self,
         room: RoomId<'_>,

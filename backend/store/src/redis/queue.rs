@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::group_commit::Join;
+use super::group_commit::{Join, ParkPlan};
 use super::keys::{slug_prefix, Key, RoomKeys};
 use super::reply::{parse_state, settled_record, two_strings};
 use super::RedisStore;
@@ -11,7 +11,7 @@ use crate::draw::draw_key;
 use crate::ids::derived_id;
 use crate::{
     InstantAdmission, JoinKind, JoinLimit, JoinOutcome, JoinRefusal, JoinReply, JoinRequest,
-    LeaveOutcome, Queue, RoomCounts, RoomId, StoreError, TicketRecord,
+    LeaveOutcome, Queue, RoomCounts, RoomId, StoreError, TicketRecord, Unconfirmed,
 };
 
 /// How long a used challenge's marker outlives the challenge, ms (clock skew between replicas).
@@ -25,6 +25,8 @@ pub(super) struct JoinMode<'a> {
     pub prequeue_seed: Option<&'a [u8]>,
     /// The settings version the join was decided on (`A[14]`; `None` checks nothing).
     pub settings_version: Option<u64>,
+    /// How its ticket is parked should its shopper be told 504 (not for a pre-queue join).
+    pub unconfirmed: Unconfirmed,
 }
 
 impl RedisStore {
@@ -81,6 +83,18 @@ impl RedisStore {
             ),
             None => (String::new(), "0".into(), "0".into()),
         };
+        // A join told 504 may have made its fresh id or, with a key, the key's derived id
+        // (join.lua); a pre-queue join is left to the draw.
+        let park = mode.prequeue_seed.is_none().then(|| ParkPlan {
+            ids: [new_id, derived.as_str()]
+                .into_iter()
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            hold_ms: mode.unconfirmed.hold_place_ms,
+            keep_ms: self.options.keep_ms,
+            retry_for: std::time::Duration::from_millis(mode.unconfirmed.retry_for_ms),
+        });
         // An item of join.lua's spec, in its order (the shared arguments go once per call).
         let join = Join {
             args: [
@@ -108,6 +122,7 @@ impl RedisStore {
             // With a key, a join run twice finds the ticket the first made: it may go again
             // when the connection drops. Without one it would make a second.
             keyed: dedup_key.is_some(),
+            park,
         };
         let line = self.joins.join(room, join).await?;
         let mut words = line.split(' ');
@@ -202,16 +217,22 @@ impl Queue for RedisStore {
             new_id,
             limit,
             kind,
+            unconfirmed,
         } = *request;
         match kind {
             JoinKind::Line => {
-                self.join_line(room, dedup_key, new_id, limit, None, JoinMode::default())
+                let mode = JoinMode {
+                    unconfirmed,
+                    ..JoinMode::default()
+                };
+                self.join_line(room, dedup_key, new_id, limit, None, mode)
                     .await
             }
             JoinKind::Admitting(instant) => {
                 let mode = JoinMode {
                     prequeue_seed: None,
                     settings_version: instant.settings_version,
+                    unconfirmed,
                 };
                 self.join_line(room, dedup_key, new_id, limit, Some(instant), mode)
                     .await

@@ -269,6 +269,7 @@ pub(super) static SPECS: &[&ScriptSpec] = &[
     &super::specs::HEAR,
     &super::specs::SSE_REFRESH,
     &super::specs::LEAVE,
+    &super::specs::PARK,
     &super::specs::TOKEN,
     &super::specs::DRAW,
     &super::specs::DRAW_SEED,

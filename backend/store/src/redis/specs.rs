@@ -207,6 +207,22 @@ pub(super) static LEAVE: ScriptSpec = ScriptSpec {
     each: &[],
 };
 
+/// Joins nobody heard the answer of, parked (`Presence::park_unconfirmed`).
+pub(super) static PARK: ScriptSpec = ScriptSpec {
+    name: "park",
+    body: include_str!("lua/park.lua"),
+    keys: &[Doc, Queue, Left, LeftCount, Prequeue, Lottery, LotteryMac],
+    args: &[
+        "generation",
+        "prefix",
+        "now_ms",
+        "joined_ms",
+        "hold_ms",
+        "keep_ms",
+    ],
+    each: &["id"],
+};
+
 /// An entry token's check, or its use by an order.
 pub(super) static TOKEN: ScriptSpec = ScriptSpec {
     name: "token",
