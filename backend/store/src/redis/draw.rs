@@ -248,6 +248,39 @@ impl Draw for RedisStore {
         room: RoomId<'_>,
         request: &DrawRequest<'_>,
     ) -> Result<DrawOutcome, StoreError> {
+        // A step that answers MIX is made again once the mixed order is filed, so the caller's
+        // step still places up to `places_per_step` tickets.
+        let mut mixed = false;
+        loop {
+            match self.draw_step(room, request).await? {
+                None if !mixed => {
+                    mixed = true;
+                    let record = self
+                        .draw_record(room)
+                        .await?
+                        .ok_or(StoreError::Corrupt("the draw seed vanished".into()))?;
+                    if let Some(outcome) = self.mix_draw(room, request, &record.seed).await? {
+                        return Ok(outcome);
+                    }
+                }
+                None => {
+                    return Err(StoreError::Corrupt(
+                        "the draw's mix was not recorded".into(),
+                    ))
+                }
+                Some(outcome) => return Ok(outcome),
+            }
+        }
+    }
+}
+
+impl RedisStore {
+    /// One `draw.lua` step; `None` = MIX (the pre-queue is closed, its mixed order not filed).
+    async fn draw_step(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<Option<DrawOutcome>, StoreError> {
         let keys = RoomKeys::new(room);
         let mut call = self.scripts.draw.call(&keys);
         call.arg("generation", room.generation)
@@ -264,27 +297,17 @@ impl Draw for RedisStore {
             .transpose()?
             .unwrap_or_default();
         let count = || reply.get(1).map_or(Ok(0), as_u64);
-        Ok(match outcome.as_str() {
+        Ok(Some(match outcome.as_str() {
             "DRAWN" => DrawOutcome::Drawn { count: count()? },
             "PLACED" => DrawOutcome::Placed { placed: count()? },
             "ALREADY" => DrawOutcome::AlreadyDrawn,
             "FENCED" => DrawOutcome::Fenced,
             "NO_SEED" => DrawOutcome::NoSeed,
-            "MIX" => {
-                // The pre-queue closed (this step or an earlier one): file its mixed order, then
-                // the caller's next step places from it.
-                let record = self
-                    .draw_record(room)
-                    .await?
-                    .ok_or(StoreError::Corrupt("the draw seed vanished".into()))?;
-                match self.mix_draw(room, request, &record.seed).await? {
-                    Some(outcome) => outcome,
-                    None => DrawOutcome::Placed { placed: 0 },
-                }
-            }
+            // The pre-queue is closed (this step or an earlier one), its mixed order not filed.
+            "MIX" => return Ok(None),
             other => {
                 return Err(StoreError::Corrupt(format!("draw outcome {other:?}")));
             }
-        })
+        }))
     }
 }
