@@ -130,7 +130,7 @@ pub fn mixed_seed(seed: &[u8], tags_sha256: &str, beacon: Option<&str>) -> Optio
 
 /// Lowercase or uppercase hex → bytes; `None` unless an even number of hex digits.
 pub fn hex_bytes(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len() / 2)
