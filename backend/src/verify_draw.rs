@@ -2,10 +2,16 @@
 //! publishes and says whether it matches (docs/DESIGN.md "Scheduled opening and the draw").
 //!
 //! Checks: the draw is `DRAWN`; SHA-256 of the seed equals the commitment `seedSha256`; the pages
-//! list exactly `count` tags without gaps; ordering those tags by HMAC-SHA256(seed, tag) gives
-//! the published order. Exit code 0 when all hold, 1 when one does not, 2 when the input cannot
-//! be read. Input: an `http://` URL of the draw endpoint (every page is fetched, following
-//! `nextOffset`), or a file holding one answer or a JSON array of pages.
+//! list exactly `count` tags without gaps; the seed is mixed (issue 42): SHA-256 of the sorted
+//! tags is recomputed (and must equal `tagsSha256` when given), a beacon's randomness must be
+//! supplied and be SHA-256 of its signature, and the mixed seed is recomputed from the committed
+//! seed, that hash and the randomness (and must equal `drawSeed` when given); ordering the tags
+//! by HMAC-SHA256(mixed seed, tag) gives the published order. A draw published without the mix
+//! (made before it) is refused unless `--unmixed` asks to check it under that older algorithm.
+//! Exit code 0 when all hold, 1 when one does not, 2 when the input cannot be read or is
+//! incomplete, 3 when it holds but `--tag` is not in the draw. Input: an `http://` URL of the draw
+//! endpoint (every page is fetched, following `nextOffset`), or a file holding one answer or a
+//! JSON array of pages.
 
 use std::process::ExitCode;
 
@@ -14,9 +20,12 @@ use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use vestibule_shared::draw::{DrawInfo, DrawState};
+use sha2::{Digest as _, Sha256};
+use vestibule_shared::draw::{DrawInfo, DrawState, DRAW_ALGORITHM_UNMIXED};
 
-use crate::room::opening::{draw_order, seed_bytes, seed_commitment};
+use crate::room::opening::{
+    draw_order, hex32, mixed_seed, seed_bytes, seed_commitment, tags_sha256,
+};
 
 /// `vestibule verify-draw SOURCE [--tag TAG]` (its help is the command's, in [`crate::cli`]).
 #[derive(Debug, Args)]
@@ -30,6 +39,11 @@ pub struct VerifyDraw {
     /// A ticket tag (`ticketTag` of a ticket status) whose place to print.
     #[arg(long)]
     pub tag: Option<String>,
+    /// Also accept a draw published without the mix (made before it): ordered by the committed
+    /// seed alone, which whoever could write the store before the pre-queue opened could have
+    /// chosen.
+    #[arg(long)]
+    pub unmixed: bool,
 }
 
 /// Why a draw was not verified.
@@ -65,7 +79,20 @@ pub struct Verified {
 /// [`Refuted::Incomplete`] when tags are missing; [`Refuted::Mismatch`] when the draw does not
 /// match, in one sentence.
 pub fn verify(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, Refuted> {
-    checked(pages, tag).map_err(|reason| {
+    verify_with(pages, tag, false)
+}
+
+/// [`verify`], and with `unmixed` a draw published without the mix is checked under the older
+/// algorithm (its order keyed with the committed seed alone) instead of refused.
+///
+/// # Errors
+/// As [`verify`].
+pub fn verify_with(
+    pages: &[DrawInfo],
+    tag: Option<&str>,
+    unmixed: bool,
+) -> Result<Verified, Refuted> {
+    checked(pages, tag, unmixed).map_err(|reason| {
         if reason.starts_with("incomplete: ") {
             Refuted::Incomplete(reason)
         } else {
@@ -74,7 +101,81 @@ pub fn verify(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, Refuted
     })
 }
 
-fn checked(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String> {
+/// The seed the order follows from: the mixed one (issue 42) recomputed from the committed seed,
+/// the published tags and the beacon's value; or, for a draw published without the mix and only
+/// when `unmixed` allows it, the committed seed itself.
+fn order_seed(
+    first: &DrawInfo,
+    seed: &[u8],
+    tags: &[String],
+    unmixed: bool,
+) -> Result<Vec<u8>, String> {
+    if first.tags_sha256.is_none() && first.algorithm == DRAW_ALGORITHM_UNMIXED {
+        if unmixed {
+            return Ok(seed.to_vec());
+        }
+        return Err(
+            "the draw is not mixed (published without tagsSha256, by the algorithm \
+             before it): whoever could write the store before the pre-queue opened could have \
+             chosen its order; --unmixed checks it under that algorithm"
+                .into(),
+        );
+    }
+    let tags_hash = tags_sha256(tags);
+    if let Some(published) = first.tags_sha256.as_deref() {
+        if published != tags_hash {
+            return Err(format!(
+                "SHA-256 of the sorted tags is {tags_hash}, but tagsSha256 published was \
+                 {published}"
+            ));
+        }
+    }
+    let randomness = match &first.beacon {
+        None => None,
+        Some(beacon) => {
+            let round = &beacon.drand;
+            let Some(randomness) = beacon.randomness.as_deref() else {
+                return Err(format!(
+                    "incomplete: the value of drand round {} of chain {} is not supplied",
+                    round.round, round.chain_hash
+                ));
+            };
+            if randomness.len() != 64 || seed_bytes(randomness).is_none() {
+                return Err("the beacon's randomness is not 64 hex digits".into());
+            }
+            // drand's randomness is SHA-256 of the round's signature: the value mixed in must be
+            // the one the signature gives (the BLS signature itself is checked against the
+            // chain's public key by drand's own tools, not here).
+            if let Some(signature) = beacon.signature.as_deref() {
+                let bytes = crate::room::opening::hex_bytes(signature)
+                    .ok_or("the beacon's signature is not hex")?;
+                let digest: String = Sha256::digest(&bytes)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                if !digest.eq_ignore_ascii_case(randomness) {
+                    return Err(format!(
+                        "the beacon's randomness {randomness} is not SHA-256 of its signature \
+                         ({digest})"
+                    ));
+                }
+            }
+            Some(randomness)
+        }
+    };
+    let mixed = mixed_seed(seed, &tags_hash, randomness).ok_or("the beacon's value is not hex")?;
+    if let Some(published) = first.draw_seed.as_deref() {
+        if published != hex32(&mixed) {
+            return Err(format!(
+                "the mixed seed is {}, but drawSeed published was {published}",
+                hex32(&mixed)
+            ));
+        }
+    }
+    Ok(mixed.to_vec())
+}
+
+fn checked(pages: &[DrawInfo], tag: Option<&str>, unmixed: bool) -> Result<Verified, String> {
     let mut pages: Vec<&DrawInfo> = pages.iter().collect();
     pages.sort_by_key(|page| page.offset);
     let first = pages.first().ok_or("no draw answer was given")?;
@@ -98,7 +199,13 @@ fn checked(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String> {
     }
     let mut tags: Vec<String> = Vec::new();
     for page in &pages {
-        if page.seed.as_deref() != Some(seed_hex) || page.count != first.count {
+        if page.seed.as_deref() != Some(seed_hex)
+            || page.count != first.count
+            || page.tags_sha256 != first.tags_sha256
+            || page.draw_seed != first.draw_seed
+            || page.beacon != first.beacon
+            || page.algorithm != first.algorithm
+        {
             return Err(format!(
                 "the page at offset {} is of another draw",
                 page.offset
@@ -122,7 +229,8 @@ fn checked(pages: &[DrawInfo], tag: Option<&str>) -> Result<Verified, String> {
             tags.len()
         ));
     }
-    let recomputed = draw_order(&seed, tags.clone(), Clone::clone);
+    let order_seed = order_seed(first, &seed, &tags, unmixed)?;
+    let recomputed = draw_order(&order_seed, tags.clone(), Clone::clone);
     if let Some(k) = (0..tags.len()).find(|&k| recomputed[k] != tags[k]) {
         return Err(format!(
             "place {} is {}, but the seed puts {} there",
@@ -209,11 +317,16 @@ pub async fn run(args: VerifyDraw) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match verify(&pages, args.tag.as_deref()) {
+    match verify_with(&pages, args.tag.as_deref(), args.unmixed) {
         Ok(verified) => {
             println!(
-                "verify-draw: OK: the draw of {} tickets matches its seed and commitment",
-                verified.count
+                "verify-draw: OK: the draw of {} tickets matches its seed and commitment{}",
+                verified.count,
+                if args.unmixed && pages.first().is_some_and(|p| p.tags_sha256.is_none()) {
+                    " (unmixed: its seed alone orders it)"
+                } else {
+                    ", mixed with its tags"
+                }
             );
             match (args.tag, verified.place) {
                 (Some(tag), Some(place)) => {
@@ -242,9 +355,15 @@ pub async fn run(args: VerifyDraw) -> ExitCode {
 mod tests {
     use super::*;
     use crate::room::opening::draw_order;
+    use vestibule_shared::draw::{DrandRound, DrawBeacon, DRAW_ALGORITHM};
 
-    fn drawn(seed: &str, tags: Vec<String>) -> DrawInfo {
+    /// A published draw of `tags` (any order) under the mix, with `beacon` mixed in if given.
+    fn drawn_with(seed: &str, tags: Vec<String>, beacon: Option<DrawBeacon>) -> DrawInfo {
         let bytes = seed_bytes(seed).unwrap();
+        let tags_hash = tags_sha256(&tags);
+        let randomness = beacon.as_ref().and_then(|b| b.randomness.clone());
+        let mixed = mixed_seed(&bytes, &tags_hash, randomness.as_deref()).unwrap();
+        let ordered = draw_order(&mixed, tags, Clone::clone);
         DrawInfo {
             room: "main".into(),
             state: DrawState::Drawn,
@@ -252,21 +371,31 @@ mod tests {
             prequeue_opens_at: None,
             seed_sha256: Some(seed_commitment(&bytes)),
             seed: Some(seed.into()),
-            algorithm: String::new(),
+            algorithm: DRAW_ALGORITHM.into(),
+            tags_sha256: Some(tags_hash),
+            beacon,
+            draw_seed: Some(hex32(&mixed)),
             drawn_at: None,
-            count: tags.len() as u64,
+            count: ordered.len() as u64,
             offset: 0,
-            tags,
+            tags: ordered,
             next_offset: None,
         }
+    }
+
+    fn drawn(seed: &str, tags: Vec<String>) -> DrawInfo {
+        drawn_with(seed, tags, None)
+    }
+
+    fn tags(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{i:012x}")).collect()
     }
 
     #[test]
     fn a_true_draw_verifies_and_any_change_is_caught() {
         let seed = "ab".repeat(32);
-        let tags: Vec<String> = (0..300).map(|i| format!("{i:012x}")).collect();
-        let ordered = draw_order(&seed_bytes(&seed).unwrap(), tags, Clone::clone);
-        let good = drawn(&seed, ordered.clone());
+        let good = drawn(&seed, tags(300));
+        let ordered = good.tags.clone();
         let third = ordered[2].clone();
         assert_eq!(
             verify(std::slice::from_ref(&good), Some(&third)),
@@ -299,5 +428,103 @@ mod tests {
         tail.tags = ordered[100..].to_vec();
         tail.offset = 100;
         assert!(verify(&[tail, head], None).is_ok());
+    }
+
+    /// Issue 42: an order keyed with the committed seed alone (one whoever wrote the store could
+    /// have chosen) is refused, however it is labelled; `--unmixed` checks a draw published
+    /// before the mix under its own algorithm.
+    #[test]
+    fn an_order_by_the_committed_seed_alone_is_refused() {
+        let seed = "cd".repeat(32);
+        let good = drawn(&seed, tags(200));
+        let raw = draw_order(&seed_bytes(&seed).unwrap(), tags(200), Clone::clone);
+        // The mixed draw's fields, the raw order: the place check catches it.
+        let mut forged = good.clone();
+        forged.tags = raw.clone();
+        assert!(
+            matches!(verify(&[forged], None), Err(Refuted::Mismatch(why)) if why.contains("place"))
+        );
+        // Published as a draw before the mix: refused unless asked, then it verifies.
+        let mut old = good.clone();
+        old.tags = raw;
+        old.tags_sha256 = None;
+        old.draw_seed = None;
+        old.algorithm = DRAW_ALGORITHM_UNMIXED.into();
+        assert!(
+            matches!(verify(std::slice::from_ref(&old), None), Err(Refuted::Mismatch(why)) if why.contains("not mixed"))
+        );
+        assert!(verify_with(&[old], None, true).is_ok());
+        // A published tags hash or draw seed that is not the recomputed one.
+        let mut wrong_hash = good.clone();
+        wrong_hash.tags_sha256 = Some("11".repeat(32));
+        assert!(
+            matches!(verify(&[wrong_hash], None), Err(Refuted::Mismatch(why)) if why.contains("tagsSha256"))
+        );
+        let mut wrong_seed = good;
+        wrong_seed.draw_seed = Some("22".repeat(32));
+        assert!(
+            matches!(verify(&[wrong_seed], None), Err(Refuted::Mismatch(why)) if why.contains("drawSeed"))
+        );
+    }
+
+    /// A beacon's value is mixed in: the draw verifies with it, not without it or with another;
+    /// its randomness must be SHA-256 of its signature; a beacon named without its value is
+    /// incomplete (exit 2).
+    #[test]
+    fn a_draw_with_a_beacon_verifies_only_with_its_value() {
+        let seed = "ef".repeat(32);
+        let signature = "a1".repeat(48);
+        let randomness: String = Sha256::digest(hex_bytes(&signature))
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let beacon = DrawBeacon {
+            drand: DrandRound {
+                chain_hash: "52db".repeat(16),
+                round: 4711,
+            },
+            randomness: Some(randomness),
+            signature: Some(signature),
+        };
+        let good = drawn_with(&seed, tags(150), Some(beacon.clone()));
+        assert!(verify(std::slice::from_ref(&good), None).is_ok());
+        // The same order without the beacon, or with another value, does not verify.
+        let mut without = good.clone();
+        without.beacon = None;
+        without.draw_seed = None;
+        assert!(matches!(
+            verify(&[without], None),
+            Err(Refuted::Mismatch(_))
+        ));
+        let mut other = good.clone();
+        let mut other_beacon = beacon.clone();
+        other_beacon.randomness = Some("33".repeat(32));
+        other_beacon.signature = None;
+        other.beacon = Some(other_beacon);
+        other.draw_seed = None;
+        assert!(matches!(verify(&[other], None), Err(Refuted::Mismatch(_))));
+        // A randomness that is not its signature's hash.
+        let mut unbound = good.clone();
+        let mut unbound_beacon = beacon.clone();
+        unbound_beacon.signature = Some("b2".repeat(48));
+        unbound.beacon = Some(unbound_beacon);
+        assert!(
+            matches!(verify(&[unbound], None), Err(Refuted::Mismatch(why)) if why.contains("signature"))
+        );
+        // Named, its value not supplied: nothing can be said yet.
+        let mut pending = good;
+        pending.beacon = Some(DrawBeacon {
+            randomness: None,
+            signature: None,
+            ..beacon
+        });
+        assert!(matches!(
+            verify(&[pending], None),
+            Err(Refuted::Incomplete(_))
+        ));
+    }
+
+    fn hex_bytes(text: &str) -> Vec<u8> {
+        crate::room::opening::hex_bytes(text).unwrap()
     }
 }

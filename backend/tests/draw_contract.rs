@@ -17,7 +17,9 @@ use futures_util::future::join_all;
 use vestibule::verify_draw::verify;
 use vestibule_shared::draw::{DrawInfo, DrawState};
 use vestibule_shared::TicketState;
-use vestibule_store::draw::{draw_order, fresh_seed, seed_bytes, seed_commitment};
+use vestibule_store::draw::{
+    draw_order, fresh_seed, mixed_seed, seed_bytes, seed_commitment, tags_sha256,
+};
 use vestibule_store::durable::{DurableOptions, DurableStore};
 use vestibule_store::ids::{entry_token, log_tag, random_id};
 use vestibule_store::memory::MemoryStore;
@@ -94,6 +96,14 @@ async fn read_all(store: &dyn Store, ids: &[String]) -> Vec<TicketRecord> {
 }
 
 /// Every store's whole draw: one check per step, named by the store's kind.
+/// `ids` in the order the draw gives them (issue 42): by the committed seed mixed with the hash
+/// of their tags.
+fn mixed_order(seed_hex: &str, ids: Vec<String>) -> Vec<String> {
+    let tags: Vec<String> = ids.iter().map(|id| log_tag(id)).collect();
+    let mixed = mixed_seed(&seed_bytes(seed_hex).unwrap(), &tags_sha256(&tags), None).unwrap();
+    draw_order(&mixed, ids, |id| log_tag(id))
+}
+
 async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     let kind = store.kind();
     store.seed_room(ROOM, &defaults()).await.unwrap();
@@ -195,8 +205,7 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
         pre, expected,
         "{kind}: the pre-queue is every pre-queue join but the leaver"
     );
-    let seed = seed_bytes(&first).unwrap();
-    let ordered = draw_order(&seed, ids.to_vec(), |id| log_tag(id));
+    let ordered = mixed_order(&first, ids.to_vec());
     let tags: Vec<String> = ordered.iter().map(|id| log_tag(id)).collect();
     // A stale epoch is refused and changes nothing.
     let stale = DrawRequest {
@@ -310,7 +319,10 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
             prequeue_opens_at: None,
             seed_sha256: Some(commitment.clone()),
             seed: Some(record.seed.clone()),
-            algorithm: String::new(),
+            algorithm: vestibule_shared::draw::DRAW_ALGORITHM.into(),
+            tags_sha256: record.tags_sha256.clone(),
+            beacon: None,
+            draw_seed: None,
             drawn_at: None,
             count: record.count,
             offset,
@@ -329,6 +341,11 @@ async fn the_draw_on(store: &dyn Store, other_replica: Option<&dyn Store>) {
     );
     let verified = verify(&pages, Some(&tags[41])).expect("the published draw verifies");
     assert_eq!(verified.place, Some(42), "{kind}");
+    assert_eq!(
+        record.tags_sha256,
+        Some(tags_sha256(&tags)),
+        "{kind}: the mix recorded is the drawn tags' hash"
+    );
 
     // Admission goes on in the drawn order: the early shopper, then places 1 and 2.
     assert_eq!(admit(store, "leader", epoch, 3).await, 3, "{kind}");
@@ -425,7 +442,7 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
         async move { prequeue(&*a, None).await.ticket.id }
     }))
     .await;
-    let order = draw_order(&seed_bytes(&seed).unwrap(), ids, |id| log_tag(id));
+    let order = mixed_order(&seed, ids);
     let tags: Vec<String> = order.iter().map(|id| log_tag(id)).collect();
     let epoch_a = lead(&*a, "a").await.expect("a leads");
     assert_eq!(lead(&*b, "b").await, None, "one leader at a time");

@@ -7,11 +7,59 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
-/// The draw's algorithm, as published: every pre-queue ticket's tag (the first 12 hex digits of
-/// SHA-256 of its ticket id, also the entry token's `sub`) is keyed with the seed; tickets are
-/// placed in ascending order of that HMAC (bytewise, ties by tag), place = index + 1.
-pub const DRAW_ALGORITHM: &str = "HMAC-SHA256(key = seed bytes, message = ticketTag as ASCII); \
-     places in ascending order of the MAC (bytewise, ties by tag), place = index + 1";
+/// The draw's algorithm, as published (issue 42, "Who chooses the draw"): the committed seed is
+/// mixed with the hash of the drawn tag list, which nobody knows before the pre-queue closes, and
+/// with a public beacon's value when the room named one. tagsSha256 = SHA-256 of the drawn tags
+/// sorted ascending, each followed by `\n`; drawSeed = SHA-256(`vestibule-draw-v2` ‖ 0x00 ‖ seed
+/// bytes ‖ tagsSha256 bytes ‖ beacon randomness bytes, if any). Every pre-queue ticket's tag (the
+/// first 12 hex digits of SHA-256 of its ticket id, also the entry token's `sub`) is keyed with
+/// drawSeed; tickets are placed in ascending order of that HMAC (bytewise, ties by tag), place =
+/// index + 1.
+pub const DRAW_ALGORITHM: &str =
+    "drawSeed = SHA-256(\"vestibule-draw-v2\" || 0x00 || seed bytes || \
+     tagsSha256 bytes || beacon randomness bytes if any), tagsSha256 = SHA-256 of the drawn tags \
+     sorted ascending, each followed by \"\\n\"; HMAC-SHA256(key = drawSeed bytes, message = \
+     ticketTag as ASCII); places in ascending order of the MAC (bytewise, ties by tag), place = \
+     index + 1";
+
+/// The algorithm of draws made before the mix (the order keyed with the committed seed alone):
+/// published for those draws (no `tagsSha256`), which `verify-draw` checks only when asked to
+/// (`--unmixed`), since whoever could write the store before the pre-queue opened could have
+/// chosen their seed.
+pub const DRAW_ALGORITHM_UNMIXED: &str = "HMAC-SHA256(key = seed bytes, message = ticketTag as \
+     ASCII); places in ascending order of the MAC (bytewise, ties by tag), place = index + 1";
+
+/// A public randomness beacon mixed into a draw (docs/DESIGN.md "Scheduled opening and the
+/// draw"): named before the pre-queue opens, its value taken at the draw.
+///
+/// Example: `{"drand":{"chainHash":"52db…","round":4711},"randomness":"9f…","signature":"a1…"}`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DrawBeacon {
+    /// The drand round named: its chain and round number.
+    pub drand: DrandRound,
+    /// The round's randomness (64 lowercase hex digits: SHA-256 of its signature, as drand
+    /// publishes it); null until supplied.
+    #[serde(default)]
+    pub randomness: Option<String>,
+    /// The round's BLS signature (hex), as drand publishes it; null until supplied. Recorded for
+    /// anyone to check against the chain's public key: `verify-draw` checks that the randomness
+    /// is SHA-256 of it, not the BLS signature itself.
+    #[serde(default)]
+    pub signature: Option<String>,
+}
+
+/// A drand round: the chain (its hash, hex) and the round number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DrandRound {
+    /// The chain's hash (hex), e.g. drand's quicknet chain.
+    pub chain_hash: String,
+    /// The round whose value is mixed in.
+    pub round: u64,
+}
 
 /// Most tags one page of `GET …/draw` lists.
 pub const DRAW_PAGE_MAX: u64 = 10_000;
@@ -60,8 +108,24 @@ pub struct DrawInfo {
     /// sold out (state stays `COMMITTED`), never while the lottery runs.
     #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
     pub seed: Option<String>,
-    /// How places follow from seed and tags ([`DRAW_ALGORITHM`]).
+    /// How places follow from seed and tags ([`DRAW_ALGORITHM`]; [`DRAW_ALGORITHM_UNMIXED`] for
+    /// a draw made before the mix).
     pub algorithm: String,
+    /// SHA-256 of the drawn tags sorted ascending, each followed by `\n` (64 lowercase hex
+    /// digits): mixed into the seed; null until `DRAWN`, and for a draw made before the mix.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
+    pub tags_sha256: Option<String>,
+    /// The public beacon the room named for its draw, with its value once supplied; null when
+    /// none was named.
+    #[serde(default)]
+    pub beacon: Option<DrawBeacon>,
+    /// The seed the order follows from: the committed seed mixed with `tagsSha256` and the
+    /// beacon's randomness ([`DRAW_ALGORITHM`]), 64 lowercase hex digits; null until `DRAWN`, and
+    /// for a draw made before the mix. Published for convenience: `verify-draw` recomputes it.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
+    pub draw_seed: Option<String>,
     /// When the draw was made (RFC 3339, UTC); null until `DRAWN`.
     #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub drawn_at: Option<String>,

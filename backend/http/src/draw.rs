@@ -5,13 +5,17 @@
 use axum::extract::{RawQuery, State};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use vestibule_shared::draw::{DrawInfo, DrawState, DRAW_ALGORITHM, DRAW_PAGE_MAX};
+use vestibule_shared::draw::{
+    DrawInfo, DrawState, DRAW_ALGORITHM, DRAW_ALGORITHM_UNMIXED, DRAW_PAGE_MAX,
+};
 use vestibule_shared::ErrorBody;
 
 use super::openapi::{EdgeErrors, StoreReadErrors};
 use crate::error::{ApiError, Json, Path};
 use crate::state::AppState;
-use vestibule_room::opening::{self, opening_phase, seed_bytes, seed_commitment, Phase};
+use vestibule_room::opening::{
+    self, hex32, mixed_seed, opening_phase, seed_bytes, seed_commitment, Phase,
+};
 use vestibule_room::status::rfc3339_from_ms;
 use vestibule_store::now_ms;
 
@@ -133,6 +137,11 @@ pub async fn room_draw(
         Vec::new()
     };
     let count = record.as_ref().map_or(0, |r| r.count);
+    // Published with the seed, once the draw is made.
+    let tags_sha256 = record
+        .as_ref()
+        .filter(|_| drawn && public)
+        .and_then(|r| r.tags_sha256.clone());
     let next = offset.saturating_add(tags.len() as u64);
     Ok(Json(DrawInfo {
         room,
@@ -148,7 +157,19 @@ pub async fn room_draw(
             .and_then(|r| seed_bytes(&r.seed))
             .map(|seed| seed_commitment(&seed)),
         seed: record.as_ref().filter(|_| public).map(|r| r.seed.clone()),
-        algorithm: DRAW_ALGORITHM.to_owned(),
+        // A draw made before the mix (its record has no tags hash) says so.
+        algorithm: if drawn && tags_sha256.is_none() {
+            DRAW_ALGORITHM_UNMIXED
+        } else {
+            DRAW_ALGORITHM
+        }
+        .to_owned(),
+        draw_seed: tags_sha256.as_deref().and_then(|tags| {
+            let seed = seed_bytes(&record.as_ref()?.seed)?;
+            Some(hex32(&mixed_seed(&seed, tags, None)?))
+        }),
+        tags_sha256,
+        beacon: None,
         drawn_at: record
             .as_ref()
             .and_then(|r| r.drawn_at_ms)

@@ -2,7 +2,8 @@
 //!
 //! - [`opening_phase`]: where a room stands at a time (before the pre-queue, pre-queue, open) —
 //!   the one rule joins, the scheduler and the room's public state follow.
-//! - [`fresh_seed`], [`seed_commitment`], [`draw_mac`], [`draw_order`]: the published algorithm
+//! - [`fresh_seed`], [`seed_commitment`], [`tags_sha256`], [`mixed_seed`], [`draw_mac`],
+//!   [`draw_order`]: the published algorithm
 //!   ([`vestibule_shared::draw::DRAW_ALGORITHM`]), kept with the store that orders by it
 //!   (`vestibule_store::draw`); `verify-draw` recomputes with the same code.
 //! - [`leader_step`]: what the leader's tick does for the opening: make sure the seed exists once
@@ -12,7 +13,8 @@ use crate::RoomRuntime;
 use sha2::{Digest, Sha256};
 
 pub use vestibule_store::draw::{
-    draw_key, draw_mac, draw_order, fresh_seed, seed_bytes, seed_commitment,
+    draw_key, draw_mac, draw_order, fresh_seed, hex32, hex_bytes, mixed_seed, seed_bytes,
+    seed_commitment, tags_sha256,
 };
 use vestibule_store::{
     DrawOutcome, DrawRequest, Settings, Store, StoreError, DRAW_PLACES_PER_STEP,

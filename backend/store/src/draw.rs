@@ -1,8 +1,9 @@
 //! The store's side of a scheduled opening (docs/DESIGN.md "Scheduled opening and the draw"):
 //! the room's draw seed (created once), the pre-queue (kept in drawn order since the joins on
 //! Redis), and the draw at the opening: fenced steps that end all at once for shoppers. With the
-//! published algorithm ([`fresh_seed`], [`seed_commitment`], [`draw_mac`], [`draw_order`],
-//! [`draw_key`]: `vestibule_shared::draw::DRAW_ALGORITHM`), which `verify-draw` recomputes.
+//! published algorithm ([`fresh_seed`], [`seed_commitment`], [`tags_sha256`], [`mixed_seed`],
+//! [`draw_mac`], [`draw_order`], [`draw_key`]: `vestibule_shared::draw::DRAW_ALGORITHM`), which
+//! `verify-draw` recomputes.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -20,6 +21,10 @@ pub struct DrawRecord {
     pub drawn_at_ms: Option<u64>,
     /// Tickets drawn (0 until the draw).
     pub count: u64,
+    /// [`tags_sha256`] of the drawn tags, mixed into the seed ([`mixed_seed`]); `None` until the
+    /// draw, and for a draw made before the mix (ordered by the committed seed alone).
+    #[serde(default)]
+    pub tags_sha256: Option<String>,
 }
 
 /// One step of the draw, made by the room's leader at the opening.
@@ -82,6 +87,60 @@ pub fn seed_bytes(seed_hex: &str) -> Option<Vec<u8>> {
 /// The commitment published while the pre-queue is open: SHA-256 of the seed's bytes, hex.
 pub fn seed_commitment(seed: &[u8]) -> String {
     hex(&Sha256::digest(seed))
+}
+
+/// The label that starts the mix's input, so its hash is of this use only.
+const MIX_LABEL: &[u8] = b"vestibule-draw-v2";
+
+/// SHA-256 of a draw's tags sorted ascending, each followed by `\n`, as 64 lowercase hex digits.
+/// The set of tags is fixed only when the pre-queue closes (the draw's first step), so nobody
+/// knows this hash while the seed can still be chosen; and anyone can recompute it from the
+/// published list, whatever its order.
+pub fn tags_sha256<S: AsRef<str>>(tags: &[S]) -> String {
+    let mut sorted: Vec<&str> = tags.iter().map(AsRef::as_ref).collect();
+    sorted.sort_unstable();
+    let mut hash = Sha256::new();
+    for tag in sorted {
+        hash.update(tag.as_bytes());
+        hash.update(b"\n");
+    }
+    hex(&hash.finalize())
+}
+
+/// The seed a draw's order follows from (issue 42: no single party chooses it):
+/// SHA-256(`vestibule-draw-v2` ‖ 0x00 ‖ committed seed ‖ tags hash ‖ beacon randomness, if
+/// any). `tags_sha256` and `beacon` are hex; `None` when either is not hex (a corrupt record or
+/// a forged answer, never one this code made).
+pub fn mixed_seed(seed: &[u8], tags_sha256: &str, beacon: Option<&str>) -> Option<[u8; 32]> {
+    let tags = hex_bytes(tags_sha256).filter(|bytes| bytes.len() == 32)?;
+    let beacon = match beacon {
+        Some(value) => Some(hex_bytes(value).filter(|bytes| !bytes.is_empty())?),
+        None => None,
+    };
+    let mut hash = Sha256::new();
+    hash.update(MIX_LABEL);
+    hash.update([0u8]);
+    hash.update(seed);
+    hash.update(&tags);
+    if let Some(beacon) = beacon {
+        hash.update(&beacon);
+    }
+    Some(hash.finalize().into())
+}
+
+/// Lowercase or uppercase hex → bytes; `None` unless an even number of hex digits.
+pub fn hex_bytes(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..text.len() / 2)
+        .map(|i| u8::from_str_radix(text.get(i * 2..i * 2 + 2)?, 16).ok())
+        .collect()
+}
+
+/// 64 lowercase hex digits of a 32-byte value (a mixed seed, as published).
+pub fn hex32(bytes: &[u8; 32]) -> String {
+    hex(bytes)
 }
 
 /// HMAC-SHA256 with the seed as key over a ticket tag's ASCII: the draw's sort key.
@@ -157,4 +216,58 @@ pub trait Draw: Send + Sync {
         room: RoomId<'_>,
         request: &DrawRequest<'_>,
     ) -> Result<DrawOutcome, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{i:012x}")).collect()
+    }
+
+    /// The mix (issue 42): the tags hash ignores the list's order; the mixed seed changes with
+    /// the committed seed, with any ticket added or removed and with the beacon's value, so the
+    /// committed seed alone fixes no order; and it matches the published formula byte for byte.
+    #[test]
+    fn the_mix_depends_on_seed_tags_and_beacon() {
+        let seed = [7u8; 32];
+        let mut list = tags(50);
+        let hash = tags_sha256(&list);
+        list.reverse();
+        assert_eq!(
+            tags_sha256(&list),
+            hash,
+            "the order of the list does not matter"
+        );
+        let mut expected = Sha256::new();
+        for tag in tags(50) {
+            expected.update(format!("{tag}\n"));
+        }
+        assert_eq!(hash, hex(&expected.finalize()));
+
+        let mixed = mixed_seed(&seed, &hash, None).unwrap();
+        let mut formula = Sha256::new();
+        formula.update(b"vestibule-draw-v2\0");
+        formula.update(seed);
+        formula.update(hex_bytes(&hash).unwrap());
+        assert_eq!(mixed, <[u8; 32]>::from(formula.finalize()));
+
+        let fewer = tags_sha256(&tags(49));
+        assert_ne!(mixed_seed(&seed, &fewer, None).unwrap(), mixed);
+        assert_ne!(mixed_seed(&[8u8; 32], &hash, None).unwrap(), mixed);
+        let beacon = "ab".repeat(32);
+        let with_beacon = mixed_seed(&seed, &hash, Some(&beacon)).unwrap();
+        assert_ne!(with_beacon, mixed);
+        assert_ne!(
+            mixed_seed(&seed, &hash, Some(&"ac".repeat(32))).unwrap(),
+            with_beacon
+        );
+        assert_eq!(mixed_seed(&seed, "zz", None), None);
+        assert_eq!(mixed_seed(&seed, &hash, Some("+1")), None);
+        // The order by the mixed seed is not the committed seed's.
+        let by_seed = draw_order(&seed, tags(50), Clone::clone);
+        let by_mix = draw_order(&mixed, tags(50), Clone::clone);
+        assert_ne!(by_seed, by_mix);
+    }
 }

@@ -357,6 +357,89 @@ async fn a_replica_killed_at_the_opening_neither_breaks_nor_repeats_the_draw() {
     );
 }
 
+/// Issue 42 ("Who chooses the draw"): someone with write access to Redis sets the draw seed
+/// (`HSETNX`, as the server does) before the pre-queue opens. The server takes that seed as the
+/// committed one, but the order follows from it mixed with the hash of the drawn tags, which
+/// nobody knew then: the published draw verifies, and a draw ordered by the attacker's raw seed
+/// (what the attacker chose) is refused with code 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_written_into_redis_before_the_prequeue_does_not_choose_the_order() {
+    let redis = RedisServer::start();
+    let app = TestApp::spawn_with_url(Some(&redis.url()), &[]).await;
+    app.patch_room(
+        "main",
+        json!({"opensAt": in_ms(3_500), "prequeueOpensAt": in_ms(1_200), "paused": true}),
+    )
+    .await;
+    let chosen = format!("{}2a", "00".repeat(31));
+    let written = redis.cli(&["HSETNX", "vestibule:{main}:g1:draw", "seed", &chosen]);
+    assert_eq!(written, "1", "the attacker's seed is written first");
+    tokio::time::sleep(Duration::from_millis(1_400)).await;
+    let (_, draw) = app.get_json("/api/v1/rooms/main/draw").await;
+    assert_eq!(
+        draw["seedSha256"].as_str(),
+        Some(sha256_hex(&chosen).as_str()),
+        "the attacker's seed is the one committed: {draw}"
+    );
+    let tickets = join_many(&app, 120, "pre").await;
+    let mut drawn = drawn_positions(&app, &tickets).await;
+    drawn.sort();
+    let by_place: Vec<String> = drawn.into_iter().map(|(_, tag)| tag).collect();
+
+    let (_, draw) = app
+        .get_json("/api/v1/rooms/main/draw?offset=0&limit=10000")
+        .await;
+    assert_eq!(draw["seed"].as_str(), Some(chosen.as_str()), "{draw}");
+    let published: Vec<String> = serde_json::from_value(draw["tags"].clone()).unwrap();
+    assert_eq!(published, by_place, "the published order is the queue's");
+    let mut sorted = published.clone();
+    sorted.sort();
+    let tags_hash: String =
+        Sha256::digest(sorted.iter().map(|t| format!("{t}\n")).collect::<String>())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+    assert_eq!(
+        draw["tagsSha256"].as_str(),
+        Some(tags_hash.as_str()),
+        "{draw}"
+    );
+    let url = app.url("/api/v1/rooms/main/draw");
+    let (code, out) = verify_draw(&[&url]);
+    assert_eq!(code, 0, "the real draw verifies: {out}");
+
+    // The order the attacker's seed alone gives (HMAC-SHA256(seed, tag) ascending, ties by tag)
+    // is not the queue's.
+    let seed: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&chosen[i * 2..i * 2 + 2], 16).unwrap())
+        .collect();
+    let mut raw = published.clone();
+    raw.sort_by_cached_key(|tag| {
+        let mut mac = <hmac::Hmac<Sha256> as hmac::Mac>::new_from_slice(&seed).unwrap();
+        hmac::Mac::update(&mut mac, tag.as_bytes());
+        (hmac::Mac::finalize(mac).into_bytes().to_vec(), tag.clone())
+    });
+    assert_ne!(raw, published, "the attacker's seed did not fix the order");
+    // A draw ordered by the attacker's seed is refused: as published (the mix's fields kept),
+    // and passed off as a draw made before the mix.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("draw.json");
+    let mut forged = draw.clone();
+    forged["tags"] = json!(raw);
+    std::fs::write(&file, forged.to_string()).unwrap();
+    let (code, out) = verify_draw(&[file.to_str().unwrap()]);
+    assert_eq!(code, 1, "the raw seed's order is caught: {out}");
+    assert!(out.contains("MISMATCH"), "{out}");
+    for field in ["tagsSha256", "drawSeed"] {
+        forged[field] = Value::Null;
+    }
+    forged["algorithm"] = json!(vestibule_shared::draw::DRAW_ALGORITHM_UNMIXED);
+    std::fs::write(&file, forged.to_string()).unwrap();
+    let (code, out) = verify_draw(&[file.to_str().unwrap()]);
+    assert_eq!(code, 1, "an unmixed draw is refused: {out}");
+    assert!(out.contains("not mixed"), "{out}");
+}
+
 /// A keyed retry while the room takes no joins (`room_not_open`) gets the live ticket it has
 /// (200, same id), not 409; a new key still gets 409 and nothing is created.
 async fn a_keyed_retry_while_the_room_is_not_open_gets_its_ticket(backend: Backend) {

@@ -134,6 +134,10 @@ pub enum Change {
         tags: Vec<String>,
         /// When it ran, Unix ms.
         now_ms: u64,
+        /// The order follows from the mixed seed (`vestibule_store::draw::mixed_seed`); absent
+        /// (false) in journals written before the mix.
+        #[serde(default)]
+        mixed: bool,
     },
     /// A settings change that applied: the settings it left in force (a replay applies them
     /// whole and bumps the version, as the change did).
@@ -273,8 +277,9 @@ impl Change {
                 ids,
                 tags,
                 now_ms,
+                mixed,
             } => engine.with_live_room(room, |state| {
-                state.draw_unfenced(ids, tags, *now_ms);
+                state.draw_unfenced(ids, tags, *now_ms, *mixed);
             }),
             Self::UpdateRoom { room, config } => engine.with_live_room(room, |state| {
                 state.update(&config.as_patch(), None, || engine.next_count(room));

@@ -58,6 +58,7 @@ impl Draw for DurableStore {
                 ids,
                 tags,
                 now_ms: request.now_ms,
+                mixed: true,
             });
             Ok((outcome, change))
         })

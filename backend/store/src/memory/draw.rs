@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::room::Room;
 use super::MemoryStore;
-use crate::draw::{draw_order, seed_bytes};
+use crate::draw::{draw_order, mixed_seed, seed_bytes, tags_sha256};
 use crate::ids::log_tag;
 use crate::{Draw, DrawOutcome, DrawRecord, DrawRequest, JoinLimit, JoinReply, RoomId, StoreError};
 
@@ -24,6 +24,10 @@ pub struct MemoryDraw {
     pub drawn_at_ms: Option<u64>,
     /// The drawn tags in place order.
     pub tags: Vec<String>,
+    /// [`crate::draw::tags_sha256`] of `tags`, mixed into the seed; `None` until the draw, and for
+    /// a draw made before the mix (an older snapshot or journal).
+    #[serde(default)]
+    pub tags_sha256: Option<String>,
 }
 
 /// The ids of a draw in place order, and their tags.
@@ -63,6 +67,7 @@ impl Room {
                 seed: fresh_seed.to_owned(),
                 drawn_at_ms: None,
                 tags: Vec::new(),
+                tags_sha256: None,
             });
             // A room switched to random before it had a seed starts its lottery now.
             self.sync_lottery();
@@ -71,6 +76,7 @@ impl Room {
             seed: fresh_seed.to_owned(),
             drawn_at_ms: None,
             count: 0,
+            tags_sha256: None,
         })
     }
 
@@ -80,6 +86,7 @@ impl Room {
             seed: draw.seed.clone(),
             drawn_at_ms: draw.drawn_at_ms,
             count: draw.tags.len() as u64,
+            tags_sha256: draw.tags_sha256.clone(),
         })
     }
 
@@ -101,7 +108,9 @@ impl Room {
     }
 
     /// The fenced draw (see `Store::draw`), the lease checked at the clock time `clock_ms`: every
-    /// place in one step (the room's lock is held for it), the order computed here from the seed.
+    /// place in one step (the room's lock is held for it), the order computed here from the seed
+    /// mixed with the hash of the pre-queue's tags ([`mixed_seed`]: the pre-queue closes in this
+    /// same step, so the tags are final).
     /// With `Drawn`, the ids and tags in place order (the durable store journals them).
     pub fn draw(
         &mut self,
@@ -124,15 +133,27 @@ impl Room {
         let Some(seed) = seed_bytes(&draw.seed) else {
             return (DrawOutcome::NoSeed, None);
         };
-        let ids = draw_order(&seed, self.prequeue_ids(), |id| log_tag(id));
+        let ids = self.prequeue_ids();
         let tags: Vec<String> = ids.iter().map(|id| log_tag(id)).collect();
-        let outcome = self.draw_unfenced(&ids, &tags, request.now_ms);
+        let Some(mixed) = mixed_seed(&seed, &tags_sha256(&tags), None) else {
+            return (DrawOutcome::NoSeed, None);
+        };
+        let ids = draw_order(&mixed, ids, |id| log_tag(id));
+        let tags: Vec<String> = ids.iter().map(|id| log_tag(id)).collect();
+        let outcome = self.draw_unfenced(&ids, &tags, request.now_ms, true);
         let drawn = matches!(outcome, DrawOutcome::Drawn { .. });
         (outcome, drawn.then_some((ids, tags)))
     }
 
-    /// The draw without the fence (also the journal's replay).
-    pub fn draw_unfenced(&mut self, ids: &[String], tags: &[String], now_ms: u64) -> DrawOutcome {
+    /// The draw without the fence (also the journal's replay); `mixed`: the order follows from
+    /// the mixed seed (false only for a journal written before the mix).
+    pub fn draw_unfenced(
+        &mut self,
+        ids: &[String],
+        tags: &[String],
+        now_ms: u64,
+        mixed: bool,
+    ) -> DrawOutcome {
         let Some(draw) = self.draw.as_ref() else {
             return DrawOutcome::NoSeed;
         };
@@ -167,6 +188,7 @@ impl Room {
         if let Some(draw) = self.draw.as_mut() {
             draw.drawn_at_ms = Some(now_ms);
             draw.tags = tags.to_vec();
+            draw.tags_sha256 = mixed.then(|| tags_sha256(tags));
         }
         DrawOutcome::Drawn {
             count: ids.len() as u64,

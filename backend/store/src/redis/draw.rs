@@ -1,8 +1,9 @@
 //! A scheduled opening in Redis (docs/DESIGN.md "Scheduled opening and the draw"): the
-//! pre-queue join (`join.lua` in pre-queue mode, with the ticket's place in the drawn order
-//! computed here from the seed), the draw seed (`draw_seed.lua`: the first replica's seed wins), the
-//! draw (`draw.lua`, fenced steps of [`crate::DRAW_PLACES_PER_STEP`] places) and the
-//! reads of `GET …/draw`.
+//! pre-queue join (`join.lua` in pre-queue mode, filed under its key by the committed seed), the
+//! draw seed (`draw_seed.lua`: the first replica's seed wins), the draw (`draw.lua`: its first
+//! step closes the pre-queue; the mix, `draw_mix.lua`, files the closed pre-queue under the
+//! mixed seed computed here; then fenced steps of [`crate::DRAW_PLACES_PER_STEP`] places) and
+//! the reads of `GET …/draw`.
 
 use std::sync::{Arc, PoisonError};
 
@@ -59,10 +60,10 @@ impl RedisStore {
     }
 }
 
-/// The draw hash's `seed, drawn_ms, count` → a record (`None` without a seed).
+/// The draw hash's `seed, drawn_ms, count, tags_sha256` → a record (`None` without a seed).
 fn parse_record(fields: &[Value]) -> Result<Option<DrawRecord>, StoreError> {
-    let [seed, drawn, count] = fields else {
-        return Err(StoreError::Corrupt("draw record needs 3 fields".into()));
+    let [seed, drawn, count, tags] = fields else {
+        return Err(StoreError::Corrupt("draw record needs 4 fields".into()));
     };
     let seed = as_string(seed)?;
     if seed.is_empty() {
@@ -76,11 +77,102 @@ fn parse_record(fields: &[Value]) -> Result<Option<DrawRecord>, StoreError> {
         Value::Nil => 0,
         other => as_u64(other)?,
     };
+    let tags_sha256 = match tags {
+        Value::Nil => None,
+        other => Some(as_string(other)?),
+    };
     Ok(Some(DrawRecord {
         seed,
         drawn_at_ms,
         count,
+        tags_sha256,
     }))
+}
+
+/// Sealed members read per page, and filed per `draw_mix.lua` call.
+const MIX_BATCH: isize = 5_000;
+
+impl RedisStore {
+    /// The draw's mix (issue 42): reads the pre-queue as it closed (`draw_sealed`, fixed by the
+    /// draw's first step), computes the mixed seed from the committed seed and the hash of the
+    /// sealed tags, and files every sealed ticket under its key by that seed (`draw_mix.lua`,
+    /// fenced, in batches; the last one records the mix). Deterministic, so a leader that dies
+    /// mid-way leaves the next one to do it all again with the same result.
+    async fn mix_draw(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+        seed_hex: &str,
+    ) -> Result<Option<DrawOutcome>, StoreError> {
+        let keys = RoomKeys::new(room);
+        let seed = crate::draw::seed_bytes(seed_hex)
+            .ok_or_else(|| StoreError::Corrupt("the draw seed is not 64 hex digits".into()))?;
+        let mut sealed: Vec<String> = Vec::new();
+        loop {
+            let start = isize::try_from(sealed.len()).unwrap_or(isize::MAX);
+            let mut connection = self.link.connection.clone();
+            let page: Vec<String> = self
+                .link
+                .bounded(
+                    redis::cmd("ZRANGE")
+                        .arg(keys.of(Key::DrawSealed))
+                        .arg(start)
+                        .arg(start + MIX_BATCH - 1)
+                        .query_async(&mut connection),
+                )
+                .await
+                .map_err(StoreError::for_read)?;
+            let done = (page.len() as isize) < MIX_BATCH;
+            sealed.extend(page);
+            if done {
+                break;
+            }
+        }
+        // A member is `mac (64) .. tag (12) .. id`.
+        let mut tickets: Vec<(&str, &str)> = Vec::with_capacity(sealed.len());
+        for member in &sealed {
+            match (member.get(64..76), member.get(76..)) {
+                (Some(tag), Some(id)) if !id.is_empty() => tickets.push((tag, id)),
+                _ => {
+                    return Err(StoreError::Corrupt(
+                        "a sealed draw member is malformed".into(),
+                    ))
+                }
+            }
+        }
+        let tags: Vec<&str> = tickets.iter().map(|(tag, _)| *tag).collect();
+        let tags_hash = crate::draw::tags_sha256(&tags);
+        let mixed = crate::draw::mixed_seed(&seed, &tags_hash, None)
+            .ok_or_else(|| StoreError::Corrupt("the draw's tags hash is not hex".into()))?;
+        let mixed_hex = crate::draw::hex32(&mixed);
+        let chunk = usize::try_from(MIX_BATCH).unwrap_or(1).max(1);
+        let batches = tickets.len().div_ceil(chunk).max(1);
+        for batch in 0..batches {
+            let mut call = self.scripts.draw_mix.call(&keys);
+            call.arg("generation", room.generation)
+                .arg("holder", request.holder)
+                .arg("fence", request.epoch)
+                .arg("last", if batch + 1 == batches { "1" } else { "0" })
+                .arg("tags_sha256", &tags_hash)
+                .arg("draw_seed", &mixed_hex);
+            for (tag, id) in tickets.iter().skip(batch * chunk).take(chunk) {
+                let mut member = crate::draw::hex32(&crate::draw::draw_mac(&mixed, tag));
+                member.push_str(tag);
+                member.push_str(id);
+                call.item(&[member]);
+            }
+            let reply = self.link.run(&call).await?;
+            match reply.first().map(as_string).transpose()?.as_deref() {
+                Some("FILED") => {}
+                Some("ALREADY") => return Ok(None),
+                Some("FENCED") => return Ok(Some(DrawOutcome::Fenced)),
+                other => {
+                    return Err(StoreError::Corrupt(format!("draw mix outcome {other:?}")));
+                }
+            }
+        }
+        Ok(None)
+    }
 }
 
 #[async_trait]
@@ -105,7 +197,7 @@ impl Draw for RedisStore {
             .bounded(
                 redis::cmd("HMGET")
                     .arg(RoomKeys::new(room).of(Key::Draw))
-                    .arg(&["seed", "drawn_ms", "count"])
+                    .arg(&["seed", "drawn_ms", "count", "tags_sha256"])
                     .query_async(&mut connection),
             )
             .await
@@ -157,6 +249,39 @@ impl Draw for RedisStore {
         room: RoomId<'_>,
         request: &DrawRequest<'_>,
     ) -> Result<DrawOutcome, StoreError> {
+        // A step that answers MIX is made again once the mixed order is filed, so the caller's
+        // step still places up to `places_per_step` tickets.
+        let mut mixed = false;
+        loop {
+            match self.draw_step(room, request).await? {
+                None if !mixed => {
+                    mixed = true;
+                    let record = self
+                        .draw_record(room)
+                        .await?
+                        .ok_or(StoreError::Corrupt("the draw seed vanished".into()))?;
+                    if let Some(outcome) = self.mix_draw(room, request, &record.seed).await? {
+                        return Ok(outcome);
+                    }
+                }
+                None => {
+                    return Err(StoreError::Corrupt(
+                        "the draw's mix was not recorded".into(),
+                    ))
+                }
+                Some(outcome) => return Ok(outcome),
+            }
+        }
+    }
+}
+
+impl RedisStore {
+    /// One `draw.lua` step; `None` = MIX (the pre-queue is closed, its mixed order not filed).
+    async fn draw_step(
+        &self,
+        room: RoomId<'_>,
+        request: &DrawRequest<'_>,
+    ) -> Result<Option<DrawOutcome>, StoreError> {
         let keys = RoomKeys::new(room);
         let mut call = self.scripts.draw.call(&keys);
         call.arg("generation", room.generation)
@@ -173,15 +298,17 @@ impl Draw for RedisStore {
             .transpose()?
             .unwrap_or_default();
         let count = || reply.get(1).map_or(Ok(0), as_u64);
-        Ok(match outcome.as_str() {
+        Ok(Some(match outcome.as_str() {
             "DRAWN" => DrawOutcome::Drawn { count: count()? },
             "PLACED" => DrawOutcome::Placed { placed: count()? },
             "ALREADY" => DrawOutcome::AlreadyDrawn,
             "FENCED" => DrawOutcome::Fenced,
             "NO_SEED" => DrawOutcome::NoSeed,
+            // The pre-queue is closed (this step or an earlier one), its mixed order not filed.
+            "MIX" => return Ok(None),
             other => {
                 return Err(StoreError::Corrupt(format!("draw outcome {other:?}")));
             }
-        })
+        }))
     }
 }

@@ -48,6 +48,12 @@ pub(super) enum Key {
     PrequeueOrder,
     /// HASH id → its member of the drawn order.
     PrequeueMac,
+    /// ZSET (scores 0): the pre-queue as it closed at the draw's first step (`prequeue_order`
+    /// renamed), read to compute the mix; deleted once the final order is filed.
+    DrawSealed,
+    /// ZSET (scores 0): the sealed pre-queue keyed by the mixed seed, the order the draw's steps
+    /// place.
+    DrawOrder,
     /// LIST: the pre-queue joins' seqs in arrival order.
     PrequeueSeqs,
     /// ZSET (scores 0): a random room's tickets in lottery order.
@@ -92,6 +98,8 @@ impl Key {
             Self::DrawTags => "draw_tags",
             Self::PrequeueOrder => "prequeue_order",
             Self::PrequeueMac => "prequeue_mac",
+            Self::DrawSealed => "draw_sealed",
+            Self::DrawOrder => "draw_order",
             Self::PrequeueSeqs => "prequeue_seqs",
             Self::Lottery => "lottery",
             Self::LotteryMac => "lottery_mac",

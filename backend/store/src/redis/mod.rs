@@ -12,7 +12,7 @@
 //!   the index, the purge of a generation's keys; [`doc`]: a document as a hash.
 //! - [`queue`]: `join.lua`, `leave.lua`, a ticket's read, the counts, used challenges.
 //! - [`presence`]: `hear.lua`, `sse_refresh.lua`, the poll's read.
-//! - [`draw`]: the pre-queue join, `draw_seed.lua`, `draw.lua`.
+//! - [`draw`]: the pre-queue join, `draw_seed.lua`, `draw.lua`, `draw_mix.lua`.
 //! - [`admission`]: `lease.lua`, `release_lease.lua`, `admit.lua`, and the token checks and
 //!   orders ([`tokens`]: `token.lua`), confirmed on the replicas ([`confirm`]: `WAIT`).
 //!   [`safety`]: `INFO`, `CONFIG GET`.
@@ -83,6 +83,7 @@ struct Scripts {
     hear: Loaded,
     draw: Loaded,
     draw_seed: Loaded,
+    draw_mix: Loaded,
     waiters: Loaded,
     lottery_file: Loaded,
     room_secret: Loaded,
@@ -206,6 +207,7 @@ impl RedisStore {
                 hear: specs::HEAR.load(),
                 draw: specs::DRAW.load(),
                 draw_seed: specs::DRAW_SEED.load(),
+                draw_mix: specs::DRAW_MIX.load(),
                 waiters: specs::WAITERS.load(),
                 lottery_file: specs::LOTTERY_FILE.load(),
                 room_secret: specs::ROOM_SECRET.load(),

@@ -273,6 +273,7 @@ pub(super) static SPECS: &[&ScriptSpec] = &[
     &super::specs::TOKEN,
     &super::specs::DRAW,
     &super::specs::DRAW_SEED,
+    &super::specs::DRAW_MIX,
     &super::specs::LOTTERY_FILE,
     &super::specs::WAITERS,
     &super::specs::ROOM_SECRET,

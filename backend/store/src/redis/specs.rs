@@ -2,9 +2,9 @@
 //! file starts with the same names (`-- KEYS:`, `-- ARGV:`, `-- EACH:`), which a test checks.
 
 use super::keys::Key::{
-    Active, Bank, Dedup, Doc, Draw, DrawTags, Epoch, Gen, Leader, Left, LeftCount, Lottery,
-    LotteryFiling, LotteryMac, Pace, Popped, Prequeue, PrequeueMac, PrequeueOrder, PrequeueSeqs,
-    Queue, Secret, Seq, Sweep, SweepLow,
+    Active, Bank, Dedup, Doc, Draw, DrawOrder, DrawSealed, DrawTags, Epoch, Gen, Leader, Left,
+    LeftCount, Lottery, LotteryFiling, LotteryMac, Pace, Popped, Prequeue, PrequeueMac,
+    PrequeueOrder, PrequeueSeqs, Queue, Secret, Seq, Sweep, SweepLow,
 };
 use super::script::ScriptSpec;
 
@@ -256,6 +256,8 @@ pub(super) static DRAW: ScriptSpec = ScriptSpec {
         PrequeueOrder,
         PrequeueMac,
         PrequeueSeqs,
+        DrawSealed,
+        DrawOrder,
     ],
     args: &[
         "generation",
@@ -267,6 +269,22 @@ pub(super) static DRAW: ScriptSpec = ScriptSpec {
         "lease_ms",
     ],
     each: &[],
+};
+
+/// One batch of the draw's mixed order, and at the last the mix recorded.
+pub(super) static DRAW_MIX: ScriptSpec = ScriptSpec {
+    name: "draw_mix",
+    body: include_str!("lua/draw_mix.lua"),
+    keys: &[Doc, Leader, Epoch, Draw, DrawSealed, DrawOrder],
+    args: &[
+        "generation",
+        "holder",
+        "fence",
+        "last",
+        "tags_sha256",
+        "draw_seed",
+    ],
+    each: &["member"],
 };
 
 /// The draw's seed written once.
