@@ -4,9 +4,10 @@
 //!
 //! 1. **Cold start** of a capped room (cap 20, 20 /s, token TTL 60 s): 300 shoppers join at once
 //!    and each orders 3 s after it sees its token.
-//! 2. **Checkout slows mid-sale**: the same room; 6 joins/s for 60 s, each shopper ordering 3 s
-//!    after it sees its token; from +60 s on checkout takes 10 s, and joins fall to 2 /s for
-//!    another 60 s (about the slowed pace, so the line neither empties nor runs away).
+//! 2. **Checkout slows mid-sale**: the same room; 7 joins/s for 60 s (a little above the cap's
+//!    pace at 3 s, so a line forms), each shopper ordering 3 s after it sees its token; from
+//!    +60 s on checkout takes 10 s, and joins fall to 2 /s for another 60 s (about the slowed
+//!    pace, so the line neither empties nor runs away).
 //! 3. **Stock held by unused tokens**: 5 /s, stock 3, token TTL 30 s; 43 shoppers join at once,
 //!    the first three admitted never use their tokens; what the shopper at place ~37 is told
 //!    until those tokens expire, and whether anyone is admitted meanwhile.
@@ -371,7 +372,7 @@ async fn cold_start(vestibule: &Path, report: &mut Report) -> anyhow::Result<()>
 async fn checkout_slows(vestibule: &Path, report: &mut Report) -> anyhow::Result<()> {
     const TTL_SECS: u64 = 60;
     const SLOWS_AT_SECS: f64 = 60.0;
-    let mut plan = FlashSalePlan::burst(ROOM, 360, SLOWS_AT_SECS, Duration::from_secs(90));
+    let mut plan = FlashSalePlan::burst(ROOM, 420, SLOWS_AT_SECS, Duration::from_secs(90));
     plan.then = vec![(2.0, 60.0)];
     plan.sse_share = 0.2;
     plan.checkout = vec![
@@ -379,7 +380,7 @@ async fn checkout_slows(vestibule: &Path, report: &mut Report) -> anyhow::Result
         (SLOWS_AT_SECS, Duration::from_secs(10)),
     ];
     report.note(
-        "ETA edges, checkout slows: cap 20, 20 /s, token TTL 60 s; 6 joins/s for 60 s, then \
+        "ETA edges, checkout slows: cap 20, 20 /s, token TTL 60 s; 7 joins/s for 60 s, then \
          2 /s for 60 s; 20% on SSE; a shopper orders 3 s after it sees its token, 10 s when it \
          sees it from +60 s on; phases by join time",
     );
@@ -446,12 +447,21 @@ async fn stock_held(vestibule: &Path, report: &mut Report) -> anyhow::Result<()>
             .filter_map(|s| issued_ms(s, TTL_SECS))
             .collect();
         issued.sort_unstable();
-        // The three unused tokens: the first three issued; they end at the third's expiry.
-        let held_until = issued.get(2).map(|at| at + TTL_SECS * 1000);
-        let meanwhile = held_until.map_or(0, |until| {
-            issued.iter().skip(3).filter(|at| **at < until).count()
+        // The three unused tokens are the first three issued: all out from the third's issue
+        // until the first's expiry.
+        let window = issued
+            .get(2)
+            .zip(issued.first())
+            .map(|(third, first)| (*third, first + TTL_SECS * 1000));
+        let meanwhile = window.map_or(0, |(from, until)| {
+            issued
+                .iter()
+                .skip(3)
+                .filter(|at| (from..until).contains(*at))
+                .count()
         });
-        let after = held_until.and_then(|until| issued.iter().skip(3).find(|at| **at >= until));
+        let after = window.and_then(|(_, until)| issued.iter().skip(3).find(|at| **at >= until));
+        let held_until = window.map(|(_, until)| until);
         let watched = shoppers
             .iter()
             .filter(|s| s.first_position.is_some())
@@ -462,7 +472,9 @@ async fn stock_held(vestibule: &Path, report: &mut Report) -> anyhow::Result<()>
             let mut lines = Vec::new();
             let mut at = from;
             loop {
-                if let Some(seen) = shopper.timeline.iter().rev().find(|s| s.unix_ms <= at) {
+                // The first status is kept once its stream is open: it stands for the join.
+                let seen = shopper.timeline.iter().rev().find(|s| s.unix_ms <= at);
+                if let Some(seen) = seen.or(shopper.timeline.first()) {
                     lines.push(format!("{}: {}", offset(from, at), told(seen)));
                 }
                 if at >= end {
@@ -491,7 +503,7 @@ async fn stock_held(vestibule: &Path, report: &mut Report) -> anyhow::Result<()>
                 let until = until.map_or("never issued".into(), |at| offset(*start, at));
                 let next = after.map_or("none".into(), |at| offset(*start, at));
                 format!(
-                    "{}: {meanwhile} (tokens out until {until}; next admission {next})",
+                    "{}: {meanwhile} (the first expired at {until}; next admission {next})",
                     store.label()
                 )
             })
