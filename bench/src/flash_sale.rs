@@ -180,8 +180,8 @@ pub struct Shopper {
     pub token_expires_unix_ms: Option<u64>,
     /// When its order was answered, Unix ms.
     pub ordered_unix_ms: Option<u64>,
-    /// Each `reason` it was shown, with when it was first shown (again after another one or
-    /// none in between), Unix ms.
+    /// Each `reason` it was shown, Unix ms: when first shown, and again each time it followed
+    /// another reason.
     pub reasons: Vec<(u64, WaitReason)>,
     /// Every status it saw, when the plan keeps them.
     pub timeline: Vec<Seen>,
