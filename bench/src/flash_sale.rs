@@ -4,13 +4,17 @@
 //!
 //! What each shopper saw is kept; admission times come from the store afterwards (a ticket's
 //! token expiry minus the token TTL is the tick time that admitted it, to the millisecond).
+//!
+//! A plan may also add arrival segments after the spike, make shoppers take a while to check out
+//! (by when they see their token), have the first few admitted never use their token, and keep
+//! every status each shopper saw (the `eta-edges` stage).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hyper::Method;
-use vestibule_shared::{paths, TicketState, TicketStatus};
+use vestibule_shared::{paths, TicketState, TicketStatus, WaitReason};
 
 use crate::http::{HttpClient, SharedHistogram};
 use crate::sse::SseStream;
@@ -32,6 +36,15 @@ pub struct FlashSalePlan {
     pub drain_timeout: Duration,
     /// Requests in flight at most (= connections the client opens).
     pub connections: usize,
+    /// Arrival segments after the spike, `(joins/s, seconds)` each.
+    pub then: Vec<(f64, f64)>,
+    /// How long a shopper takes to check out once it sees its token: `(from, delay)` pairs, in
+    /// order, `from` in seconds since the start (when the token is seen); none = orders at once.
+    pub checkout: Vec<(f64, Duration)>,
+    /// The first this many shoppers to see their token never use it.
+    pub unused_tokens: u64,
+    /// Whether each shopper keeps every status it saw ([`Shopper::timeline`]).
+    pub keep_timeline: bool,
 }
 
 impl FlashSalePlan {
@@ -45,16 +58,60 @@ impl FlashSalePlan {
             sse_share: profile.sse_share,
             drain_timeout: crate::profile::Profile::secs(profile.drain_timeout_secs),
             connections: 512,
+            then: Vec::new(),
+            checkout: Vec::new(),
+            unused_tokens: 0,
+            keep_timeline: false,
         }
     }
 
-    /// Shoppers the curve brings.
-    pub fn shoppers(&self) -> u64 {
+    /// `count` shoppers all arriving within `secs` (evenly), nothing more.
+    pub fn burst(room: &str, count: u64, secs: f64, drain_timeout: Duration) -> Self {
+        Self {
+            room: room.into(),
+            ramp_secs: 0.0,
+            spike_per_sec: count as f64 / secs,
+            spike_secs: secs,
+            sse_share: 0.0,
+            drain_timeout,
+            connections: 512,
+            then: Vec::new(),
+            checkout: Vec::new(),
+            unused_tokens: 0,
+            keep_timeline: false,
+        }
+    }
+
+    /// Shoppers of the ramp and the spike.
+    fn in_curve(&self) -> u64 {
         (self.spike_per_sec * (self.ramp_secs / 2.0 + self.spike_secs)).round() as u64
+    }
+
+    /// Shoppers the curve brings (with the segments after it).
+    pub fn shoppers(&self) -> u64 {
+        self.in_curve()
+            + self
+                .then
+                .iter()
+                .map(|(rate, secs)| (rate * secs).round() as u64)
+                .sum::<u64>()
     }
 
     /// When shopper `n` (0-based) arrives, seconds from the start.
     pub fn arrival_secs(&self, n: u64) -> f64 {
+        let in_curve = self.in_curve();
+        if n >= in_curve {
+            let (mut start, mut first) = (self.ramp_secs + self.spike_secs, in_curve);
+            for (rate, secs) in &self.then {
+                let count = (rate * secs).round() as u64;
+                if n < first + count {
+                    return start + ((n - first) as f64 + 0.5) / rate;
+                }
+                start += secs;
+                first += count;
+            }
+            return start;
+        }
         let k = n as f64 + 0.5;
         let in_ramp = self.spike_per_sec * self.ramp_secs / 2.0;
         if k < in_ramp {
@@ -66,8 +123,32 @@ impl FlashSalePlan {
 
     /// Seconds from the first arrival to the last.
     pub fn arrival_span_secs(&self) -> f64 {
-        self.ramp_secs + self.spike_secs
+        self.ramp_secs + self.spike_secs + self.then.iter().map(|(_, secs)| secs).sum::<f64>()
     }
+
+    /// How long a shopper who sees its token `at_secs` after the start takes to check out.
+    fn checkout_delay(&self, at_secs: f64) -> Duration {
+        self.checkout
+            .iter()
+            .take_while(|(from, _)| *from <= at_secs)
+            .last()
+            .map_or(Duration::ZERO, |(_, delay)| *delay)
+    }
+}
+
+/// One status a shopper saw ([`FlashSalePlan::keep_timeline`]).
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// When, Unix ms.
+    pub unix_ms: u64,
+    /// The ticket's state.
+    pub state: TicketState,
+    /// Its position (waiting).
+    pub position: Option<u64>,
+    /// `etaSeconds` and `etaSecondsHigh`.
+    pub eta_secs: (Option<u64>, Option<u64>),
+    /// `reason`.
+    pub reason: Option<WaitReason>,
 }
 
 /// What one shopper saw.
@@ -95,6 +176,15 @@ pub struct Shopper {
     pub used_sse: bool,
     /// When it first saw its token, Unix ms.
     pub token_seen_unix_ms: Option<u64>,
+    /// The token's expiry (`tokenExpiresAt`), Unix ms: minus the token TTL, when it was issued.
+    pub token_expires_unix_ms: Option<u64>,
+    /// When its order was answered, Unix ms.
+    pub ordered_unix_ms: Option<u64>,
+    /// Each `reason` it was shown, Unix ms: when first shown, and again each time it followed
+    /// another reason.
+    pub reasons: Vec<(u64, WaitReason)>,
+    /// Every status it saw, when the plan keeps them.
+    pub timeline: Vec<Seen>,
     /// The order endpoint's status code.
     pub order_status: Option<u16>,
     /// Why it stopped early.
@@ -118,6 +208,10 @@ pub struct Shared {
     pub joins_per_sec: Vec<AtomicU64>,
     /// Polls answered per second since the start.
     pub polls_per_sec: Vec<AtomicU64>,
+    /// The plan (its shopper behaviour).
+    plan: FlashSalePlan,
+    /// Shoppers that have seen their token so far.
+    tokens_seen: AtomicU64,
 }
 
 impl Shared {
@@ -167,6 +261,8 @@ pub async fn run(plan: &FlashSalePlan, server: std::net::SocketAddr) -> FlashSal
         orders: SharedHistogram::default(),
         joins_per_sec: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
         polls_per_sec: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
+        plan: plan.clone(),
+        tokens_seen: AtomicU64::new(0),
     });
     let total = plan.shoppers();
     let sse_every = if plan.sse_share > 0.0 {
@@ -261,6 +357,20 @@ async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Sh
     me.used_sse = stream.is_some();
     let mut last_position = status.position;
     loop {
+        let now_ms = unix_ms();
+        if status.reason.is_some() && me.reasons.last().map(|r| r.1) != status.reason {
+            me.reasons
+                .extend(status.reason.map(|reason| (now_ms, reason)));
+        }
+        if shared.plan.keep_timeline {
+            me.timeline.push(Seen {
+                unix_ms: now_ms,
+                state: status.status,
+                position: status.position,
+                eta_secs: (status.eta_seconds, status.eta_seconds_high),
+                reason: status.reason,
+            });
+        }
         if let (Some(before), Some(now)) = (last_position, status.position) {
             if now > before {
                 me.position_rose = true;
@@ -270,7 +380,22 @@ async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Sh
         match status.status {
             TicketState::Waiting => {}
             TicketState::TokenIssued => {
-                me.token_seen_unix_ms = Some(unix_ms());
+                me.token_seen_unix_ms = Some(now_ms);
+                me.token_expires_unix_ms = status.token_expires_at.as_deref().and_then(|at| {
+                    let at = time::OffsetDateTime::parse(
+                        at,
+                        &time::format_description::well_known::Rfc3339,
+                    )
+                    .ok()?;
+                    Some((at.unix_timestamp_nanos() / 1_000_000) as u64)
+                });
+                if shared.tokens_seen.fetch_add(1, Ordering::Relaxed) < shared.plan.unused_tokens {
+                    return me;
+                }
+                let delay = shared
+                    .plan
+                    .checkout_delay(shared.started.elapsed().as_secs_f64());
+                tokio::time::sleep(delay).await;
                 let token = status.entry_token.clone().unwrap_or_default();
                 let sent = Instant::now();
                 let order = shared
@@ -286,6 +411,7 @@ async fn shopper(shared: Arc<Shared>, n: u64, due: Instant, use_sse: bool) -> Sh
                     Ok(answer) => {
                         shared.orders.record_since(sent);
                         me.order_status = Some(answer.status.as_u16());
+                        me.ordered_unix_ms = Some(unix_ms());
                     }
                     Err(error) => me.error = Some(format!("order: {error:#}")),
                 }
@@ -357,8 +483,21 @@ mod tests {
             sse_share: 0.0,
             drain_timeout: Duration::from_secs(1),
             connections: 1,
+            then: vec![(10.0, 2.0)],
+            checkout: vec![
+                (0.0, Duration::from_secs(3)),
+                (60.0, Duration::from_secs(10)),
+            ],
+            unused_tokens: 0,
+            keep_timeline: false,
         };
-        assert_eq!(plan.shoppers(), 2000);
+        assert_eq!(plan.shoppers(), 2020);
+        // Then 10 /s for 2 s.
+        assert!((plan.arrival_secs(2000) - 3.05).abs() < 1e-9);
+        assert!((plan.arrival_secs(2019) - 4.95).abs() < 1e-9);
+        assert!((plan.arrival_span_secs() - 5.0).abs() < 1e-9);
+        assert_eq!(plan.checkout_delay(59.0), Duration::from_secs(3));
+        assert_eq!(plan.checkout_delay(61.0), Duration::from_secs(10));
         // Half the ramp's shoppers arrive in its last 0.6 s (the rate grows linearly).
         assert!(plan.arrival_secs(0) < 0.1);
         assert!((plan.arrival_secs(499) - 1.414).abs() < 0.01);

@@ -91,8 +91,18 @@ impl HttpClient {
     /// # Errors
     /// As [`HttpClient::send`], or the answer is not a 2xx.
     pub async fn set_admission_rate(&self, room: &str, rate: f64) -> anyhow::Result<()> {
-        let body: &'static str =
-            Box::leak(format!(r#"{{"admissionRatePerSec":{rate}}}"#).into_boxed_str());
+        self.patch_room(room, &format!(r#"{{"admissionRatePerSec":{rate}}}"#))
+            .await
+            .map_err(|error| error.context("PATCH of the admission rate"))
+    }
+
+    /// `PATCH`es `room`'s settings with `body` (JSON) as the operator would, with the bench's
+    /// admin token.
+    ///
+    /// # Errors
+    /// As [`HttpClient::send`], or the answer is not a 2xx.
+    pub async fn patch_room(&self, room: &str, body: &str) -> anyhow::Result<()> {
+        let body: &'static str = Box::leak(body.to_owned().into_boxed_str());
         let bearer = format!("Bearer {}", crate::procs::ADMIN_TOKEN);
         let answer = self
             .send(
@@ -104,7 +114,7 @@ impl HttpClient {
             .await?;
         anyhow::ensure!(
             answer.status.is_success(),
-            "PATCH of the admission rate answered {}: {}",
+            "PATCH {body} answered {}: {}",
             answer.status,
             String::from_utf8_lossy(&answer.body)
         );

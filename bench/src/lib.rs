@@ -4,7 +4,9 @@
 //! - [`runner`]: all stages in order into one [`report::Report`].
 //! - [`baselines`]: the HTTP ceiling (bare axum hello) and the store ceiling (redis-benchmark).
 //! - [`sale`]: the flash-sale stage and its figures; [`flash_sale`]: the shopper model itself;
-//!   [`calibration`]: the ETA range shown vs the wait, per decile, steady and with the rate halved.
+//!   [`calibration`]: the ETA range shown vs the wait, per decile, steady and with the rate halved;
+//!   [`eta_edges`]: the ETA and the poll hint at a capped room's cold start, when checkout slows,
+//!   and while unused tokens hold the stock.
 //! - [`capacity`]: joins/s and polls/s at saturation, poll latency at a fixed rate, memory;
 //!   [`bare_join`]: the stack's floor for a join it is also measured against.
 //! - [`embedded`]: the embedded store's joins/s and polls/s, memory only vs durable;
@@ -28,6 +30,7 @@ pub mod calibration;
 pub mod capacity;
 pub mod embedded;
 pub mod embedded_inprocess;
+pub mod eta_edges;
 pub mod flash_sale;
 pub mod gate_overhead;
 pub mod ghosts;

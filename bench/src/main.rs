@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use vestibule_bench::procs::vestibule_binary;
 use vestibule_bench::profile::Profile;
-use vestibule_bench::runner::{self, RunOptions, STAGES};
+use vestibule_bench::runner::{self, RunOptions, ONLY_WHEN_NAMED, STAGES};
 
 /// Vestibule's flash-sale benchmark.
 #[derive(Debug, Parser)]
@@ -27,9 +27,10 @@ enum Commands {
         /// The vestibule binary (default: next to this one).
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
-        /// Comma-separated stages (default all but drop): baselines, sale, sale-halved, capacity,
-        /// embedded, position, sse, sse-h2, gate, ghosts, orders-confirm, drop (the scheduled drop,
-        /// only when named).
+        /// Comma-separated stages (default all but drop and eta-edges): baselines, sale,
+        /// sale-halved, capacity, embedded, position, sse, sse-h2, gate, ghosts, orders-confirm,
+        /// drop (the scheduled drop), eta-edges (issue 43's scenarios on both stores, ~5 min);
+        /// the last two only when named.
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).
@@ -163,11 +164,12 @@ fn main() -> anyhow::Result<()> {
             if !sse_steps.is_empty() {
                 profile.sse_steps = sse_steps;
             }
-            // The scheduled drop runs only when asked (it takes its joins' minute per size).
+            // The scheduled drop (its joins' minute per size) and the ETA edges (fixed scale,
+            // minutes) run only when asked.
             let stages = if stages.is_empty() {
                 STAGES
                     .iter()
-                    .filter(|s| **s != "drop")
+                    .filter(|s| !ONLY_WHEN_NAMED.contains(s))
                     .map(|s| (*s).to_owned())
                     .collect()
             } else {

@@ -6,12 +6,12 @@ use std::process::Command;
 use crate::profile::Profile;
 use crate::report::Report;
 use crate::{
-    baselines, calibration, capacity, embedded, gate_overhead, ghosts, orders_confirm,
+    baselines, calibration, capacity, embedded, eta_edges, gate_overhead, ghosts, orders_confirm,
     position_cost, sale, scheduled_drop, sse_capacity,
 };
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 12] = [
+pub const STAGES: [&str; 13] = [
     "baselines",
     "sale",
     "sale-halved",
@@ -24,7 +24,11 @@ pub const STAGES: [&str; 12] = [
     "ghosts",
     "orders-confirm",
     "drop",
+    "eta-edges",
 ];
+
+/// The stages that run only when named (minutes each, at a fixed scale).
+pub const ONLY_WHEN_NAMED: [&str; 2] = ["drop", "eta-edges"];
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -123,6 +127,12 @@ pub async fn run(options: &RunOptions) -> Report {
             {
                 report.note(format!("stage drop ({shoppers}) failed: {error:#}"));
             }
+        }
+    }
+    if wants("eta-edges") {
+        eprintln!("[bench] stage: ETA at the edges (issue 43), both stores");
+        if let Err(error) = eta_edges::run(&options.vestibule, &mut report).await {
+            report.note(format!("stage eta-edges failed: {error:#}"));
         }
     }
     if wants("position") {

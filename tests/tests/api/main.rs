@@ -11,6 +11,7 @@ mod configuration;
 mod document;
 mod embedding;
 mod eta;
+mod eta_edges;
 mod instant;
 mod joins;
 mod opening;
