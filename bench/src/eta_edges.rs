@@ -315,6 +315,16 @@ fn offset(from: u64, to: u64) -> String {
     format!("{:+.1} s", (to as f64 - from as f64) / 1000.0)
 }
 
+/// The capped room of scenarios 1 and 2: cap 20, TTL 60 s, checkouts expected to take 3 s.
+const CAPPED_ROOM: [&str; 6] = [
+    "--max-active-users",
+    "20",
+    "--token-ttl-secs",
+    "60",
+    "--expected-checkout-secs",
+    "3",
+];
+
 /// Scenario 1: the cold start of a capped room.
 async fn cold_start(vestibule: &Path, report: &mut Report) -> anyhow::Result<()> {
     const TTL_SECS: u64 = 60;
@@ -322,10 +332,10 @@ async fn cold_start(vestibule: &Path, report: &mut Report) -> anyhow::Result<()>
     plan.sse_share = 0.2;
     plan.checkout = vec![(0.0, Duration::from_secs(3))];
     report.note(
-        "ETA edges, cold start: cap 20, 20 /s, token TTL 60 s; 300 shoppers join within 0.5 s, \
+        "ETA edges, cold start: cap 20, 20 /s, token TTL 60 s, expected checkout 3 s; 300 shoppers join within 0.5 s, \
          20% on SSE, each orders 3 s after it sees its token",
     );
-    let extra = ["--max-active-users", "20", "--token-ttl-secs", "60"];
+    let extra = CAPPED_ROOM;
     let runs = on_both_stores(vestibule, 20.0, &extra, "", &plan).await?;
     let mut figures = Vec::new();
     let mut early = Vec::new();
@@ -380,11 +390,11 @@ async fn checkout_slows(vestibule: &Path, report: &mut Report) -> anyhow::Result
         (SLOWS_AT_SECS, Duration::from_secs(10)),
     ];
     report.note(
-        "ETA edges, checkout slows: cap 20, 20 /s, token TTL 60 s; 7 joins/s for 60 s, then \
+        "ETA edges, checkout slows: cap 20, 20 /s, token TTL 60 s, expected checkout 3 s; 7 joins/s for 60 s, then \
          2 /s for 60 s; 20% on SSE; a shopper orders 3 s after it sees its token, 10 s when it \
          sees it from +60 s on; phases by join time",
     );
-    let extra = ["--max-active-users", "20", "--token-ttl-secs", "60"];
+    let extra = CAPPED_ROOM;
     let runs = on_both_stores(vestibule, 20.0, &extra, "", &plan).await?;
     for (phase, slowed) in [
         ("steady (3 s)", false),

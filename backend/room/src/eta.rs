@@ -143,10 +143,10 @@ pub fn hold(stock_binds: bool, inputs: &EtaInputs) -> Hold {
         };
     }
     if let Some(measured) = inputs.pace.finish_per_active_sec {
-        let hazard = measured.max(floor);
+        let recent = inputs.pace.recent_finish_per_active_sec.unwrap_or(measured);
         return Hold {
-            hazard,
-            hazard_high: hazard,
+            hazard: measured.max(floor),
+            hazard_high: measured.min(recent).max(floor),
             basis: EtaBasis::MeasuredCheckout,
         };
     }

@@ -18,6 +18,13 @@ pub const WINDOW_SECS: f64 = 60.0;
 /// before any of them finishes.
 pub const FINISH_WINDOW_SECS: f64 = 15.0;
 
+/// Time constant of the recent finish rate (the high estimate's), seconds.
+pub const RECENT_FINISH_WINDOW_SECS: f64 = 5.0;
+
+/// Finishes the 15-s rate must predict over the recent window's exposure before the recent
+/// rate is published: none in a stretch that should have seen two says checkout slowed.
+const RECENT_EXPECTED_FINISHES: f64 = 2.0;
+
 /// Exposure needed before a rate is published: one second of admission, or one active shopper
 /// for one second.
 const MIN_EXPOSURE: f64 = 1.0;
@@ -78,6 +85,7 @@ pub struct TickSample {
 pub struct PaceMeter {
     admission: DecayedRatio,
     finishes: DecayedRatio,
+    recent_finishes: DecayedRatio,
     /// Active users after the previous tick (`None` before the first).
     last_active: Option<u64>,
     cap_limited: bool,
@@ -95,12 +103,16 @@ impl PaceMeter {
         let elapsed = tick.elapsed_secs.max(0.0);
         self.admission.decay((-elapsed / WINDOW_SECS).exp());
         self.finishes.decay((-elapsed / FINISH_WINDOW_SECS).exp());
+        self.recent_finishes
+            .decay((-elapsed / RECENT_FINISH_WINDOW_SECS).exp());
         if !tick.paused && !tick.cap_limited && tick.waiting > 0 {
             self.admission.add(tick.admitted as f64, elapsed);
         }
         if let Some(before) = self.last_active {
             let finished = (before + tick.admitted).saturating_sub(tick.active);
             self.finishes.add(finished as f64, before as f64 * elapsed);
+            self.recent_finishes
+                .add(finished as f64, before as f64 * elapsed);
         }
         self.last_active = Some(tick.active);
         self.cap_limited = tick.cap_limited;
@@ -113,9 +125,14 @@ impl PaceMeter {
 
     /// The measured pace to publish.
     pub fn pace(&self) -> Pace {
+        let finish_per_active_sec = self.finishes.value(MIN_FINISHES);
+        let recent = self.recent_finishes;
         Pace {
             admitted_per_sec: self.admission.value(MIN_ADMISSIONS),
-            finish_per_active_sec: self.finishes.value(MIN_FINISHES),
+            finish_per_active_sec,
+            recent_finish_per_active_sec: finish_per_active_sec
+                .filter(|rate| recent.exposure * rate >= RECENT_EXPECTED_FINISHES)
+                .map(|_| recent.events / recent.exposure),
             cap_limited: self.cap_limited,
         }
     }
@@ -191,6 +208,38 @@ mod tests {
     }
 
     #[test]
+    fn a_checkout_that_slows_lowers_the_recent_rate_within_seconds() {
+        let mut meter = PaceMeter::default();
+        meter.record(&tick(20, 100, 20));
+        // Steady: 20 active, one finishes every 0.2 s (a 4-s hold) and is replaced.
+        for n in 0..600 {
+            meter.record(&TickSample {
+                cap_limited: true,
+                ..tick(u64::from(n % 2 == 0), 100, 20)
+            });
+        }
+        let steady = meter.pace();
+        let rate = steady.finish_per_active_sec.unwrap();
+        assert!((rate - 0.25).abs() < 0.01, "{rate}");
+        let recent = steady.recent_finish_per_active_sec.unwrap();
+        assert!((recent - 0.25).abs() < 0.03, "{recent}");
+        // Checkout slows: nobody finishes for 4 s.
+        for _ in 0..40 {
+            meter.record(&TickSample {
+                cap_limited: true,
+                ..tick(0, 100, 20)
+            });
+        }
+        let slowed = meter.pace();
+        let rate = slowed.finish_per_active_sec.unwrap();
+        let recent = slowed.recent_finish_per_active_sec.unwrap();
+        assert!(
+            recent < 0.12 && recent < rate * 0.6,
+            "recent {recent}, 15-s {rate}"
+        );
+    }
+
+    #[test]
     fn a_slow_room_publishes_no_rate_until_enough_shoppers_were_admitted() {
         let mut meter = PaceMeter::default();
         // 0.5/s for 20 s: 10 admissions, too few to tell the rate within 5%.
@@ -205,9 +254,18 @@ mod tests {
         let pace = Pace {
             admitted_per_sec: Some(17.5),
             finish_per_active_sec: None,
+            recent_finish_per_active_sec: Some(0.25),
             cap_limited: true,
         };
         assert_eq!(Pace::decode(&pace.encode()), Some(pace));
+        // The form of a leader that knows no recent rate.
+        assert_eq!(
+            Pace::decode("17.5 - 1"),
+            Some(Pace {
+                recent_finish_per_active_sec: None,
+                ..pace
+            })
+        );
         assert_eq!(Pace::decode(""), None);
         assert_eq!(Pace::decode("1 2"), None);
         assert_eq!(Pace::decode("x - 0"), None);

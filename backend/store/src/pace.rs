@@ -11,19 +11,25 @@ pub struct Pace {
     /// Finishes (orders, releases, expiries) per active shopper per second over about the last
     /// 15 s; `None` until measured.
     pub finish_per_active_sec: Option<f64>,
+    /// The same over about the last 5 s, once that stretch should have seen two finishes at the
+    /// 15-s rate; `None` until then. The high estimate takes the lower of the two, so a checkout
+    /// that slows widens the range within seconds.
+    pub recent_finish_per_active_sec: Option<f64>,
     /// The last tick left shoppers waiting because of the cap on active users.
     pub cap_limited: bool,
 }
 
 impl Pace {
-    /// The store's text form: `"rate hazard cap"`, `-` for an unknown number, cap `0|1`.
+    /// The store's text form: `"rate hazard cap recent"`, `-` for an unknown number, cap `0|1`
+    /// (`recent` last, so a reader that knows only the first three still reads them).
     pub fn encode(&self) -> String {
         let number = |value: Option<f64>| value.map_or("-".to_owned(), |v| format!("{v:.6}"));
         format!(
-            "{} {} {}",
+            "{} {} {} {}",
             number(self.admitted_per_sec),
             number(self.finish_per_active_sec),
-            u8::from(self.cap_limited)
+            u8::from(self.cap_limited),
+            number(self.recent_finish_per_active_sec)
         )
     }
 
@@ -47,9 +53,20 @@ impl Pace {
             "1" => true,
             _ => return None,
         };
+        let recent_finish_per_active_sec = match parts.next() {
+            None => None,
+            Some("-") => None,
+            Some(value) => Some(
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)?,
+            ),
+        };
         Some(Self {
             admitted_per_sec,
             finish_per_active_sec,
+            recent_finish_per_active_sec,
             cap_limited,
         })
     }
