@@ -402,8 +402,12 @@ impl TestApp {
         Self {
             child: ChildGuard::new(child),
             base: format!("http://{address}"),
+            // Idle connections are dropped before the server's keep-alive timeout (10 s,
+            // `--header-read-timeout-secs`) closes them: a request sent on a connection the server
+            // is closing fails (IncompleteMessage), which browsers retry and reqwest does not.
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .expect("client"),
             log,
