@@ -458,7 +458,8 @@ async fn a_standard_retrying_client_recovers_an_order_first_refused_by_a_full_re
 /// "Joins nobody heard the answer of"): three keyless joins while Redis is frozen for 3 s never
 /// get a token and count in nobody's position, while the shoppers joined before and after are
 /// admitted normally; a keyed join answered 504 and retried after the stall gets its ticket
-/// back at its own place, between them, and is admitted.
+/// back at its own place, between them, and is admitted. (Joins that wait behind the frozen
+/// call are never sent: how many of the keyless ones ran depends on the batching.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_answered_504_in_a_stall_take_no_slot_and_no_place_until_heard_from() {
     let app = TestApp::spawn(Backend::Redis, &["--store-timeout-ms", "300"]).await;
@@ -471,12 +472,17 @@ async fn joins_answered_504_in_a_stall_take_no_slot_and_no_place_until_heard_fro
 
     redis.pause();
     let frozen = std::time::Instant::now();
-    let keyless = (0..3).map(|_| app.join_request("main").send());
+    // The keyed join first, so that its call is the one sent into the frozen Redis; the keyless
+    // ones may be sent with it or wait behind it and never be sent (both are answered 504).
     let keyed = app
         .join_request("main")
         .header("Idempotency-Key", "stalled-key")
         .send();
-    let (keyless, keyed) = tokio::join!(join_all(keyless), keyed);
+    let keyless = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        join_all((0..3).map(|_| app.join_request("main").send())).await
+    };
+    let (keyless, keyed) = tokio::join!(keyless, keyed);
     tokio::time::sleep(Duration::from_secs(3).saturating_sub(frozen.elapsed())).await;
     redis.resume();
     for answer in keyless.into_iter().chain([keyed]) {
@@ -499,10 +505,12 @@ async fn joins_answered_504_in_a_stall_take_no_slot_and_no_place_until_heard_fro
             .filter(|key| redis.cli(&["HGET", key, "state"]) == "HELD")
             .count()
     };
-    assert_eq!(
-        held(),
-        4,
-        "three keyless joins and the keyed one are parked"
+    // Every stalled join that ran is parked (none is in the line: `waiting` is 3): the keyed
+    // one, and the keyless ones sent with it.
+    let parked = held();
+    assert!(
+        (1..=4).contains(&parked),
+        "{parked} tickets held after the stall"
     );
 
     // The keyed join retried: its ticket, at its own place (after the two before, ahead of the
@@ -537,5 +545,9 @@ async fn joins_answered_504_in_a_stall_take_no_slot_and_no_place_until_heard_fro
         4,
         "no token for the absent: {tokens}"
     );
-    assert_eq!(held(), 3, "the three keyless tickets still hold nothing");
+    assert_eq!(
+        held(),
+        parked - 1,
+        "the keyless tickets that ran still hold nothing"
+    );
 }
