@@ -238,7 +238,7 @@ pub struct Config {
     )]
     pub max_active_users: Option<u64>,
 
-    /// Seconds a shopper is expected to hold an entry token before using it; unset = TTL ÷ 3.
+    /// Seconds a shopper is expected to hold a token; unset = TTL ÷ 3.
     ///
     /// 1–86400. Under a cap on active users, the ETA's pace until checkouts are measured. A
     /// room setting (`expectedCheckoutSecs`) like `--admission-rate`.

@@ -1,6 +1,7 @@
 //! The capacity calculator: from the checkout's connection pool, its average checkout time and
 //! a utilization target, the admission rate the checkout can take; from the P95 checkout time,
-//! the entry token TTL. "Apply" sets both on the room (with the controls' confirmation).
+//! the entry token TTL and the expected checkout (the ETA's pace under a cap until checkouts are
+//! measured). "Apply" sets the three on the room (with the controls' confirmation).
 
 use leptos::prelude::*;
 use serde_json::json;
@@ -22,6 +23,14 @@ pub fn admission_rate(pool: f64, average_ms: f64, utilization_percent: f64) -> O
 pub fn token_ttl_secs(p95_secs: f64) -> Option<u64> {
     (p95_secs > 0.0 && p95_secs.is_finite())
         .then(|| (p95_secs * 1.5).ceil() as u64)
+        .map(|secs| secs.clamp(1, 86_400))
+}
+
+/// A shopper's expected (average) checkout for a P95 checkout time: about half the P95 (whole
+/// seconds, 1–86400).
+pub fn expected_checkout_secs(p95_secs: f64) -> Option<u64> {
+    (p95_secs > 0.0 && p95_secs.is_finite())
+        .then(|| (p95_secs / 2.0).ceil() as u64)
         .map(|secs| secs.clamp(1, 86_400))
 }
 
@@ -61,9 +70,14 @@ pub fn Calculator(console: Console, room: String, changes: Changes) -> impl Into
         let (Some(rate), Some(ttl)) = (rate.get_untracked(), ttl.get_untracked()) else {
             return;
         };
+        let expected = expected_checkout_secs(number(&p95.get_untracked()));
         changes.apply(
             &room,
-            json!({"admissionRatePerSec": rate, "tokenTtlSecs": ttl}),
+            json!({
+                "admissionRatePerSec": rate,
+                "tokenTtlSecs": ttl,
+                "expectedCheckoutSecs": expected,
+            }),
         );
     };
     view! {
@@ -113,5 +127,12 @@ mod tests {
         assert_eq!(token_ttl_secs(0.3), Some(1));
         assert_eq!(token_ttl_secs(0.0), None);
         assert_eq!(token_ttl_secs(1e9), Some(86_400));
+    }
+
+    #[test]
+    fn the_expected_checkout_is_half_the_p95() {
+        assert_eq!(expected_checkout_secs(240.0), Some(120));
+        assert_eq!(expected_checkout_secs(0.3), Some(1));
+        assert_eq!(expected_checkout_secs(f64::NAN), None);
     }
 }

@@ -205,8 +205,8 @@ fn pair(text: Text) -> (&'static str, &'static str) {
         NoChange => ("Nothing to change.", "바뀐 값이 없습니다."),
         Calculator => ("Capacity calculator", "처리 용량 계산기"),
         CalculatorHelp => (
-            "Rate = pool ÷ average checkout seconds × utilization; token TTL = P95 checkout time × 1.5.",
-            "입장 속도 = 커넥션 풀 ÷ 평균 결제 시간(초) × 목표 사용률, 입장권 유효 시간 = 결제 시간 P95 × 1.5.",
+            "Rate = pool ÷ average checkout seconds × utilization; token TTL = P95 checkout time × 1.5; expected checkout (the ETA's pace until checkouts are measured) = P95 ÷ 2.",
+            "입장 속도 = 커넥션 풀 ÷ 평균 결제 시간(초) × 목표 사용률, 입장권 유효 시간 = 결제 시간 P95 × 1.5, 예상 결제 시간(결제가 측정되기 전 예상 대기 시간의 기준) = P95 ÷ 2.",
         ),
         PoolSize => ("Checkout connection pool size", "결제 커넥션 풀 크기"),
         AvgCheckoutMs => ("Average checkout time (ms)", "평균 결제 시간 (ms)"),
