@@ -132,6 +132,9 @@ struct PhaseFigures {
     seen_sse: Vec<f64>,
     /// Shoppers shown each reason at least once.
     reasons: BTreeMap<&'static str, u64>,
+    /// Those admitted later than their first high estimate: (first position, first ETA, first
+    /// high, real wait in seconds, joined at ms after the phase's first join).
+    late: Vec<(u64, u64, u64, f64, u64)>,
 }
 
 fn phase_figures(shoppers: &[Shopper], ttl_secs: u64) -> PhaseFigures {
@@ -146,6 +149,7 @@ fn phase_figures(shoppers: &[Shopper], ttl_secs: u64) -> PhaseFigures {
         instant: calibration.instant,
         ..PhaseFigures::default()
     };
+    let start = first_join_ms(shoppers);
     for shopper in shoppers {
         let issued = issued_ms(shopper, ttl_secs);
         if let Some(eta) = shopper
@@ -153,11 +157,20 @@ fn phase_figures(shoppers: &[Shopper], ttl_secs: u64) -> PhaseFigures {
             .filter(|_| shopper.first_position.is_some())
         {
             match issued {
-                Some(at) => figures.ratios.push(
-                    at.saturating_sub(shopper.join_answered_unix_ms) as f64
-                        / 1000.0
-                        / eta.max(1) as f64,
-                ),
+                Some(at) => {
+                    let real = at.saturating_sub(shopper.join_answered_unix_ms) as f64 / 1000.0;
+                    figures.ratios.push(real / eta.max(1) as f64);
+                    let high = shopper.first_eta_high_secs.unwrap_or(0);
+                    if real > high as f64 {
+                        figures.late.push((
+                            shopper.first_position.unwrap_or(0),
+                            eta,
+                            high,
+                            real,
+                            shopper.join_answered_unix_ms.saturating_sub(start),
+                        ));
+                    }
+                }
                 None => figures.never += 1,
             }
         }
@@ -280,6 +293,26 @@ fn report_phase(
                 .all(|(_, f)| quantile(&f.seen_sse, 1.0) <= 1.0),
         ),
         "the stream re-reads its ticket every 500 ms (--sse-refresh-ms)",
+    );
+    report.row(
+        format!("ETA edges, {phase}: late against the first high (first 12 by join)"),
+        both(&|f| {
+            let mut late = f.late.clone();
+            late.sort_by_key(|l| l.4);
+            late.iter()
+                .take(12)
+                .map(|(position, eta, high, real, at)| {
+                    format!(
+                        "+{:.1} s #{position} {eta}–{high} s took {real:.1} s",
+                        *at as f64 / 1000.0
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }),
+        "–",
+        Verdict::Info,
+        "join time from the phase's first join, first position, first ETA range, real wait",
     );
     report.row(
         format!("ETA edges, {phase}: reasons shown (shoppers shown each)"),
