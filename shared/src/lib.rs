@@ -19,6 +19,7 @@
 //! - [`admin_events`]: the admin event stream's figures (the operator console).
 
 pub mod admin_events;
+pub mod auto_rate;
 pub mod bots;
 pub mod draw;
 pub mod embed;

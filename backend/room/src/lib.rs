@@ -22,6 +22,7 @@
 //! - [`sync`]: the registry kept in line with the rooms' documents every tick; a task per room.
 //! - [`outage`]: what protected paths do while the store is down (`--outage-policy`).
 
+pub mod auto_rate;
 pub mod bots;
 pub mod counters;
 pub mod eta;

@@ -1,0 +1,231 @@
+use super::*;
+
+const SETTINGS: AutoRate = AutoRate {
+    min: 10.0,
+    max: 400.0,
+    target_p95_ms: 500,
+    max_error_rate: 0.01,
+};
+
+/// A storefront as a fluid: `capacity` requests per second served after a 200-ms service time
+/// that grows with load, a backlog in front, and 5xx once two seconds' worth are waiting.
+struct Origin {
+    capacity: f64,
+    backlog: f64,
+}
+
+impl Origin {
+    /// One second at `rate` requests/s in 100-ms steps: the window's signals.
+    fn second(&mut self, rate: f64) -> OriginSignals {
+        let (mut worst_ms, mut arrived, mut dropped) = (0.0_f64, 0.0, 0.0);
+        for _ in 0..10 {
+            let arrivals = rate * 0.1;
+            arrived += arrivals;
+            self.backlog += arrivals;
+            let room = 2.0 * self.capacity;
+            if self.backlog > room {
+                dropped += self.backlog - room;
+                self.backlog = room;
+            }
+            self.backlog = (self.backlog - self.capacity * 0.1).max(0.0);
+            let utilization = (rate / self.capacity).min(1.0);
+            let latency_ms = 200.0 * (1.0 + 0.5 * utilization) + self.backlog / self.capacity * 1e3;
+            worst_ms = worst_ms.max(latency_ms);
+        }
+        OriginSignals {
+            requests: arrived as u64,
+            p50_ms: worst_ms * 0.8,
+            p95_ms: worst_ms,
+            error_rate: if arrived > 0.0 {
+                dropped / arrived
+            } else {
+                0.0
+            },
+            in_flight: self.backlog as u64,
+        }
+    }
+}
+
+/// Runs the loop against `capacity(second)` for `secs` seconds from `start_rate`: each second's
+/// (rate, signals).
+fn run(start_rate: f64, secs: u64, capacity: impl Fn(u64) -> f64) -> Vec<(f64, OriginSignals)> {
+    let mut origin = Origin {
+        capacity: capacity(0),
+        backlog: 0.0,
+    };
+    let mut controller = Controller::default();
+    let mut rate = start_rate;
+    let mut trace = Vec::new();
+    for second in 0..secs {
+        origin.capacity = capacity(second);
+        let signals = origin.second(rate);
+        trace.push((rate, signals));
+        let now_ms = (second + 1) * 1_000;
+        let reading = Reading {
+            at_ms: now_ms,
+            signals,
+        };
+        rate = controller
+            .step(&SETTINGS, rate, Some(&reading), now_ms)
+            .rate;
+    }
+    trace
+}
+
+fn healthy(requests: u64, p95_ms: f64) -> OriginSignals {
+    OriginSignals {
+        requests,
+        p50_ms: p95_ms / 2.0,
+        p95_ms,
+        error_rate: 0.0,
+        in_flight: 1,
+    }
+}
+
+#[test]
+fn never_exceeds_max_and_reaches_it_on_an_origin_that_takes_everything() {
+    let trace = run(10.0, 120, |_| 1e9);
+    assert!(trace.iter().all(|(rate, _)| *rate <= SETTINGS.max));
+    assert_eq!(trace.last().unwrap().0, SETTINGS.max);
+}
+
+#[test]
+fn never_rises_on_stale_or_missing_signals_and_falls_to_min_once_lost() {
+    let mut controller = Controller::default();
+    let fresh = Reading {
+        at_ms: 1_000,
+        signals: healthy(100, 100.0),
+    };
+    let risen = controller.step(&SETTINGS, 100.0, Some(&fresh), 1_000).rate;
+    assert!(risen > 100.0);
+    let mut rate = risen;
+    for now_ms in (4_100..11_000).step_by(1_000) {
+        let stale = controller.step(&SETTINGS, rate, Some(&fresh), now_ms);
+        assert!(stale.rate <= rate, "rose on stale signals at {now_ms}");
+        assert_eq!(stale.reason, AutoRateReason::SignalsStale);
+        rate = stale.rate;
+    }
+    let lost = controller.step(&SETTINGS, rate, None, 11_000);
+    assert_eq!(
+        (lost.rate, lost.reason),
+        (SETTINGS.min, AutoRateReason::SignalsLost)
+    );
+    // A controller that never heard from the origin holds, then falls; it never rises.
+    let mut fresh_start = Controller::default();
+    for now_ms in (0..10_000).step_by(1_000) {
+        let decision = fresh_start.step(&SETTINGS, 175.0, None, now_ms);
+        assert_eq!(
+            (decision.rate, decision.reason),
+            (175.0, AutoRateReason::SignalsStale)
+        );
+    }
+    assert_eq!(
+        fresh_start.step(&SETTINGS, 175.0, None, 10_000).rate,
+        SETTINGS.min
+    );
+}
+
+#[test]
+fn holds_on_too_few_requests_and_stays_within_min_and_max() {
+    let mut controller = Controller::default();
+    let reading = Reading {
+        at_ms: 1_000,
+        signals: healthy(MIN_REQUESTS - 1, 50.0),
+    };
+    let decision = controller.step(&SETTINGS, 50.0, Some(&reading), 1_000);
+    assert_eq!(
+        (decision.rate, decision.reason),
+        (50.0, AutoRateReason::LittleTraffic)
+    );
+    let below = controller.step(&SETTINGS, 1.0, Some(&reading), 2_000);
+    assert_eq!(below.rate, SETTINGS.min);
+    let above = controller.step(&SETTINGS, 1e4, Some(&reading), 3_000);
+    assert_eq!(above.rate, SETTINGS.max);
+}
+
+#[test]
+fn cuts_at_once_on_errors_and_on_latency_in_proportion() {
+    let mut controller = Controller::default();
+    let errors = OriginSignals {
+        error_rate: 0.05,
+        ..healthy(500, 100.0)
+    };
+    let decision = controller.step(
+        &SETTINGS,
+        200.0,
+        Some(&Reading {
+            at_ms: 0,
+            signals: errors,
+        }),
+        0,
+    );
+    assert_eq!(decision.reason, AutoRateReason::ErrorsHigh);
+    assert!((decision.rate - 140.0).abs() < 1e-9);
+    let mut controller = Controller::default();
+    let slow = healthy(500, 800.0);
+    let decision = controller.step(
+        &SETTINGS,
+        200.0,
+        Some(&Reading {
+            at_ms: 0,
+            signals: slow,
+        }),
+        0,
+    );
+    assert_eq!(decision.reason, AutoRateReason::LatencyHigh);
+    assert!((decision.rate - 125.0).abs() < 1e-9, "{}", decision.rate);
+}
+
+/// Mean of the rates over seconds `from..to` of a trace.
+fn mean_rate(trace: &[(f64, OriginSignals)], from: usize, to: usize) -> f64 {
+    trace[from..to].iter().map(|(rate, _)| rate).sum::<f64>() / (to - from) as f64
+}
+
+#[test]
+fn converges_on_a_constant_origin() {
+    let trace = run(175.0, 120, |_| 150.0);
+    let mean = mean_rate(&trace, 30, 120);
+    assert!((0.9 * 150.0..=1.1 * 150.0).contains(&mean), "mean {mean}");
+    let within = trace[30..]
+        .iter()
+        .filter(|(_, s)| s.p95_ms <= 500.0)
+        .count();
+    assert!(within * 100 >= 95 * 90, "p95 within target {within}/90 s");
+}
+
+#[test]
+fn backs_off_within_ten_seconds_of_a_halving_and_recovers_within_thirty() {
+    let capacity = |second: u64| {
+        if (60..120).contains(&second) {
+            75.0
+        } else {
+            150.0
+        }
+    };
+    let trace = run(175.0, 180, capacity);
+    let backed_off = (60..180)
+        .find(|&s| trace[s].0 <= 75.0 * 1.1)
+        .expect("never backed off");
+    assert!(backed_off <= 70, "backed off at {backed_off} s");
+    let recovered = (120..180)
+        .find(|&s| trace[s].0 >= 0.9 * 150.0)
+        .expect("never recovered");
+    assert!(recovered <= 150, "recovered at {recovered} s");
+    for (from, to, capacity) in [(20, 60, 150.0), (75, 120, 75.0), (150, 180, 150.0)] {
+        let mean = mean_rate(&trace, from, to);
+        assert!(
+            mean >= 0.9 * capacity,
+            "mean {mean} over {from}..{to} s for {capacity}/s"
+        );
+    }
+    // The halving's backlog is the only time over the target: at most 5% of the seconds.
+    let over = trace
+        .iter()
+        .filter(|(_, s)| s.p95_ms > 500.0 || s.error_rate > 0.01)
+        .count();
+    assert!(
+        over * 100 <= 5 * trace.len(),
+        "{over} of {} s over a target",
+        trace.len()
+    );
+}

@@ -1,0 +1,129 @@
+//! Admission that follows the origin's health (`autoRate`, docs/DESIGN.md "Closed-loop
+//! admission"): the room setting that turns the loop on, the origin's signals it reads, and why
+//! the loop last moved the rate. The controller itself is `vestibule_room::auto_rate`.
+
+use serde::{Deserialize, Serialize};
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// Lowest `targetP95Ms`, milliseconds.
+pub const TARGET_P95_MS_MIN: u64 = 10;
+/// Highest `targetP95Ms`, milliseconds (one minute).
+pub const TARGET_P95_MS_MAX: u64 = 60_000;
+/// Highest `maxErrorRate` (a fraction: 0.5 = half the requests fail).
+pub const MAX_ERROR_RATE_MAX: f64 = 0.5;
+
+/// A room's closed loop: each second its scheduler leader moves the admission rate within
+/// [`min`, `max`] toward the most the origin takes while its p95 latency stays under
+/// `targetP95Ms` and its error rate under `maxErrorRate`. Absent (null) = the rate is the
+/// operator's alone (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoRate {
+    /// Lowest admission rate the loop sets, shoppers per second (also where it falls when the
+    /// origin's signals are lost). Example: `10`.
+    pub min: f64,
+    /// Highest admission rate the loop sets, shoppers per second. Example: `400`.
+    pub max: f64,
+    /// The origin's p95 latency to stay under, milliseconds, 10–60000. Example: `500`.
+    pub target_p95_ms: u64,
+    /// The share of the origin's answers that may be 5xx or time out, 0–0.5. Example: `0.01`.
+    pub max_error_rate: f64,
+}
+
+impl AutoRate {
+    /// Checks the bounds: `0 ≤ min ≤ max ≤` the admission rate's highest, `targetP95Ms` in
+    /// 10–60000, `maxErrorRate` in 0–0.5.
+    ///
+    /// # Errors
+    /// A sentence naming the field and its bounds (the admin API's 400 detail).
+    pub fn validate(&self) -> Result<(), String> {
+        let rate_max = crate::settings::ADMISSION_RATE_PER_SEC_MAX;
+        let rate_ok = |v: f64| v.is_finite() && (0.0..=rate_max).contains(&v);
+        if !rate_ok(self.min) || !rate_ok(self.max) || self.min > self.max {
+            return Err(format!(
+                "autoRate.min and autoRate.max must be 0–{rate_max} shoppers/s with min ≤ max"
+            ));
+        }
+        if !(TARGET_P95_MS_MIN..=TARGET_P95_MS_MAX).contains(&self.target_p95_ms) {
+            return Err(format!(
+                "autoRate.targetP95Ms must be {TARGET_P95_MS_MIN}–{TARGET_P95_MS_MAX} ms"
+            ));
+        }
+        if !(self.max_error_rate.is_finite()
+            && (0.0..=MAX_ERROR_RATE_MAX).contains(&self.max_error_rate))
+        {
+            return Err(format!(
+                "autoRate.maxErrorRate must be a fraction 0–{MAX_ERROR_RATE_MAX}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The origin's health over the last few seconds, as the loop reads it (from gate mode's own
+/// measurements, a storefront's `POST …/signals`, or a health URL).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct OriginSignals {
+    /// Requests the origin answered (or that timed out) in the window. Example: `820`.
+    pub requests: u64,
+    /// Median latency, milliseconds. Example: `120`.
+    pub p50_ms: f64,
+    /// 95th-percentile latency, milliseconds. Example: `310`.
+    pub p95_ms: f64,
+    /// Share of the window's requests answered 5xx or timed out, 0–1. Example: `0.002`.
+    pub error_rate: f64,
+    /// Requests in flight to the origin now. Example: `35`.
+    pub in_flight: u64,
+}
+
+/// Why the loop left the admission rate where it is (the audit log's and the console's words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AutoRateReason {
+    /// The origin is well under its targets: the rate rises quickly.
+    Headroom,
+    /// Under the targets near the rate where the origin last struggled: the rate rises slowly.
+    Probing,
+    /// Close to the latency target: the rate holds.
+    AtTarget,
+    /// p95 latency over the target: the rate falls in proportion.
+    LatencyHigh,
+    /// p95 latency under the target but rising by a tenth a second: the rate is trimmed by 5%.
+    LatencyRising,
+    /// Errors over `maxErrorRate`: the rate falls by 30%.
+    ErrorsHigh,
+    /// Just lowered, and the origin's backlog is draining: the rate holds.
+    Settling,
+    /// Too few requests in the window to judge: the rate holds.
+    LittleTraffic,
+    /// No fresh signals (for under 10 s): the rate holds at its last safe value.
+    SignalsStale,
+    /// No fresh signals for 10 s or more: the rate falls to `min`.
+    SignalsLost,
+    /// At `max`.
+    AtMax,
+}
+
+impl AutoRateReason {
+    /// The reason's JSON spelling, e.g. `LATENCY_HIGH`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Headroom => "HEADROOM",
+            Self::Probing => "PROBING",
+            Self::AtTarget => "AT_TARGET",
+            Self::LatencyHigh => "LATENCY_HIGH",
+            Self::LatencyRising => "LATENCY_RISING",
+            Self::ErrorsHigh => "ERRORS_HIGH",
+            Self::Settling => "SETTLING",
+            Self::LittleTraffic => "LITTLE_TRAFFIC",
+            Self::SignalsStale => "SIGNALS_STALE",
+            Self::SignalsLost => "SIGNALS_LOST",
+            Self::AtMax => "AT_MAX",
+        }
+    }
+}
