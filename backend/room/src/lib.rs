@@ -25,7 +25,9 @@
 pub mod bots;
 pub mod counters;
 pub mod eta;
+pub mod figure_record;
 pub mod figures;
+pub mod history;
 pub mod opening;
 pub mod options;
 pub mod outage;
