@@ -2,9 +2,11 @@
 //! room's live figures as one replica sees them. The operator console (`console/`) draws its
 //! rooms list, numbers and charts from it.
 //!
-//! Room-wide figures (waiting, active users, the configured rate, the state) are read from the
-//! store and are the same through every replica. Figures marked "this replica" count what the
-//! replica answering the stream did (behind a load balancer, each replica sees its share).
+//! Every figure is the room's, the same through every replica (within one refresh): waiting,
+//! active users, the rate and the state are read from the store; joins, polls, streams and
+//! tokens used are the sum of every live replica's last second, shared through the store; the
+//! leader's figures (admitted, expired, the wait at the back, `leader`) are those the leader
+//! shared. [`FigureHistory`] is the last hour of them, [`SaleSummary`] the sale's totals.
 
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "openapi")]
@@ -57,19 +59,19 @@ pub struct RoomFigures {
     pub active_users: u64,
     /// The configured admission rate, shoppers per second. Example: `175.0`.
     pub admission_rate_per_sec: f64,
-    /// Shoppers actually admitted per second: counted over the last second when this replica
-    /// leads the room, else the leader's published measurement (about the last minute); null
-    /// while unknown. Example: `174.0`.
+    /// Shoppers actually admitted per second, counted by the leader over its last second; null
+    /// while no leader shared it (then the leader's published pace, about the last minute, if
+    /// any). Example: `174.0`.
     pub admitted_per_sec: Option<f64>,
-    /// Joins answered per second (this replica; new tickets and repeated joins). Example: `40.0`.
+    /// Joins answered per second, every replica (new tickets and repeated joins). Example: `40.0`.
     pub joins_per_sec: f64,
-    /// Ticket polls answered per second (this replica). Example: `900.0`.
+    /// Ticket polls answered per second, every replica. Example: `900.0`.
     pub polls_per_sec: f64,
-    /// Open SSE ticket streams (this replica). Example: `12`.
+    /// Open SSE ticket streams, every replica. Example: `12`.
     pub sse_streams: u64,
-    /// Entry tokens used by orders or the storefront's consume, per second (this replica).
+    /// Entry tokens used by orders or the storefront's consume, per second, every replica.
     pub tokens_used_per_sec: f64,
-    /// Entry tokens expired unused per second (counted by the leader; 0 on other replicas).
+    /// Entry tokens expired unused per second (counted by the leader).
     pub tokens_expired_per_sec: f64,
     /// The estimated wait at the back of the line, seconds (the median a shopper joining now
     /// would be shown); null while paused or with nobody waiting. Example: `7`.
@@ -83,7 +85,59 @@ pub struct RoomFigures {
     pub paused: bool,
     /// Closed to new joins.
     pub closed: bool,
-    /// The leader, when this replica leads the room; null when another replica does (or none
-    /// yet).
+    /// The replica leading the room, as it shared; null while none did.
     pub leader: Option<RoomLeader>,
+}
+
+/// One point of a room's [`FigureHistory`]: the figures as they were at `at_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FigurePoint {
+    /// When they were read, Unix ms.
+    pub at_ms: u64,
+    /// The room's figures then.
+    pub figures: RoomFigures,
+}
+
+/// The last hour of a room's figures, oldest first (`GET /api/v1/admin/rooms/{room}/history`):
+/// what the console's charts show again after a reload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FigureHistory {
+    /// Room slug. Example: `"main"`.
+    pub room: String,
+    /// Seconds between two points. Example: `5`.
+    pub every_secs: u64,
+    /// The points, oldest first (at most an hour's).
+    pub points: Vec<FigurePoint>,
+}
+
+/// A room's sale so far (`GET /api/v1/admin/rooms/{room}/summary`), the same through every
+/// replica: kept in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SaleSummary {
+    /// Room slug. Example: `"main"`.
+    pub room: String,
+    /// Tickets created (shoppers who joined; a repeated join is not counted). Example: `5000`.
+    pub joined: u64,
+    /// Shoppers admitted (by the scheduler or at once). Example: `1200`.
+    pub admitted: u64,
+    /// Orders placed (units sold). Example: `1000`.
+    pub ordered: u64,
+    /// Entry tokens that expired unused (admitted, never ordered). Example: `150`.
+    pub expired_unused: u64,
+    /// Shoppers still waiting. Example: `0`.
+    pub waiting: u64,
+    /// Whether the room is sold out.
+    pub sold_out: bool,
+    /// When the room was first seen sold out, Unix ms (within a second); null if not.
+    pub sold_out_at_ms: Option<u64>,
+    /// The longest line seen, shoppers. Example: `4100`.
+    pub peak_waiting: u64,
+    /// The longest any shopper at the front of the line had waited, seconds. Example: `1930`.
+    pub longest_wait_secs: u64,
 }

@@ -71,6 +71,16 @@ pub fn admin_room_waiters(room: &str) -> String {
     format!("{API_V1}/admin/rooms/{room}/waiters")
 }
 
+/// The last hour of a room's figures (bearer token).
+pub fn admin_room_history(room: &str) -> String {
+    format!("{API_V1}/admin/rooms/{room}/history")
+}
+
+/// A room's sale summary (bearer token).
+pub fn admin_room_summary(room: &str) -> String {
+    format!("{API_V1}/admin/rooms/{room}/summary")
+}
+
 /// Every room's figures once a second (bearer token, SSE): `GET /api/v1/admin/events`.
 pub const ADMIN_EVENTS: &str = "/api/v1/admin/events";
 

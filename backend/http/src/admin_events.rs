@@ -1,11 +1,11 @@
 //! `GET /api/v1/admin/events`: every room's live figures once a second, as Server-Sent Events
 //! (the operator console's feed; bearer admin token).
 //!
-//! One [`FigureReader`] per process reads the figures once a second while anyone watches (one
-//! `counts` store call per room, as the `/metrics` room gauges) and publishes them on a `watch`
-//! channel that every stream of this process reads: a thousand open consoles cost the store what
-//! one does. Nobody watching: nothing is read (the reader stops and starts again with the next
-//! stream).
+//! One [`FigureReader`] per process reads the figures once a second from start to shutdown (two
+//! store calls per room: `counts` and `share_figures`, which shares this replica's second and
+//! reads the others') and publishes them on a `watch` channel that every stream of this
+//! process reads: a thousand open consoles cost the store what one does. It also keeps the
+//! last hour of them ([`History`]) for `GET /api/v1/admin/rooms/{room}/history`.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use vestibule_shared::admin_events::{AdminEvent, ADMIN_EVENT_NAME};
+use vestibule_shared::admin_events::{AdminEvent, FigureHistory, ADMIN_EVENT_NAME};
 use vestibule_shared::ErrorBody;
 
 use super::admin::authorize;
@@ -29,6 +29,7 @@ use super::openapi::EdgeErrors;
 use crate::error::ApiError;
 use crate::state::AppState;
 use vestibule_room::figures::FigureReader;
+use vestibule_room::history::History;
 
 /// How often the figures are read and sent.
 pub const FIGURES_EVERY: Duration = Duration::from_secs(1);
@@ -41,51 +42,54 @@ const KEEP_ALIVE_SECS: u64 = 10;
 type Latest = watch::Receiver<Option<Arc<AdminEvent>>>;
 type Publisher = Arc<watch::Sender<Option<Arc<AdminEvent>>>>;
 
-/// The process's one feed of figures, shared by every admin stream ([`AppState::admin_feed`]).
-#[derive(Default)]
+/// The process's one feed of figures, shared by every admin stream ([`AppState::admin_feed`]),
+/// and the history it keeps. The reader starts with the server ([`AdminFeed::start`]) or at
+/// the first stream, and runs until shutdown whether or not anyone watches: every replica must
+/// share its figures for the others to show the room's, and the history must be there before a
+/// console opens.
 pub struct AdminFeed {
-    /// The running reader's channel; `None` while nobody watches.
-    publisher: Mutex<Option<Publisher>>,
+    publisher: Publisher,
+    started: std::sync::atomic::AtomicBool,
+    history: Mutex<History>,
+}
+
+impl Default for AdminFeed {
+    fn default() -> Self {
+        Self {
+            publisher: Arc::new(watch::channel(None).0),
+            started: std::sync::atomic::AtomicBool::new(false),
+            history: Mutex::default(),
+        }
+    }
 }
 
 impl AdminFeed {
+    /// Starts the reader once (later calls do nothing).
+    pub fn start(&self, state: &AppState) {
+        if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            tokio::spawn(read_every_second(state.clone(), self.publisher.clone()));
+        }
+    }
+
     /// The latest figures (`None` until the first read), starting the reader if it is stopped.
     pub fn subscribe(&self, state: &AppState) -> Latest {
-        let mut publisher = self.lock();
-        if let Some(running) = publisher.as_ref() {
-            return running.subscribe();
-        }
-        let (sender, receiver) = watch::channel(None);
-        let sender = Arc::new(sender);
-        *publisher = Some(sender.clone());
-        tokio::spawn(read_every_second(state.clone(), sender));
-        receiver
+        self.start(state);
+        self.publisher.subscribe()
     }
 
-    /// Forgets `sender` if it is the running one and nobody reads it; true when it did.
-    fn stop_if_unwatched(&self, sender: &Publisher) -> bool {
-        let mut publisher = self.lock();
-        if sender.receiver_count() > 0 {
-            return false;
-        }
-        if publisher
-            .as_ref()
-            .is_some_and(|running| Arc::ptr_eq(running, sender))
-        {
-            *publisher = None;
-        }
-        true
+    /// `room`'s last hour of figures.
+    pub fn history(&self, room: &str) -> FigureHistory {
+        self.lock_history().of(room)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Publisher>> {
-        self.publisher
+    fn lock_history(&self) -> std::sync::MutexGuard<'_, History> {
+        self.history
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-/// The reader: reads and publishes every [`FIGURES_EVERY`] until nobody watches or the server
-/// stops.
+/// The reader: reads, records and publishes every [`FIGURES_EVERY`] until the server stops.
 async fn read_every_second(state: AppState, sender: Publisher) {
     let mut reader = FigureReader::default();
     let mut every = tokio::time::interval(FIGURES_EVERY);
@@ -96,13 +100,19 @@ async fn read_every_second(state: AppState, sender: Publisher) {
             _ = every.tick() => {}
             _ = shutdown.changed() => {}
         }
-        if *shutdown.borrow() || state.admin_feed.stop_if_unwatched(&sender) {
-            state.admin_feed.stop_if_unwatched(&sender);
+        if *shutdown.borrow() {
             return;
         }
         let event = reader
             .read(&state.rooms, &*state.store, &state.room_options)
             .await;
+        let running: Vec<String> = state
+            .rooms
+            .list()
+            .iter()
+            .map(|room| room.name.clone())
+            .collect();
+        state.admin_feed.lock_history().record(&event, &running);
         sender.send_replace(Some(Arc::new(event)));
     }
 }
@@ -119,11 +129,11 @@ pub fn router() -> OpenApiRouter<AppState> {
     tag = "admin",
     operation_id = "admin_events",
     description = "Server-Sent Events (`text/event-stream`): once a second `event: figures` with \
-        `data: <AdminEvent JSON>`, every running room's figures as this replica sees them. \
-        Waiting, active users, the configured rate and the state are read from the store (the \
-        same through any replica); joins, polls, SSE streams and tokens used per second count \
-        this replica's answers; admitted and expired per second are counted by the room's \
-        leader (`leader` is set when the answering replica leads). The figures are read once \
+        `data: <AdminEvent JSON>`, every running room's figures, the same through any replica \
+        (within a second): waiting, active users, the configured rate and the state are read \
+        from the store; joins, polls, SSE streams and tokens used per second are the sum of \
+        every live replica's last second, shared through the store; admitted and expired per \
+        second, the wait at the back and `leader` are what the room's leader shared. The figures are read once \
         per second per process however many streams are open. A comment keeps a quiet stream \
         alive every 10 s. Browsers' EventSource cannot send the bearer header: read it with \
         `fetch` and a streaming body (the console does).",

@@ -26,6 +26,7 @@
 
 pub mod admin;
 pub mod admin_events;
+pub mod admin_figures;
 pub mod admin_rooms;
 pub mod audit;
 pub mod bots;
@@ -206,6 +207,7 @@ pub fn documented_routes_with(
         .merge(admin_rooms::router())
         .merge(audit::router())
         .merge(admin_events::router())
+        .merge(admin_figures::router())
         .merge(bots::router())
         .merge(health::router())
         .merge(extra)

@@ -330,6 +330,8 @@ fn ticket_link(operation: &str) -> Value {
         vestibule_shared::entry::EntryReleased, vestibule_shared::bots::Challenge,
         vestibule_shared::bots::TopClients, vestibule_shared::bots::ClientJoins,
         vestibule_shared::admin_events::AdminEvent, vestibule_shared::admin_events::RoomFigures,
+        vestibule_shared::admin_events::FigureHistory, vestibule_shared::admin_events::FigurePoint,
+        vestibule_shared::admin_events::SaleSummary,
         vestibule_shared::admin_events::RoomLeader,
     )),
     modifiers(&AdminSecurity)

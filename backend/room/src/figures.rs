@@ -1,7 +1,9 @@
 //! Every room's live figures for the admin event stream (`http::admin_events`), read once per
-//! second per process by [`FigureReader`] however many operators watch: one `counts` store call
-//! per room (as the `/metrics` room gauges), and this process's running totals
-//! ([`crate::counters`]) turned into per-second rates.
+//! second per process by [`FigureReader`] whether or not anyone watches: two store calls per
+//! room — `counts` (as the `/metrics` room gauges) and `share_figures`, which writes this
+//! process's last second ([`crate::counters`] turned into rates, and while leading the admitted
+//! and expired rates and the wait at the back) and reads every live replica's, so the figures
+//! are the room's whichever replica answers ([`crate::figure_record`]).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -10,10 +12,14 @@ use vestibule_shared::admin_events::{AdminEvent, RoomFigures, RoomLeader};
 
 use crate::counters::CounterTotals;
 use crate::eta::{self, EtaInputs};
+use crate::figure_record::{LeaderRecord, Merged, ReplicaRecord};
 use crate::options::{replica_id, RoomOptions};
 use crate::public_state::room_state;
 use crate::{RoomRuntime, Rooms};
-use vestibule_store::{now_ms, RoomCounts, Store};
+use vestibule_store::{now_ms, FigureShare, RoomCounts, Store};
+
+/// How long a replica's shared record is kept: three missed seconds and it no longer counts.
+const RECORD_TTL_MS: u64 = 3_000;
 
 /// A rate to two decimals (what a person reads; the JSON stays short).
 fn hundredths(rate: f64) -> f64 {
@@ -24,6 +30,8 @@ fn hundredths(rate: f64) -> f64 {
 #[derive(Default)]
 pub struct FigureReader {
     last: HashMap<String, (Instant, CounterTotals)>,
+    /// Per room, the tokens expired this process had added to the store's total.
+    expired_shared: HashMap<String, u64>,
 }
 
 impl FigureReader {
@@ -40,13 +48,15 @@ impl FigureReader {
         let mut figures = Vec::with_capacity(rooms.len());
         for room in &rooms {
             match store.counts(room.id(), at_ms).await {
-                Ok(counts) => figures.push(self.room(options, room, counts, at_ms)),
+                Ok(counts) => figures.push(self.room(store, options, room, counts, at_ms).await),
                 Err(error) => {
                     tracing::debug!(room = %room.name, %error, "room left out of the admin event");
                 }
             }
         }
         self.last
+            .retain(|name, _| rooms.iter().any(|room| &room.name == name));
+        self.expired_shared
             .retain(|name, _| rooms.iter().any(|room| &room.name == name));
         AdminEvent {
             at_ms,
@@ -55,8 +65,9 @@ impl FigureReader {
         }
     }
 
-    fn room(
+    async fn room(
         &mut self,
+        store: &dyn Store,
         options: &RoomOptions,
         room: &RoomRuntime,
         counts: RoomCounts,
@@ -73,23 +84,45 @@ impl FigureReader {
             totals.rates_since(&earlier, secs).map(hundredths);
         let settings = room.settings();
         let pace = room.pace();
-        let leader = room.counters.leader_epoch().map(|epoch| RoomLeader {
-            replica: replica_id().to_owned(),
-            epoch,
-        });
-        // Counted here over the last second when this process admits; else what the leader
-        // published (or nothing yet).
-        let admitted_per_sec = if leader.is_some() && secs > 0.0 {
-            Some(admitted)
-        } else {
-            pace.admitted_per_sec.map(hundredths)
-        };
         let inputs = EtaInputs::for_room(&settings, counts.active, pace, options.eta_margin);
         let back_of_line = (counts.waiting > 0)
             .then(|| eta::estimate(counts.waiting, &inputs, &options.poll_tiers));
-        let eta_back_of_line_secs = back_of_line
-            .and_then(|estimate| estimate.median_secs)
-            .map(eta::eta_display_secs);
+        let own = ReplicaRecord {
+            joins,
+            polls,
+            used,
+            streams: room.hub.stream_count(),
+            leader: room.counters.leader_epoch().map(|epoch| LeaderRecord {
+                replica: replica_id().to_owned(),
+                epoch,
+                admitted,
+                expired,
+                eta_back: back_of_line
+                    .and_then(|estimate| estimate.median_secs)
+                    .map(eta::eta_display_secs),
+                reason: back_of_line.and_then(|estimate| estimate.reason),
+            }),
+        };
+        let merged = self
+            .share(store, room, &own, totals.tokens_expired, at_ms)
+            .await;
+        let leader = merged.leader.as_ref();
+        // The leader's last second; before any leader shared, the pace it published.
+        let admitted_per_sec = leader
+            .map(|leader| leader.admitted)
+            .or_else(|| pace.admitted_per_sec.map(hundredths));
+        let eta_back_of_line_secs = leader.map_or_else(
+            || {
+                back_of_line
+                    .and_then(|estimate| estimate.median_secs)
+                    .map(eta::eta_display_secs)
+            },
+            |leader| leader.eta_back.filter(|_| counts.waiting > 0),
+        );
+        let reason = leader.map_or_else(
+            || back_of_line.and_then(|estimate| estimate.reason),
+            |leader| leader.reason.filter(|_| counts.waiting > 0),
+        );
         RoomFigures {
             room: room.name.clone(),
             state: room_state(&settings, at_ms),
@@ -97,16 +130,53 @@ impl FigureReader {
             active_users: counts.active,
             admission_rate_per_sec: settings.admission_rate_per_sec,
             admitted_per_sec,
-            joins_per_sec: joins,
-            polls_per_sec: polls,
-            sse_streams: room.hub.stream_count(),
-            tokens_used_per_sec: used,
-            tokens_expired_per_sec: expired,
+            joins_per_sec: hundredths(merged.joins),
+            polls_per_sec: hundredths(merged.polls),
+            sse_streams: merged.streams,
+            tokens_used_per_sec: hundredths(merged.used),
+            tokens_expired_per_sec: leader.map_or(0.0, |leader| leader.expired),
             eta_back_of_line_secs,
-            reason: back_of_line.and_then(|estimate| estimate.reason),
+            reason,
             paused: settings.paused,
             closed: settings.sale.closed,
-            leader,
+            leader: merged.leader.map(|leader| RoomLeader {
+                replica: leader.replica,
+                epoch: leader.epoch,
+            }),
+        }
+    }
+
+    /// Shares `own` and reads every live replica's records; on a store error, this process's
+    /// own record alone (logged at `debug`).
+    async fn share(
+        &mut self,
+        store: &dyn Store,
+        room: &RoomRuntime,
+        own: &ReplicaRecord,
+        expired_total: u64,
+        at_ms: u64,
+    ) -> Merged {
+        let record = serde_json::to_string(own).unwrap_or_default();
+        let shared = self
+            .expired_shared
+            .entry(room.name.clone())
+            .or_insert(expired_total);
+        let share = FigureShare {
+            replica: replica_id(),
+            record: Some(&record),
+            expired: expired_total.saturating_sub(*shared),
+            now_ms: at_ms,
+            ttl_ms: RECORD_TTL_MS,
+        };
+        match store.share_figures(room.id(), &share).await {
+            Ok(read) => {
+                *shared = expired_total;
+                Merged::of(&read.records)
+            }
+            Err(error) => {
+                tracing::debug!(room = %room.name, %error, "figures not shared");
+                Merged::of(&[record])
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ pub(super) fn spawn_room_tasks(
     shared_key: Option<(Arc<RedisStore>, String)>,
 ) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
+    // The figures: shared with the other replicas and kept for the history from the start.
+    state.admin_feed.start(state);
     // Each room's SSE hub, for the rooms running now and every room added later.
     let context = HubContext {
         store: state.store.clone(),

@@ -2,8 +2,9 @@
 //!
 //! Roles (each implemented directly where each store's code for it lives): [`Queue`] (join,
 //! read, leave, counts), [`Presence`] (hearing from shoppers, polls, the SSE refresh),
-//! [`Admission`] (lease, admission tick, entry tokens), [`Draw`] (scheduled opening), and
-//! [`Catalog`] (rooms as data). [`Store`] is all of them plus what describes the store.
+//! [`Admission`] (lease, admission tick, entry tokens), [`Draw`] (scheduled opening),
+//! [`Catalog`] (rooms as data) and [`Figures`] (each replica's figures shared, the sale's totals).
+//! [`Store`] is all of them plus what describes the store.
 //! What is the same for every call (lease length, how long ended tickets are kept) is set when
 //! a store is built ([`StoreOptions`]).
 //!
@@ -32,6 +33,7 @@ pub mod catalog;
 pub mod draw;
 pub mod durable;
 pub mod error;
+pub mod figures;
 pub mod ids;
 pub mod instant;
 pub mod join_limit;
@@ -56,6 +58,7 @@ use async_trait::async_trait;
 pub use catalog::{AuditRecord, Catalog, RoomDeletion, WaiterPage, WaiterRecord};
 pub use draw::{Draw, DrawOutcome, DrawRecord, DrawRequest, DRAW_PLACES_PER_STEP};
 pub use error::StoreError;
+pub use figures::{FigureShare, Figures, SaleTotals, SharedFigures};
 pub use instant::InstantAdmission;
 pub use join_limit::{gcra, JoinLimit};
 pub use labels::{LabelsPatch, RoomLabels};
@@ -112,7 +115,7 @@ impl TicketRecord {
 /// see only this trait (as `Arc<dyn Store>`). Every call names the generation of the room it is
 /// for and changes nothing when that generation is not the live one ([`StoreError::RoomGone`]).
 #[async_trait]
-pub trait Store: Queue + Presence + Admission + Draw + Catalog + 'static {
+pub trait Store: Queue + Presence + Admission + Draw + Catalog + Figures + 'static {
     /// `"redis"`, `"memory"` (embedded, nothing kept) or `"durable"` (embedded, kept in
     /// `--data-dir`), for logs and `/readyz`.
     fn kind(&self) -> &'static str;

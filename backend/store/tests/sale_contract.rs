@@ -5,10 +5,10 @@
 //! new tickets, a sold-out room admits nobody, and the sold-out mark is never cleared.
 
 use vestibule_store::durable::{DurableOptions, DurableStore};
-use vestibule_store::ids::{entry_token, random_id};
+use vestibule_store::ids::random_id;
 use vestibule_store::{
-    now_ms, AdmitRequest, Catalog, JoinRefusal, JoinReply, JoinRequest, OrderClaim, SalePatch,
-    SaleSettings, Settings, SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
+    now_ms, Catalog, JoinRefusal, JoinReply, JoinRequest, OrderClaim, SalePatch, SaleSettings,
+    Settings, SettingsPatch, SettingsUpdate, Store, TokenCheck, TokenUse,
 };
 
 mod support;
@@ -40,29 +40,7 @@ async fn sale(store: &dyn Store) -> SaleSettings {
 
 /// Takes the lease and admits up to `count`; returns how many were admitted.
 async fn admit(store: &dyn Store, count: usize) -> u64 {
-    let lease = store.lease(room_id(ROOM), "a").await.unwrap();
-    let epoch = lease.epoch.expect("the only holder leads");
-    let tokens: Vec<String> = (0..count).map(|_| entry_token(ROOM)).collect();
-    let outcome = store
-        .admit(
-            room_id(ROOM),
-            &AdmitRequest {
-                holder: "a",
-                epoch,
-                now_ms: now_ms(),
-                token_ttl_ms: 60_000,
-                max_active_users: None,
-                tokens: &tokens,
-                abandon_after_ms: u64::MAX / 2,
-                hold_place_ms: 0,
-                instant_bank_max: 0,
-                pace: None,
-            },
-        )
-        .await
-        .unwrap();
-    assert!(!outcome.fenced, "{}", store.kind());
-    outcome.admitted
+    support::admit(store, ROOM, count).await
 }
 
 async fn join(store: &dyn Store, key: &str) -> JoinReply {

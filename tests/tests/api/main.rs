@@ -12,6 +12,7 @@ mod document;
 mod embedding;
 mod eta;
 mod eta_edges;
+mod figures_replicas;
 mod instant;
 mod joins;
 mod opening;

@@ -21,6 +21,7 @@ mod admission;
 mod catalog;
 pub mod change;
 mod draw;
+mod figures;
 pub mod journal;
 pub mod options;
 mod presence;

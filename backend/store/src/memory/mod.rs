@@ -15,6 +15,7 @@ pub mod admission;
 pub mod catalog;
 pub mod challenges;
 pub mod draw;
+pub mod figures;
 pub mod image;
 pub mod lottery;
 pub mod presence;
@@ -46,6 +47,8 @@ pub struct MemoryStore {
     audit: Mutex<HashMap<String, std::collections::VecDeque<crate::AuditRecord>>>,
     /// The audit entries' running number (their ids).
     audit_seq: std::sync::atomic::AtomicU64,
+    /// Each room's shared figures, with the generation they belong to (`figures.rs`).
+    figures: Mutex<HashMap<String, (u64, crate::figures::FigureTable)>>,
 }
 
 /// What a slug ever had (never forgotten): the counter of its generations and versions, and

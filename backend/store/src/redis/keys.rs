@@ -78,6 +78,12 @@ pub(super) enum Key {
     Sweep,
     /// STRING: the lowest `seen:` chunk not yet deleted.
     SweepLow,
+    /// HASH replica → `<expiry ms> <record>`: each replica's figures of its last second
+    /// (`figures.lua`; expired fields are dropped by the next share).
+    Figures,
+    /// HASH: the sale's totals no other key counts: `expired`, `peak_waiting`,
+    /// `longest_wait_secs`, `sold_out_at_ms` (`figures.lua`).
+    FigureTotals,
 }
 
 impl Key {
@@ -112,6 +118,8 @@ impl Key {
             Self::LeftCount => "left_count",
             Self::Sweep => "sweep",
             Self::SweepLow => "sweep_low",
+            Self::Figures => "figures",
+            Self::FigureTotals => "figure_totals",
         }
     }
 

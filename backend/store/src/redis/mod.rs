@@ -29,6 +29,7 @@ mod confirm;
 mod connection;
 mod doc;
 mod draw;
+mod figures;
 mod group_commit;
 pub mod keys;
 mod link;
@@ -87,6 +88,7 @@ struct Scripts {
     waiters: Loaded,
     lottery_file: Loaded,
     room_secret: Loaded,
+    figures: Loaded,
 }
 
 /// The Redis-backed store.
@@ -211,6 +213,7 @@ impl RedisStore {
                 waiters: specs::WAITERS.load(),
                 lottery_file: specs::LOTTERY_FILE.load(),
                 room_secret: specs::ROOM_SECRET.load(),
+                figures: specs::FIGURES.load(),
             },
             options: StoreOptions::default(),
             secrets: RwLock::new(HashMap::new()),

@@ -277,6 +277,7 @@ pub(super) static SPECS: &[&ScriptSpec] = &[
     &super::specs::LOTTERY_FILE,
     &super::specs::WAITERS,
     &super::specs::ROOM_SECRET,
+    &super::specs::FIGURES,
 ];
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! file starts with the same names (`-- KEYS:`, `-- ARGV:`, `-- EACH:`), which a test checks.
 
 use super::keys::Key::{
-    Active, Bank, Dedup, Doc, Draw, DrawOrder, DrawSealed, DrawTags, Epoch, Gen, Leader, Left,
-    LeftCount, Lottery, LotteryFiling, LotteryMac, Pace, Popped, Prequeue, PrequeueMac,
-    PrequeueOrder, PrequeueSeqs, Queue, Secret, Seq, Sweep, SweepLow,
+    Active, Bank, Dedup, Doc, Draw, DrawOrder, DrawSealed, DrawTags, Epoch, FigureTotals, Figures,
+    Gen, Leader, Left, LeftCount, Lottery, LotteryFiling, LotteryMac, Pace, Popped, Prequeue,
+    PrequeueMac, PrequeueOrder, PrequeueSeqs, Queue, Secret, Seq, Sweep, SweepLow,
 };
 use super::script::ScriptSpec;
 
@@ -320,5 +320,22 @@ pub(super) static ROOM_SECRET: ScriptSpec = ScriptSpec {
     body: include_str!("lua/room_secret.lua"),
     keys: &[Doc, Secret, Dedup],
     args: &["generation", "offer", "dedup_ttl"],
+    each: &[],
+};
+
+/// A replica's figures shared and every live replica's read, with the sale's totals.
+pub(super) static FIGURES: ScriptSpec = ScriptSpec {
+    name: "figures",
+    body: include_str!("lua/figures.lua"),
+    keys: &[Doc, Figures, FigureTotals, Queue, Seq, Popped],
+    args: &[
+        "generation",
+        "prefix",
+        "replica",
+        "record",
+        "expired",
+        "now_ms",
+        "ttl_ms",
+    ],
     each: &[],
 };

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use vestibule_store::durable::{DurableOptions, DurableStore};
+use vestibule_store::ids::entry_token;
 use vestibule_store::memory::MemoryStore;
 use vestibule_store::redis::RedisStore;
 use vestibule_store::{
-    JoinOutcome, JoinRequest, Queue, RoomId, Settings, SettingsPatch, SettingsUpdate, Store,
-    StoreError, StoreOptions,
+    now_ms, AdmitRequest, JoinOutcome, JoinRequest, Queue, RoomId, Settings, SettingsPatch,
+    SettingsUpdate, Store, StoreError, StoreOptions,
 };
 use vestibule_tests::RedisServer;
 
@@ -132,4 +133,31 @@ impl<T: Queue + ?Sized> JoinLine for T {
             .await?
             .joined()
     }
+}
+
+/// Takes `slug`'s lease as holder "a" and admits up to `count`; returns how many were admitted.
+pub async fn admit(store: &dyn Store, slug: &str, count: usize) -> u64 {
+    let lease = store.lease(room_id(slug), "a").await.unwrap();
+    let epoch = lease.epoch.expect("the only holder leads");
+    let tokens: Vec<String> = (0..count).map(|_| entry_token(slug)).collect();
+    let outcome = store
+        .admit(
+            room_id(slug),
+            &AdmitRequest {
+                holder: "a",
+                epoch,
+                now_ms: now_ms(),
+                token_ttl_ms: 60_000,
+                max_active_users: None,
+                tokens: &tokens,
+                abandon_after_ms: u64::MAX / 2,
+                hold_place_ms: 0,
+                instant_bank_max: 0,
+                pace: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!outcome.fenced, "{}", store.kind());
+    outcome.admitted
 }
