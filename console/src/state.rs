@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use leptos::prelude::*;
+use serde_json::Value;
 use vestibule_shared::admin_events::AdminEvent;
 
 use crate::i18n::Lang;
@@ -41,6 +42,8 @@ pub struct Console {
     pub history: RwSignal<History>,
     /// The room shown in the room view.
     pub selected: RwSignal<Option<String>>,
+    /// Every room's settings by slug ([`crate::catalog`]).
+    pub catalog: RwSignal<HashMap<String, Value>>,
 }
 
 impl Console {
@@ -55,6 +58,7 @@ impl Console {
             latest: RwSignal::new(None),
             history: RwSignal::new(History::default()),
             selected: RwSignal::new(None),
+            catalog: RwSignal::new(HashMap::new()),
         }
     }
 
@@ -142,6 +146,8 @@ mod tests {
                     state: RoomState::Open,
                     waiting: 3,
                     active_users: 1,
+                    stock_left: None,
+                    sold: 0,
                     admission_rate_per_sec: 5.0,
                     admitted_per_sec: Some(4.0),
                     joins_per_sec: 0.0,
