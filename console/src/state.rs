@@ -129,39 +129,40 @@ impl History {
     }
 }
 
+/// One room's figures for tests: open, 3 waiting, 1 active, 5/s configured, 4/s admitted.
+#[cfg(test)]
+pub fn sample_figures(room: &str) -> vestibule_shared::admin_events::RoomFigures {
+    vestibule_shared::admin_events::RoomFigures {
+        room: room.into(),
+        state: vestibule_shared::RoomState::Open,
+        waiting: 3,
+        active_users: 1,
+        stock_left: None,
+        sold: 0,
+        admission_rate_per_sec: 5.0,
+        admitted_per_sec: Some(4.0),
+        joins_per_sec: 0.0,
+        polls_per_sec: 0.0,
+        sse_streams: 0,
+        tokens_used_per_sec: 0.0,
+        tokens_expired_per_sec: 0.0,
+        eta_back_of_line_secs: None,
+        reason: None,
+        paused: false,
+        closed: false,
+        leader: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vestibule_shared::admin_events::RoomFigures;
-    use vestibule_shared::RoomState;
 
     fn event(at_ms: u64, rooms: &[&str]) -> AdminEvent {
         AdminEvent {
             at_ms,
             replica: "r".into(),
-            rooms: rooms
-                .iter()
-                .map(|room| RoomFigures {
-                    room: (*room).into(),
-                    state: RoomState::Open,
-                    waiting: 3,
-                    active_users: 1,
-                    stock_left: None,
-                    sold: 0,
-                    admission_rate_per_sec: 5.0,
-                    admitted_per_sec: Some(4.0),
-                    joins_per_sec: 0.0,
-                    polls_per_sec: 0.0,
-                    sse_streams: 0,
-                    tokens_used_per_sec: 0.0,
-                    tokens_expired_per_sec: 0.0,
-                    eta_back_of_line_secs: None,
-                    reason: None,
-                    paused: false,
-                    closed: false,
-                    leader: None,
-                })
-                .collect(),
+            rooms: rooms.iter().map(|room| sample_figures(room)).collect(),
         }
     }
 

@@ -59,26 +59,13 @@ fn the_schedule_line_names_both_times_and_counts_down_to_the_next() {
     assert_eq!(schedule_line(Lang::En, Times::default(), now, &utc), None);
 }
 
+/// 10 waiting, none active, admitted at the rate.
 fn figures() -> RoomFigures {
     RoomFigures {
-        room: "drop".into(),
-        state: RoomState::Open,
         waiting: 10,
         active_users: 0,
-        stock_left: None,
-        sold: 0,
-        admission_rate_per_sec: 5.0,
         admitted_per_sec: Some(5.0),
-        joins_per_sec: 0.0,
-        polls_per_sec: 0.0,
-        sse_streams: 0,
-        tokens_used_per_sec: 0.0,
-        tokens_expired_per_sec: 0.0,
-        eta_back_of_line_secs: None,
-        reason: None,
-        paused: false,
-        closed: false,
-        leader: None,
+        ..crate::state::sample_figures("drop")
     }
 }
 
