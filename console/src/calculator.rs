@@ -1,7 +1,8 @@
 //! The capacity calculator: from the checkout's connection pool, its average checkout time and
 //! a utilization target, the admission rate the checkout can take; from the P95 checkout time,
 //! the entry token TTL and the expected checkout (the ETA's pace under a cap until checkouts are
-//! measured). "Apply" sets the three on the room (with the controls' confirmation).
+//! measured). "Apply" sets the three on the room (with the controls' confirmation). Its inputs
+//! are kept per room in the browser's `localStorage`: opening another room and back keeps them.
 
 use leptos::prelude::*;
 use serde_json::json;
@@ -34,6 +35,38 @@ pub fn expected_checkout_secs(p95_secs: f64) -> Option<u64> {
         .map(|secs| secs.clamp(1, 86_400))
 }
 
+/// Where a room's calculator inputs are kept (`localStorage`, this browser).
+fn inputs_key(room: &str) -> String {
+    format!("vestibule-console:calculator:{room}")
+}
+
+/// The inputs kept for `room` (pool, average ms, utilization %, P95 s), else the example's.
+fn load_inputs(room: &str) -> [String; 4] {
+    let kept = window()
+        .local_storage()
+        .ok()
+        .flatten()
+        .and_then(|storage| storage.get_item(&inputs_key(room)).ok().flatten());
+    parse_inputs(kept.as_deref())
+}
+
+/// Kept inputs (`50|200|70|240`) read back; the example's when there are none.
+pub fn parse_inputs(kept: Option<&str>) -> [String; 4] {
+    let example = ["50", "200", "70", "240"].map(str::to_owned);
+    let Some(kept) = kept else { return example };
+    let parts: Vec<&str> = kept.split('|').collect();
+    match parts.as_slice() {
+        [a, b, c, d] => [a, b, c, d].map(|part| (*part).to_owned()),
+        _ => example,
+    }
+}
+
+fn save_inputs(room: &str, inputs: &[String; 4]) {
+    if let Some(storage) = window().local_storage().ok().flatten() {
+        let _ = storage.set_item(&inputs_key(room), &inputs.join("|"));
+    }
+}
+
 /// A number field's value.
 fn number(text: &str) -> f64 {
     text.trim().replace(',', ".").parse().unwrap_or(f64::NAN)
@@ -43,10 +76,14 @@ fn number(text: &str) -> f64 {
 #[component]
 pub fn Calculator(console: Console, room: String, changes: Changes) -> impl IntoView {
     let lang = console.lang;
-    let pool = RwSignal::new("50".to_owned());
-    let average = RwSignal::new("200".to_owned());
-    let utilization = RwSignal::new("70".to_owned());
-    let p95 = RwSignal::new("240".to_owned());
+    // The inputs as last typed for this room (kept in the browser), else the example's.
+    let kept = load_inputs(&room);
+    let [pool, average, utilization, p95] = kept.map(RwSignal::new);
+    let keep_room = room.clone();
+    Effect::new(move |_| {
+        let inputs = [pool.get(), average.get(), utilization.get(), p95.get()];
+        save_inputs(&keep_room, &inputs);
+    });
     let rate = Signal::derive(move || {
         admission_rate(
             number(&pool.get()),
@@ -78,6 +115,7 @@ pub fn Calculator(console: Console, room: String, changes: Changes) -> impl Into
                 "tokenTtlSecs": ttl,
                 "expectedCheckoutSecs": expected,
             }),
+            None,
         );
     };
     view! {
@@ -127,6 +165,16 @@ mod tests {
         assert_eq!(token_ttl_secs(0.3), Some(1));
         assert_eq!(token_ttl_secs(0.0), None);
         assert_eq!(token_ttl_secs(1e9), Some(86_400));
+    }
+
+    #[test]
+    fn kept_inputs_come_back_and_the_example_fills_in() {
+        assert_eq!(
+            parse_inputs(Some("80|150|60|90")),
+            ["80", "150", "60", "90"]
+        );
+        assert_eq!(parse_inputs(None), ["50", "200", "70", "240"]);
+        assert_eq!(parse_inputs(Some("junk")), ["50", "200", "70", "240"]);
     }
 
     #[test]

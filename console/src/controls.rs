@@ -1,14 +1,18 @@
-//! A room's controls: rate, pause/resume, cap, token TTL, close, message to waiters (en/ko).
-//! Every change is one `PATCH` with `If-Match` (a change made meanwhile by someone else is
-//! refused, not overwritten); a change that alters admission by more than 2× asks first; the
-//! answer's audit entries are shown (the `X-Audit-Ids` the PATCH answered, else the newest).
+//! A room's controls: every setting of the form ([`crate::form`]), pause/resume, end the sale,
+//! close. Every change is one `PATCH` with `If-Match` (a change made meanwhile by someone else is
+//! refused, not overwritten), confirmed first with each value before → after (and a note when
+//! it alters admission by more than 2×); the answer's audit entries are shown (the
+//! `X-Audit-Ids` the PATCH answered, else the newest).
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{json, Map, Value};
 
 use crate::api::{self, ApiError};
-use crate::i18n::{t, Text};
+use crate::form;
+use crate::i18n::{t, Lang, Text};
+use crate::local_time::Browser;
+use crate::settings_form::{fill, patch_of, SettingsFields, Values};
 use crate::state::Console;
 
 /// What a change ended in, shown under the controls.
@@ -119,8 +123,10 @@ impl Changes {
         });
     }
 
-    /// Applies `patch` to `room`, asking first when admission would change by more than 2×.
-    pub fn apply(self, room: &str, patch: Value) {
+    /// Applies `patch` to `room` once the operator confirmed it: the confirmation shows every
+    /// field's value before → after, says so when admission changes by more than 2×, and adds
+    /// `warning` (ending the sale, closing).
+    pub fn apply(self, room: &str, patch: Value, warning: Option<Text>) {
         let lang = self.console.lang.get_untracked();
         if patch.as_object().is_none_or(Map::is_empty) {
             self.outcome.set(Some(Outcome {
@@ -131,11 +137,12 @@ impl Changes {
             return;
         }
         let current = self.settings.get_untracked();
-        if !current.is_null() && admission_factor(&current, &patch) > 2.0 {
-            let asked = window().confirm_with_message(t(lang, Text::ConfirmBigChange));
-            if !asked.unwrap_or(false) {
-                return;
-            }
+        let now_ms = js_sys::Date::now() as i64;
+        let lines = form::before_after(lang, &current, &patch, &Browser, now_ms);
+        let big = !current.is_null() && admission_factor(&current, &patch) > 2.0;
+        let ask = confirm_text(lang, room, &lines, big, warning);
+        if !window().confirm_with_message(&ask).unwrap_or(false) {
+            return;
         }
         let fields = patch.as_object().map_or(0, Map::len);
         let room = room.to_owned();
@@ -153,10 +160,13 @@ impl Changes {
             };
             self.etag.set(answer.etag.clone());
             self.settings.set(answer.body.clone());
+            self.console.catalog.update(|catalog| {
+                catalog.insert(room.clone(), answer.body.clone());
+            });
             let audit = audit_entries(&room, &answer.audit_ids, fields).await;
             self.outcome.set(Some(Outcome {
                 ok: true,
-                text: t(lang, Text::Applied).into(),
+                text: format!("{} {}", t(lang, Text::Applied), lines.join(" · ")),
                 audit: audit.unwrap_or_else(|error| {
                     vec![format!(
                         "{}: {}",
@@ -167,6 +177,30 @@ impl Changes {
             }));
         });
     }
+}
+
+/// The confirmation of a change: "drop-8: Apply these changes?", a line per field (before →
+/// after), then the 2× note and `warning` when they apply.
+pub fn confirm_text(
+    lang: Lang,
+    room: &str,
+    lines: &[String],
+    big: bool,
+    warning: Option<Text>,
+) -> String {
+    let mut text = format!("{room}: {}", t(lang, Text::ConfirmChange));
+    for line in lines {
+        text.push_str("\n• ");
+        text.push_str(line);
+    }
+    for note in [big.then_some(Text::ConfirmBigChange), warning]
+        .into_iter()
+        .flatten()
+    {
+        text.push_str("\n\n");
+        text.push_str(t(lang, note));
+    }
+    text
 }
 
 /// The audit entries a change made: those named by `ids`, else the newest `fields`.
@@ -189,97 +223,37 @@ async fn audit_entries(room: &str, ids: &[String], fields: usize) -> Result<Vec<
         .collect())
 }
 
-/// A text field's value as a JSON number, `null` when empty (`None`: not a number).
-fn optional_number(text: &str) -> Option<Value> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Some(Value::Null);
-    }
-    text.parse::<f64>().ok().map(|n| json!(n))
-}
-
-/// The fields of the form that differ from `current`, as a patch.
-pub fn form_patch(current: &Value, form: &[(&str, Value)]) -> Value {
-    let mut patch = Map::new();
-    for (field, value) in form {
-        let same = match (&current[*field], value) {
-            (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-            (a, b) => a == b,
-        };
-        if !same {
-            patch.insert((*field).to_owned(), value.clone());
-        }
-    }
-    Value::Object(patch)
-}
-
 /// The controls of `room`.
 #[component]
 pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoView {
     let lang = console.lang;
-    let rate = RwSignal::new(String::new());
-    let cap = RwSignal::new(String::new());
-    let ttl = RwSignal::new(String::new());
-    let message_en = RwSignal::new(String::new());
-    let message_ko = RwSignal::new(String::new());
+    let values: Values = RwSignal::new(Default::default());
     // The form shows what is in force whenever the settings are read again.
-    Effect::new(move |_| {
-        let settings = changes.settings.get();
-        let number = |field: &str| {
-            settings[field]
-                .as_f64()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        };
-        let text = |field: &str| settings[field].as_str().unwrap_or_default().to_owned();
-        rate.set(number("admissionRatePerSec"));
-        cap.set(number("maxActiveUsers"));
-        ttl.set(number("tokenTtlSecs"));
-        message_en.set(text("messageEn"));
-        message_ko.set(text("messageKo"));
-    });
-    let paused = move || {
-        changes
-            .settings
-            .with(|s| s["paused"].as_bool().unwrap_or(false))
+    Effect::new(move |_| changes.settings.with(|settings| fill(values, settings)));
+    let flag = move |field: &'static str| {
+        move || {
+            changes
+                .settings
+                .with(|s| s[field].as_bool().unwrap_or(false))
+        }
     };
-    let closed = move || {
-        changes
-            .settings
-            .with(|s| s["closed"].as_bool().unwrap_or(false))
-    };
+    let (paused, closed, sold_out) = (flag("paused"), flag("closed"), flag("soldOut"));
     let apply_room = room.clone();
     let apply = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
-        let text_or_null = |text: String| {
-            let text = text.trim().to_owned();
-            if text.is_empty() {
-                Value::Null
-            } else {
-                json!(text)
-            }
-        };
-        let mut form = Vec::new();
-        if let Some(Value::Number(rate)) = optional_number(&rate.get_untracked()) {
-            form.push(("admissionRatePerSec", Value::Number(rate)));
-        }
-        if let Some(cap) = optional_number(&cap.get_untracked()) {
-            form.push(("maxActiveUsers", cap));
-        }
-        if let Some(Value::Number(ttl)) = optional_number(&ttl.get_untracked()) {
-            form.push(("tokenTtlSecs", Value::Number(ttl)));
-        }
         let settings = changes.settings.get_untracked();
-        // The message fields exist on servers with rooms at run time; elsewhere they are left out.
-        if settings.get("messageEn").is_some() {
-            form.push(("messageEn", text_or_null(message_en.get_untracked())));
-            form.push(("messageKo", text_or_null(message_ko.get_untracked())));
+        match patch_of(values, &settings, lang.get_untracked()) {
+            Ok(patch) => changes.apply(&apply_room, patch, None),
+            Err(text) => changes.outcome.set(Some(Outcome {
+                ok: false,
+                text,
+                audit: Vec::new(),
+            })),
         }
-        changes.apply(&apply_room, form_patch(&settings, &form));
     };
     let pause_room = room.clone();
     let toggle_pause = move |_| {
-        changes.apply(&pause_room, json!({"paused": !paused()}));
+        changes.apply(&pause_room, json!({"paused": !paused()}), None);
     };
     let close_room = room.clone();
     let toggle_close = move |_| {
@@ -288,45 +262,10 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
         } else {
             Text::ConfirmClose
         };
-        if window()
-            .confirm_with_message(t(lang.get_untracked(), ask))
-            .unwrap_or(false)
-        {
-            changes.apply(&close_room, json!({"closed": !closed()}));
-        }
+        changes.apply(&close_room, json!({"closed": !closed()}), Some(ask));
     };
-    let input =
-        move |id: &'static str, label: Text, value: RwSignal<String>, kind: &'static str| {
-            view! {
-                <div class="field">
-                    <label for=id>{move || t(lang.get(), label)}</label>
-                    <input id=id type=kind step="any" min="0"
-                        prop:value=move || value.get()
-                        on:input=move |event| value.set(event_target_value(&event)) />
-                </div>
-            }
-        };
-    let messages = move || {
-        changes
-            .settings
-            .with(|s| s.get("messageEn").is_some())
-            .then(|| {
-                view! {
-                    <div class="field wide">
-                        <label for="message-en">{move || t(lang.get(), Text::MessageEn)}</label>
-                        <input id="message-en" type="text" maxlength="280" lang="en"
-                            prop:value=move || message_en.get()
-                            on:input=move |event| message_en.set(event_target_value(&event)) />
-                    </div>
-                    <div class="field wide">
-                        <label for="message-ko">{move || t(lang.get(), Text::MessageKo)}</label>
-                        <input id="message-ko" type="text" maxlength="280" lang="ko"
-                            prop:value=move || message_ko.get()
-                            on:input=move |event| message_ko.set(event_target_value(&event)) />
-                        <p class="help">{move || t(lang.get(), Text::MessageHelp)}</p>
-                    </div>
-                }
-            })
+    let end_sale = move |_| {
+        changes.apply(&room, json!({"soldOut": true}), Some(Text::ConfirmEndSale));
     };
     let outcome = move || {
         changes.outcome.get().map(|outcome| {
@@ -349,16 +288,7 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
             <h2 id="controls-title">{move || t(lang.get(), Text::Controls)}</h2>
             <form on:submit=apply>
                 <div class="fields">
-                    {input("rate", Text::RatePerSec, rate, "number")}
-                    <div class="field">
-                        <label for="cap">{move || t(lang.get(), Text::Cap)}</label>
-                        <input id="cap" type="number" min="1" step="1" aria-describedby="cap-help"
-                            prop:value=move || cap.get()
-                            on:input=move |event| cap.set(event_target_value(&event)) />
-                        <p class="help" id="cap-help">{move || t(lang.get(), Text::CapHelp)}</p>
-                    </div>
-                    {input("ttl", Text::TokenTtl, ttl, "number")}
-                    {messages}
+                    <SettingsFields lang=lang values=values prefix="" />
                 </div>
                 <div class="buttons">
                     <button type="submit" id="apply" class="primary">{move || t(lang.get(), Text::Apply)}</button>
@@ -367,6 +297,10 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
                     </button>
                     <button type="button" id="close" on:click=toggle_close>
                         {move || t(lang.get(), if closed() { Text::Reopen } else { Text::Close })}
+                    </button>
+                    <button type="button" id="end-sale" class="danger" on:click=end_sale
+                        disabled=sold_out>
+                        {move || t(lang.get(), Text::EndSale)}
                     </button>
                 </div>
             </form>
@@ -378,6 +312,7 @@ pub fn Controls(console: Console, room: String, changes: Changes) -> impl IntoVi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local_time::FixedOffset;
 
     #[test]
     fn doubling_is_allowed_more_asks() {
@@ -404,17 +339,21 @@ mod tests {
     }
 
     #[test]
-    fn the_patch_holds_only_what_changed() {
+    fn a_rate_change_confirms_with_its_values() {
         let current =
-            json!({"admissionRatePerSec": 10.0, "maxActiveUsers": null, "tokenTtlSecs": 300});
-        let patch = form_patch(
-            &current,
-            &[
-                ("admissionRatePerSec", json!(10)),
-                ("maxActiveUsers", Value::Null),
-                ("tokenTtlSecs", json!(120.0)),
-            ],
+            json!({"admissionRatePerSec": 175.0, "paused": false, "maxActiveUsers": null});
+        let patch = json!({"admissionRatePerSec": 35});
+        let lines = form::before_after(Lang::En, &current, &patch, &FixedOffset(0), 0);
+        let big = admission_factor(&current, &patch) > 2.0;
+        assert_eq!(
+            confirm_text(Lang::En, "drop-8", &lines, big, None),
+            "drop-8: Apply these changes?\n• Admission rate (people/s): 175/s → 35/s\n\n\
+             This changes admission by more than 2×. Apply it?"
         );
-        assert_eq!(patch, json!({"tokenTtlSecs": 120.0}));
+        let end = confirm_text(Lang::Ko, "drop-8", &[], false, Some(Text::ConfirmEndSale));
+        assert!(
+            end.starts_with("drop-8: 다음과 같이 바꿀까요?\n\n판매를 종료할까요?"),
+            "{end}"
+        );
     }
 }

@@ -2,6 +2,9 @@
 
 pub use vestibule_shared::lang::Lang;
 
+mod words;
+pub use words::{held_back_text, label_text};
+
 /// A fixed string of the console; [`t`] gives its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -87,6 +90,50 @@ pub enum Text {
     Failed,
     NotOnThisServer,
     Loading,
+    // Sale, schedule and settings (their words are in `i18n/words.rs`).
+    Minutes,
+    Hours,
+    PrequeueOpens,
+    PrequeueOpened,
+    SaleOpens,
+    SaleOpened,
+    DisplayNameEn,
+    DisplayNameKo,
+    PrequeueOpensAt,
+    OpensAt,
+    TimeHelp,
+    Stock,
+    QueueingMethod,
+    Fifo,
+    Random,
+    ExpectedCheckout,
+    CheckoutUrl,
+    SoldOutMessageEn,
+    SoldOutMessageKo,
+    Unlimited,
+    NoCap,
+    NotSet,
+    Yes,
+    No,
+    Paused,
+    ClosedToJoins,
+    SoldOutSetting,
+    NotOpenYet,
+    CreateSettings,
+    ConfirmChange,
+    JoinsAtOnce,
+    JoinsOnSchedule,
+    EndSale,
+    ConfirmEndSale,
+    StockLeft,
+    Sold,
+    TokensOutstanding,
+    OutOfBounds,
+    HeldSoldOut,
+    HeldNotOpen,
+    HeldPreQueue,
+    HeldRateZero,
+    HeldNobodyWaiting,
 }
 
 /// The text of `text` in `lang`.
@@ -141,10 +188,7 @@ fn pair(text: Text) -> (&'static str, &'static str) {
             "Close this room to new joins? Shoppers in line keep their places and are admitted.",
             "이 대기실의 신규 입장을 닫을까요? 대기 중인 사람은 순번을 유지하고 입장합니다.",
         ),
-        ConfirmCreate => (
-            "Create this room? Shoppers can join it at once.",
-            "이 대기실을 만들까요? 바로 입장할 수 있게 됩니다.",
-        ),
+        ConfirmCreate => ("Create this room?", "이 대기실을 만들까요?"),
         NotRunning => (
             "This room is not running (deleted, or not yet seen by this server).",
             "이 대기실은 운영 중이 아닙니다 (삭제되었거나 아직 이 서버에 없음).",
@@ -205,13 +249,19 @@ fn pair(text: Text) -> (&'static str, &'static str) {
         NoChange => ("Nothing to change.", "바뀐 값이 없습니다."),
         Calculator => ("Capacity calculator", "처리 용량 계산기"),
         CalculatorHelp => (
-            "Rate = pool ÷ average checkout seconds × utilization; token TTL = P95 checkout time × 1.5; expected checkout (the ETA's pace until checkouts are measured) = P95 ÷ 2.",
-            "입장 속도 = 커넥션 풀 ÷ 평균 결제 시간(초) × 목표 사용률, 입장권 유효 시간 = 결제 시간 P95 × 1.5, 예상 결제 시간(결제가 측정되기 전 예상 대기 시간의 기준) = P95 ÷ 2.",
+            "Rate = pool ÷ average checkout request (in seconds) × utilization; token TTL = a shopper's P95 checkout × 1.5; expected checkout (the ETA's pace until checkouts are measured) = P95 ÷ 2.",
+            "입장 속도 = 커넥션 풀 ÷ 결제 요청 평균 처리 시간(초) × 목표 사용률, 입장권 유효 시간 = 구매자 결제 시간 P95 × 1.5, 예상 결제 시간(결제가 측정되기 전 예상 대기 시간의 기준) = P95 ÷ 2.",
         ),
         PoolSize => ("Checkout connection pool size", "결제 커넥션 풀 크기"),
-        AvgCheckoutMs => ("Average checkout time (ms)", "평균 결제 시간 (ms)"),
+        AvgCheckoutMs => (
+            "Average checkout request time (ms)",
+            "결제 요청 1건의 평균 처리 시간 (ms)",
+        ),
         Utilization => ("Utilization target (%)", "목표 사용률 (%)"),
-        P95CheckoutSecs => ("P95 checkout time (s)", "결제 시간 P95 (초)"),
+        P95CheckoutSecs => (
+            "P95 time a shopper takes to check out (s)",
+            "구매자 1명의 결제 완료까지 걸리는 시간 P95 (초)",
+        ),
         SuggestedRate => ("Admission rate", "입장 속도"),
         SuggestedTtl => ("Token TTL", "입장권 유효 시간"),
         ApplySuggestion => ("Apply to this room", "이 대기실에 적용"),
@@ -221,6 +271,7 @@ fn pair(text: Text) -> (&'static str, &'static str) {
             "이 서버에는 없는 기능입니다 (404)",
         ),
         Loading => ("Loading…", "불러오는 중…"),
+        _ => words::pair(text),
     }
 }
 

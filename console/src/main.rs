@@ -6,17 +6,25 @@
 //!   header), parsed and reconnected here.
 //! - [`state`]: the console's shared signals and the last 15 minutes of figures per room.
 //! - [`i18n`]: every string in English and Korean.
-//! - [`rooms`]: the rooms list with create, close and delete.
+//! - [`rooms`]: the rooms list with create (any settings: [`settings_form`], [`form`]), close
+//!   and delete; display names and opening times from [`catalog`].
+//! - [`schedule`]: the true state label, the opening times with a countdown ([`local_time`]) and
+//!   why admission is below the rate.
 //! - [`room_view`]: one room live: figures and charts ([`chart`]), [`controls`], the
 //!   [`calculator`].
 
 mod api;
 mod calculator;
+mod catalog;
 mod chart;
 mod controls;
+mod form;
 mod i18n;
+mod local_time;
 mod room_view;
 mod rooms;
+mod schedule;
+mod settings_form;
 mod state;
 mod stream;
 
@@ -74,8 +82,10 @@ fn App(console: Console) -> impl IntoView {
         if console.token.get().is_some() {
             console.session.update(|session| *session += 1);
             stream::start(console);
+            catalog::refresh(console);
         }
     });
+    catalog::follow(console);
     let switch = move |_| lang.update(|lang| *lang = lang.other());
     let link = move || {
         let lang = lang.get();

@@ -5,26 +5,39 @@
 use leptos::prelude::*;
 use vestibule_shared::admin_events::RoomFigures;
 
+use serde_json::Value;
+
 use crate::calculator::Calculator;
+use crate::catalog::{self, display_name};
 use crate::chart::{LineChart, Series};
 use crate::controls::{Changes, Controls};
-use crate::i18n::{reason_text, state_text, t, Lang, Text};
+use crate::i18n::{held_back_text, label_text, t, Lang, Text};
+use crate::local_time::Browser;
 use crate::rooms::figure;
+use crate::schedule::{held_back, label, schedule_line};
 use crate::state::Console;
 
-/// One figure of the grid: label, value and its unit.
-fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
+/// One figure of the grid: label, value and its unit. `settings` (the room's, as last read)
+/// give the opening times for the state's label and the cap for why admission is held back.
+fn cells(
+    lang: Lang,
+    room: &RoomFigures,
+    settings: &Value,
+    at_ms: i64,
+) -> Vec<(&'static str, Text, String)> {
     let per_sec = t(lang, Text::PerSec);
     let rate = |value: f64| format!("{}{per_sec}", figure(value));
     let leader = room.leader.as_ref().map_or_else(
         || t(lang, Text::OtherReplica).to_owned(),
         |leader| format!("{} · epoch {}", leader.replica, leader.epoch),
     );
+    let shown = label(room.state, catalog::times(Some(settings)), at_ms);
+    let held = held_back(shown, room, settings["maxActiveUsers"].as_u64());
     vec![
         (
             "fig-state",
             Text::State,
-            state_text(lang, room.state).to_owned(),
+            label_text(lang, shown).0.to_owned(),
         ),
         (
             "fig-waiting",
@@ -35,6 +48,20 @@ fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
             "fig-active",
             Text::Active,
             format!("{} {}", room.active_users, t(lang, Text::People)),
+        ),
+        (
+            "fig-stock",
+            Text::StockLeft,
+            room.stock_left.map_or_else(
+                || t(lang, Text::Unlimited).to_owned(),
+                |left| left.to_string(),
+            ),
+        ),
+        ("fig-sold", Text::Sold, room.sold.to_string()),
+        (
+            "fig-outstanding",
+            Text::TokensOutstanding,
+            room.active_users.to_string(),
         ),
         (
             "fig-admitted",
@@ -69,8 +96,7 @@ fn cells(lang: Lang, room: &RoomFigures) -> Vec<(&'static str, Text, String)> {
         (
             "fig-reason",
             Text::SlowedBy,
-            room.reason
-                .map_or("–", |reason| reason_text(lang, reason))
+            held.map_or("–", |held| held_back_text(lang, held))
                 .to_owned(),
         ),
         ("fig-leader", Text::Leader, leader),
@@ -109,10 +135,11 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
     let figures_room = room.clone();
     let figures = move || {
         let lang = lang.get();
-        let room = console.latest.with(|latest| {
-            latest
-                .as_ref()
-                .and_then(|event| event.rooms.iter().find(|r| r.room == figures_room).cloned())
+        let (at_ms, room) = console.latest.with(|latest| {
+            latest.as_ref().map_or((0, None), |event| {
+                let room = event.rooms.iter().find(|r| r.room == figures_room).cloned();
+                (event.at_ms as i64, room)
+            })
         });
         match room {
             // Figures come every second: a room missing from them is not running (any more).
@@ -122,7 +149,7 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
             None => view! { <p>{t(lang, Text::Loading)}</p> }.into_any(),
             Some(room) => view! {
                 <dl class="figures">
-                    {cells(lang, &room)
+                    {changes.settings.with(|settings| cells(lang, &room, settings, at_ms))
                         .into_iter()
                         .map(|(id, label, value)| view! {
                             <div><dt>{t(lang, label)}</dt><dd id=id>{value}</dd></div>
@@ -132,6 +159,32 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
             }
             .into_any(),
         }
+    };
+    // The display name in the operator's language, the slug small beside it.
+    let heading_room = room.clone();
+    let heading = move || {
+        let lang = lang.get();
+        let name = changes
+            .settings
+            .with(|settings| display_name(lang, Some(settings)));
+        let slug = heading_room.clone();
+        match name {
+            Some(name) => view! { {name} " " <span class="slug">{slug}</span> }.into_any(),
+            None => view! { {t(lang, Text::Room)} ": " {slug} }.into_any(),
+        }
+    };
+    // Both opening times, counting down on the server's clock (the figures' second).
+    let schedule = move || {
+        let lang = lang.get();
+        let at_ms = console
+            .latest
+            .with(|latest| latest.as_ref().map(|event| event.at_ms));
+        let now_ms = at_ms.map_or_else(|| js_sys::Date::now() as i64, |at| at as i64);
+        let times = changes
+            .settings
+            .with(|settings| catalog::times(Some(settings)));
+        schedule_line(lang, times, now_ms, &Browser)
+            .map(|line| view! { <p class="schedule" id="schedule">{line}</p> })
     };
     let (line_room, rate_room) = (room.clone(), room.clone());
     let line_series = Signal::derive(move || {
@@ -175,7 +228,8 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
     });
     view! {
         <section class="panel room" aria-labelledby="room-title">
-            <h2 id="room-title" tabindex="-1">{move || t(lang.get(), Text::Room)} ": " {room.clone()}</h2>
+            <h2 id="room-title" tabindex="-1">{heading}</h2>
+            {schedule}
             {figures}
             <div class="charts">
                 <LineChart title=Text::ChartLine unit=Text::People series=line_series lang=lang />

@@ -1,5 +1,6 @@
-//! The rooms list (from the admin stream: state, waiting, active, rate) with create, close and
-//! delete, each confirmed. Create and delete need a server with rooms at run time; on one
+//! The rooms list (from the admin stream: state, waiting, active, rate; display names and the
+//! state's opening times from the [`catalog`]) with create (any settings), close and delete,
+//! each confirmed. Create and delete need a server with rooms at run time; on one
 //! without them the answer (404) is shown, nothing breaks.
 
 use leptos::prelude::*;
@@ -8,7 +9,12 @@ use serde_json::json;
 use vestibule_shared::is_valid_room_slug;
 
 use crate::api::{self, ApiError};
-use crate::i18n::{state_text, t, Text};
+use crate::catalog::{self, display_name};
+use crate::form;
+use crate::i18n::{label_text, t, Text};
+use crate::local_time::Browser;
+use crate::schedule::label;
+use crate::settings_form::{patch_of, SettingsFields, Values};
 use crate::state::Console;
 
 /// A rate or count for a table cell: whole numbers plain, else one decimal.
@@ -31,25 +37,46 @@ pub fn RoomsList(console: Console) -> impl IntoView {
         Ok(done) => notice.set(Some((true, t(lang.get_untracked(), done).to_owned()))),
     };
     let slug = RwSignal::new(String::new());
+    let values: Values = RwSignal::new(Default::default());
     let create = move |event: leptos::ev::SubmitEvent| {
         event.prevent_default();
+        let lang = lang.get_untracked();
         let room = slug.get_untracked().trim().to_owned();
         if !is_valid_room_slug(&room) {
-            notice.set(Some((
-                false,
-                t(lang.get_untracked(), Text::SlugHelp).to_owned(),
-            )));
+            notice.set(Some((false, t(lang, Text::SlugHelp).to_owned())));
             return;
         }
-        let ask = format!("{room}: {}", t(lang.get_untracked(), Text::ConfirmCreate));
+        let mut body = match patch_of(values, &serde_json::Value::Null, lang) {
+            Ok(body) => body,
+            Err(text) => return notice.set(Some((false, text))),
+        };
+        let scheduled = body.get("opensAt").is_some();
+        let now_ms = js_sys::Date::now() as i64;
+        let lines = form::settings_lines(lang, &body, &Browser, now_ms);
+        let joins = t(
+            lang,
+            if scheduled {
+                Text::JoinsOnSchedule
+            } else {
+                Text::JoinsAtOnce
+            },
+        );
+        let ask = std::iter::once(format!("{room}: {}", t(lang, Text::ConfirmCreate)))
+            .chain(lines.iter().map(|line| format!("• {line}")))
+            .chain([String::new(), joins.to_owned()])
+            .collect::<Vec<_>>()
+            .join("\n");
         if !window().confirm_with_message(&ask).unwrap_or(false) {
             return;
         }
+        body["room"] = json!(room);
         spawn_local(async move {
-            let result = api::call("POST", "admin/rooms", Some(&json!({"room": room}))).await;
+            let result = api::call("POST", "admin/rooms", Some(&body)).await;
             if result.is_ok() {
                 slug.set(String::new());
+                values.set(Default::default());
                 console.selected.set(Some(room));
+                catalog::refresh(console);
             }
             report(result.map(|_| Text::Created));
         });
@@ -99,10 +126,10 @@ pub fn RoomsList(console: Console) -> impl IntoView {
     };
     let rows = move || {
         let lang = lang.get();
-        let rooms = console.latest.with(|latest| {
+        let (at_ms, rooms) = console.latest.with(|latest| {
             latest
                 .as_ref()
-                .map(|event| event.rooms.clone())
+                .map(|event| (event.at_ms as i64, event.rooms.clone()))
                 .unwrap_or_default()
         });
         if rooms.is_empty() {
@@ -119,15 +146,21 @@ pub fn RoomsList(console: Console) -> impl IntoView {
                     move || (console.selected.get().as_deref() == Some(pressed_name.as_str())).to_string();
                 let select_name = room.room.clone();
                 let admitted = room.admitted_per_sec.map_or("–".into(), figure);
+                let (name, times) = console.catalog.with(|catalog| {
+                    let settings = catalog.get(&room.room);
+                    (display_name(lang, settings), catalog::times(settings))
+                });
+                let (state, state_class) = label_text(lang, label(room.state, times, at_ms));
                 view! {
                     <tr class:current=current data-room=room.room.clone()>
                         <th scope="row">
                             <button type="button" class="link" aria-pressed=pressed
                                 on:click=move |_| console.selected.set(Some(select_name.clone()))>
-                                {room.room.clone()}
+                                {name.clone().unwrap_or_else(|| room.room.clone())}
                             </button>
+                            {name.is_some().then(|| view! { <span class="slug">{room.room.clone()}</span> })}
                         </th>
-                        <td><span class=format!("state state-{:?}", room.state).to_lowercase()>{state_text(lang, room.state)}</span></td>
+                        <td><span class=state_class>{state}</span></td>
                         <td class="num waiting">{room.waiting}</td>
                         <td class="num">{room.active_users}</td>
                         <td class="num">{admitted} " / " {figure(room.admission_rate_per_sec)} {t(lang, Text::PerSec)}</td>
@@ -178,6 +211,12 @@ pub fn RoomsList(console: Console) -> impl IntoView {
                         on:input=move |event| slug.set(event_target_value(&event)) />
                     <p class="help" id="new-room-help">{move || t(lang.get(), Text::SlugHelp)}</p>
                 </div>
+                <details class="create-settings">
+                    <summary>{move || t(lang.get(), Text::CreateSettings)}</summary>
+                    <div class="fields">
+                        <SettingsFields lang=lang values=values prefix="new-" />
+                    </div>
+                </details>
                 <button type="submit">{move || t(lang.get(), Text::Create)}</button>
             </form>
             <div role="status" aria-live="polite">{shown_notice}</div>

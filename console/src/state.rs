@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use leptos::prelude::*;
+use serde_json::Value;
 use vestibule_shared::admin_events::AdminEvent;
 
 use crate::i18n::Lang;
@@ -41,6 +42,8 @@ pub struct Console {
     pub history: RwSignal<History>,
     /// The room shown in the room view.
     pub selected: RwSignal<Option<String>>,
+    /// Every room's settings by slug ([`crate::catalog`]).
+    pub catalog: RwSignal<HashMap<String, Value>>,
 }
 
 impl Console {
@@ -55,6 +58,7 @@ impl Console {
             latest: RwSignal::new(None),
             history: RwSignal::new(History::default()),
             selected: RwSignal::new(None),
+            catalog: RwSignal::new(HashMap::new()),
         }
     }
 
@@ -125,37 +129,40 @@ impl History {
     }
 }
 
+/// One room's figures for tests: open, 3 waiting, 1 active, 5/s configured, 4/s admitted.
+#[cfg(test)]
+pub fn sample_figures(room: &str) -> vestibule_shared::admin_events::RoomFigures {
+    vestibule_shared::admin_events::RoomFigures {
+        room: room.into(),
+        state: vestibule_shared::RoomState::Open,
+        waiting: 3,
+        active_users: 1,
+        stock_left: None,
+        sold: 0,
+        admission_rate_per_sec: 5.0,
+        admitted_per_sec: Some(4.0),
+        joins_per_sec: 0.0,
+        polls_per_sec: 0.0,
+        sse_streams: 0,
+        tokens_used_per_sec: 0.0,
+        tokens_expired_per_sec: 0.0,
+        eta_back_of_line_secs: None,
+        reason: None,
+        paused: false,
+        closed: false,
+        leader: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vestibule_shared::admin_events::RoomFigures;
-    use vestibule_shared::RoomState;
 
     fn event(at_ms: u64, rooms: &[&str]) -> AdminEvent {
         AdminEvent {
             at_ms,
             replica: "r".into(),
-            rooms: rooms
-                .iter()
-                .map(|room| RoomFigures {
-                    room: (*room).into(),
-                    state: RoomState::Open,
-                    waiting: 3,
-                    active_users: 1,
-                    admission_rate_per_sec: 5.0,
-                    admitted_per_sec: Some(4.0),
-                    joins_per_sec: 0.0,
-                    polls_per_sec: 0.0,
-                    sse_streams: 0,
-                    tokens_used_per_sec: 0.0,
-                    tokens_expired_per_sec: 0.0,
-                    eta_back_of_line_secs: None,
-                    reason: None,
-                    paused: false,
-                    closed: false,
-                    leader: None,
-                })
-                .collect(),
+            rooms: rooms.iter().map(|room| sample_figures(room)).collect(),
         }
     }
 

@@ -55,8 +55,17 @@ pub struct RoomFigures {
     pub state: RoomState,
     /// Shoppers waiting (room-wide, from the store). Example: `1200`.
     pub waiting: u64,
-    /// Active users: entry tokens issued, not used, not expired (room-wide). Example: `310`.
+    /// Active users: entry tokens issued, not used, not expired (room-wide): the tokens
+    /// outstanding, each holding a unit of stock while the room has a stock. Example: `310`.
     pub active_users: u64,
+    /// Units of stock left (the answering replica's copy of the settings, at most a tick old);
+    /// absent or null = unlimited. Added after the first version: older servers leave it out.
+    /// Example: `5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stock_left: Option<u64>,
+    /// Units sold by orders so far (as `stockLeft`); 0 from older servers. Example: `0`.
+    #[serde(default)]
+    pub sold: u64,
     /// The configured admission rate, shoppers per second. Example: `175.0`.
     pub admission_rate_per_sec: f64,
     /// Shoppers actually admitted per second, counted by the leader over its last second; null

@@ -17,6 +17,8 @@
 mod bots;
 #[path = "browser/console.rs"]
 mod console;
+#[path = "browser/console_sale.rs"]
+mod console_sale;
 #[path = "browser/message.rs"]
 mod message;
 #[path = "browser/opening.rs"]

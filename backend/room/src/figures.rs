@@ -128,6 +128,8 @@ impl FigureReader {
             state: room_state(&settings, at_ms),
             waiting: counts.waiting,
             active_users: counts.active,
+            stock_left: settings.sale.stock,
+            sold: settings.sale.sold,
             admission_rate_per_sec: settings.admission_rate_per_sec,
             admitted_per_sec,
             joins_per_sec: hundredths(merged.joins),

@@ -23,7 +23,7 @@ const ROOM: &str = "drop-8";
 const MESSAGE: &str = "Sizes 42–44 are sold out";
 
 /// Types `value` into the input `css` as a person would (the console listens to `input`).
-async fn fill(browser: &Client, css: &str, value: &str) {
+pub(crate) async fn fill(browser: &Client, css: &str, value: &str) {
     browser
         .execute(
             "const e = document.querySelector(arguments[0]); e.focus(); e.value = arguments[1]; \
@@ -35,7 +35,7 @@ async fn fill(browser: &Client, css: &str, value: &str) {
 }
 
 /// Accepts the confirmation the last click opened (fails when none opened).
-async fn accept_confirmation(browser: &Client, what: &str) {
+pub(crate) async fn accept_confirmation(browser: &Client, what: &str) {
     for _ in 0..30 {
         if browser.get_alert_text().await.is_ok() {
             browser.accept_alert().await.expect("accept");
@@ -231,6 +231,8 @@ async fn console_shows_a_room_live_and_admissions_follow_its_rate() {
     fill(&browser, "#message-en", MESSAGE).await;
     let posted = std::time::Instant::now();
     click(&browser, "#apply").await;
+    // Every change is confirmed, with its values before → after.
+    accept_confirmation(&browser, "a message to waiters").await;
     let outcome = wait_for(
         &browser,
         "#change-outcome",

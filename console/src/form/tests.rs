@@ -1,0 +1,147 @@
+use serde_json::json;
+
+use super::*;
+use crate::local_time::FixedOffset;
+
+const SEOUL: FixedOffset = FixedOffset(9 * 60);
+
+fn form(fields: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    fields
+        .iter()
+        .map(|(api, text)| (*api, (*text).to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_create_form_sends_what_was_typed_and_leaves_the_rest_to_the_server() {
+    let patch = patch(
+        &Value::Null,
+        &form(&[
+            ("displayNameEn", "Drop 8"),
+            ("displayNameKo", ""),
+            ("prequeueOpensAt", "2026-11-27T14:05"),
+            ("opensAt", "2026-11-27T14:10"),
+            ("stock", "5"),
+            ("queueingMethod", "fifo"),
+            ("admissionRatePerSec", "175"),
+            ("tokenTtlSecs", ""),
+            ("maxActiveUsers", ""),
+            ("soldOutMessageEn", "All gone."),
+        ]),
+        &SEOUL,
+    )
+    .unwrap();
+    assert_eq!(
+        patch,
+        json!({
+            "displayNameEn": "Drop 8",
+            "prequeueOpensAt": "2026-11-27T05:05:00Z",
+            "opensAt": "2026-11-27T05:10:00Z",
+            "stock": 5,
+            "queueingMethod": "fifo",
+            "admissionRatePerSec": 175.0,
+            "soldOutMessageEn": "All gone.",
+        })
+    );
+}
+
+#[test]
+fn an_edit_sends_only_changes_and_null_for_a_cleared_field() {
+    let current = json!({
+        "admissionRatePerSec": 175.0, "tokenTtlSecs": 300, "stock": 5, "maxActiveUsers": null,
+        "opensAt": "2026-11-27T05:10:00Z", "messageEn": "Hi", "queueingMethod": "fifo",
+    });
+    let patch = patch(
+        &current,
+        &form(&[
+            ("admissionRatePerSec", "35"),
+            ("tokenTtlSecs", ""),
+            ("stock", "5"),
+            ("maxActiveUsers", ""),
+            ("opensAt", "2026-11-27T14:10"),
+            ("messageEn", ""),
+            ("queueingMethod", "fifo"),
+        ]),
+        &SEOUL,
+    )
+    .unwrap();
+    assert_eq!(
+        patch,
+        json!({"admissionRatePerSec": 35.0, "messageEn": null})
+    );
+}
+
+#[test]
+fn values_out_of_the_shared_bounds_are_refused_with_them() {
+    let refused =
+        |api: &'static str, text: &str| patch(&Value::Null, &form(&[(api, text)]), &SEOUL);
+    assert_eq!(
+        refused("admissionRatePerSec", "100001"),
+        Err((Text::RatePerSec, "0–100000 shoppers/s".into()))
+    );
+    assert_eq!(
+        refused("tokenTtlSecs", "0"),
+        Err((Text::TokenTtl, "1–86400".into()))
+    );
+    assert!(refused("stock", "-1").is_err());
+    assert!(refused("stock", "1000000001").is_err());
+    assert!(refused("maxActiveUsers", "0").is_err());
+    assert!(refused("displayNameEn", &"x".repeat(101)).is_err());
+    assert!(refused("opensAt", "soon").is_err());
+    assert!(refused("checkoutUrl", "javascript:alert(1)").is_err());
+    assert!(refused("checkoutUrl", "https://shop.example/checkout").is_ok());
+    assert!(refused("checkoutUrl", "/checkout").is_ok());
+    assert!(refused("queueingMethod", "lifo").is_err());
+}
+
+#[test]
+fn a_form_shows_settings_in_local_time() {
+    let opens = by_api("opensAt").unwrap();
+    assert_eq!(
+        shown(opens, &json!("2026-11-27T05:10:00Z"), &SEOUL),
+        "2026-11-27T14:10"
+    );
+    assert_eq!(shown(by_api("stock").unwrap(), &json!(5), &SEOUL), "5");
+    assert_eq!(
+        shown(by_api("admissionRatePerSec").unwrap(), &json!(17.5), &SEOUL),
+        "17.5"
+    );
+    assert_eq!(
+        shown(by_api("maxActiveUsers").unwrap(), &Value::Null, &SEOUL),
+        ""
+    );
+}
+
+#[test]
+fn every_change_reads_before_and_after() {
+    let now = SEOUL.to_ms(LocalTime::parse("2026-11-27T09:00").unwrap());
+    let current =
+        json!({"admissionRatePerSec": 175.0, "stock": null, "opensAt": null, "closed": false});
+    let lines = |patch| before_after(Lang::En, &current, &patch, &SEOUL, now);
+    assert_eq!(
+        lines(json!({"admissionRatePerSec": 35})),
+        ["Admission rate (people/s): 175/s → 35/s"]
+    );
+    assert_eq!(
+        lines(json!({"stock": 5, "opensAt": "2026-11-27T05:10:00Z"})),
+        // One line a field, in the patch's (alphabetical) order.
+        [
+            "Sale opens at: not set → 14:10",
+            "Stock (units left): unlimited → 5",
+        ]
+    );
+    assert_eq!(
+        lines(json!({"closed": true})),
+        ["Closed to new joins: no → yes"]
+    );
+    let created = settings_lines(Lang::En, &json!({"stock": 5}), &SEOUL, now);
+    assert_eq!(created, ["Stock (units left): 5"]);
+    let ko = before_after(
+        Lang::Ko,
+        &current,
+        &json!({"admissionRatePerSec": 35}),
+        &SEOUL,
+        now,
+    );
+    assert_eq!(ko, ["입장 속도 (명/초): 175/초 → 35/초"]);
+}
