@@ -86,6 +86,8 @@ pub fn waiting_status(
         message_ko: None,
         beyond_stock: false,
         queueing_method: None,
+        display_name_en: None,
+        display_name_ko: None,
     }
 }
 

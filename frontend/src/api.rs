@@ -8,8 +8,9 @@ use std::{cell::Cell, rc::Rc, time::Duration};
 
 use leptos::prelude::{set_timeout_with_handle, window};
 use vestibule_shared::bots::{Challenge, PROOF_OF_WORK_HEADER};
+use vestibule_shared::draw::RoomNotOpen;
 use vestibule_shared::{
-    ErrorBody, OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER,
+    OrderReceipt, OrderRequest, TicketStatus, ENTRY_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -32,15 +33,18 @@ pub const ORDER_TIMEOUT: Duration = Duration::from_secs(8);
 /// Why an API call did not give the expected answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
-    /// The server answered with an error status and (usually) an [`ErrorBody`].
+    /// The server answered with an error status and (usually) a `vestibule_shared::ErrorBody`.
     Status {
         /// HTTP status, e.g. 404.
         status: u16,
         /// Error code from `vestibule_shared::error_code`, empty when the body was not the JSON
         /// error shape.
         code: String,
-        /// `Retry-After` in seconds, when sent (503, 504 and 429).
+        /// `Retry-After` in seconds, when sent (503, 504 and 429; 409 `room_not_open`).
         retry_after: Option<Duration>,
+        /// The body of a refused join (409 `room_not_open`, `sold_out`, `room_closed`): the
+        /// room's times, names and sold-out message.
+        refusal: Option<Box<RoomNotOpen>>,
     },
     /// No answer: offline, server down, connection reset.
     Network,
@@ -102,6 +106,19 @@ impl ApiError {
             Some(error_code::ROOM_CLOSED) => Some(RoomState::Closed),
             _ => None,
         }
+    }
+
+    /// The body of a join refused with a 409 that names the room's times, names and message.
+    pub fn refusal(&self) -> Option<&RoomNotOpen> {
+        match self {
+            Self::Status { refusal, .. } => refusal.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the room does not take joins yet (409 `room_not_open`).
+    pub fn is_room_not_open(&self) -> bool {
+        self.code() == Some(vestibule_shared::error_code::ROOM_NOT_OPEN)
     }
 
     /// Whether the ticket named in the request is unknown (404 `ticket_not_found`).
@@ -265,11 +282,16 @@ pub fn read_answer(
     if (200..300).contains(&status) {
         return Ok(body);
     }
+    // Every error body is an `ErrorBody`; a refused join's has more (optional) fields, so one
+    // decoder of the larger shape reads both.
+    let body = crate::json::decode::<RoomNotOpen>(&body);
     Err(ApiError::Status {
         status,
-        code: crate::json::decode::<ErrorBody>(&body)
-            .map(|body| body.error)
+        code: body
+            .as_ref()
+            .map(|body| body.error.clone())
             .unwrap_or_default(),
+        refusal: body.filter(|_| status == 409).map(Box::new),
         retry_after: retry_after
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER)),
@@ -397,6 +419,7 @@ mod tests {
             status,
             code: code.to_owned(),
             retry_after: None,
+            refusal: None,
         }
     }
 

@@ -4,7 +4,7 @@
 use std::{cell::Cell, rc::Rc, time::Duration};
 
 use leptos::prelude::*;
-use vestibule_shared::{RoomState, TicketState, TicketStatus};
+use vestibule_shared::{RoomState, SoldOutMessage, TicketState, TicketStatus};
 
 /// What the page knows about its place in the room.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,9 +19,15 @@ pub enum Phase {
     RoomNotFound,
     /// The server refused the request for a reason retrying cannot fix.
     Failed,
-    /// A join got no place: the room is sold out (409 `sold_out`, `RoomState::SoldOut`) or closed
-    /// to new joins (409 `room_closed`, `RoomState::Closed`).
-    Refused(RoomState),
+    /// A join got no place: the room is sold out (409 `sold_out`, `RoomState::SoldOut`, with the
+    /// room's message) or closed to new joins (409 `room_closed`, `RoomState::Closed`).
+    Refused(RoomState, Option<SoldOutMessage>),
+    /// The room takes joins from `joins_at_ms` (Unix ms, the shopper's clock; 409
+    /// `room_not_open`): the page counts down and joins by itself then ([`crate::opening`]).
+    NotOpen {
+        /// When the pre-queue (or the room) opens.
+        joins_at_ms: f64,
+    },
 }
 
 impl Phase {
@@ -78,6 +84,8 @@ pub enum Connection {
     Offline,
     /// Nothing more to follow (admitted, ended, unknown room).
     Stopped,
+    /// The room is not open yet: the join is set for its opening.
+    Scheduled,
 }
 
 impl Connection {
@@ -91,6 +99,7 @@ impl Connection {
             Self::Reconnecting => "reconnecting",
             Self::Offline => "offline",
             Self::Stopped => "stopped",
+            Self::Scheduled => "scheduled",
         }
     }
 
@@ -137,6 +146,8 @@ pub struct QueueView {
     pub announcement: RwSignal<String>,
     /// Solving the room's proof of work before the join ("Checking your browser…").
     pub checking: RwSignal<bool>,
+    /// The room's name for people in the page's language, once an answer named one.
+    pub display_name: RwSignal<Option<String>>,
 }
 
 impl QueueView {
@@ -149,6 +160,7 @@ impl QueueView {
             starting_position: RwSignal::new(None),
             announcement: RwSignal::new(String::new()),
             checking: RwSignal::new(false),
+            display_name: RwSignal::new(None),
         }
     }
 }
@@ -231,6 +243,8 @@ mod tests {
             message_ko: None,
             beyond_stock: false,
             queueing_method: None,
+            display_name_en: None,
+            display_name_ko: None,
         })
     }
 
@@ -260,6 +274,7 @@ mod tests {
             Connection::Live,
             Connection::Hidden,
             Connection::Stopped,
+            Connection::Scheduled,
         ] {
             assert!(!fine.is_lost(), "{fine:?}");
         }

@@ -340,6 +340,7 @@ mod tests {
             status: 403,
             code: error_code::TOKEN_EXPIRED.to_owned(),
             retry_after: None,
+            refusal: None,
         };
         assert_eq!(
             HandoffState::from_error(&refused),
@@ -360,6 +361,7 @@ mod tests {
             status: 503,
             code: error_code::STORE_UNAVAILABLE.to_owned(),
             retry_after: None,
+            refusal: None,
         };
         assert_eq!(
             HandoffState::from_error(&busy).failure_text(),

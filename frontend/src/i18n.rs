@@ -85,6 +85,9 @@ pub enum Text {
     PreQueueDetail,
     OpensIn,
     TicketTag,
+    NotOpen,
+    NotOpenDetail,
+    ConnScheduled,
 }
 
 /// The text of `text` in `lang`.
@@ -105,6 +108,12 @@ pub fn t(lang: Lang, text: Text) -> &'static str {
             "오픈 시각에 추첨으로 순번이 정해집니다. 이 페이지를 열어 두세요.",
         ),
         OpensIn => ("Opens in", "오픈까지"),
+        NotOpen => ("Not open yet", "아직 열리지 않았습니다"),
+        NotOpenDetail => (
+            "This page joins the line by itself at the opening. Keep it open.",
+            "오픈 시각에 이 페이지가 자동으로 줄을 섭니다. 이 페이지를 열어 두세요.",
+        ),
+        ConnScheduled => ("Waiting for the opening", "오픈을 기다리는 중"),
         TicketTag => ("Your ticket tag in the draw", "추첨 확인용 티켓 태그"),
         PlaceKept => (
             "Your place was kept while you were away.",
@@ -306,7 +315,7 @@ pub fn eta_words(lang: Lang, eta_secs: u64) -> String {
 }
 
 /// Whole minutes in words without "about": `"1 h 30 min"` / `"1시간 30분"`.
-fn minutes_words(lang: Lang, minutes: u64) -> String {
+pub fn minutes_words(lang: Lang, minutes: u64) -> String {
     let (hours, rest) = (minutes / 60, minutes % 60);
     match (lang, hours, rest) {
         (Lang::En, 0, m) => format!("{m} min"),

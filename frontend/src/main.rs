@@ -14,6 +14,7 @@
 //! - [`announce`]: what the screen-reader live region says about the ticket, and when.
 //! - [`connection`]: the signals the waiting view renders (phase, link state, countdown).
 //! - [`sse`]: the ticket's event stream, with a watchdog for a silent (hung) stream.
+//! - [`opening`]: before a room opens: when the page joins by itself, the opening in words.
 //! - [`proof`]: a join's proof of work, solved in slices without freezing the page.
 //! - [`queue`]: the ticket life cycle: join or resume, then SSE or adaptive polling.
 //! - [`focus`]: moving keyboard focus to the result of an action.
@@ -39,6 +40,7 @@ mod heartbeat;
 mod i18n;
 mod json;
 mod language_switch;
+mod opening;
 mod order;
 mod page_params;
 mod proof;

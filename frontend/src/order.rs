@@ -180,6 +180,7 @@ mod tests {
             status: 403,
             code: error_code::TOKEN_USED.into(),
             retry_after: None,
+            refusal: None,
         };
         assert_eq!(Outcome::from_error(&used), Outcome::Used);
         assert_eq!(

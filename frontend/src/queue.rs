@@ -26,6 +26,7 @@ use crate::{
     embed::Embedder,
     handoff::Exit,
     i18n::{t, Lang, Text},
+    opening,
     page_params::{checkout_href, PageParams, Transport},
     proof,
     sale_text::{sale_text, SaleText},
@@ -250,6 +251,10 @@ impl Queue {
             self.memory.set_ticket_id(&status.ticket_id);
             self.ticket_id.replace(Some(status.ticket_id.clone()));
         }
+        self.show_name(
+            status.display_name_en.as_deref(),
+            status.display_name_ko.as_deref(),
+        );
         if let (TicketState::Waiting, Some(position)) = (status.status, status.position) {
             let start = self.memory.starting_position(&status.ticket_id, position);
             self.view.starting_position.set(Some(start));
@@ -323,6 +328,12 @@ impl Queue {
         if self.stopped.get() {
             return;
         }
+        if let Some(refusal) = error.refusal() {
+            self.show_name(
+                refusal.display_name_en.as_deref(),
+                refusal.display_name_ko.as_deref(),
+            );
+        }
         if error.is_ticket_not_found() {
             // The server forgot the ticket (ended over an hour ago, or a store reset):
             // take a new place rather than show a ticket that no longer exists.
@@ -338,9 +349,13 @@ impl Queue {
                 .next_delay(js_sys::Math::random(), None, true);
             self.view.connection.set(Connection::Connecting);
             self.schedule(delay);
+        } else if error.is_room_not_open() {
+            self.close_sse();
+            self.wait_for_opening(&error);
         } else if let Some(room_state) = error.refused_join() {
             self.close_sse();
-            self.view.phase.set(Phase::Refused(room_state));
+            let message = error.refusal().and_then(|r| r.sold_out_message.clone());
+            self.view.phase.set(Phase::Refused(room_state, message));
             let text = match room_state {
                 RoomState::SoldOut => SaleText::SoldOut,
                 _ => SaleText::Closed,
@@ -362,6 +377,48 @@ impl Queue {
             self.say(Text::Failed);
             self.stop();
         }
+    }
+
+    /// Shows the room's name for people in the page's language (`None`: the slug stays).
+    fn show_name(&self, en: Option<&str>, ko: Option<&str>) {
+        let name = match self.lang {
+            Lang::En => en,
+            Lang::Ko => ko,
+        };
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            if self
+                .view
+                .display_name
+                .with_untracked(|shown| shown.as_deref() != Some(name))
+            {
+                self.view.display_name.set(Some(name.to_owned()));
+            }
+        }
+    }
+
+    /// 409 `room_not_open`: counts down to the time joins start and joins by itself then
+    /// ([`crate::opening::join_delay_ms`]); a long wait is a re-check that reads the times again.
+    fn wait_for_opening(self: &Rc<Self>, error: &ApiError) {
+        let now = js_sys::Date::now();
+        let joins_at = error
+            .refusal()
+            .and_then(|r| r.prequeue_opens_at.as_deref().or(r.opens_at.as_deref()))
+            .map(js_sys::Date::parse)
+            .filter(|at| !at.is_nan());
+        let retry_after = error.retry_after().map(|wait| wait.as_secs());
+        let delay = opening::join_delay_ms(now, joins_at, retry_after, js_sys::Math::random());
+        // Shown by the shopper's clock; without a time, by the server's wait.
+        let shown_at = joins_at.unwrap_or(now + 1000.0 * retry_after.unwrap_or(0) as f64);
+        let announce = !matches!(self.view.phase.get_untracked(), Phase::NotOpen { .. });
+        self.view.phase.set(Phase::NotOpen {
+            joins_at_ms: shown_at,
+        });
+        if announce {
+            self.say(Text::NotOpen);
+        }
+        self.view.connection.set(Connection::Scheduled);
+        // Not `schedule`: a hidden polling tab must join at the opening too.
+        self.set_timer(Duration::from_millis(delay));
     }
 
     fn say(&self, text: Text) {
@@ -408,6 +465,12 @@ impl Queue {
             self.view.connection.set(Connection::Hidden);
             return;
         }
+        self.set_timer(delay);
+    }
+
+    /// Sets the one timer for the next request, replacing any other, hidden tab or not.
+    fn set_timer(self: &Rc<Self>, delay: Duration) {
+        self.cancel_timer();
         let this = Rc::clone(self);
         let handle = set_timeout_with_handle(
             move || {
@@ -427,6 +490,10 @@ impl Queue {
 
     fn on_visibility_change(self: &Rc<Self>) {
         if self.stopped.get() || self.view.transport.get_untracked() != ActiveTransport::Poll {
+            return;
+        }
+        // Before the opening the join's timer runs whether the tab shows or not.
+        if matches!(self.view.phase.get_untracked(), Phase::NotOpen { .. }) {
             return;
         }
         if document().hidden() {

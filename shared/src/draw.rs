@@ -140,8 +140,10 @@ pub struct DrawInfo {
     pub next_offset: Option<u64>,
 }
 
-/// The body of a join refused with 409 `room_not_open`: the usual `error` and `message`, and
-/// the room's two times so a client can show when to come back.
+/// The body of a join refused with 409 `room_not_open`, `sold_out` or `room_closed`: the usual
+/// `error` and `message`, the room's two times so a client can show when to come back (null but
+/// for `room_not_open`), and what a page shows a shopper who got no place: the room's names for
+/// people and, with `sold_out`, its sold-out message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -156,4 +158,14 @@ pub struct RoomNotOpen {
     /// When joins start (RFC 3339, UTC): the pre-queue's opening; null = at `opensAt`.
     #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub prequeue_opens_at: Option<String>,
+    /// Only with `sold_out`: the room's sold-out message, each language null when the room has
+    /// none (show your own text then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sold_out_message: Option<crate::SoldOutMessage>,
+    /// The room's name for people, English; absent = the slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name_en: Option<String>,
+    /// The room's name for people, Korean; absent = the slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name_ko: Option<String>,
 }

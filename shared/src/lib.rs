@@ -283,6 +283,12 @@ pub struct TicketStatus {
     /// when a later arrival draws a smaller key. Say so ("random order: your place can move").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queueing_method: Option<QueueingMethod>,
+    /// The room's name for people, English, for the page's title and heading; absent = the slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name_en: Option<String>,
+    /// The room's name for people, Korean; absent = the slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name_ko: Option<String>,
 }
 
 /// Public facts about a room (`GET /api/v1/rooms/{room}`).

@@ -27,6 +27,8 @@ fn ticket_status_serializes_with_camel_case_fields_and_screaming_states() {
         message_ko: None,
         beyond_stock: false,
         queueing_method: None,
+        display_name_en: None,
+        display_name_ko: None,
     };
     let json = serde_json::to_value(&status).unwrap();
     assert!(

@@ -27,6 +27,8 @@ mod opening;
 mod presence;
 #[path = "browser/readable.rs"]
 mod readable;
+#[path = "browser/refusals.rs"]
+mod refusals;
 #[path = "browser/sale.rs"]
 mod sale;
 

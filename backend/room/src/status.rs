@@ -124,6 +124,9 @@ pub fn ticket_status(
             .then(|| settings.labels.message_ko.clone())
             .flatten(),
         beyond_stock: beyond_stock(record, settings.sale.stock),
+        // The page's title and heading name the room in every state.
+        display_name_en: settings.labels.display_name_en.clone(),
+        display_name_ko: settings.labels.display_name_ko.clone(),
         heartbeat_after_ms: matches!(record.state, TicketState::Waiting | TicketState::PreQueue)
             .then(|| {
                 presence::heartbeat_after_ms(presence::effective_abandon_ms(

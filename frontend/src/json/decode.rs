@@ -2,8 +2,8 @@
 //! replace (see the module docs of [`super`]).
 
 use vestibule_shared::{
-    bots::Challenge, embed::EmbeddingInfo, ErrorBody, OrderReceipt, QueueingMethod, RoomState,
-    SoldOutMessage, TicketState, TicketStatus, WaitReason,
+    bots::Challenge, draw::RoomNotOpen, embed::EmbeddingInfo, OrderReceipt, QueueingMethod,
+    RoomState, SoldOutMessage, TicketState, TicketStatus, WaitReason,
 };
 
 use super::{parse, Json};
@@ -71,13 +71,7 @@ impl FromJson for TicketStatus {
             checkout_url: json.opt_string("checkoutUrl")?,
             room_state: room_state(json.get("roomState")?.as_str()?)?,
             place_kept: json.flag("placeKept")?,
-            sold_out_message: json.opt("soldOutMessage", |m| {
-                matches!(m, Json::Obj(_)).then_some(())?;
-                Some(SoldOutMessage {
-                    en: m.opt_string("en")?,
-                    ko: m.opt_string("ko")?,
-                })
-            })?,
+            sold_out_message: sold_out_message(json)?,
             heartbeat_after_ms: json.opt_int("heartbeatAfterMs")?,
             opens_at: json.opt_string("opensAt")?,
             ticket_tag: json.opt_string("ticketTag")?,
@@ -85,6 +79,33 @@ impl FromJson for TicketStatus {
             message_ko: json.opt_string("messageKo")?,
             beyond_stock: json.flag("beyondStock")?,
             queueing_method: json.opt("queueingMethod", |v| QueueingMethod::parse(v.as_str()?))?,
+            display_name_en: json.opt_string("displayNameEn")?,
+            display_name_ko: json.opt_string("displayNameKo")?,
+        })
+    }
+}
+
+/// The optional `soldOutMessage` member: `{"en", "ko"}`, each optional.
+fn sold_out_message(json: &Json) -> Option<Option<SoldOutMessage>> {
+    json.opt("soldOutMessage", |m| {
+        matches!(m, Json::Obj(_)).then_some(())?;
+        Some(SoldOutMessage {
+            en: m.opt_string("en")?,
+            ko: m.opt_string("ko")?,
+        })
+    })
+}
+
+impl FromJson for RoomNotOpen {
+    fn from_json(json: &Json) -> Option<Self> {
+        Some(Self {
+            error: json.string("error")?,
+            message: json.string("message")?,
+            opens_at: json.opt_string("opensAt")?,
+            prequeue_opens_at: json.opt_string("prequeueOpensAt")?,
+            sold_out_message: sold_out_message(json)?,
+            display_name_en: json.opt_string("displayNameEn")?,
+            display_name_ko: json.opt_string("displayNameKo")?,
         })
     }
 }
@@ -107,15 +128,6 @@ impl FromJson for OrderReceipt {
             room: json.string("room")?,
             sku: json.string("sku")?,
             quantity: u32::try_from(json.int("quantity")?).ok()?,
-        })
-    }
-}
-
-impl FromJson for ErrorBody {
-    fn from_json(json: &Json) -> Option<Self> {
-        Some(Self {
-            error: json.string("error")?,
-            message: json.string("message")?,
         })
     }
 }

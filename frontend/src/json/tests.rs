@@ -1,5 +1,6 @@
 use vestibule_shared::{
-    bots::Challenge, embed::EmbeddingInfo, ErrorBody, OrderReceipt, OrderRequest, TicketStatus,
+    bots::Challenge, draw::RoomNotOpen, embed::EmbeddingInfo, OrderReceipt, OrderRequest,
+    TicketStatus,
 };
 
 use super::*;
@@ -26,7 +27,8 @@ fn ticket_statuses_decode_as_serde_does() {
         "soldOutMessage": {"en": "Gone \"all\" \u{1F600}", "ko": null}, "heartbeatAfterMs": 60000,
         "opensAt": "2026-11-27T09:00:00Z", "ticketTag": "0123456789ab",
         "messageEn": "Sizes 42–44\nsold out", "messageKo": "품절", "beyondStock": true,
-        "queueingMethod": "random", "unknownField": [1, {"x": -2.5e3}]
+        "queueingMethod": "random", "displayNameEn": "Drop 7", "displayNameKo": "드롭 7",
+        "unknownField": [1, {"x": -2.5e3}]
     });
     same_as_serde::<TicketStatus>(&full.to_string());
     same_as_serde::<TicketStatus>(&serde_json::to_string_pretty(&full).unwrap());
@@ -59,8 +61,9 @@ fn other_answers_decode_as_serde_does() {
         r#"{"challenge":"abc","difficulty":300,"expiresAtMs":1,"algorithm":"x"}"#,
     );
     same_as_serde::<OrderReceipt>(r#"{"orderId":"o-1","room":"main","sku":"DEMO","quantity":1}"#);
-    same_as_serde::<ErrorBody>(r#"{"error":"sold_out","message":"The room is sold out."}"#);
-    same_as_serde::<ErrorBody>(r#"{"error":"x"}"#);
+    // Every error body reads as the refusal's larger shape (`api::read_answer`).
+    same_as_serde::<RoomNotOpen>(r#"{"error":"sold_out","message":"The room is sold out."}"#);
+    same_as_serde::<RoomNotOpen>(r#"{"error":"x"}"#);
     same_as_serde::<EmbeddingInfo>(
         r#"{"room":"main","allowedOrigins":["https://shop.example"],"shareTokenWithEmbedder":false}"#,
     );
@@ -116,4 +119,18 @@ fn request_bodies_are_what_serde_wrote() {
         receipt(&receipt_value),
         serde_json::to_string(&receipt_value).unwrap()
     );
+}
+
+#[test]
+fn refused_joins_decode_as_serde_does() {
+    for text in [
+        r#"{"error":"room_not_open","message":"m","opensAt":"2026-11-27T09:00:00Z",
+            "prequeueOpensAt":null,"displayNameEn":"Drop 7"}"#,
+        r#"{"error":"sold_out","message":"m","opensAt":null,"prequeueOpensAt":null,
+            "soldOutMessage":{"en":"Gone","ko":null},"displayNameKo":"드롭 7"}"#,
+        r#"{"error":"room_closed","message":"m"}"#,
+        r#"{"error":"sold_out","message":"m","soldOutMessage":"gone"}"#,
+    ] {
+        same_as_serde::<RoomNotOpen>(text);
+    }
 }

@@ -24,6 +24,7 @@ fn connection_text(lang: Lang, connection: Connection, transport: ActiveTranspor
         Connection::Reconnecting => t(lang, Text::ConnReconnecting).to_owned(),
         Connection::Offline => t(lang, Text::ConnOffline).to_owned(),
         Connection::Stopped => t(lang, Text::ConnStopped).to_owned(),
+        Connection::Scheduled => t(lang, Text::ConnScheduled).to_owned(),
     }
 }
 

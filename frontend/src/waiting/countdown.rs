@@ -1,6 +1,8 @@
-//! The pre-queue's countdown (`#countdown`): while the ticket is `PRE_QUEUE`, the time
-//! left to the opening (`opensAt`), ticking every second, "your place will be drawn at the
-//! opening" (the status headline says it), and the ticket's tag to check the published draw.
+//! The countdown (`#countdown`): while the ticket is `PRE_QUEUE`, the time left to the opening
+//! (`opensAt`), ticking every second, "your place will be drawn at the opening" (the status
+//! headline says it), and the ticket's tag to check the published draw; before the room takes
+//! joins (409 `room_not_open`), "Opens at 09:00 (in 12 min)" and the time left until the page
+//! joins by itself.
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use vestibule_shared::TicketState;
 use crate::{
     connection::Phase,
     i18n::{t, Lang, Text},
+    opening::opens_at_words,
 };
 
 /// `h:mm:ss` (or `m:ss` under an hour) of the milliseconds left, never negative.
@@ -23,18 +26,34 @@ pub fn countdown_text(left_ms: f64) -> String {
     }
 }
 
-/// The opening (Unix ms) and tag of a `PRE_QUEUE` ticket.
-fn prequeue(phase: &Phase) -> Option<(f64, Option<String>)> {
+/// What the countdown counts down to.
+enum Until {
+    /// The draw at the opening, for a `PRE_QUEUE` ticket with its tag.
+    Draw(Option<String>),
+    /// The time joins start (409 `room_not_open`): the page joins by itself then.
+    Joins,
+}
+
+/// The time counted down to (Unix ms) and what happens then.
+fn counted(phase: &Phase) -> Option<(f64, Until)> {
     match phase {
         Phase::Ticket(s) if s.status == TicketState::PreQueue => {
             let opens = js_sys::Date::parse(s.opens_at.as_deref()?);
-            (!opens.is_nan()).then(|| (opens, s.ticket_tag.clone()))
+            (!opens.is_nan()).then(|| (opens, Until::Draw(s.ticket_tag.clone())))
         }
+        Phase::NotOpen { joins_at_ms } => Some((*joins_at_ms, Until::Joins)),
         _ => None,
     }
 }
 
-/// The countdown block, shown only while the ticket is `PRE_QUEUE`.
+/// The local time of day of `at_ms` (the shopper's time zone).
+fn local_time(at_ms: f64) -> (u32, u32) {
+    let date = js_sys::Date::new(&at_ms.into());
+    (date.get_hours(), date.get_minutes())
+}
+
+/// The countdown block, shown while the ticket is `PRE_QUEUE` ("Opens in") or before joins
+/// start ("Opens at 09:00 (in 12 min)", ticking with the clock).
 #[component]
 pub fn Countdown(lang: Lang, phase: RwSignal<Phase>) -> impl IntoView {
     let now = RwSignal::new(js_sys::Date::now());
@@ -45,11 +64,19 @@ pub fn Countdown(lang: Lang, phase: RwSignal<Phase>) -> impl IntoView {
         on_cleanup(move || handle.clear());
     }
     move || {
-        phase.with(prequeue).map(|(opens, tag)| {
-            let left = move || countdown_text(opens - now.get());
+        phase.with(counted).map(|(at, until)| {
+            let left = move || countdown_text(at - now.get());
+            let (label, tag) = match until {
+                Until::Draw(tag) => (None, tag),
+                Until::Joins => (Some(local_time(at)), None),
+            };
+            let label = move || match label {
+                Some(time) => opens_at_words(lang, time, at - now.get()),
+                None => t(lang, Text::OpensIn).to_owned(),
+            };
             view! {
                 <section class="countdown" id="countdown" aria-labelledby="countdown-label">
-                    <p id="countdown-label" class="countdown-label">{t(lang, Text::OpensIn)}</p>
+                    <p id="countdown-label" class="countdown-label">{label}</p>
                     <p class="countdown-time" id="countdown-time" aria-live="off">{left}</p>
                     {tag.map(|tag| view! {
                         <p class="ticket-tag">

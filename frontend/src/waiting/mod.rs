@@ -71,7 +71,18 @@ pub fn WaitingView(params: PageParams) -> impl IntoView {
     let checking_shown = ArcMemo::new(move |_| checking.get());
     let joining = Signal::derive(move || phase.with(|p| *p == Phase::Joining));
     mark_place_on_screen(phase);
-    let room_name = params.room.clone();
+    // The room's name for people in the page's language once an answer named it, else the slug:
+    // the heading (which labels the `main` landmark) and, on the page's own tab or frame, the
+    // document's title.
+    let slug = params.room.clone();
+    let display_name = state.display_name;
+    let room_name = move || display_name.get().unwrap_or_else(|| slug.clone());
+    if !matches!(params.host, Host::Widget(_)) {
+        let name = room_name.clone();
+        Effect::new(move |_| {
+            document().set_title(&format!("{} · {}", name(), t(lang, Text::WaitingRoom)));
+        });
+    }
     // The storefront chooses the widget's language (`data-vestibule-lang`): no link away.
     let language_switch = (!matches!(params.host, Host::Widget(_)))
         .then(|| view! { <LanguageSwitch params=params.clone() /> });

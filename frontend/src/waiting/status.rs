@@ -28,8 +28,9 @@ fn headline(lang: Lang, phase: &Phase) -> (String, String) {
         Phase::Joining => words((Text::Joining, Text::JoiningDetail)),
         Phase::RoomNotFound => words((Text::RoomNotFound, Text::RoomNotFoundDetail)),
         Phase::Failed => words((Text::Failed, Text::FailedDetail)),
-        Phase::Refused(RoomState::SoldOut) => sold_out(None),
-        Phase::Refused(_) => (
+        Phase::NotOpen { .. } => words((Text::NotOpen, Text::NotOpenDetail)),
+        Phase::Refused(RoomState::SoldOut, message) => sold_out(message.as_ref()),
+        Phase::Refused(..) => (
             sale_text(lang, SaleText::Closed).to_owned(),
             sale_text(lang, SaleText::ClosedDetail).to_owned(),
         ),
@@ -51,8 +52,8 @@ fn data_status(phase: &Phase) -> &'static str {
     phase.ticket_state().map_or("", TicketState::as_str)
 }
 
-/// `#status[data-room-state]`: the room's state (`OPEN`, `PAUSED`, `SOLD_OUT`, …), `NOT_FOUND`,
-/// or empty.
+/// `#status[data-room-state]`: the room's state (`OPEN`, `PAUSED`, `SOLD_OUT`, …), `NOT_OPEN`
+/// (before joins start), `NOT_FOUND`, or empty.
 fn data_room_state(phase: &Phase) -> &'static str {
     let name = |state| match state {
         RoomState::Open => "OPEN",
@@ -63,7 +64,8 @@ fn data_room_state(phase: &Phase) -> &'static str {
     };
     match phase {
         Phase::Ticket(s) => name(s.room_state),
-        Phase::Refused(state) => name(*state),
+        Phase::Refused(state, _) => name(*state),
+        Phase::NotOpen { .. } => "NOT_OPEN",
         Phase::RoomNotFound => "NOT_FOUND",
         Phase::Joining | Phase::Failed => "",
     }
@@ -203,7 +205,9 @@ pub fn StatusSection(
                 TicketState::SoldOut => NextStep::None,
             },
             Phase::Failed => NextStep::Reload,
-            Phase::Joining | Phase::RoomNotFound | Phase::Refused(_) => NextStep::None,
+            Phase::Joining | Phase::RoomNotFound | Phase::Refused(..) | Phase::NotOpen { .. } => {
+                NextStep::None
+            }
         })
     };
     // Once the server says the place was kept (`placeKept`), the page says so until the wait ends.

@@ -75,7 +75,7 @@ fn dedup_key(
         (status = 400, description = "Malformed `Idempotency-Key`, or a body that says it is JSON (or says nothing) and is not (`bad_request`; a join takes no body: none, `{}` or whitespace are fine)", body = ErrorBody),
         (status = 403, description = "Invalid user assertion (`user_assertion_invalid`), none where the room requires one (`user_assertion_required`); proof of work missing (`proof_of_work_required`), malformed or not from this waiting room (`proof_of_work_malformed`), short of the difficulty (`proof_of_work_wrong`), expired (`proof_of_work_expired`) or for another room (`proof_of_work_wrong_room`)", body = ErrorBody),
         (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
-        (status = 409, description = "No new place. The proof of work's challenge was already used by a join (`proof_of_work_reused`). Sold out (`sold_out`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created (a join whose key or user names a live ticket still gets it: 200)", body = vestibule_shared::draw::RoomNotOpen,
+        (status = 409, description = "No new place. The proof of work's challenge was already used by a join (`proof_of_work_reused`). Sold out (`sold_out`, the body carrying the room's `soldOutMessage`) or closed to new joins (`room_closed`): a join whose key or user names a live ticket still gets it (200; `SOLD_OUT` once the room sold out). Before the room's pre-queue opens (`prequeueOpensAt`, or `opensAt` without a pre-queue): `room_not_open` with both times (`opensAt`, `prequeueOpensAt`) and `Retry-After`; nothing was created (a join whose key or user names a live ticket still gets it: 200). The bodies of `sold_out`, `room_closed` and `room_not_open` also carry the room's `displayNameEn` / `displayNameKo`", body = vestibule_shared::draw::RoomNotOpen,
             headers(("Retry-After" = u64, description = "With `room_not_open`: seconds until joins start"))),
         (status = 429, description = "Over the per-client join limit (`rate_limited`); a retried join that finds its ticket is never refused", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -109,7 +109,7 @@ pub async fn join(
         });
     // A proof of work is used once, whichever generation of the room the join ends in.
     let challenge_used = AtomicBool::new(false);
-    crate::on_live_room(&state, &room, |runtime| {
+    let answer = crate::on_live_room(&state, &room, |runtime| {
         join_in(
             &state,
             runtime,
@@ -119,7 +119,39 @@ pub async fn join(
             &challenge_used,
         )
     })
-    .await
+    .await;
+    match answer {
+        Err(error @ (ApiError::SoldOut(_) | ApiError::RoomClosed(_))) => {
+            Ok(refusal_with_room(&state, &room, error))
+        }
+        other => other,
+    }
+}
+
+/// A join refused 409 `sold_out` or `room_closed`, its body carrying what a page shows a
+/// shopper who got no place: the room's names and, when sold out, its sold-out message (a new
+/// visitor sees the same words as those who waited). Status, code, message and the error's
+/// report for the logs are the plain error's.
+fn refusal_with_room(state: &AppState, room: &str, error: ApiError) -> Response {
+    let Ok(runtime) = state.room(room) else {
+        return error.into_response();
+    };
+    let settings = runtime.settings();
+    let sold_out = matches!(error, ApiError::SoldOut(_));
+    let body = vestibule_shared::draw::RoomNotOpen {
+        error: error.code().to_owned(),
+        message: error.to_string(),
+        opens_at: None,
+        prequeue_opens_at: None,
+        sold_out_message: sold_out
+            .then(|| vestibule_room::public_state::sold_out_message(&settings)),
+        display_name_en: settings.labels.display_name_en.clone(),
+        display_name_ko: settings.labels.display_name_ko.clone(),
+    };
+    let (mut parts, _) = error.into_response().into_parts();
+    let (fresh, body) = Json(body).into_response().into_parts();
+    parts.headers = fresh.headers;
+    Response::from_parts(parts, body)
 }
 
 /// A join in `runtime`'s generation of the room.
@@ -212,6 +244,9 @@ fn room_not_open(settings: &vestibule_store::Settings, joins_from_ms: u64) -> Re
         ),
         opens_at: settings.opens_at_ms.map(rfc3339_from_ms),
         prequeue_opens_at: settings.prequeue_opens_at_ms.map(rfc3339_from_ms),
+        sold_out_message: None,
+        display_name_en: settings.labels.display_name_en.clone(),
+        display_name_ko: settings.labels.display_name_ko.clone(),
     };
     let wait_secs = joins_from_ms.saturating_sub(now_ms()).div_ceil(1000).max(1);
     let mut response = (

@@ -31,6 +31,8 @@ fn status(position: u64) -> TicketStatus {
         message_ko: None,
         beyond_stock: false,
         queueing_method: None,
+        display_name_en: None,
+        display_name_ko: None,
     }
 }
 
