@@ -160,7 +160,7 @@ pub fn RoomsList(console: Console) -> impl IntoView {
                             </button>
                             {name.is_some().then(|| view! { <span class="slug">{room.room.clone()}</span> })}
                         </th>
-                        <td><span class=state_class>{state}</span></td>
+                        <td class="state-cell"><span class=state_class>{state}</span></td>
                         <td class="num waiting">{room.waiting}</td>
                         <td class="num">{room.active_users}</td>
                         <td class="num">{admitted} " / " {figure(room.admission_rate_per_sec)} {t(lang, Text::PerSec)}</td>

@@ -176,9 +176,15 @@ async fn the_console_runs_a_drop_from_its_schedule_to_sold_out_and_closed() {
     )
     .await;
     assert!(row.contains(ROOM), "the slug stays visible: {row}");
+    let overflow = table_overflow(&browser).await;
+    let widths = "return [...document.querySelectorAll('.rooms tr:last-child > *')] \
+                  .map(c => c.tagName + ':' + c.getBoundingClientRect().width.toFixed(0) \
+                  + ':' + c.textContent.trim().slice(0, 20)).join(' | ') + ' wrap ' \
+                  + document.querySelector('.rooms .table-wrap').clientWidth;";
+    let widths = browser.execute(widths, vec![]).await.unwrap();
     assert!(
-        table_overflow(&browser).await <= 0,
-        "the rooms table scrolls sideways at 1280 px"
+        overflow <= 0,
+        "the rooms table scrolls sideways at 1280 px by {overflow} px: {widths}"
     );
     let top = "window.scrollTo(0, 0); document.activeElement.blur(); return true;";
     browser.execute(top, vec![]).await.unwrap();
