@@ -49,12 +49,9 @@ pub fn local_clock(zone: &impl Zone, at_ms: i64, now_ms: i64) -> String {
     format!("{at}:{seconds:02}")
 }
 
-/// The panel's rows: `(element id, label, value)`, in reading order.
+/// The panel's rows: `(element id, label, value)`, in reading order. Counts stand bare (the
+/// labels name what they count: no "1 people").
 pub fn rows(lang: Lang, summary: &SaleSummary, zone: &impl Zone, now_ms: i64) -> Vec<Cell> {
-    let people = |n: u64| match lang {
-        Lang::En => format!("{n} {}", t(lang, Text::People)),
-        Lang::Ko => format!("{n}{}", t(lang, Text::People)),
-    };
     let sold_out = match (summary.sold_out, summary.sold_out_at_ms) {
         (_, Some(at_ms)) => local_clock(zone, at_ms as i64, now_ms),
         // Sold out before the server marked the time (an older server): no time to show.
@@ -62,11 +59,11 @@ pub fn rows(lang: Lang, summary: &SaleSummary, zone: &impl Zone, now_ms: i64) ->
         (false, None) => t(lang, Text::NotSoldOut).to_owned(),
     };
     vec![
-        ("sum-joined", Text::Joined, people(summary.joined)),
+        ("sum-joined", Text::Joined, summary.joined.to_string()),
         (
             "sum-admitted",
             Text::AdmittedTotal,
-            people(summary.admitted),
+            summary.admitted.to_string(),
         ),
         ("sum-ordered", Text::Ordered, summary.ordered.to_string()),
         (
@@ -74,7 +71,7 @@ pub fn rows(lang: Lang, summary: &SaleSummary, zone: &impl Zone, now_ms: i64) ->
             Text::ExpiredUnused,
             summary.expired_unused.to_string(),
         ),
-        ("sum-peak", Text::PeakLine, people(summary.peak_waiting)),
+        ("sum-peak", Text::PeakLine, summary.peak_waiting.to_string()),
         (
             "sum-longest",
             Text::LongestWait,

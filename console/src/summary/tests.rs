@@ -47,17 +47,17 @@ fn the_summary_reads_in_both_languages() {
     assert_eq!(
         values(Lang::En, &summary, &FixedOffset(0), now),
         [
-            "5000 people",
-            "1200 people",
+            "5000",
+            "1200",
             "1000",
             "150",
-            "4100 people",
+            "4100",
             "32 min 10 s",
             "not sold out"
         ]
     );
     let ko = values(Lang::Ko, &summary, &FixedOffset(0), now);
-    assert_eq!(ko[0], "5000명");
+    assert_eq!(ko[0], "5000");
     assert_eq!(ko[5], "32분 10초");
     assert_eq!(ko[6], "품절 전");
     let ids: Vec<_> = rows(Lang::En, &summary, &FixedOffset(0), now)
