@@ -161,9 +161,10 @@ async fn the_console_runs_a_drop_from_its_schedule_to_sold_out_and_closed() {
     )
     .await;
     assert!(row.contains(ROOM), "the slug stays visible: {row}");
+    let overflow = table_overflow(&browser).await;
     assert!(
-        table_overflow(&browser).await <= 0,
-        "the rooms table scrolls sideways at 1280 px"
+        overflow <= 0,
+        "the rooms table scrolls sideways at 1280 px: {overflow} px"
     );
     let top = "window.scrollTo(0, 0); document.activeElement.blur(); return true;";
     browser.execute(top, vec![]).await.unwrap();
