@@ -187,8 +187,27 @@ pub fn LineChart(
             })
             .collect_view()
     };
+    // What is drawn, for tests and tools: the first line's points in the window and when the
+    // oldest of them was read (Unix ms; empty with none).
+    let drawn = move || {
+        let start = now_ms().saturating_sub(HISTORY_MS);
+        series.with(|series| {
+            let shown: Vec<u64> = series
+                .first()
+                .map(|line| line.points.iter().map(|(at, _)| *at))
+                .into_iter()
+                .flatten()
+                .filter(|at| *at >= start)
+                .collect();
+            (shown.len(), shown.first().copied())
+        })
+    };
     view! {
-        <figure class="chart">
+        <figure
+            class="chart"
+            data-points=move || drawn().0.to_string()
+            data-first-ms=move || drawn().1.map(|at| at.to_string()).unwrap_or_default()
+        >
             <figcaption>
                 {move || t(lang.get(), title)} " "
                 <span class="unit">"(" {move || t(lang.get(), unit)} ")"</span>

@@ -134,6 +134,16 @@ pub enum Text {
     HeldPreQueue,
     HeldRateZero,
     HeldNobodyWaiting,
+    // The sale summary (`summary.rs`; words in `i18n/words.rs`).
+    SaleSummary,
+    Joined,
+    AdmittedTotal,
+    Ordered,
+    ExpiredUnused,
+    PeakLine,
+    LongestWait,
+    SoldOutAt,
+    NotSoldOut,
 }
 
 /// The text of `text` in `lang`.

@@ -11,7 +11,7 @@
 //! - [`schedule`]: the true state label, the opening times with a countdown ([`local_time`]) and
 //!   why admission is below the rate.
 //! - [`room_view`]: one room live: figures and charts ([`chart`]), [`controls`], the
-//!   [`calculator`].
+//!   [`calculator`], the sale's [`summary`].
 
 mod api;
 mod calculator;
@@ -27,6 +27,7 @@ mod schedule;
 mod settings_form;
 mod state;
 mod stream;
+mod summary;
 
 use leptos::prelude::*;
 

@@ -1,6 +1,7 @@
 //! The selected room live: its figures from the admin stream, two charts of the last 15
 //! minutes (waiting and active users; admitted per second against the configured rate), its
-//! controls and the capacity calculator.
+//! sale summary, controls and the capacity calculator. The charts begin with the server's
+//! history of the room, read each time it is shown, and go on with the stream.
 
 use leptos::prelude::*;
 use vestibule_shared::admin_events::RoomFigures;
@@ -16,15 +17,11 @@ use crate::local_time::Browser;
 use crate::rooms::figure;
 use crate::schedule::{held_back, label, schedule_line};
 use crate::state::Console;
+use crate::summary::SummaryPanel;
 
 /// One figure of the grid: label, value and its unit. `settings` (the room's, as last read)
 /// give the opening times for the state's label and the cap for why admission is held back.
-fn cells(
-    lang: Lang,
-    room: &RoomFigures,
-    settings: &Value,
-    at_ms: i64,
-) -> Vec<(&'static str, Text, String)> {
+fn cells(lang: Lang, room: &RoomFigures, settings: &Value, at_ms: i64) -> Vec<Cell> {
     let per_sec = t(lang, Text::PerSec);
     let rate = |value: f64| format!("{}{per_sec}", figure(value));
     let leader = room.leader.as_ref().map_or_else(
@@ -103,6 +100,23 @@ fn cells(
     ]
 }
 
+/// One figure of a grid: its element id, label and value.
+pub type Cell = (&'static str, Text, String);
+
+/// A grid of figures (the room's live ones, the sale summary's).
+pub fn figure_list(lang: Lang, cells: Vec<Cell>) -> impl IntoView {
+    view! {
+        <dl class="figures">
+            {cells
+                .into_iter()
+                .map(|(id, label, value)| view! {
+                    <div><dt>{t(lang, label)}</dt><dd id=id>{value}</dd></div>
+                })
+                .collect_view()}
+        </dl>
+    }
+}
+
 /// The selected room, or a hint to pick one.
 #[component]
 pub fn RoomView(console: Console) -> impl IntoView {
@@ -122,6 +136,8 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
     let lang = console.lang;
     let changes = Changes::new(console);
     changes.load(&room);
+    // The charts show the last 15 minutes at once (after a reload, a sign-in or another room).
+    crate::stream::load_history(console, room.clone());
     // Picking a room takes keyboard focus to it (its heading), not back to the top.
     request_animation_frame(|| {
         use wasm_bindgen::JsCast;
@@ -147,16 +163,12 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
                 view! { <p class="outcome bad">{t(lang, Text::NotRunning)}</p> }.into_any()
             }
             None => view! { <p>{t(lang, Text::Loading)}</p> }.into_any(),
-            Some(room) => view! {
-                <dl class="figures">
-                    {changes.settings.with(|settings| cells(lang, &room, settings, at_ms))
-                        .into_iter()
-                        .map(|(id, label, value)| view! {
-                            <div><dt>{t(lang, label)}</dt><dd id=id>{value}</dd></div>
-                        })
-                        .collect_view()}
-                </dl>
-            }
+            Some(room) => figure_list(
+                lang,
+                changes
+                    .settings
+                    .with(|settings| cells(lang, &room, settings, at_ms)),
+            )
             .into_any(),
         }
     };
@@ -236,6 +248,7 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
                 <LineChart title=Text::ChartRate unit=Text::PerSec series=rate_series lang=lang />
             </div>
         </section>
+        <SummaryPanel console=console room=room.clone() changes=changes />
         <Controls console=console room=room.clone() changes=changes />
         <Calculator console=console room=room changes=changes />
     }

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 
 use leptos::prelude::*;
 use serde_json::Value;
-use vestibule_shared::admin_events::AdminEvent;
+use vestibule_shared::admin_events::{AdminEvent, FigureHistory, RoomFigures};
 
 use crate::i18n::Lang;
 
@@ -93,6 +93,19 @@ pub struct Sample {
     pub admitted: Option<f64>,
 }
 
+impl Sample {
+    /// The sample of one room's figures read at `at_ms`.
+    fn of(at_ms: u64, figures: &RoomFigures) -> Self {
+        Self {
+            at_ms,
+            waiting: figures.waiting as f64,
+            active: figures.active_users as f64,
+            configured: figures.admission_rate_per_sec,
+            admitted: figures.admitted_per_sec,
+        }
+    }
+}
+
 /// Samples per room, oldest first, at most [`HISTORY_MS`] old.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
@@ -107,17 +120,37 @@ impl History {
             .retain(|room, _| event.rooms.iter().any(|figures| &figures.room == room));
         for figures in &event.rooms {
             let samples = self.rooms.entry(figures.room.clone()).or_default();
-            samples.push_back(Sample {
-                at_ms: event.at_ms,
-                waiting: figures.waiting as f64,
-                active: figures.active_users as f64,
-                configured: figures.admission_rate_per_sec,
-                admitted: figures.admitted_per_sec,
-            });
+            samples.push_back(Sample::of(event.at_ms, figures));
             while samples.front().is_some_and(|sample| sample.at_ms < oldest) {
                 samples.pop_front();
             }
         }
+    }
+
+    /// Merges a room's history from the server (`GET …/history`, a point every 5 s) into its
+    /// samples, which the live stream may have begun meanwhile: a point is taken only where no
+    /// sample lies within half its spacing (a stretch the stream covered keeps its one-second
+    /// samples: no duplicates), so it fills what came before the stream and any gap in it. Points
+    /// older than 15 minutes before the newest sample are left out.
+    pub fn merge(&mut self, history: &FigureHistory) {
+        let tolerance = history.every_secs.max(1) * 1000 / 2;
+        let samples = self.rooms.entry(history.room.clone()).or_default();
+        let mut merged: Vec<Sample> = samples.iter().copied().collect();
+        for point in &history.points {
+            let covered = samples
+                .iter()
+                .any(|sample| sample.at_ms.abs_diff(point.at_ms) < tolerance);
+            if !covered {
+                merged.push(Sample::of(point.at_ms, &point.figures));
+            }
+        }
+        merged.sort_by_key(|sample| sample.at_ms);
+        let newest = merged.last().map_or(0, |sample| sample.at_ms);
+        let oldest = newest.saturating_sub(HISTORY_MS);
+        *samples = merged
+            .into_iter()
+            .filter(|sample| sample.at_ms >= oldest)
+            .collect();
     }
 
     /// A room's samples, oldest first.
@@ -131,8 +164,8 @@ impl History {
 
 /// One room's figures for tests: open, 3 waiting, 1 active, 5/s configured, 4/s admitted.
 #[cfg(test)]
-pub fn sample_figures(room: &str) -> vestibule_shared::admin_events::RoomFigures {
-    vestibule_shared::admin_events::RoomFigures {
+pub fn sample_figures(room: &str) -> RoomFigures {
+    RoomFigures {
         room: room.into(),
         state: vestibule_shared::RoomState::Open,
         waiting: 3,
@@ -175,5 +208,73 @@ mod tests {
         assert_eq!(history.of("main").len(), 2);
         assert_eq!(history.of("main")[0].at_ms, 1_000 + HISTORY_MS);
         assert!(history.of("vip").is_empty());
+    }
+
+    fn server_history(room: &str, at: &[u64]) -> FigureHistory {
+        FigureHistory {
+            room: room.into(),
+            every_secs: 5,
+            points: at
+                .iter()
+                .map(|at_ms| vestibule_shared::admin_events::FigurePoint {
+                    at_ms: *at_ms,
+                    figures: sample_figures(room),
+                })
+                .collect(),
+        }
+    }
+
+    fn times(history: &History, room: &str) -> Vec<u64> {
+        history.of(room).iter().map(|sample| sample.at_ms).collect()
+    }
+
+    #[test]
+    fn history_fills_what_came_before_the_stream_without_duplicates() {
+        let mut history = History::default();
+        // The stream began at 100 s and heard 100 s, 101 s, 102 s before the history arrived;
+        // the server's points (every 5 s) include 100 s and 101.2 s (another replica's second).
+        for at_ms in [100_000, 101_000, 102_000] {
+            history.record(&event(at_ms, &["main"]));
+        }
+        history.merge(&server_history(
+            "main",
+            &[85_000, 90_000, 95_000, 100_000, 101_200],
+        ));
+        assert_eq!(
+            times(&history, "main"),
+            [85_000, 90_000, 95_000, 100_000, 101_000, 102_000]
+        );
+        // Loading it again (the room shown again) adds nothing.
+        history.merge(&server_history("main", &[90_000, 95_000, 100_000]));
+        assert_eq!(times(&history, "main").len(), 6);
+        // The stream goes on after it.
+        history.record(&event(103_000, &["main"]));
+        assert_eq!(times(&history, "main").last(), Some(&103_000));
+    }
+
+    #[test]
+    fn history_fills_a_gap_in_the_stream_and_keeps_fifteen_minutes() {
+        let mut history = History::default();
+        history.record(&event(HISTORY_MS + 10_000, &["main"]));
+        // The stream was lost from +10 s to +30 s.
+        history.record(&event(HISTORY_MS + 30_000, &["main"]));
+        history.merge(&server_history(
+            "main",
+            &[25_000, 30_000, HISTORY_MS + 15_000, HISTORY_MS + 20_000],
+        ));
+        // 25 s is more than 15 minutes before the newest sample; 30 s is at the edge (kept).
+        assert_eq!(
+            times(&history, "main"),
+            [
+                30_000,
+                HISTORY_MS + 10_000,
+                HISTORY_MS + 15_000,
+                HISTORY_MS + 20_000,
+                HISTORY_MS + 30_000
+            ]
+        );
+        // A history of a room the stream has not shown yet is kept as it is.
+        history.merge(&server_history("vip", &[1_000, 6_000]));
+        assert_eq!(times(&history, "vip"), [1_000, 6_000]);
     }
 }

@@ -1,6 +1,9 @@
 //! The admin event stream, read with `fetch` and a streaming body: `EventSource` cannot send the
 //! bearer header. The SSE text is parsed here ([`take_events`]); a broken or silent stream is
 //! opened again after a growing pause (1 s, 2 s, … 10 s); a refused token signs out.
+//!
+//! The charts' first 15 minutes come from the server's history of the room ([`load_history`]),
+//! read when a room is shown and again after the stream reconnects (to fill the gap).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -9,12 +12,12 @@ use std::time::Duration;
 use js_sys::{Reflect, Uint8Array};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use vestibule_shared::admin_events::{AdminEvent, ADMIN_EVENT_NAME};
+use vestibule_shared::admin_events::{AdminEvent, FigureHistory, ADMIN_EVENT_NAME};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, Headers, ReadableStreamDefaultReader, RequestInit, Response};
 
-use crate::api::{api_url, stored_token};
+use crate::api::{self, api_url, stored_token};
 use crate::state::{Console, Link};
 
 /// A stream silent this long is dead (the server sends an event every second, a comment every
@@ -71,17 +74,50 @@ enum Ended {
     Broken,
 }
 
+/// Reads `room`'s history (`GET …/admin/rooms/{room}/history`) into the charts' samples,
+/// merged with what the stream brought meanwhile ([`crate::state::History::merge`]). A
+/// server without it (older) or a failed read leaves the charts to the stream alone.
+pub fn load_history(console: Console, room: String) {
+    let session = console.session.get_untracked();
+    spawn_local(async move {
+        let path = format!("admin/rooms/{room}/history");
+        match api::call("GET", &path, None).await {
+            Ok(answer) => {
+                let Ok(history) = serde_json::from_value::<FigureHistory>(answer.body) else {
+                    return;
+                };
+                // A history read for an ended session is not the new one's.
+                if console.session.get_untracked() == session {
+                    console.history.update(|samples| samples.merge(&history));
+                }
+            }
+            Err(error) if error.is_auth() && console.session.get_untracked() == session => {
+                console.sign_out(true);
+            }
+            Err(_) => {}
+        }
+    });
+}
+
 /// Starts reading the stream for the current session; stops when the session changes.
 pub fn start(console: Console) {
     let session = console.session.get_untracked();
     spawn_local(async move {
         let mut pause = Duration::from_secs(1);
+        let mut first = true;
         loop {
             if console.session.get_untracked() != session || console.token.get_untracked().is_none()
             {
                 return;
             }
             console.link.set(Link::Connecting);
+            // After a break the history fills the shown room's gap (the room view reads it
+            // when it is shown, so the first connection needs none).
+            if !std::mem::take(&mut first) {
+                if let Some(room) = console.selected.get_untracked() {
+                    load_history(console, room);
+                }
+            }
             match connect(console, session).await {
                 Ended::Refused => {
                     if console.session.get_untracked() == session {

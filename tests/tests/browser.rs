@@ -19,6 +19,8 @@ mod bots;
 mod console;
 #[path = "browser/console_sale.rs"]
 mod console_sale;
+#[path = "browser/console_summary.rs"]
+mod console_summary;
 #[path = "browser/message.rs"]
 mod message;
 #[path = "browser/opening.rs"]

@@ -71,6 +71,15 @@ pub(super) fn pair(text: Text) -> (&'static str, &'static str) {
         ),
         HeldRateZero => ("admission rate is 0", "입장 속도가 0"),
         HeldNobodyWaiting => ("nobody waiting", "대기 인원 없음"),
+        SaleSummary => ("Sale so far", "판매 요약"),
+        Joined => ("Joined", "대기열 참여"),
+        AdmittedTotal => ("Admitted", "입장 허용"),
+        Ordered => ("Ordered", "주문"),
+        ExpiredUnused => ("Abandoned (tokens expired unused)", "이탈 (미사용 만료 입장권)"),
+        PeakLine => ("Longest line", "최대 대기 인원"),
+        LongestWait => ("Longest wait", "최장 대기 시간"),
+        SoldOutAt => ("Sold out at", "품절 시각"),
+        NotSoldOut => ("not sold out", "품절 전"),
         _ => ("?", "?"),
     }
 }

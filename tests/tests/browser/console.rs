@@ -34,6 +34,36 @@ pub(crate) async fn fill(browser: &Client, css: &str, value: &str) {
         .unwrap_or_else(|e| panic!("fill {css}: {e}"));
 }
 
+/// A browser on `app`'s console in English, `height` px tall at 1280 px, signed in with the
+/// admin token and its stream live. `dist/console/` must be built.
+pub(crate) async fn signed_in_console(
+    app: &TestApp,
+    driver: &ChromeDriver,
+    profile: &std::path::Path,
+    height: u32,
+) -> Client {
+    assert!(
+        dist_dir().join("console").join("index.html").is_file(),
+        "dist/console/ is not built: run scripts/build-page.sh"
+    );
+    let browser = driver.browser(profile, "en-US").await;
+    browser
+        .set_window_size(1280, height)
+        .await
+        .expect("1280 px");
+    browser
+        .goto(&app.url("/console/?lang=en"))
+        .await
+        .expect("console loads");
+    fill(&browser, "#admin-token", ADMIN_TOKEN).await;
+    click(&browser, "#sign-in").await;
+    wait_for(&browser, "#link", None, Duration::from_secs(10), |t| {
+        t.contains("Live")
+    })
+    .await;
+    browser
+}
+
 /// Accepts the confirmation the last click opened (fails when none opened).
 pub(crate) async fn accept_confirmation(browser: &Client, what: &str) {
     for _ in 0..30 {

@@ -16,7 +16,7 @@ use vestibule_tests::chromium::{
 };
 use vestibule_tests::{Backend, TestApp, ADMIN_TOKEN};
 
-use crate::console::fill;
+use crate::console::{fill, signed_in_console};
 
 /// An 11-character slug: the rooms table must still fit at 1280 px.
 const ROOM: &str = "drop-sale-9";
@@ -80,25 +80,10 @@ async fn table_overflow(browser: &Client) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_runs_a_drop_from_its_schedule_to_sold_out_and_closed() {
     let dist = dist_dir().to_string_lossy().to_string();
-    assert!(
-        dist_dir().join("console").join("index.html").is_file(),
-        "dist/console/ is not built: run scripts/build-page.sh"
-    );
     let app = TestApp::spawn(Backend::Memory, &["--static-dir", &dist, "--rooms", "main"]).await;
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
-    let browser = driver.browser(profile.path(), "en-US").await;
-    browser.set_window_size(1280, 1600).await.expect("1280 px");
-    browser
-        .goto(&app.url("/console/?lang=en"))
-        .await
-        .expect("console loads");
-    fill(&browser, "#admin-token", ADMIN_TOKEN).await;
-    click(&browser, "#sign-in").await;
-    wait_for(&browser, "#link", None, Duration::from_secs(10), |t| {
-        t.contains("Live")
-    })
-    .await;
+    let browser = signed_in_console(&app, &driver, profile.path(), 1600).await;
 
     // Create: names, a pre-queue in about 3 min and the sale in about 8, stock 5, 175/s.
     let started_ms = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
