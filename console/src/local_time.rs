@@ -3,18 +3,20 @@
 //! The arithmetic is pure; only the time zone comes from the browser ([`Browser`]), so the unit
 //! tests run it with a fixed offset ([`FixedOffset`]).
 
-/// A local wall-clock time, to the minute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A local wall-clock time, to the second (a drop may open at 14:05:30).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LocalTime {
     pub year: i32,
     pub month: u32,
     pub day: u32,
     pub hour: u32,
     pub minute: u32,
+    pub second: u32,
 }
 
 impl LocalTime {
-    /// Reads a `datetime-local` value (`YYYY-MM-DDTHH:MM`, seconds ignored); `None` otherwise.
+    /// Reads a `datetime-local` value (`YYYY-MM-DDTHH:MM`, or `…:SS` with any fraction
+    /// dropped); `None` otherwise.
     pub fn parse(text: &str) -> Option<Self> {
         let (date, time) = text.trim().split_once(['T', ' '])?;
         let mut date = date.split('-');
@@ -22,31 +24,59 @@ impl LocalTime {
         let next = |part: Option<&str>| part.and_then(|p| p.parse::<u32>().ok());
         let (year, month, day) = (next(date.next())?, next(date.next())?, next(date.next())?);
         let (hour, minute) = (next(time.next())?, next(time.next())?);
+        let second = match time.next() {
+            None => 0,
+            Some(second) => next(second.split('.').next())?,
+        };
         let valid = (1970..=9999).contains(&year)
             && (1..=12).contains(&month)
             && (1..=31).contains(&day)
             && hour < 24
-            && minute < 60;
+            && minute < 60
+            && second < 60;
         valid.then_some(Self {
             year: year as i32,
             month,
             day,
             hour,
             minute,
+            second,
         })
     }
 
-    /// The `datetime-local` value.
+    /// The `datetime-local` value (seconds only when not 0).
     pub fn input_value(&self) -> String {
         format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}",
-            self.year, self.month, self.day, self.hour, self.minute
+            "{:04}-{:02}-{:02}T{}",
+            self.year,
+            self.month,
+            self.day,
+            self.hour_minute()
         )
     }
 
-    /// `14:05`, or `11-27 14:05` when not on `today`'s date.
+    /// `14:05`, or `14:05:30` when the seconds are not 0.
+    fn hour_minute(&self) -> String {
+        if self.second == 0 {
+            format!("{:02}:{:02}", self.hour, self.minute)
+        } else {
+            format!("{:02}:{:02}:{:02}", self.hour, self.minute, self.second)
+        }
+    }
+
+    /// `14:05` (`14:05:30` when the seconds are not 0), or `11-27 14:05` when not on `today`'s
+    /// date.
     pub fn clock(&self, today: &LocalTime) -> String {
-        let time = format!("{:02}:{:02}", self.hour, self.minute);
+        self.dated(today, self.hour_minute())
+    }
+
+    /// `14:05:00`: always to the second, with the date when not on `today`'s.
+    pub fn clock_to_second(&self, today: &LocalTime) -> String {
+        let time = format!("{:02}:{:02}:{:02}", self.hour, self.minute, self.second);
+        self.dated(today, time)
+    }
+
+    fn dated(&self, today: &LocalTime, time: String) -> String {
         if (self.year, self.month, self.day) == (today.year, today.month, today.day) {
             time
         } else {
@@ -82,12 +112,13 @@ pub struct Browser;
 
 impl Zone for Browser {
     fn to_ms(&self, local: LocalTime) -> i64 {
-        js_sys::Date::new_with_year_month_day_hr_min(
+        js_sys::Date::new_with_year_month_day_hr_min_sec(
             local.year as u32,
             local.month as i32 - 1,
             local.day as i32,
             local.hour as i32,
             local.minute as i32,
+            local.second as i32,
         )
         .get_time() as i64
     }
@@ -99,6 +130,7 @@ impl Zone for Browser {
             day: date.get_date(),
             hour: date.get_hours(),
             minute: date.get_minutes(),
+            second: date.get_seconds(),
         }
     }
 }
@@ -114,10 +146,11 @@ fn days_from_civil(year: i32, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The fields of a UTC instant (to the minute).
+/// The fields of a UTC instant (to the second).
 fn utc_fields(ms: i64) -> LocalTime {
     let days = ms.div_euclid(86_400_000);
     let minutes = ms.rem_euclid(86_400_000) / 60_000;
+    let second = (ms.rem_euclid(60_000) / 1000) as u32;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -133,6 +166,7 @@ fn utc_fields(ms: i64) -> LocalTime {
         day,
         hour: (minutes / 60) as u32,
         minute: (minutes % 60) as u32,
+        second,
     }
 }
 
@@ -140,6 +174,7 @@ fn utc_fields(ms: i64) -> LocalTime {
 fn utc_ms(at: LocalTime) -> i64 {
     days_from_civil(at.year, at.month, at.day) * 86_400_000
         + i64::from(at.hour * 60 + at.minute) * 60_000
+        + i64::from(at.second) * 1000
 }
 
 /// Unix ms as the admin API takes it: `2026-11-27T05:05:00Z`.
@@ -195,6 +230,23 @@ mod tests {
         // Across a year's end and before 1970's leap rules matter: 2024-02-29 exists.
         let leap = LocalTime::parse("2024-02-29T23:59").unwrap();
         assert_eq!(FixedOffset(0).to_local(utc_ms(leap)), leap);
+    }
+
+    #[test]
+    fn seconds_are_kept_when_typed_and_shown_only_when_not_zero() {
+        let seoul = FixedOffset(9 * 60);
+        let local = LocalTime::parse("2026-11-27T14:05:30.250").unwrap();
+        let ms = seoul.to_ms(local);
+        assert_eq!(rfc3339(ms), "2026-11-27T05:05:30Z");
+        assert_eq!(seoul.to_local(ms).input_value(), "2026-11-27T14:05:30");
+        assert_eq!(local.clock(&local), "14:05:30");
+        assert_eq!(LocalTime::parse("2026-11-27T14:05:61"), None);
+        let whole = LocalTime::parse("2026-11-27T14:05:00").unwrap();
+        assert_eq!(
+            (whole.input_value().len(), whole.clock(&whole)),
+            (16, "14:05".into())
+        );
+        assert_eq!(whole.clock_to_second(&whole), "14:05:00");
     }
 
     #[test]

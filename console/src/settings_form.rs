@@ -71,7 +71,7 @@ fn input(lang: RwSignal<Lang>, field: &'static Field, id: String, values: Values
         }
         .into_any(),
         Kind::Time => view! {
-            <input id=id type="datetime-local" prop:value=value on:input=set />
+            <input id=id type="datetime-local" step="1" prop:value=value on:input=set />
         }
         .into_any(),
         Kind::Rate => view! {

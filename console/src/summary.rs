@@ -44,9 +44,7 @@ pub fn wait_span(lang: Lang, secs: u64) -> String {
 /// The local time of `at_ms` to the second (`14:05:32`), with the date when it is not
 /// `now_ms`'s (`11-27 14:05:32`).
 pub fn local_clock(zone: &impl Zone, at_ms: i64, now_ms: i64) -> String {
-    let seconds = at_ms.rem_euclid(60_000) / 1000;
-    let at = zone.to_local(at_ms).clock(&zone.to_local(now_ms));
-    format!("{at}:{seconds:02}")
+    zone.to_local(at_ms).clock_to_second(&zone.to_local(now_ms))
 }
 
 /// The panel's rows: `(element id, label, value)`, in reading order. Counts stand bare (the
