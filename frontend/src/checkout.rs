@@ -207,7 +207,7 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 </p>
                 <h1 id="checkout-title">{title}</h1>
                 <p class="detail">
-                    {move || t(lang, if ordered() { Text::CompletedDetail } else { Text::CheckoutIntro })}
+                    {crate::waiting::shared(move || t(lang, if ordered() { Text::CompletedDetail } else { Text::CheckoutIntro }))}
                 </p>
             </header>
 
@@ -234,8 +234,8 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 hidden=no_token
                 class="button button-wide"
                 on:click=place_order
-                disabled=move || busy() || ordered()
-                aria-busy=move || busy().to_string()
+                disabled=crate::waiting::shared(move || busy() || ordered())
+                aria-busy=crate::waiting::shared(move || busy().to_string())
             >
                 {button_text}
             </button>
@@ -245,7 +245,7 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
                 id="checkout-result"
                 class="result"
                 tabindex="-1"
-                data-outcome=move || outcome.with(Outcome::data_outcome)
+                data-outcome=crate::waiting::shared(move || outcome.with(Outcome::data_outcome))
                 data-error=move || outcome.with(|o| match o {
                     Outcome::Error { code, .. } => code.clone(),
                     _ => None,
@@ -255,7 +255,7 @@ pub fn CheckoutView(params: PageParams) -> impl IntoView {
             </div>
 
             <div id="checkout-announcer" class="visually-hidden" role="status" aria-live="polite">
-                {move || announcement.get()}
+                {crate::waiting::shared(move || announcement.get())}
             </div>
         </main>
         <LanguageSwitch params=params />

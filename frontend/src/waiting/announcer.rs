@@ -13,7 +13,7 @@ pub fn Announcer(text: RwSignal<String>) -> impl IntoView {
             aria-live="polite"
             aria-atomic="true"
         >
-            {move || text.get()}
+            {super::shared(move || text.get())}
         </div>
     }
 }

@@ -50,12 +50,12 @@ pub fn ConnectionLine(
             id="connection"
             tabindex="-1"
             class="connection"
-            data-transport=move || transport.get().as_str()
-            data-state=move || connection.get().as_str()
+            data-transport=super::shared(move || transport.get().as_str())
+            data-state=super::shared(move || connection.get().as_str())
         >
             <span class="dot" aria-hidden="true"></span>
             <span class="connection-text">
-                {move || connection_text(lang, connection.get(), transport.get())}
+                {super::shared(move || connection_text(lang, connection.get(), transport.get()))}
             </span>
             {move || retry_now_shown.get().then(|| view! {
                 <button type="button" class="link-button" id="retry-now"

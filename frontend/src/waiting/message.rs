@@ -28,9 +28,9 @@ pub fn WaiterMessage(lang: Lang, phase: RwSignal<Phase>) -> impl IntoView {
             id="waiter-message"
             class="waiter-message"
             aria-live="polite"
-            hidden=move || text.with(Option::is_none)
+            hidden=super::shared(move || text.with(Option::is_none))
         >
-            {move || text.get().unwrap_or_default()}
+            {super::shared(move || text.get().unwrap_or_default())}
         </p>
     }
 }

@@ -36,6 +36,14 @@ use progress::ProgressBar;
 use stats::Stats;
 use status::StatusSection;
 
+/// One type for the view's reactive closures of one output type: tachys' render code is then
+/// instantiated once per output type, not once per closure (a smaller page).
+pub(crate) fn shared<T: 'static>(
+    f: impl FnMut() -> T + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<dyn FnMut() -> T + Send>> {
+    std::sync::Arc::new(std::sync::Mutex::new(f))
+}
+
 /// Marks when the place is first on screen (a user timing for Lighthouse and DevTools), and
 /// removes the place `index.html` showed before the page ran: that place was marked there and
 /// goes with the first answer (the same one), so the view replaces it without showing "Joining"

@@ -44,11 +44,11 @@ pub fn ProgressBar(
             id="progress"
             class="progress"
             role="progressbar"
-            hidden=move || !(shown() || joining.get())
+            hidden=super::shared(move || !(shown() || joining.get()))
             aria-label=t(lang, Text::Progress)
             aria-valuemin="0"
             aria-valuemax="100"
-            aria-valuenow=move || progress().to_string()
+            aria-valuenow=super::shared(move || progress().to_string())
         >
             <div class="progress-fill" style:width=move || format!("{}%", progress())></div>
         </div>

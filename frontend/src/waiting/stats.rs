@@ -76,35 +76,35 @@ pub fn Stats(
     view! {
         <dl
             class="stats"
-            class:stale=move || connection.get().is_lost()
-            hidden=move || !(position().is_some() || joining.get())
+            class:stale=super::shared(move || connection.get().is_lost())
+            hidden=super::shared(move || !(position().is_some() || joining.get()))
         >
             <div class="stat stat-position">
                 <dt>{t(lang, Text::Position)}</dt>
-                <dd id="position">{move || figure(position())}</dd>
+                <dd id="position">{super::shared(move || figure(position()))}</dd>
             </div>
             <div class="stat">
                 <dt>{t(lang, Text::Ahead)}</dt>
-                <dd id="ahead">{move || figure(position().map(|p| p.saturating_sub(1)))}</dd>
+                <dd id="ahead">{super::shared(move || figure(position().map(|p| p.saturating_sub(1))))}</dd>
             </div>
             <div class="stat">
                 <dt>{t(lang, Text::Eta)}</dt>
                 <dd
                     id="eta"
-                    data-seconds=move || eta_seconds().map(|s| s.to_string())
-                    data-seconds-high=move || eta_seconds_high().map(|s| s.to_string())
+                    data-seconds=super::shared(move || eta_seconds().map(|s| s.to_string()))
+                    data-seconds-high=super::shared(move || eta_seconds_high().map(|s| s.to_string()))
                 >
-                    {move || phase.with(|p| eta_text(lang, p))}
+                    {super::shared(move || phase.with(|p| eta_text(lang, p)))}
                 </dd>
             </div>
         </dl>
-        <p id="eta-reason" class="eta-reason" hidden=move || phase.with(|p| reason_text(lang, p)).is_none()>
-            {move || phase.with(|p| reason_text(lang, p)).unwrap_or_default()}
+        <p id="eta-reason" class="eta-reason" hidden=super::shared(move || phase.with(|p| reason_text(lang, p)).is_none())>
+            {super::shared(move || phase.with(|p| reason_text(lang, p)).unwrap_or_default())}
         </p>
-        <p id="random-order" class="eta-reason" hidden=move || !phase.with(random_order)>
+        <p id="random-order" class="eta-reason" hidden=super::shared(move || !phase.with(random_order))>
             {t(lang, Text::RandomOrder)}
         </p>
-        <p id="beyond-stock" class="eta-reason" hidden=move || !phase.with(beyond_stock)>
+        <p id="beyond-stock" class="eta-reason" hidden=super::shared(move || !phase.with(beyond_stock))>
             {t(lang, Text::BeyondStock)}
         </p>
     }

@@ -268,13 +268,13 @@ pub fn StatusSection(
             id="status"
             tabindex="-1"
             class="status"
-            class:status-paused=move || phase.with(Phase::is_paused)
-            data-status=move || phase.with(data_status)
-            data-room-state=move || phase.with(data_room_state)
+            class:status-paused=super::shared(move || phase.with(Phase::is_paused))
+            data-status=super::shared(move || phase.with(data_status))
+            data-room-state=super::shared(move || phase.with(data_room_state))
         >
-            <h2 class="headline">{move || phase.with(|p| headline(lang, p)).0}</h2>
-            <p class="detail">{move || phase.with(|p| headline(lang, p)).1}</p>
-            <p id="place-kept" class="detail" hidden=move || !show_kept()>
+            <h2 class="headline">{super::shared(move || phase.with(|p| headline(lang, p)).0)}</h2>
+            <p class="detail">{super::shared(move || phase.with(|p| headline(lang, p)).1)}</p>
+            <p id="place-kept" class="detail" hidden=super::shared(move || !show_kept())>
                 {t(lang, Text::PlaceKept)}
             </p>
             // Holds the line of "Leave the line" while joining, so nothing moves when it comes.
