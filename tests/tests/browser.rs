@@ -33,6 +33,8 @@ mod readable;
 mod refusals;
 #[path = "browser/sale.rs"]
 mod sale;
+#[path = "browser/sale_day.rs"]
+mod sale_day;
 
 use std::time::{Duration, Instant};
 
