@@ -308,6 +308,8 @@ async fn sale_day_from_the_consoles_schedule_to_the_summary_in_both_languages() 
         "sold out at a time: {sold_out_at}"
     );
     println!("summary: joined {joined}, ordered {ordered_shown}, sold out at {sold_out_at}");
+    let top = "window.scrollTo(0, 0); document.activeElement.blur(); return true;";
+    console.execute(top, vec![]).await.unwrap();
     save_screenshot(&console, "sale-day-console.png").await;
     for (_, page) in pages {
         page.close().await.unwrap();
