@@ -205,7 +205,6 @@ mod tests {
             sale: Default::default(),
             labels: Default::default(),
             queueing_method: Default::default(),
-            auto_rate: None,
         }
     }
 

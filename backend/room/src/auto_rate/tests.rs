@@ -223,6 +223,13 @@ fn backs_off_within_ten_seconds_of_a_halving_and_recovers_within_thirty() {
         .iter()
         .filter(|(_, s)| s.p95_ms > 500.0 || s.error_rate > 0.01)
         .count();
+    let means: Vec<_> = [(20, 60), (75, 120), (150, 180)]
+        .iter()
+        .map(|&(from, to)| format!("{:.1}", mean_rate(&trace, from, to)))
+        .collect();
+    println!(
+        "backed off at {backed_off} s, recovered at {recovered} s, means {means:?}, {over} s over"
+    );
     assert!(
         over * 100 <= 5 * trace.len(),
         "{over} of {} s over a target",

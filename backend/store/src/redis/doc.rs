@@ -298,7 +298,6 @@ mod tests {
             require_user_assertion: false,
             labels: Default::default(),
             queueing_method: QueueingMethod::Random,
-            auto_rate: None,
         }
     }
 
