@@ -70,6 +70,10 @@ pub struct EtaInputs {
     pub expected_checkout_secs: f64,
     /// What the leader measured.
     pub pace: Pace,
+    /// Seconds until the room's opening while a line that was already placed waits for it (an
+    /// opening moved later after its draw): nobody is admitted before, so every estimate starts
+    /// there. 0 when open.
+    pub opens_in_secs: f64,
 }
 
 impl EtaInputs {
@@ -86,6 +90,9 @@ impl EtaInputs {
             token_ttl_secs: settings.token_ttl_ms as f64 / 1000.0,
             expected_checkout_secs: settings.expected_checkout_secs(),
             pace,
+            opens_in_secs: settings.opens_at_ms.map_or(0.0, |at_ms| {
+                at_ms.saturating_sub(vestibule_store::now_ms()) as f64 / 1000.0
+            }),
         }
     }
 }
@@ -223,11 +230,14 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
         };
     }
     let (_, median, high, basis) = admission_secs(position, inputs);
+    // A line held for a later opening starts then; the margin is for the rate, not the clock.
+    let held = inputs.opens_in_secs.max(0.0);
     let median = median * (1.0 + inputs.margin);
-    let high = (high * (1.0 + inputs.margin) * HIGH_SLOWDOWN).max(median);
+    let high = (high * (1.0 + inputs.margin) * HIGH_SLOWDOWN).max(median) + held;
+    let median = median + held;
     // Admission never goes faster than the configured rate: nobody at this position can be
     // admitted sooner, so a poll by then plus the notice target never misses the token by more.
-    let earliest_ms = position as f64 / inputs.rate_per_sec * 1000.0;
+    let earliest_ms = (held + position as f64 / inputs.rate_per_sec) * 1000.0;
     let notice_ms = notice_secs(inputs) * 1000.0 - HINT_SLACK_MS as f64;
     let hint = tiers
         .after_ms(position)

@@ -26,6 +26,7 @@ fn open(rate: f64) -> EtaInputs {
         token_ttl_secs: 300.0,
         expected_checkout_secs: 100.0,
         pace: Pace::default(),
+        opens_in_secs: 0.0,
     }
 }
 
@@ -291,4 +292,21 @@ fn a_measured_rate_below_the_configured_one_is_used() {
         ..open(10.0)
     };
     assert!((admission_secs(50, &inputs).1 - 10.0).abs() < 1e-9);
+}
+
+/// A line placed by its draw whose opening was then moved later: nobody is admitted before it,
+/// so the estimate starts at the opening and the hint does not ask for a poll every second.
+#[test]
+fn a_line_held_for_a_later_opening_is_told_the_wait_from_the_opening() {
+    let held = EtaInputs {
+        opens_in_secs: 600.0,
+        ..open(1.0)
+    };
+    let first = estimate(1, &held, &tiers());
+    let open_now = estimate(1, &open(1.0), &tiers());
+    let median = first.median_secs.unwrap();
+    assert!((median - (600.0 + open_now.median_secs.unwrap())).abs() < 1e-9, "{median}");
+    assert!(first.high_secs.unwrap() >= median);
+    assert_eq!(first.next_poll_after_ms, tiers().after_ms(1));
+    assert!(first.next_poll_after_ms > open_now.next_poll_after_ms);
 }
