@@ -3,6 +3,8 @@
 //! the loop last moved the rate. The controller itself is `vestibule_room::auto_rate`.
 
 use serde::{Deserialize, Serialize};
+
+use crate::settings::SettingOutOfRange;
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
@@ -37,28 +39,22 @@ impl AutoRate {
     /// 10–60000, `maxErrorRate` in 0–0.5.
     ///
     /// # Errors
-    /// A sentence naming the field and its bounds (the admin API's 400 detail).
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`SettingOutOfRange::AutoRate`].
+    pub fn validate(&self) -> Result<(), SettingOutOfRange> {
         let rate_max = crate::settings::ADMISSION_RATE_PER_SEC_MAX;
         let rate_ok = |v: f64| v.is_finite() && (0.0..=rate_max).contains(&v);
-        if !rate_ok(self.min) || !rate_ok(self.max) || self.min > self.max {
-            return Err(format!(
-                "autoRate.min and autoRate.max must be 0–{rate_max} shoppers/s with min ≤ max"
-            ));
-        }
-        if !(TARGET_P95_MS_MIN..=TARGET_P95_MS_MAX).contains(&self.target_p95_ms) {
-            return Err(format!(
-                "autoRate.targetP95Ms must be {TARGET_P95_MS_MIN}–{TARGET_P95_MS_MAX} ms"
-            ));
-        }
-        if !(self.max_error_rate.is_finite()
-            && (0.0..=MAX_ERROR_RATE_MAX).contains(&self.max_error_rate))
+        let error_ok = self.max_error_rate.is_finite()
+            && (0.0..=MAX_ERROR_RATE_MAX).contains(&self.max_error_rate);
+        if rate_ok(self.min)
+            && rate_ok(self.max)
+            && self.min <= self.max
+            && (TARGET_P95_MS_MIN..=TARGET_P95_MS_MAX).contains(&self.target_p95_ms)
+            && error_ok
         {
-            return Err(format!(
-                "autoRate.maxErrorRate must be a fraction 0–{MAX_ERROR_RATE_MAX}"
-            ));
+            Ok(())
+        } else {
+            Err(SettingOutOfRange::AutoRate)
         }
-        Ok(())
     }
 }
 

@@ -64,6 +64,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             | SettingOutOfRange::SoldOutMessageEn
             | SettingOutOfRange::SoldOutMessageKo
             | SettingOutOfRange::ProofOfWorkAuto => "",
+            SettingOutOfRange::AutoRate => " (null turns the loop off)",
             SettingOutOfRange::MessageEn | SettingOutOfRange::MessageKo => {
                 " (null clears the message)"
             }
@@ -104,6 +105,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             message_ko: patch.message_ko.clone(),
         },
         queueing_method: queueing_method(patch.queueing_method.as_deref())?,
+        auto_rate: patch.auto_rate,
     })
 }
 
