@@ -162,6 +162,58 @@ pub fn merge(signals: &[OriginSignals], min_requests: u64) -> Option<OriginSigna
     })
 }
 
+/// A room's origin as this process knows it: its own window of the requests it forwarded (gate
+/// mode) or was told of (a storefront's report), and the room's signals merged from every
+/// replica's once a second by the figures reader, which the room's scheduler leader reads.
+#[derive(Debug, Default)]
+pub struct OriginState {
+    own: std::sync::Mutex<OriginWindow>,
+    room: std::sync::Mutex<Option<super::Reading>>,
+}
+
+impl OriginState {
+    fn own(&self) -> std::sync::MutexGuard<'_, OriginWindow> {
+        self.own
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A request forwarded to the origin.
+    pub fn started(&self) {
+        self.own().started();
+    }
+
+    /// A forwarded request's end ([`OriginWindow::finished`]).
+    pub fn finished(&self, now_ms: u64, latency_ms: f64, error: bool) {
+        self.own().finished(now_ms, latency_ms, error);
+    }
+
+    /// This process's signals now, if it saw requests.
+    pub fn own_signals(&self, now_ms: u64) -> Option<OriginSignals> {
+        self.own().signals(now_ms)
+    }
+
+    /// The room's signals, merged from every replica at `at_ms`.
+    pub fn set_room(&self, at_ms: u64, signals: Option<OriginSignals>) {
+        let reading = signals.map(|signals| super::Reading { at_ms, signals });
+        let mut room = self
+            .room
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if reading.is_some() {
+            *room = reading;
+        }
+    }
+
+    /// The room's latest merged signals (stale ones are the controller's to judge).
+    pub fn room_reading(&self) -> Option<super::Reading> {
+        *self
+            .room
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
