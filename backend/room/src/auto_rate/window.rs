@@ -168,6 +168,8 @@ pub fn merge(signals: &[OriginSignals], min_requests: u64) -> Option<OriginSigna
 #[derive(Debug, Default)]
 pub struct OriginState {
     own: std::sync::Mutex<OriginWindow>,
+    /// The storefront's latest report here, with when it came.
+    reported: std::sync::Mutex<Option<super::Reading>>,
     room: std::sync::Mutex<Option<super::Reading>>,
 }
 
@@ -188,9 +190,35 @@ impl OriginState {
         self.own().finished(now_ms, latency_ms, error);
     }
 
-    /// This process's signals now, if it saw requests.
+    /// A storefront's report of its origin's signals, received at `now_ms`.
+    pub fn report(&self, now_ms: u64, signals: OriginSignals) {
+        let mut reported = self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *reported = Some(super::Reading {
+            at_ms: now_ms,
+            signals,
+        });
+    }
+
+    /// This process's signals now: its own window's and a report received within the last
+    /// [`super::SIGNALS_STALE_MS`], merged; `None` when it has neither.
     pub fn own_signals(&self, now_ms: u64) -> Option<OriginSignals> {
-        self.own().signals(now_ms)
+        let reported = *self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let fresh = reported
+            .filter(|r| now_ms.saturating_sub(r.at_ms) <= super::SIGNALS_STALE_MS)
+            .map(|r| r.signals);
+        let parts: Vec<_> = self
+            .own()
+            .signals(now_ms)
+            .into_iter()
+            .chain(fresh)
+            .collect();
+        merge(&parts, 0)
     }
 
     /// The room's signals, merged from every replica at `at_ms`.
