@@ -159,4 +159,21 @@ async fn bad_reports_get_a_clear_4xx() {
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
     let (status, _) = report(&app, signals(50.0, 0.0), Some(ORIGIN_KEY)).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
+    // Whole numbers may be written 3.0 (JSON Schema's integer).
+    let mut floats = signals(50.0, 0.0);
+    floats["inFlight"] = json!(12.0);
+    assert_eq!(
+        report(&app, floats, Some(ORIGIN_KEY)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    // min above max: two valid values that disagree, 409 as the opening times.
+    let response = app
+        .client
+        .patch(app.url("/api/v1/admin/rooms/main"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"autoRate": {"min": 50, "max": 10, "targetP95Ms": 500, "maxErrorRate": 0}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CONFLICT);
 }
