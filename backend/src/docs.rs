@@ -108,7 +108,7 @@ pub fn settings_table() -> String {
             Value::Null => "`null`".to_owned(),
             value => format!("`{value}`"),
         };
-        let meaning = meaning(shown["description"].as_str().unwrap_or_default());
+        let meaning = meaning(&description(shown, property, schemas));
         out.push_str(&format!(
             "| `{name}` | {} | {default} | {} |\n",
             cell(&kind),
@@ -116,6 +116,27 @@ pub fn settings_table() -> String {
         ));
     }
     out
+}
+
+/// A setting's description: the view's, else the patch's, else (a setting that is an object of
+/// its own, such as `autoRate`) the description of the schema it refers to.
+fn description(shown: &Value, property: &Value, schemas: &Value) -> String {
+    let direct = [shown, property]
+        .into_iter()
+        .find_map(|value| value["description"].as_str().filter(|d| !d.is_empty()));
+    if let Some(text) = direct {
+        return text.to_owned();
+    }
+    let text = shown.to_string();
+    let referred = text
+        .split("#/components/schemas/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default();
+    schemas[referred]["description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The configuration with every flag at its default, whatever the environment says.

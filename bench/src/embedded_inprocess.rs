@@ -56,6 +56,7 @@ fn defaults() -> Settings {
         sale: Default::default(),
         labels: Default::default(),
         queueing_method: Default::default(),
+        auto_rate: None,
         opens_at_ms: None,
         prequeue_opens_at_ms: None,
         pow_difficulty: 0,

@@ -3,6 +3,8 @@
 //! the loop last moved the rate. The controller itself is `vestibule_room::auto_rate`.
 
 use serde::{Deserialize, Serialize};
+
+use crate::settings::SettingOutOfRange;
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
@@ -21,44 +23,56 @@ pub const MAX_ERROR_RATE_MAX: f64 = 0.5;
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoRate {
-    /// Lowest admission rate the loop sets, shoppers per second (also where it falls when the
-    /// origin's signals are lost). Example: `10`.
+    /// Lowest admission rate the loop sets, shoppers per second, 0–100000 (also where it falls
+    /// when the origin's signals are lost). Example: `10`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 10)
+    )]
     pub min: f64,
-    /// Highest admission rate the loop sets, shoppers per second. Example: `400`.
+    /// Highest admission rate the loop sets, shoppers per second, `min`–100000 (below `min` is
+    /// 409 `conflict`). Example: `400`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 400)
+    )]
     pub max: f64,
     /// The origin's p95 latency to stay under, milliseconds, 10–60000. Example: `500`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 10, maximum = 60000, example = 500)
+    )]
+    #[serde(deserialize_with = "crate::numbers::required_whole_number")]
     pub target_p95_ms: u64,
     /// The share of the origin's answers that may be 5xx or time out, 0–0.5. Example: `0.01`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 0.5, example = 0.01)
+    )]
     pub max_error_rate: f64,
 }
 
 impl AutoRate {
-    /// Checks the bounds: `0 ≤ min ≤ max ≤` the admission rate's highest, `targetP95Ms` in
-    /// 10–60000, `maxErrorRate` in 0–0.5.
+    /// Checks each field's bounds: `min` and `max` within the admission rate's, `targetP95Ms` in
+    /// 10–60000, `maxErrorRate` in 0–0.5. (`min ≤ max`, a relation between two valid values, is
+    /// the admin API's 409 `conflict`.)
     ///
     /// # Errors
-    /// A sentence naming the field and its bounds (the admin API's 400 detail).
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`SettingOutOfRange::AutoRate`].
+    pub fn validate(&self) -> Result<(), SettingOutOfRange> {
         let rate_max = crate::settings::ADMISSION_RATE_PER_SEC_MAX;
         let rate_ok = |v: f64| v.is_finite() && (0.0..=rate_max).contains(&v);
-        if !rate_ok(self.min) || !rate_ok(self.max) || self.min > self.max {
-            return Err(format!(
-                "autoRate.min and autoRate.max must be 0–{rate_max} shoppers/s with min ≤ max"
-            ));
-        }
-        if !(TARGET_P95_MS_MIN..=TARGET_P95_MS_MAX).contains(&self.target_p95_ms) {
-            return Err(format!(
-                "autoRate.targetP95Ms must be {TARGET_P95_MS_MIN}–{TARGET_P95_MS_MAX} ms"
-            ));
-        }
-        if !(self.max_error_rate.is_finite()
-            && (0.0..=MAX_ERROR_RATE_MAX).contains(&self.max_error_rate))
+        let error_ok = self.max_error_rate.is_finite()
+            && (0.0..=MAX_ERROR_RATE_MAX).contains(&self.max_error_rate);
+        if rate_ok(self.min)
+            && rate_ok(self.max)
+            && (TARGET_P95_MS_MIN..=TARGET_P95_MS_MAX).contains(&self.target_p95_ms)
+            && error_ok
         {
-            return Err(format!(
-                "autoRate.maxErrorRate must be a fraction 0–{MAX_ERROR_RATE_MAX}"
-            ));
+            Ok(())
+        } else {
+            Err(SettingOutOfRange::AutoRate)
         }
-        Ok(())
     }
 }
 
@@ -68,15 +82,35 @@ impl AutoRate {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OriginSignals {
-    /// Requests the origin answered (or that timed out) in the window. Example: `820`.
+    /// Requests the origin answered (or that timed out) in the window, 0–1000000000. Example:
+    /// `820`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 1000000000, example = 820)
+    )]
+    #[serde(deserialize_with = "crate::numbers::required_whole_number")]
     pub requests: u64,
-    /// Median latency, milliseconds. Example: `120`.
+    /// Median latency, milliseconds, 0–600000. Example: `120`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 600000, example = 120)
+    )]
     pub p50_ms: f64,
-    /// 95th-percentile latency, milliseconds. Example: `310`.
+    /// 95th-percentile latency, milliseconds, 0–600000. Example: `310`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 600000, example = 310)
+    )]
     pub p95_ms: f64,
     /// Share of the window's requests answered 5xx or timed out, 0–1. Example: `0.002`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1, example = 0.002))]
     pub error_rate: f64,
-    /// Requests in flight to the origin now. Example: `35`.
+    /// Requests in flight to the origin now, 0–1000000000. Example: `35`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 1000000000, example = 35)
+    )]
+    #[serde(deserialize_with = "crate::numbers::required_whole_number")]
     pub in_flight: u64,
 }
 

@@ -23,6 +23,15 @@ where
         .map_err(|_| serde::de::Error::custom(format!("{number} is too large")))
 }
 
+/// [`whole_number`] for a required field.
+pub(crate) fn required_whole_number<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    whole_number(deserializer)?.ok_or_else(|| serde::de::Error::custom("expected a whole number"))
+}
+
 /// [`whole_number`] for a field where `null` means "clear it" (`Some(None)`).
 pub(crate) fn nullable_whole_number<'de, D, T>(
     deserializer: D,

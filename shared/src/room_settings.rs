@@ -179,6 +179,10 @@ pub struct RoomSettings {
     /// `"random"` (by lottery key, docs/DESIGN.md "Random queueing").
     #[serde(default)]
     pub queueing_method: crate::QueueingMethod,
+    /// The closed loop: the admission rate follows the origin's health within [min, max]
+    /// (docs/DESIGN.md "Closed-loop admission"); null = the operator's rate alone.
+    #[serde(default)]
+    pub auto_rate: Option<crate::auto_rate::AutoRate>,
 }
 
 /// A partial update of [`RoomSettings`]; absent fields stay as they are. Each field's bounds are
@@ -393,4 +397,16 @@ pub struct RoomSettingsPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::QueueingMethod>))]
     pub queueing_method: Option<String>,
+    /// Turn the closed loop on (an object of `min`, `max` shoppers/s, `targetP95Ms`,
+    /// `maxErrorRate`) or off (`null`: the rate stays where the loop left it).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "nullable"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<crate::auto_rate::AutoRate>)
+    )]
+    pub auto_rate: Option<Option<crate::auto_rate::AutoRate>>,
 }

@@ -112,6 +112,8 @@ pub enum SettingOutOfRange {
     MessageEn,
     /// The Korean message to waiters is empty, too long or has control characters.
     MessageKo,
+    /// `autoRate` is out of its bounds ([`crate::auto_rate::AutoRate::validate`]).
+    AutoRate,
 }
 
 impl SettingOutOfRange {
@@ -134,6 +136,7 @@ impl SettingOutOfRange {
             Self::DisplayNameKo => "displayNameKo",
             Self::MessageEn => "messageEn",
             Self::MessageKo => "messageKo",
+            Self::AutoRate => "autoRate",
         }
     }
 }
@@ -175,6 +178,15 @@ impl fmt::Display for SettingOutOfRange {
             Self::MessageEn | Self::MessageKo => write!(
                 f,
                 "1–{WAITER_MESSAGE_MAX_CHARS} characters without control characters, or null"
+            ),
+            Self::AutoRate => write!(
+                f,
+                "{{min, max, targetP95Ms, maxErrorRate}} with 0 ≤ min ≤ max ≤ \
+                 {ADMISSION_RATE_PER_SEC_MAX} shoppers/s, targetP95Ms {}–{} ms and \
+                 maxErrorRate 0–{}, or null",
+                crate::auto_rate::TARGET_P95_MS_MIN,
+                crate::auto_rate::TARGET_P95_MS_MAX,
+                crate::auto_rate::MAX_ERROR_RATE_MAX
             ),
             Self::ProofOfWorkAuto => write!(
                 f,
@@ -449,6 +461,9 @@ impl RoomSettingsPatch {
         }
         if let Some(bits) = self.proof_of_work_difficulty {
             check_proof_of_work_difficulty(bits)?;
+        }
+        if let Some(Some(auto_rate)) = &self.auto_rate {
+            auto_rate.validate()?;
         }
         if let Some(Some(per_sec)) = self.proof_of_work_auto_joins_per_sec {
             if !PROOF_OF_WORK_AUTO_JOINS_PER_SEC.contains(&per_sec) {

@@ -168,9 +168,12 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
         );
         return drained(request, answer, config).await;
     }
-    if let Some(room) = gated_room(&gate.rules, request.uri().path())
-        .filter(|_| !is_bare_preflight(request.method(), request.headers()))
-    {
+    let gated = gated_room(&gate.rules, request.uri().path())
+        .filter(|_| !is_bare_preflight(request.method(), request.headers()));
+    // A gated path's answers are the closed loop's view of the origin (docs/DESIGN.md
+    // "Closed-loop admission").
+    let measured = gated.as_ref().and_then(|room| gate.state.rooms.get(room));
+    if let Some(room) = gated {
         // The way back to this very path. Leading slashes collapse to one: `//checkout` (gated
         // like `/checkout`) must come back to `/checkout`, not to `/` as a protocol-relative
         // `return` would be refused.
@@ -203,7 +206,18 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
             Err(refused) => return drained(request, refused, config).await,
         }
     }
-    gate.proxy.forward(request, config, navigation).await
+    let Some(runtime) = measured else {
+        return gate.proxy.forward(request, config, navigation).await;
+    };
+    runtime.origin.started();
+    let sent = std::time::Instant::now();
+    let response = gate.proxy.forward(request, config, navigation).await;
+    let latency_ms = sent.elapsed().as_secs_f64() * 1000.0;
+    let error = response.status().is_server_error();
+    runtime
+        .origin
+        .finished(vestibule_store::now_ms(), latency_ms, error);
+    response
 }
 
 /// Whether a request is a CORS preflight the gate may pass ungated: `OPTIONS` with `Origin` and

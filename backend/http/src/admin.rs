@@ -101,6 +101,7 @@ pub fn view(room: &str, in_force: Settings, counts: RoomCounts) -> RoomSettings 
         message_en: in_force.labels.message_en,
         message_ko: in_force.labels.message_ko,
         queueing_method: in_force.queueing_method,
+        auto_rate: in_force.auto_rate,
     }
 }
 

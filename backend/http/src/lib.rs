@@ -46,6 +46,7 @@ pub mod openapi;
 pub mod orders;
 pub mod page;
 pub mod rooms;
+pub mod signals;
 pub mod state;
 pub mod tickets;
 pub mod token_layer;
@@ -202,6 +203,7 @@ pub fn documented_routes_with(
         .merge(draw::router())
         .merge(orders::router())
         .merge(entries::router())
+        .merge(signals::router())
         .merge(jwks::router())
         .merge(admin::router())
         .merge(admin_rooms::router())

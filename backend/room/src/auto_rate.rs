@@ -28,6 +28,8 @@
 
 use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
+pub mod window;
+
 /// Signals older than this (ms) are stale: the rate holds at its last safe value.
 pub const SIGNALS_STALE_MS: u64 = 3_000;
 /// After this long (ms) without fresh signals the rate falls to `min`.

@@ -22,6 +22,10 @@ pub struct ReplicaRecord {
     /// Set while this replica leads the room.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader: Option<LeaderRecord>,
+    /// The origin's signals over this replica's window, when it forwarded or was told of
+    /// requests (the closed loop's input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<vestibule_shared::auto_rate::OriginSignals>,
 }
 
 /// What the leader shares besides its counts.
@@ -57,12 +61,15 @@ pub struct Merged {
     pub streams: u64,
     /// The leader's record, if one is live.
     pub leader: Option<LeaderRecord>,
+    /// The origin's signals merged from every replica's ([`crate::auto_rate::window::merge`]).
+    pub origin: Option<vestibule_shared::auto_rate::OriginSignals>,
 }
 
 impl Merged {
     /// The sum of `records` (JSON); one that does not parse (another version's) is passed over.
     pub fn of(records: &[String]) -> Self {
         let mut merged = Self::default();
+        let mut origins = Vec::new();
         for record in records {
             let Ok(record) = serde_json::from_str::<ReplicaRecord>(record) else {
                 tracing::debug!(%record, "a replica's figures record left out");
@@ -72,6 +79,7 @@ impl Merged {
             merged.polls += record.polls;
             merged.used += record.used;
             merged.streams += record.streams;
+            origins.extend(record.origin);
             if let Some(leader) = record.leader {
                 if merged
                     .leader
@@ -82,6 +90,7 @@ impl Merged {
                 }
             }
         }
+        merged.origin = crate::auto_rate::window::merge(&origins, crate::auto_rate::MIN_REQUESTS);
         merged
     }
 }
@@ -98,6 +107,7 @@ mod tests {
                 polls: 2.0 * joins,
                 used: 1.0,
                 streams: 3,
+                origin: None,
                 leader: leader.map(|(replica, epoch)| LeaderRecord {
                     replica: replica.into(),
                     epoch,

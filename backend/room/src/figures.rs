@@ -88,6 +88,7 @@ impl FigureReader {
         let back_of_line = (counts.waiting > 0)
             .then(|| eta::estimate(counts.waiting, &inputs, &options.poll_tiers));
         let own = ReplicaRecord {
+            origin: room.origin.own_signals(at_ms),
             joins,
             polls,
             used,
@@ -106,6 +107,7 @@ impl FigureReader {
         let merged = self
             .share(store, room, &own, totals.tokens_expired, at_ms)
             .await;
+        room.origin.set_room(at_ms, merged.origin);
         let leader = merged.leader.as_ref();
         // The leader's last second; before any leader shared, the pace it published.
         let admitted_per_sec = leader

@@ -205,6 +205,7 @@ mod tests {
             sale: Default::default(),
             labels: Default::default(),
             queueing_method: Default::default(),
+            auto_rate: None,
         }
     }
 

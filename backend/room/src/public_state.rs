@@ -76,6 +76,7 @@ mod tests {
             require_user_assertion: false,
             labels: Default::default(),
             queueing_method: Default::default(),
+            auto_rate: None,
         }
     }
 

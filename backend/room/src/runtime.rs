@@ -30,6 +30,8 @@ pub struct RoomRuntime {
     pub tokens: Arc<TokenService>,
     /// What the room's leader last measured (this process's, or published through the store).
     pace: RwLock<Pace>,
+    /// The origin's signals for the closed loop (docs/DESIGN.md "Closed-loop admission").
+    pub origin: crate::auto_rate::window::OriginState,
     /// The room's draw seed is known to exist (`room::opening`).
     seeded: AtomicBool,
     /// The room's draw is known to be made (it never changes after).
@@ -65,6 +67,7 @@ impl RoomRuntime {
             counters: RoomCounters::default(),
             active_users: AtomicU64::new(0),
             pace: RwLock::new(Pace::default()),
+            origin: Default::default(),
             seeded: AtomicBool::new(false),
             drawn: AtomicBool::new(false),
             retired: tokio::sync::watch::Sender::new(false),

@@ -107,6 +107,8 @@ struct Scheduler {
     meter: PaceMeter,
     /// `Some` while this process leads the room.
     leader: Option<Leadership>,
+    /// The closed loop, run while leading.
+    auto: auto_loop::AutoLoop,
     /// The most admitted by one tick so far (a gauge).
     largest_tick: u64,
     /// An outage is logged once, until a tick succeeds again.
@@ -126,6 +128,7 @@ impl Scheduler {
             quota: Quota::default(),
             meter: PaceMeter::default(),
             leader: None,
+            auto: auto_loop::AutoLoop::default(),
             largest_tick: 0,
             outage_logged: false,
         }
@@ -175,8 +178,9 @@ impl Scheduler {
             return Ok(());
         };
         let (epoch, elapsed) = (leadership.epoch, leadership.owed_since_last_tick(started));
-        let settings = self.room.settings();
         let now = now_ms();
+        self.auto.step(&*self.store, &self.room, now).await;
+        let settings = self.room.settings();
         opening_step(&*self.store, &self.room, &self.holder, epoch, now).await;
         // Before the opening nobody is admitted (docs/DESIGN.md "Scheduled opening and the
         // draw"); the store also admits nobody while a pre-queue waits for its draw.
@@ -292,6 +296,7 @@ impl Scheduler {
         metrics::gauge!("vestibule_scheduler_leader", &self.labels).set(0.0);
         self.room.counters.set_leader_epoch(None);
         self.leader = None;
+        self.auto = auto_loop::AutoLoop::default();
         self.quota.reset();
     }
 
@@ -456,6 +461,8 @@ async fn write_back_document(
     room.take_restored(in_force);
     Ok(())
 }
+
+pub mod auto_loop;
 
 #[cfg(test)]
 mod tests;

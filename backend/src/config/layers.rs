@@ -27,6 +27,7 @@ impl Config {
             sale: Default::default(),
             labels: Default::default(),
             queueing_method: Default::default(),
+            auto_rate: None,
             pow_difficulty: 0,
             pow_auto_joins_per_sec: None,
             require_user_assertion: false,

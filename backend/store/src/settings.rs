@@ -4,6 +4,7 @@
 
 use super::labels::{LabelsPatch, RoomLabels};
 use super::sale::{SalePatch, SaleSettings};
+pub use vestibule_shared::auto_rate::AutoRate;
 pub use vestibule_shared::QueueingMethod;
 
 /// A room's settings — the operator's live knobs — as the store keeps them (shared by every
@@ -61,6 +62,9 @@ pub struct Settings {
     /// Arrival order or the lottery (docs/DESIGN.md "Random queueing"); absent = FIFO.
     #[serde(default, skip_serializing_if = "is_fifo")]
     pub queueing_method: QueueingMethod,
+    /// The closed loop (docs/DESIGN.md "Closed-loop admission"); `None` = off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rate: Option<AutoRate>,
 }
 
 fn is_fifo(method: &QueueingMethod) -> bool {
@@ -124,6 +128,8 @@ pub struct SettingsPatch {
     pub labels: LabelsPatch,
     /// FIFO or random from now on.
     pub queueing_method: Option<QueueingMethod>,
+    /// Turn the closed loop on or (`Some(None)`) off.
+    pub auto_rate: Option<Option<AutoRate>>,
 }
 
 /// A live room's settings with its generation and version (`room_doc`): the version grows with
@@ -176,6 +182,7 @@ impl Settings {
             require_user_assertion: Some(self.require_user_assertion),
             labels: self.labels.as_patch(),
             queueing_method: Some(self.queueing_method),
+            auto_rate: Some(self.auto_rate),
         }
     }
 
@@ -214,6 +221,7 @@ impl Settings {
                 .unwrap_or(self.require_user_assertion),
             labels: self.labels.patched(&patch.labels),
             queueing_method: patch.queueing_method.unwrap_or(self.queueing_method),
+            auto_rate: patch.auto_rate.unwrap_or(self.auto_rate),
         }
     }
 }

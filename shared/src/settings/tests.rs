@@ -138,3 +138,32 @@ fn a_checkout_url_is_a_path_here_or_on_a_configured_storefront() {
         Some("https://shop.example:8443")
     );
 }
+
+#[test]
+fn auto_rate_patches_are_checked_and_null_turns_the_loop_off() {
+    let on: RoomSettingsPatch = serde_json::from_str(
+        r#"{"autoRate": {"min": 10, "max": 400, "targetP95Ms": 500, "maxErrorRate": 0.01}}"#,
+    )
+    .unwrap();
+    assert_eq!(on.validate(), Ok(()));
+    assert!(matches!(on.auto_rate, Some(Some(_))));
+    let off: RoomSettingsPatch = serde_json::from_str(r#"{"autoRate": null}"#).unwrap();
+    assert_eq!((off.auto_rate, off.validate()), (Some(None), Ok(())));
+    for wrong in [
+        r#"{"min": -1, "max": 10, "targetP95Ms": 500, "maxErrorRate": 0.01}"#,
+        r#"{"min": 1, "max": 1e9, "targetP95Ms": 500, "maxErrorRate": 0.01}"#,
+        r#"{"min": 1, "max": 10, "targetP95Ms": 0, "maxErrorRate": 0.01}"#,
+        r#"{"min": 1, "max": 10, "targetP95Ms": 500, "maxErrorRate": 0.9}"#,
+    ] {
+        let patch: RoomSettingsPatch =
+            serde_json::from_str(&format!(r#"{{"autoRate": {wrong}}}"#)).unwrap();
+        assert_eq!(
+            patch.validate(),
+            Err(SettingOutOfRange::AutoRate),
+            "{wrong}"
+        );
+    }
+    let unknown =
+        r#"{"autoRate": {"min": 1, "max": 10, "targetP95Ms": 500, "maxErrorRate": 0, "x": 1}}"#;
+    assert!(serde_json::from_str::<RoomSettingsPatch>(unknown).is_err());
+}

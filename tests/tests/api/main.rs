@@ -5,6 +5,7 @@
 
 mod admin_events;
 mod admission;
+mod auto_rate;
 mod bad_input;
 mod bots;
 mod configuration;

@@ -44,7 +44,8 @@ pub(crate) fn parse_patch(
 /// it to store units (token TTL in milliseconds).
 ///
 /// # Errors
-/// 400 `invalid_field` naming the field and its bounds, e.g. `tokenTtlSecs must be 1–86400 s`.
+/// 400 `invalid_field` naming the field and its bounds, e.g. `tokenTtlSecs must be 1–86400 s`;
+/// 409 `conflict` for `autoRate.min` above `autoRate.max` (two valid values that disagree).
 fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatch, ApiError> {
     let checkout = match &patch.checkout_url {
         Some(Some(url)) => settings::check_checkout_url(url, origins),
@@ -64,6 +65,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             | SettingOutOfRange::SoldOutMessageEn
             | SettingOutOfRange::SoldOutMessageKo
             | SettingOutOfRange::ProofOfWorkAuto => "",
+            SettingOutOfRange::AutoRate => " (null turns the loop off)",
             SettingOutOfRange::MessageEn | SettingOutOfRange::MessageKo => {
                 " (null clears the message)"
             }
@@ -73,6 +75,15 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
         };
         ApiError::InvalidField(format!("{} must be {error}{hint}", error.api_field()))
     })?;
+    if let Some(Some(auto)) = patch
+        .auto_rate
+        .filter(|auto| auto.is_some_and(|a| a.min > a.max))
+    {
+        return Err(ApiError::Conflict(format!(
+            "autoRate.min ({}) must not be above autoRate.max ({})",
+            auto.min, auto.max
+        )));
+    }
     Ok(SettingsPatch {
         admission_rate_per_sec: patch.admission_rate_per_sec,
         paused: patch.paused,
@@ -104,6 +115,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             message_ko: patch.message_ko.clone(),
         },
         queueing_method: queueing_method(patch.queueing_method.as_deref())?,
+        auto_rate: patch.auto_rate,
     })
 }
 
@@ -165,8 +177,9 @@ fn opening_time(
     Ok(Some(Some(ms)))
 }
 
-/// Checks the two opening times as they would stand after `patch`: a pre-queue needs an
-/// opening, and opens at or before it (docs/DESIGN.md "Scheduled opening and the draw").
+/// Checks the settings that must agree with each other as they would stand after `patch`: a
+/// pre-queue needs an opening, and opens at or before it (docs/DESIGN.md "Scheduled opening and
+/// the draw"); the lottery with the pre-queue.
 ///
 /// # Errors
 /// 409 `conflict`: the schedule the patch would leave (with the stored times) is inconsistent.

@@ -298,6 +298,7 @@ mod tests {
             require_user_assertion: false,
             labels: Default::default(),
             queueing_method: QueueingMethod::Random,
+            auto_rate: None,
         }
     }
 

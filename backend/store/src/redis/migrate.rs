@@ -155,5 +155,6 @@ fn old_settings(fields: &HashMap<String, String>) -> Result<Settings, StoreError
         queueing_method: text("qmethod")
             .and_then(QueueingMethod::parse)
             .unwrap_or_default(),
+        auto_rate: None,
     })
 }

@@ -101,6 +101,7 @@ pub fn defaults() -> Settings {
         require_user_assertion: false,
         labels: Default::default(),
         queueing_method: Default::default(),
+        auto_rate: None,
     }
 }
 

@@ -1,0 +1,81 @@
+//! `POST /api/v1/rooms/{room}/signals`: a storefront reports its origin's health for the room's
+//! closed loop (docs/DESIGN.md "Closed-loop admission"), when Vestibule does not stand in front
+//! of it (outside gate mode). Origin API key, as the entry endpoints.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use vestibule_shared::auto_rate::OriginSignals;
+use vestibule_shared::ErrorBody;
+
+use super::openapi::EdgeErrors;
+use crate::entries::authorize_origin;
+use crate::error::{ApiError, Json, Path};
+use crate::state::AppState;
+use vestibule_store::now_ms;
+
+/// Routes of this module.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(report))
+}
+
+/// Most requests a report may count (a bound, not a limit on the storefront's traffic).
+const REQUESTS_MAX: u64 = 1_000_000_000;
+/// Longest latency a report may give, milliseconds (ten minutes).
+const LATENCY_MS_MAX: f64 = 600_000.0;
+
+/// Checks a report's numbers: counts within bounds, latencies 0–600000 ms, the error rate a
+/// fraction.
+fn check(signals: &OriginSignals) -> Result<(), ApiError> {
+    let latency_ok = |ms: f64| ms.is_finite() && (0.0..=LATENCY_MS_MAX).contains(&ms);
+    if signals.requests > REQUESTS_MAX || signals.in_flight > REQUESTS_MAX {
+        return Err(ApiError::InvalidField(format!(
+            "requests and inFlight must be 0–{REQUESTS_MAX}"
+        )));
+    }
+    if !latency_ok(signals.p50_ms) || !latency_ok(signals.p95_ms) {
+        return Err(ApiError::InvalidField(format!(
+            "p50Ms and p95Ms must be 0–{LATENCY_MS_MAX} ms"
+        )));
+    }
+    if !(signals.error_rate.is_finite() && (0.0..=1.0).contains(&signals.error_rate)) {
+        return Err(ApiError::InvalidField(
+            "errorRate must be a fraction 0–1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Reports the origin's health over the last few seconds (send one every second or two; a room
+/// whose loop hears nothing for 3 s holds its rate, and after 10 s falls to `autoRate.min`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/rooms/{room}/signals",
+    tag = "tokens",
+    operation_id = "report_signals",
+    params(("room" = String, Path, pattern = "^[a-z0-9-]{1,64}$", description = "Room slug", example = "main")),
+    request_body(content = OriginSignals, content_type = "application/json"),
+    responses(
+        (status = 204, description = "Taken: the room's loop reads it within a second"),
+        (status = 400, description = "Malformed body (`bad_request`) or a number out of bounds (`invalid_field`)", body = ErrorBody),
+        (status = 401, description = "No `Authorization: Bearer <origin API key>` (`unauthorized`)", body = ErrorBody),
+        (status = 403, description = "Wrong origin key or none configured (`forbidden`)", body = ErrorBody),
+        (status = 404, description = "Unknown room (`room_not_found`)", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json` (`unsupported_media_type`)", body = ErrorBody),
+        EdgeErrors,
+    ),
+    security(("origin_key" = []))
+)]
+pub async fn report(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    Json(signals): Json<OriginSignals>,
+) -> Result<StatusCode, ApiError> {
+    let runtime = state.room(&room)?;
+    authorize_origin(&state, &headers)?;
+    check(&signals)?;
+    runtime.origin.report(now_ms(), signals);
+    Ok(StatusCode::NO_CONTENT)
+}

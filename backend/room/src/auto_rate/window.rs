@@ -1,0 +1,317 @@
+//! The origin's signals over a sliding window, as a process measures them (gate mode sees every
+//! gated request and its answer) or a storefront reports them: per-second buckets of request
+//! counts, errors and a latency histogram, read as [`OriginSignals`]; and the merge of several
+//! processes' signals into the room's.
+
+use vestibule_shared::auto_rate::OriginSignals;
+
+/// How far back the signals look, seconds.
+pub const WINDOW_SECS: u64 = 5;
+
+/// Latency histogram buckets: bucket `i` holds latencies up to `FIRST_MS × GROWTH^i`
+/// milliseconds (1 ms to about 66 s in 64 buckets, each 19% wider than the last), so a
+/// percentile read at a bucket's upper bound is at most 19% high.
+const BUCKETS: usize = 64;
+const FIRST_MS: f64 = 1.0;
+const GROWTH: f64 = 1.19;
+
+/// One second's requests.
+#[derive(Debug, Clone)]
+struct Second {
+    /// Which second (Unix seconds) this bucket holds; a stale one is reset on use.
+    at_secs: u64,
+    requests: u64,
+    errors: u64,
+    latency: [u32; BUCKETS],
+}
+
+impl Second {
+    fn empty(at_secs: u64) -> Self {
+        Self {
+            at_secs,
+            requests: 0,
+            errors: 0,
+            latency: [0; BUCKETS],
+        }
+    }
+}
+
+/// The last [`WINDOW_SECS`] seconds of requests to the origin, and how many are in flight.
+#[derive(Debug, Clone)]
+pub struct OriginWindow {
+    seconds: Vec<Second>,
+    in_flight: u64,
+}
+
+impl Default for OriginWindow {
+    fn default() -> Self {
+        Self {
+            seconds: (0..WINDOW_SECS).map(|_| Second::empty(0)).collect(),
+            in_flight: 0,
+        }
+    }
+}
+
+/// The histogram bucket of a latency.
+fn bucket(latency_ms: f64) -> usize {
+    if latency_ms <= FIRST_MS {
+        return 0;
+    }
+    let index = (latency_ms / FIRST_MS).ln() / GROWTH.ln();
+    (index.ceil() as usize).min(BUCKETS - 1)
+}
+
+/// A bucket's upper bound, ms.
+fn bucket_ms(index: usize) -> f64 {
+    FIRST_MS * GROWTH.powi(index as i32)
+}
+
+impl OriginWindow {
+    /// A request sent to the origin.
+    pub fn started(&mut self) {
+        self.in_flight += 1;
+    }
+
+    /// A request's end at `now_ms` after `latency_ms`: `error` when the origin answered 5xx or
+    /// did not answer in time.
+    pub fn finished(&mut self, now_ms: u64, latency_ms: f64, error: bool) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let at_secs = now_ms / 1000;
+        let slot = &mut self.seconds[(at_secs % WINDOW_SECS) as usize];
+        if slot.at_secs != at_secs {
+            *slot = Second::empty(at_secs);
+        }
+        slot.requests += 1;
+        slot.errors += u64::from(error);
+        slot.latency[bucket(latency_ms.max(0.0))] += 1;
+    }
+
+    /// The signals of the complete seconds of the window ending at `now_ms` (the current,
+    /// partial second is left out so a read never sees a second half counted); `None` when no
+    /// request ended in it.
+    pub fn signals(&self, now_ms: u64) -> Option<OriginSignals> {
+        let now_secs = now_ms / 1000;
+        let counted = now_secs.saturating_sub(WINDOW_SECS)..now_secs;
+        let mut latency = [0_u64; BUCKETS];
+        let (mut requests, mut errors) = (0, 0);
+        for second in self.seconds.iter().filter(|s| counted.contains(&s.at_secs)) {
+            requests += second.requests;
+            errors += second.errors;
+            for (total, count) in latency.iter_mut().zip(second.latency) {
+                *total += u64::from(count);
+            }
+        }
+        if requests == 0 {
+            return None;
+        }
+        let percentile = |share: f64| {
+            let wanted = (requests as f64 * share).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (index, count) in latency.iter().enumerate() {
+                seen += count;
+                if seen >= wanted {
+                    return bucket_ms(index);
+                }
+            }
+            bucket_ms(BUCKETS - 1)
+        };
+        Some(OriginSignals {
+            requests,
+            p50_ms: percentile(0.50),
+            p95_ms: percentile(0.95),
+            error_rate: errors as f64 / requests as f64,
+            in_flight: self.in_flight,
+        })
+    }
+}
+
+/// The room's signals from several processes' (or reporters'): requests and in-flight summed,
+/// the error rate weighted by requests, and the worst p50/p95 among those with at least
+/// `min_requests` (a replica that saw a handful of requests does not speak for the origin; the
+/// worst of the rest keeps the loop on the safe side). `None` when no signals are given.
+pub fn merge(signals: &[OriginSignals], min_requests: u64) -> Option<OriginSignals> {
+    let requests: u64 = signals.iter().map(|s| s.requests).sum();
+    if signals.is_empty() {
+        return None;
+    }
+    let errors: f64 = signals
+        .iter()
+        .map(|s| s.error_rate * s.requests as f64)
+        .sum();
+    let speaking: Vec<_> = signals
+        .iter()
+        .filter(|s| s.requests >= min_requests)
+        .collect();
+    let judged: Vec<&OriginSignals> = if speaking.is_empty() {
+        signals.iter().collect()
+    } else {
+        speaking
+    };
+    let worst =
+        |pick: fn(&OriginSignals) -> f64| judged.iter().map(|s| pick(s)).fold(0.0_f64, f64::max);
+    Some(OriginSignals {
+        requests,
+        p50_ms: worst(|s| s.p50_ms),
+        p95_ms: worst(|s| s.p95_ms),
+        error_rate: if requests > 0 {
+            errors / requests as f64
+        } else {
+            0.0
+        },
+        in_flight: signals.iter().map(|s| s.in_flight).sum(),
+    })
+}
+
+/// A room's origin as this process knows it: its own window of the requests it forwarded (gate
+/// mode) or was told of (a storefront's report), and the room's signals merged from every
+/// replica's once a second by the figures reader, which the room's scheduler leader reads.
+#[derive(Debug, Default)]
+pub struct OriginState {
+    own: std::sync::Mutex<OriginWindow>,
+    /// The storefront's latest report here, with when it came.
+    reported: std::sync::Mutex<Option<super::Reading>>,
+    room: std::sync::Mutex<Option<super::Reading>>,
+}
+
+impl OriginState {
+    fn own(&self) -> std::sync::MutexGuard<'_, OriginWindow> {
+        self.own
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A request forwarded to the origin.
+    pub fn started(&self) {
+        self.own().started();
+    }
+
+    /// A forwarded request's end ([`OriginWindow::finished`]).
+    pub fn finished(&self, now_ms: u64, latency_ms: f64, error: bool) {
+        self.own().finished(now_ms, latency_ms, error);
+    }
+
+    /// A storefront's report of its origin's signals, received at `now_ms`.
+    pub fn report(&self, now_ms: u64, signals: OriginSignals) {
+        let mut reported = self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *reported = Some(super::Reading {
+            at_ms: now_ms,
+            signals,
+        });
+    }
+
+    /// This process's signals now: its own window's and a report received within the last
+    /// [`super::SIGNALS_STALE_MS`], merged; `None` when it has neither.
+    pub fn own_signals(&self, now_ms: u64) -> Option<OriginSignals> {
+        let reported = *self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let fresh = reported
+            .filter(|r| now_ms.saturating_sub(r.at_ms) <= super::SIGNALS_STALE_MS)
+            .map(|r| r.signals);
+        let parts: Vec<_> = self
+            .own()
+            .signals(now_ms)
+            .into_iter()
+            .chain(fresh)
+            .collect();
+        merge(&parts, 0)
+    }
+
+    /// The room's signals, merged from every replica at `at_ms`.
+    pub fn set_room(&self, at_ms: u64, signals: Option<OriginSignals>) {
+        let reading = signals.map(|signals| super::Reading { at_ms, signals });
+        let mut room = self
+            .room
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if reading.is_some() {
+            *room = reading;
+        }
+    }
+
+    /// The room's latest merged signals (stale ones are the controller's to judge).
+    pub fn room_reading(&self) -> Option<super::Reading> {
+        *self
+            .room
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_read_within_a_bucket_and_the_partial_second_is_left_out() {
+        let mut window = OriginWindow::default();
+        for i in 0..100 {
+            window.started();
+            // 95 fast answers of 100 ms, 5 slow of 2 s, one an error.
+            let latency = if i < 95 { 100.0 } else { 2_000.0 };
+            window.finished(10_500, latency, i == 99);
+        }
+        assert_eq!(
+            window.signals(10_900),
+            None,
+            "the current second is not read"
+        );
+        let signals = window.signals(11_000).expect("one complete second");
+        assert_eq!(signals.requests, 100);
+        assert!((100.0..=119.0).contains(&signals.p50_ms), "{signals:?}");
+        assert!((100.0..=119.0).contains(&signals.p95_ms), "{signals:?}");
+        assert!((signals.error_rate - 0.01).abs() < 1e-9);
+        assert_eq!(signals.in_flight, 0);
+        window.finished(11_200, 2_000.0, false);
+        let p95 = window.signals(12_000).unwrap().p95_ms;
+        assert!(p95 >= 2_000.0, "six slow of 101 are over 5%: p95 {p95}");
+    }
+
+    #[test]
+    fn seconds_older_than_the_window_are_forgotten() {
+        let mut window = OriginWindow::default();
+        window.finished(1_000, 50.0, true);
+        assert_eq!(window.signals(2_000).unwrap().requests, 1);
+        assert_eq!(window.signals(6_000).unwrap().requests, 1);
+        assert_eq!(window.signals(7_000), None);
+        // A bucket reused for a later second starts empty.
+        window.finished(6_100, 50.0, false);
+        let signals = window.signals(7_000).unwrap();
+        assert_eq!((signals.requests, signals.error_rate), (1, 0.0));
+    }
+
+    #[test]
+    fn merged_signals_sum_the_counts_and_take_the_worst_speaking_latency() {
+        let fast = OriginSignals {
+            requests: 100,
+            p50_ms: 50.0,
+            p95_ms: 90.0,
+            error_rate: 0.0,
+            in_flight: 3,
+        };
+        let slow = OriginSignals {
+            requests: 50,
+            p50_ms: 300.0,
+            p95_ms: 700.0,
+            error_rate: 0.06,
+            in_flight: 9,
+        };
+        let few = OriginSignals {
+            requests: 2,
+            p50_ms: 5_000.0,
+            p95_ms: 9_000.0,
+            error_rate: 0.5,
+            in_flight: 1,
+        };
+        let merged = merge(&[fast, slow, few], 10).unwrap();
+        assert_eq!((merged.requests, merged.in_flight), (152, 13));
+        assert_eq!((merged.p50_ms, merged.p95_ms), (300.0, 700.0));
+        assert!((merged.error_rate - 4.0 / 152.0).abs() < 1e-9);
+        assert_eq!(merge(&[few], 10).unwrap().p95_ms, 9_000.0);
+        assert_eq!(merge(&[], 10), None);
+    }
+}
