@@ -305,7 +305,10 @@ fn a_line_held_for_a_later_opening_is_told_the_wait_from_the_opening() {
     let first = estimate(1, &held, &tiers());
     let open_now = estimate(1, &open(1.0), &tiers());
     let median = first.median_secs.unwrap();
-    assert!((median - (600.0 + open_now.median_secs.unwrap())).abs() < 1e-9, "{median}");
+    assert!(
+        (median - (600.0 + open_now.median_secs.unwrap())).abs() < 1e-9,
+        "{median}"
+    );
     assert!(first.high_secs.unwrap() >= median);
     assert_eq!(first.next_poll_after_ms, tiers().after_ms(1));
     assert!(first.next_poll_after_ms > open_now.next_poll_after_ms);
