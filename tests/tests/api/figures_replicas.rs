@@ -109,9 +109,12 @@ async fn two_replicas_show_the_same_figures_and_keep_a_history() {
         fa.eta_back_of_line_secs.expect("a line") as f64,
         fb.eta_back_of_line_secs.expect("a line") as f64,
     );
+    // Within one refresh: the two events may be a second apart, and in a second the back of a
+    // line growing by `joins` a second at 2 admitted a second moves by joins ÷ 2 seconds.
+    let one_refresh = ja.max(jb) / 2.0;
     assert!(
-        (ea - eb).abs() <= 0.1 * ea.max(eb),
-        "wait at the back {ea} vs {eb}"
+        (ea - eb).abs() <= 0.1 * ea.max(eb) + one_refresh,
+        "wait at the back {ea} vs {eb} (one refresh moves it {one_refresh:.1} s)"
     );
     // The history: points since start, through either replica (a console reload reads it).
     tokio::time::sleep(Duration::from_secs(2)).await;
