@@ -470,6 +470,21 @@ impl TestApp {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// GETs an admin `path` with the admin token: its status and JSON body (`null` when the
+    /// body is not JSON).
+    pub async fn admin_get(&self, path: &str) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .expect("admin GET");
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     /// GETs `path` and returns the whole body (panics when it cannot be read).
     pub async fn get_bytes(&self, path: &str) -> Vec<u8> {
         let response = self.client.get(self.url(path)).send().await.expect("GET");

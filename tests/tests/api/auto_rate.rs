@@ -28,20 +28,8 @@ fn signals(p95_ms: f64, error_rate: f64) -> Value {
            "inFlight": 12})
 }
 
-async fn admin_get(app: &TestApp, path: &str) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .get(app.url(path))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("GET");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 async fn rate(app: &TestApp) -> f64 {
-    let (_, settings) = admin_get(app, "/api/v1/admin/rooms/main").await;
+    let (_, settings) = app.admin_get("/api/v1/admin/rooms/main").await;
     settings["admissionRatePerSec"].as_f64().expect("a rate")
 }
 
@@ -118,7 +106,7 @@ async fn the_rate_follows_reported_signals_within_its_bounds_and_falls_when_they
         "held first: fell after {lost_after:?}"
     );
     // Every move is in the audit log with its reason.
-    let (_, audit) = admin_get(&app, "/api/v1/admin/rooms/main/audit").await;
+    let (_, audit) = app.admin_get("/api/v1/admin/rooms/main/audit").await;
     let text = audit.to_string();
     for reason in ["HEADROOM", "LATENCY_HIGH", "ERRORS_HIGH", "SIGNALS_LOST"] {
         assert!(

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 use vestibule_shared::admin_events::{AdminEvent, FigureHistory, SaleSummary};
 use vestibule_shared::paths;
 use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
@@ -15,19 +15,6 @@ use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 use crate::paused_app;
 
 both_stores!(the_summary_counts_a_small_sale);
-
-/// An admin GET's status and JSON body.
-async fn admin_get(app: &TestApp, path: &str) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .get(app.url(path))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("GET");
-    let status = response.status();
-    (status, response.json().await.expect("JSON body"))
-}
 
 /// The first `figures` event of the admin stream of `app`.
 async fn next_event(app: &TestApp) -> AdminEvent {
@@ -118,7 +105,7 @@ async fn two_replicas_show_the_same_figures_and_keep_a_history() {
     );
     // The history: points since start, through either replica (a console reload reads it).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (status, body) = admin_get(&b, &paths::admin_room_history("main")).await;
+    let (status, body) = b.admin_get(&paths::admin_room_history("main")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let history: FigureHistory = serde_json::from_value(body).expect("FigureHistory");
     assert!(
@@ -127,7 +114,7 @@ async fn two_replicas_show_the_same_figures_and_keep_a_history() {
         history.points.len()
     );
     assert!(history.points.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
-    let (status, body) = admin_get(&a, &paths::admin_room_history("nope")).await;
+    let (status, body) = a.admin_get(&paths::admin_room_history("nope")).await;
     assert_eq!(
         (status, body["error"].as_str()),
         (StatusCode::NOT_FOUND, Some("room_not_found"))
@@ -156,7 +143,7 @@ async fn the_summary_counts_a_small_sale(backend: Backend) {
     assert!(status.is_success(), "{status}");
     app.patch_room("main", json!({"paused": true})).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let (status, body) = admin_get(&app, &paths::admin_room_summary("main")).await;
+    let (status, body) = app.admin_get(&paths::admin_room_summary("main")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let summary: SaleSummary = serde_json::from_value(body).expect("SaleSummary");
     eprintln!("{summary:?}");
@@ -167,7 +154,7 @@ async fn the_summary_counts_a_small_sale(backend: Backend) {
     assert_eq!(summary.peak_waiting, 5);
     assert!(summary.longest_wait_secs >= 1, "{summary:?}");
     assert_eq!(summary.sold_out_at_ms, None);
-    let (status, body) = admin_get(&app, &paths::admin_room_summary("nope")).await;
+    let (status, body) = app.admin_get(&paths::admin_room_summary("nope")).await;
     assert_eq!(
         (status, body["error"].as_str()),
         (StatusCode::NOT_FOUND, Some("room_not_found"))
