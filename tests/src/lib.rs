@@ -9,6 +9,8 @@
 //!   answer) or lose the server's answers, as a bad mobile network or middlebox does.
 //! - [`chromium`]: headless Chromium (chromedriver) and the waits the page tests share.
 //! - [`nginx::Nginx`]: Debian's nginx as a reverse proxy in front of a server (HTTP/1.1, h2c).
+//! - [`origin_model::OriginModel`]: a storefront with a true capacity (workers, a queue, 503
+//!   past it) that can change during a run, for the closed loop.
 //!
 //! - [`ChildGuard`] / [`free_port`]: a child process killed and reaped on drop, and a port for
 //!   it (shared with the benchmark).
@@ -18,6 +20,7 @@
 pub mod chromium;
 pub mod entry_cases;
 pub mod nginx;
+pub mod origin_model;
 
 mod cluster;
 pub use cluster::{NodeInfo, RedisCluster, CLUSTER_NODES, CLUSTER_NODE_TIMEOUT_MS};
