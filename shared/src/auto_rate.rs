@@ -112,6 +112,19 @@ pub struct OriginSignals {
     )]
     #[serde(deserialize_with = "crate::numbers::required_whole_number")]
     pub in_flight: u64,
+    /// Requests sent to the origin in the same window, 0–1000000000 (optional): with `requests`
+    /// and `errorRate`, the share of the offered load the origin got through, from which the
+    /// loop reads the origin's capacity when it is overloaded. Example: `900`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 1000000000, example = 900)
+    )]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::numbers::whole_number"
+    )]
+    pub sent: Option<u64>,
 }
 
 /// Why the loop left the admission rate where it is (the audit log's and the console's words).

@@ -209,7 +209,7 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
     let Some(runtime) = measured else {
         return gate.proxy.forward(request, config, navigation).await;
     };
-    runtime.origin.started();
+    runtime.origin.started(vestibule_store::now_ms());
     let sent = std::time::Instant::now();
     let response = gate.proxy.forward(request, config, navigation).await;
     let latency_ms = sent.elapsed().as_secs_f64() * 1000.0;

@@ -29,9 +29,14 @@ const LATENCY_MS_MAX: f64 = 600_000.0;
 /// fraction.
 fn check(signals: &OriginSignals) -> Result<(), ApiError> {
     let latency_ok = |ms: f64| ms.is_finite() && (0.0..=LATENCY_MS_MAX).contains(&ms);
-    if signals.requests > REQUESTS_MAX || signals.in_flight > REQUESTS_MAX {
+    let counts = [
+        signals.requests,
+        signals.in_flight,
+        signals.sent.unwrap_or(0),
+    ];
+    if counts.iter().any(|count| *count > REQUESTS_MAX) {
         return Err(ApiError::InvalidField(format!(
-            "requests and inFlight must be 0–{REQUESTS_MAX}"
+            "requests, inFlight and sent must be 0–{REQUESTS_MAX}"
         )));
     }
     if !latency_ok(signals.p50_ms) || !latency_ok(signals.p95_ms) {

@@ -6,10 +6,15 @@
 //! struggled (as TCP CUBIC remembers its last loss):
 //! - **over a target** (p95 latency above `targetP95Ms`, or errors above `maxErrorRate`): the rate
 //!   falls at once, in proportion to the overshoot (× target ÷ p95, between × 0.5 and × 0.85;
-//!   errors × 0.7), and the rate it fell from is remembered as the origin's trouble point;
+//!   errors × 0.7), and the rate it fell from is remembered as the origin's trouble point. When
+//!   the signals say how much was sent (`sent`) and the origin got less than 95% of it through,
+//!   that share measures its capacity (rate × share, as a delivery-rate estimate in TCP BBR):
+//!   the rate falls to 80% of it (at most to × 0.3 in one step) so the backlog drains, and the
+//!   capacity becomes the trouble point;
 //! - **settling**: for [`SETTLE_MS`] after a cut, and afterwards while the p95 is still falling
-//!   by a tenth a second, the rate holds: the origin is draining the backlog the old rate left,
-//!   and cutting again for latency already paid for would overshoot downward;
+//!   by a tenth a second or the origin answers at least what it is sent (its backlog is
+//!   draining), the rate holds: cutting again for latency already paid for would overshoot
+//!   downward;
 //! - **latency rising** (the p95 up by a tenth on the previous second from 60% of the target,
 //!   or up at all from 80% of it):
 //!   a backlog is forming, so the origin is just past its capacity: the rate is trimmed by 5%
@@ -46,6 +51,13 @@ const PROBING_RISE_PER_SEC: f64 = 0.02;
 const ERROR_CUT: f64 = 0.7;
 /// Bounds of the latency cut (× target ÷ p95).
 const LATENCY_CUT: (f64, f64) = (0.5, 0.85);
+/// Below an overloaded origin's measured capacity by this factor, so its backlog drains.
+const DRAIN: f64 = 0.8;
+/// The deepest single cut (× the rate), whatever the measured capacity says.
+const DEEPEST_CUT: f64 = 0.3;
+/// Under this share of the offered load got through, the origin is overloaded and the share
+/// measures its capacity.
+const OVERLOADED_SHARE: f64 = 0.95;
 /// A p95 above the previous second's × this is rising.
 const RISING: f64 = 1.1;
 /// From this share of the latency target a rising p95 trims the rate.
@@ -134,7 +146,9 @@ impl Controller {
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target;
         if errors_high || latency_high {
-            if self.settling(now_ms, signals.p95_ms, previous_p95) {
+            let share = delivered_share(&signals);
+            let draining = share.is_some_and(|share| share >= 1.0);
+            if self.settling(now_ms, signals.p95_ms, previous_p95, draining) {
                 return self.set(rate, AutoRateReason::Settling);
             }
             let (factor, reason) = if errors_high {
@@ -143,9 +157,16 @@ impl Controller {
                 let factor = (target / signals.p95_ms).clamp(LATENCY_CUT.0, LATENCY_CUT.1);
                 (factor, AutoRateReason::LatencyHigh)
             };
-            self.trouble_rate = Some(rate);
+            let mut cut = rate * factor;
+            let capacity = share
+                .filter(|share| *share < OVERLOADED_SHARE)
+                .map(|share| rate * share);
+            if let Some(capacity) = capacity {
+                cut = cut.min(capacity * DRAIN).max(rate * DEEPEST_CUT);
+            }
+            self.trouble_rate = Some(capacity.unwrap_or(rate));
             self.last_cut_ms = Some(now_ms);
-            let cut = (rate * factor).max(min);
+            let cut = cut.max(min);
             self.last_safe = Some(self.last_safe.map_or(cut, |safe| safe.min(cut)));
             return self.set(cut, reason);
         }
@@ -190,20 +211,36 @@ impl Controller {
         self.set(risen.min(max), reason)
     }
 
-    /// Just cut, or the latency is still falling fast from the backlog the old rate left.
-    fn settling(&self, now_ms: u64, p95_ms: f64, previous_p95_ms: Option<f64>) -> bool {
+    /// Just cut, or the backlog the old rate left is still draining: the latency falls fast or
+    /// the origin answers at least what it is sent (`draining`).
+    fn settling(
+        &self,
+        now_ms: u64,
+        p95_ms: f64,
+        previous_p95_ms: Option<f64>,
+        draining: bool,
+    ) -> bool {
         let Some(cut) = self.last_cut_ms else {
             return false;
         };
         let since = now_ms.saturating_sub(cut);
         since < SETTLE_MS
             || (since < 4 * SETTLE_MS
-                && previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9))
+                && (draining || previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9)))
     }
 
     fn set(&self, rate: f64, reason: AutoRateReason) -> Decision {
         Decision { rate, reason }
     }
+}
+
+/// The share of the requests sent in the window that the origin answered without error
+/// (`requests × (1 − errorRate) ÷ sent`); `None` when the signals do not say what was sent or it
+/// was too little to judge.
+fn delivered_share(signals: &OriginSignals) -> Option<f64> {
+    let sent = signals.sent.filter(|sent| *sent >= MIN_REQUESTS)?;
+    let answered = signals.requests as f64 * (1.0 - signals.error_rate);
+    Some(answered / sent as f64)
 }
 
 #[cfg(test)]

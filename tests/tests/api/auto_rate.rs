@@ -126,7 +126,14 @@ async fn bad_reports_get_a_clear_4xx() {
     );
     let (status, _) = report(&app, signals(50.0, 0.0), Some("wrong-key")).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    for wrong in [signals(-1.0, 0.0), signals(50.0, 1.5), signals(1e9, 0.0)] {
+    let mut too_many_sent = signals(50.0, 0.0);
+    too_many_sent["sent"] = json!(2_000_000_000_u64);
+    for wrong in [
+        signals(-1.0, 0.0),
+        signals(50.0, 1.5),
+        signals(1e9, 0.0),
+        too_many_sent,
+    ] {
         let (status, body) = report(&app, wrong.clone(), Some(ORIGIN_KEY)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{wrong} → {body}");
         assert_eq!(body["error"], "invalid_field");

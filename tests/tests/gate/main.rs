@@ -5,6 +5,7 @@
 //! One test binary (link time), one file per concern: add a test to the file of its concern, or
 //! a new `mod` here. The helpers every file uses are below.
 
+mod auto_rate;
 mod forwarding;
 mod handoff_and_metrics;
 mod origin;

@@ -7,8 +7,9 @@ const SETTINGS: AutoRate = AutoRate {
     max_error_rate: 0.01,
 };
 
-/// A storefront as a fluid: `capacity` requests per second served after a 200-ms service time
-/// that grows with load, a backlog in front, and 5xx once two seconds' worth are waiting.
+/// A storefront as a fluid: `capacity` requests per second served after a service time that
+/// grows with load (and doubles when the capacity halves: each request is slower), a backlog in
+/// front, and 5xx once two seconds' worth are waiting.
 struct Origin {
     capacity: f64,
     backlog: f64,
@@ -17,7 +18,8 @@ struct Origin {
 impl Origin {
     /// One second at `rate` requests/s in 100-ms steps: the window's signals.
     fn second(&mut self, rate: f64) -> OriginSignals {
-        let (mut worst_ms, mut arrived, mut dropped) = (0.0_f64, 0.0, 0.0);
+        let (mut worst_ms, mut arrived, mut dropped, mut served) = (0.0_f64, 0.0, 0.0, 0.0);
+        let service_ms = 200.0 * 150.0 / self.capacity;
         for _ in 0..10 {
             let arrivals = rate * 0.1;
             arrived += arrivals;
@@ -27,21 +29,26 @@ impl Origin {
                 dropped += self.backlog - room;
                 self.backlog = room;
             }
-            self.backlog = (self.backlog - self.capacity * 0.1).max(0.0);
+            let done = self.backlog.min(self.capacity * 0.1);
+            served += done;
+            self.backlog -= done;
             let utilization = (rate / self.capacity).min(1.0);
-            let latency_ms = 200.0 * (1.0 + 0.5 * utilization) + self.backlog / self.capacity * 1e3;
+            let latency_ms =
+                service_ms * (0.6 + 0.4 * utilization) + self.backlog / self.capacity * 1e3;
             worst_ms = worst_ms.max(latency_ms);
         }
+        let answered = served + dropped;
         OriginSignals {
-            requests: arrived as u64,
+            requests: answered as u64,
             p50_ms: worst_ms * 0.8,
             p95_ms: worst_ms,
-            error_rate: if arrived > 0.0 {
-                dropped / arrived
+            error_rate: if answered > 0.0 {
+                dropped / answered
             } else {
                 0.0
             },
             in_flight: self.backlog as u64,
+            sent: Some(arrived as u64),
         }
     }
 }
@@ -79,6 +86,7 @@ fn healthy(requests: u64, p95_ms: f64) -> OriginSignals {
         p95_ms,
         error_rate: 0.0,
         in_flight: 1,
+        sent: None,
     }
 }
 
@@ -235,4 +243,50 @@ fn backs_off_within_ten_seconds_of_a_halving_and_recovers_within_thirty() {
         "{over} of {} s over a target",
         trace.len()
     );
+}
+
+#[test]
+fn an_overloaded_origin_is_cut_under_its_measured_capacity_and_left_to_drain() {
+    let mut controller = Controller::default();
+    // 200/s sent, 100/s answered: the origin takes about half.
+    let overloaded = OriginSignals {
+        sent: Some(200),
+        ..healthy(100, 2_000.0)
+    };
+    let reading = |at_ms, signals| Reading { at_ms, signals };
+    let cut = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, overloaded)), 1_000);
+    assert_eq!(cut.reason, AutoRateReason::LatencyHigh);
+    assert!((cut.rate - 80.0).abs() < 1e-9, "80% of 100/s: {cut:?}");
+    // Past the settling time the latency is still over the target, but the origin answers more
+    // than it is sent: its backlog drains, so the rate holds.
+    let draining = OriginSignals {
+        sent: Some(80),
+        ..healthy(100, 1_500.0)
+    };
+    let held = controller.step(&SETTINGS, 80.0, Some(&reading(4_000, draining)), 4_000);
+    assert_eq!((held.rate, held.reason), (80.0, AutoRateReason::Settling));
+    // Once healthy it rises slowly near the measured capacity (the trouble point).
+    let near = controller.step(
+        &SETTINGS,
+        92.0,
+        Some(&reading(5_000, healthy(90, 100.0))),
+        5_000,
+    );
+    assert_eq!(near.reason, AutoRateReason::Probing);
+    // Nearer the target the measured capacity sets the cut: 80% of 150/s.
+    let mut controller = Controller::default();
+    let busy = OriginSignals {
+        sent: Some(200),
+        ..healthy(150, 550.0)
+    };
+    let cut = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, busy)), 1_000);
+    assert!((cut.rate - 120.0).abs() < 1e-9, "{cut:?}");
+    // A single step never cuts below × 0.3, whatever the share says.
+    let mut controller = Controller::default();
+    let swamped = OriginSignals {
+        sent: Some(1_000),
+        ..healthy(20, 5_000.0)
+    };
+    let deepest = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, swamped)), 1_000);
+    assert!((deepest.rate - 60.0).abs() < 1e-9, "{deepest:?}");
 }

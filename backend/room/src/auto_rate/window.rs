@@ -5,8 +5,13 @@
 
 use vestibule_shared::auto_rate::OriginSignals;
 
-/// How far back the signals look, seconds.
+/// How far back the signals look at most, seconds.
 pub const WINDOW_SECS: u64 = 5;
+/// The signals read the newest complete seconds that hold at least this many answers (or all
+/// [`WINDOW_SECS`]): at a few hundred requests a second one second is enough, so a backlog that
+/// has drained stops counting within a second or two, while a trickle is still judged on enough
+/// answers.
+pub const ENOUGH_REQUESTS: u64 = 30;
 
 /// Latency histogram buckets: bucket `i` holds latencies up to `FIRST_MS × GROWTH^i`
 /// milliseconds (1 ms to about 66 s in 64 buckets, each 19% wider than the last), so a
@@ -20,6 +25,9 @@ const GROWTH: f64 = 1.19;
 struct Second {
     /// Which second (Unix seconds) this bucket holds; a stale one is reset on use.
     at_secs: u64,
+    /// Requests sent in this second.
+    sent: u64,
+    /// Requests that ended in this second.
     requests: u64,
     errors: u64,
     latency: [u32; BUCKETS],
@@ -29,6 +37,7 @@ impl Second {
     fn empty(at_secs: u64) -> Self {
         Self {
             at_secs,
+            sent: 0,
             requests: 0,
             errors: 0,
             latency: [0; BUCKETS],
@@ -67,34 +76,49 @@ fn bucket_ms(index: usize) -> f64 {
 }
 
 impl OriginWindow {
-    /// A request sent to the origin.
-    pub fn started(&mut self) {
+    /// The bucket of the second of `now_ms`, emptied if it held an older second.
+    fn slot(&mut self, now_ms: u64) -> &mut Second {
+        let at_secs = now_ms / 1000;
+        let slot = &mut self.seconds[(at_secs % WINDOW_SECS) as usize];
+        if slot.at_secs != at_secs {
+            *slot = Second::empty(at_secs);
+        }
+        slot
+    }
+
+    /// A request sent to the origin at `now_ms`.
+    pub fn started(&mut self, now_ms: u64) {
         self.in_flight += 1;
+        self.slot(now_ms).sent += 1;
     }
 
     /// A request's end at `now_ms` after `latency_ms`: `error` when the origin answered 5xx or
     /// did not answer in time.
     pub fn finished(&mut self, now_ms: u64, latency_ms: f64, error: bool) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        let at_secs = now_ms / 1000;
-        let slot = &mut self.seconds[(at_secs % WINDOW_SECS) as usize];
-        if slot.at_secs != at_secs {
-            *slot = Second::empty(at_secs);
-        }
+        let slot = self.slot(now_ms);
         slot.requests += 1;
         slot.errors += u64::from(error);
         slot.latency[bucket(latency_ms.max(0.0))] += 1;
     }
 
-    /// The signals of the complete seconds of the window ending at `now_ms` (the current,
-    /// partial second is left out so a read never sees a second half counted); `None` when no
-    /// request ended in it.
+    /// The signals of the newest complete seconds before `now_ms` that hold
+    /// [`ENOUGH_REQUESTS`] answers, at most [`WINDOW_SECS`] of them (the current, partial second
+    /// is left out so a read never sees a second half counted); `None` when no request ended in
+    /// the window.
     pub fn signals(&self, now_ms: u64) -> Option<OriginSignals> {
         let now_secs = now_ms / 1000;
-        let counted = now_secs.saturating_sub(WINDOW_SECS)..now_secs;
         let mut latency = [0_u64; BUCKETS];
-        let (mut requests, mut errors) = (0, 0);
-        for second in self.seconds.iter().filter(|s| counted.contains(&s.at_secs)) {
+        let (mut requests, mut errors, mut sent) = (0, 0, 0);
+        let newest_first = (1..=WINDOW_SECS).filter_map(|back| {
+            let at_secs = now_secs.checked_sub(back)?;
+            Some(&self.seconds[(at_secs % WINDOW_SECS) as usize]).filter(|s| s.at_secs == at_secs)
+        });
+        for second in newest_first {
+            if requests >= ENOUGH_REQUESTS {
+                break;
+            }
+            sent += second.sent;
             requests += second.requests;
             errors += second.errors;
             for (total, count) in latency.iter_mut().zip(second.latency) {
@@ -121,6 +145,7 @@ impl OriginWindow {
             p95_ms: percentile(0.95),
             error_rate: errors as f64 / requests as f64,
             in_flight: self.in_flight,
+            sent: Some(sent),
         })
     }
 }
@@ -159,6 +184,9 @@ pub fn merge(signals: &[OriginSignals], min_requests: u64) -> Option<OriginSigna
             0.0
         },
         in_flight: signals.iter().map(|s| s.in_flight).sum(),
+        // Only when every part counted what it sent: a part that did not would make the origin
+        // look as if it answered more than it was sent.
+        sent: signals.iter().map(|s| s.sent).sum(),
     })
 }
 
@@ -180,9 +208,9 @@ impl OriginState {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A request forwarded to the origin.
-    pub fn started(&self) {
-        self.own().started();
+    /// A request forwarded to the origin at `now_ms`.
+    pub fn started(&self, now_ms: u64) {
+        self.own().started(now_ms);
     }
 
     /// A forwarded request's end ([`OriginWindow::finished`]).
@@ -250,7 +278,7 @@ mod tests {
     fn percentiles_are_read_within_a_bucket_and_the_partial_second_is_left_out() {
         let mut window = OriginWindow::default();
         for i in 0..100 {
-            window.started();
+            window.started(10_400);
             // 95 fast answers of 100 ms, 5 slow of 2 s, one an error.
             let latency = if i < 95 { 100.0 } else { 2_000.0 };
             window.finished(10_500, latency, i == 99);
@@ -292,6 +320,7 @@ mod tests {
             p95_ms: 90.0,
             error_rate: 0.0,
             in_flight: 3,
+            sent: None,
         };
         let slow = OriginSignals {
             requests: 50,
@@ -299,6 +328,7 @@ mod tests {
             p95_ms: 700.0,
             error_rate: 0.06,
             in_flight: 9,
+            sent: None,
         };
         let few = OriginSignals {
             requests: 2,
@@ -306,6 +336,7 @@ mod tests {
             p95_ms: 9_000.0,
             error_rate: 0.5,
             in_flight: 1,
+            sent: None,
         };
         let merged = merge(&[fast, slow, few], 10).unwrap();
         assert_eq!((merged.requests, merged.in_flight), (152, 13));
@@ -313,5 +344,43 @@ mod tests {
         assert!((merged.error_rate - 4.0 / 152.0).abs() < 1e-9);
         assert_eq!(merge(&[few], 10).unwrap().p95_ms, 9_000.0);
         assert_eq!(merge(&[], 10), None);
+        assert_eq!(merged.sent, None, "not every part counted what it sent");
+        let counted = |sent| OriginSignals {
+            sent: Some(sent),
+            ..fast
+        };
+        assert_eq!(
+            merge(&[counted(120), counted(30)], 10).unwrap().sent,
+            Some(150)
+        );
+    }
+
+    #[test]
+    fn the_newest_seconds_with_enough_answers_are_read() {
+        let mut window = OriginWindow::default();
+        // Second 10: a backlog's slow answers; seconds 11 and 12: 20 quick ones each.
+        for _ in 0..40 {
+            window.started(10_000);
+            window.finished(10_500, 3_000.0, false);
+        }
+        for at_ms in [11_500, 12_500] {
+            for _ in 0..20 {
+                window.started(at_ms);
+                window.finished(at_ms, 100.0, false);
+            }
+        }
+        let newest = window.signals(13_000).unwrap();
+        assert_eq!((newest.requests, newest.sent), (40, Some(40)));
+        assert!(
+            newest.p95_ms < 200.0,
+            "the drained backlog no longer counts: {newest:?}"
+        );
+        // A trickle is judged on the whole window.
+        let mut trickle = OriginWindow::default();
+        for at_ms in [1_100, 2_100, 3_100, 4_100, 5_100] {
+            trickle.started(at_ms);
+            trickle.finished(at_ms, 50.0, false);
+        }
+        assert_eq!(trickle.signals(6_000).unwrap().requests, 5);
     }
 }

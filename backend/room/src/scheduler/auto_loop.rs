@@ -68,7 +68,18 @@ impl AutoLoop {
                 if let Err(error) = store.append_audit(&room.name, &[entry]).await {
                     tracing::warn!(room = %room.name, %error, "autoRate change not audited");
                 }
-                tracing::info!(room = %room.name, from = rate, to = new, reason = decision.reason.as_str(), "autoRate moved the admission rate");
+                let signals = reading.map(|r| r.signals);
+                tracing::info!(
+                    room = %room.name,
+                    from = rate,
+                    to = new,
+                    reason = decision.reason.as_str(),
+                    p95_ms = signals.map(|s| s.p95_ms),
+                    requests = signals.map(|s| s.requests),
+                    sent = signals.and_then(|s| s.sent),
+                    error_rate = signals.map(|s| s.error_rate),
+                    "autoRate moved the admission rate"
+                );
             }
             // Someone changed the room meanwhile: the next step starts from what is in force.
             Ok(SettingsUpdate::VersionMismatch(in_force)) => room.set_settings(in_force),
