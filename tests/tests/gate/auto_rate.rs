@@ -16,6 +16,10 @@ use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
 use crate::PREFIX;
 
+/// One of these runs at a time: each is a minute of load whose latencies are the measurement, and
+/// the origin model shares the test process's two cores with them.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The origin's true capacity before the halving and after the restoration, requests/s.
 const CAPACITY: f64 = 40.0;
 const MAX: f64 = 80.0;
@@ -227,6 +231,7 @@ both_stores!(the_rate_follows_the_origins_capacity_down_and_back_up);
 
 /// Capacity 40/s for 25 s, halved for 20 s, restored for 30 s; the loop starts at 20/s.
 async fn the_rate_follows_the_origins_capacity_down_and_back_up(backend: Backend) {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let origin = OriginModel::start(origin_shape()).await;
     let args = gate_args(&origin, "20");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -328,6 +333,7 @@ async fn leader_of(apps: &[Arc<TestApp>]) -> Option<usize> {
 /// starts its loop afresh from the rate in force (no jump), and follows the origin's halving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_two_replicas_only_the_leader_moves_the_rate_and_a_new_leader_goes_on_safely() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let redis = RedisServer::start();
     let origin = OriginModel::start(origin_shape()).await;
     let args = gate_args(&origin, "20");
