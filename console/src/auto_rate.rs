@@ -124,19 +124,14 @@ pub fn origin_cells(lang: Lang, origin: Option<&OriginSignals>) -> Vec<Cell> {
     ]
 }
 
-/// The loop's figures (bounds, rate now) and then the origin's, or `None` when the room has
-/// neither the loop on nor signals.
+/// The loop's rate now and then the origin's figures, or `None` when the room has neither the
+/// loop on nor signals.
 pub fn cells(lang: Lang, room: &RoomFigures) -> Option<Vec<Cell>> {
     if room.auto_rate.is_none() && room.origin.is_none() {
         return None;
     }
     let mut cells = Vec::new();
-    if let Some(auto) = &room.auto_rate {
-        cells.push((
-            "auto-bounds",
-            Text::AutoBounds,
-            bounds_line(lang, &auto.setting),
-        ));
+    if room.auto_rate.is_some() {
         cells.push((
             "auto-rate-now",
             Text::AutoRateNow,
@@ -151,8 +146,8 @@ pub fn cells(lang: Lang, room: &RoomFigures) -> Option<Vec<Cell>> {
     Some(cells)
 }
 
-/// The loop's two lines in words: this second's step and the last change (or why there is
-/// none); empty while the loop is off.
+/// The loop's lines: its bounds and targets, then in words this second's step and the last
+/// change (or why there is none); empty while the loop is off.
 pub fn lines(lang: Lang, room: &RoomFigures, now_ms: u64) -> Vec<Cell> {
     let Some(auto) = &room.auto_rate else {
         return Vec::new();
@@ -166,6 +161,11 @@ pub fn lines(lang: Lang, room: &RoomFigures, now_ms: u64) -> Vec<Cell> {
         |change| change_line(lang, &change, &auto.setting, now_ms),
     );
     vec![
+        (
+            "auto-bounds",
+            Text::AutoBounds,
+            bounds_line(lang, &auto.setting),
+        ),
         ("auto-step", Text::AutoStep, step),
         ("auto-last-change", Text::AutoLastChange, change),
     ]

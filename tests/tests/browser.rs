@@ -17,6 +17,8 @@
 mod bots;
 #[path = "browser/console.rs"]
 mod console;
+#[path = "browser/console_auto_rate.rs"]
+mod console_auto_rate;
 #[path = "browser/console_sale.rs"]
 mod console_sale;
 #[path = "browser/console_summary.rs"]

@@ -160,8 +160,10 @@ fn the_panel_shows_the_loop_and_the_origin_or_nothing() {
         .into_iter()
         .map(|(id, ..)| id)
         .collect();
-    assert_eq!(ids[..2], ["auto-bounds", "auto-rate-now"]);
+    assert_eq!(ids[..2], ["auto-rate-now", "origin-p95"]);
     let words = lines(Lang::En, &looped, 0);
+    assert_eq!(words[0].2, "5–40/s · p95 ≤ 500 ms · errors ≤ 1%");
+    let words = &words[1..];
     assert_eq!(
         words[0].2,
         "Holding: the origin is draining its backlog after a cut"
