@@ -149,7 +149,7 @@ impl Changes {
         let etag = self.etag.get_untracked();
         spawn_local(async move {
             let path = format!("admin/rooms/{room}");
-            let answer = match api::call_if_match("PATCH", &path, &patch, etag.as_deref()).await {
+            let answer = match send(&path, &patch, etag, &current).await {
                 Ok(answer) => answer,
                 Err(error) => {
                     self.failed(&error);
@@ -177,6 +177,43 @@ impl Changes {
             }));
         });
     }
+}
+
+/// Sends `patch` on the version `etag` of `read` (the settings the operator saw). A 412 whose
+/// only cause is the closed loop moving the rate meanwhile (`autoRate` on, nothing else
+/// changed) is sent again once on the new version: the loop moves the rate every few seconds,
+/// and the operator's change wins over the loop's, as DESIGN.md "Closed-loop admission" says.
+async fn send(
+    path: &str,
+    patch: &Value,
+    etag: Option<String>,
+    read: &Value,
+) -> Result<api::Answer, ApiError> {
+    let first = api::call_if_match("PATCH", path, patch, etag.as_deref()).await;
+    let Err(ApiError::Status { status: 412, .. }) = &first else {
+        return first;
+    };
+    let now = api::call("GET", path, None).await?;
+    if only_the_loop_moved(read, &now.body) {
+        api::call_if_match("PATCH", path, patch, now.etag.as_deref()).await
+    } else {
+        first
+    }
+}
+
+/// `after` differs from `before` in the admission rate alone (and the live counts the answer
+/// carries), with the closed loop on.
+pub fn only_the_loop_moved(before: &Value, after: &Value) -> bool {
+    let without_rate = |settings: &Value| {
+        let mut settings = settings.clone();
+        if let Some(fields) = settings.as_object_mut() {
+            for moving in ["admissionRatePerSec", "waiting", "activeUsers"] {
+                fields.remove(moving);
+            }
+        }
+        settings
+    };
+    after["autoRate"].is_object() && without_rate(before) == without_rate(after)
 }
 
 /// The confirmation of a change: "drop-8: Apply these changes?", a line per field (before →
@@ -335,6 +372,28 @@ mod tests {
         assert_eq!(
             admission_factor(&capped, &json!({"maxActiveUsers": 300})),
             3.0
+        );
+    }
+
+    #[test]
+    fn a_change_is_sent_again_only_past_the_loops_own_moves() {
+        let auto = json!({"min": 5, "max": 40, "targetP95Ms": 500, "maxErrorRate": 0.01});
+        let read = json!({"admissionRatePerSec": 20.0, "paused": false, "autoRate": auto});
+        let moved = json!({"admissionRatePerSec": 11.1, "paused": false, "autoRate": auto,
+                           "waiting": 3});
+        assert!(only_the_loop_moved(&read, &moved));
+        let paused = json!({"admissionRatePerSec": 11.1, "paused": true, "autoRate": auto});
+        assert!(
+            !only_the_loop_moved(&read, &paused),
+            "someone else paused it"
+        );
+        let off = json!({"admissionRatePerSec": 11.1, "paused": false, "autoRate": null});
+        assert!(!only_the_loop_moved(&read, &off), "the loop was turned off");
+        let manual = json!({"admissionRatePerSec": 11.1, "paused": false, "autoRate": null});
+        let before = json!({"admissionRatePerSec": 20.0, "paused": false, "autoRate": null});
+        assert!(
+            !only_the_loop_moved(&before, &manual),
+            "another operator's rate"
         );
     }
 

@@ -1,6 +1,7 @@
 //! A room's settings as a form: which fields, how each is typed and checked (with the bounds of
 //! `vestibule_shared::settings`, the one place a bound is written), the patch a form makes
 //! against the settings in force, and each change's "before → after" line for its confirmation.
+//! `autoRate`, one object of four numbers or null, has its fields in [`auto`].
 
 use serde_json::{json, Map, Value};
 use vestibule_shared::settings as bounds;
@@ -25,6 +26,8 @@ pub enum Kind {
     Time,
     /// `fifo` or `random`.
     Method,
+    /// A percentage typed, a fraction sent (`autoRate.maxErrorRate`: 1 → 0.01).
+    Percent,
 }
 
 /// One field of the form: its admin API name, its element id, label and kind.
@@ -132,6 +135,28 @@ pub fn by_api(api: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|field| field.api == api)
 }
 
+/// A field's bounds in words, as a refusal names them.
+pub fn bounds_of(field: &Field) -> String {
+    match field.kind {
+        Kind::Rate => bounds::SettingOutOfRange::AdmissionRate.to_string(),
+        Kind::Secs(min, max) | Kind::Count(min, max) => format!("{min}–{max}"),
+        Kind::Text(max) => format!("1–{max}"),
+        Kind::Url => bounds::SettingOutOfRange::CheckoutUrl.to_string(),
+        Kind::Time => "YYYY-MM-DD HH:MM".into(),
+        Kind::Method => "fifo, random".into(),
+        Kind::Percent => format!(
+            "0–{}%",
+            vestibule_shared::auto_rate::MAX_ERROR_RATE_MAX * 100.0
+        ),
+    }
+}
+
+/// A number with at most two decimals and no trailing zeros: 1.0 → "1", 0.25 → "0.25".
+pub fn short_number(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 /// The form's text of a setting as the API gives it (times in local time).
 pub fn shown(field: &Field, value: &Value, zone: &dyn Zone) -> String {
     match (field.kind, value) {
@@ -139,6 +164,7 @@ pub fn shown(field: &Field, value: &Value, zone: &dyn Zone) -> String {
         (Kind::Time, Value::String(text)) => parse_rfc3339(text)
             .map(|ms| zone.to_local(ms).input_value())
             .unwrap_or_default(),
+        (Kind::Percent, Value::Number(n)) => short_number(n.as_f64().unwrap_or(0.0) * 100.0),
         (_, Value::String(text)) => text.clone(),
         (_, Value::Number(n)) => n
             .as_u64()
@@ -150,22 +176,23 @@ pub fn shown(field: &Field, value: &Value, zone: &dyn Zone) -> String {
 /// The value a field's text sends; `Err` with the bounds when it is not one.
 pub fn parse(field: &Field, text: &str, zone: &dyn Zone) -> Result<Value, String> {
     let text = text.trim();
-    let bad = |bounds: String| Err(bounds);
+    let bad = || Err(bounds_of(field));
     if text.is_empty() {
         // None; for a required field ([`required`]): left as it is.
         return Ok(Value::Null);
     }
+    let decimal = || text.replace(',', ".").parse::<f64>().ok();
     match field.kind {
-        Kind::Rate => match text.replace(',', ".").parse::<f64>() {
-            Ok(rate) if bounds::check_admission_rate(rate).is_ok() => Ok(json!(rate)),
-            _ => bad(bounds::SettingOutOfRange::AdmissionRate.to_string()),
+        Kind::Rate => match decimal() {
+            Some(rate) if bounds::check_admission_rate(rate).is_ok() => Ok(json!(rate)),
+            _ => bad(),
         },
         Kind::Secs(min, max) | Kind::Count(min, max) => match text.parse::<u64>() {
             Ok(n) if (min..=max).contains(&n) => Ok(json!(n)),
-            _ => bad(format!("{min}–{max}")),
+            _ => bad(),
         },
         Kind::Text(max) if bounds::is_valid_text(text, max) => Ok(json!(text)),
-        Kind::Text(max) => bad(format!("1–{max}")),
+        Kind::Text(_) => bad(),
         Kind::Url => {
             // The server knows its storefront origins; here, the shape: a path or http(s).
             let shaped =
@@ -173,15 +200,23 @@ pub fn parse(field: &Field, text: &str, zone: &dyn Zone) -> Result<Value, String
             if shaped && !text.contains(char::is_whitespace) {
                 Ok(json!(text))
             } else {
-                bad(bounds::SettingOutOfRange::CheckoutUrl.to_string())
+                bad()
             }
         }
         Kind::Time => match LocalTime::parse(text) {
             Some(local) => Ok(json!(rfc3339(zone.to_ms(local)))),
-            None => bad("YYYY-MM-DD HH:MM".into()),
+            None => bad(),
         },
         Kind::Method if matches!(text, "fifo" | "random") => Ok(json!(text)),
-        Kind::Method => bad("fifo, random".into()),
+        Kind::Method => bad(),
+        Kind::Percent => {
+            let most = vestibule_shared::auto_rate::MAX_ERROR_RATE_MAX * 100.0;
+            match decimal() {
+                // Rounded to the fraction's tenth decimal: 1 % is 0.01, not 0.010000000000000002.
+                Some(p) if (0.0..=most).contains(&p) => Ok(json!((p * 1e8).round() / 1e10)),
+                _ => bad(),
+            }
+        }
     }
 }
 
@@ -191,7 +226,7 @@ fn required(field: &Field) -> bool {
 }
 
 /// Two settings' values are the same (numbers by value, times by instant).
-fn same(a: &Value, b: &Value) -> bool {
+pub fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (Value::String(a), Value::String(b)) => {
@@ -220,6 +255,9 @@ pub fn patch(
         }
         patch.insert((*api).to_owned(), value);
     }
+    if let Some(auto_rate) = auto::patch(current, form, zone)? {
+        patch.insert(auto::API.to_owned(), auto_rate);
+    }
     Ok(Value::Object(patch))
 }
 
@@ -228,8 +266,12 @@ pub fn value_text(lang: Lang, api: &str, value: &Value, zone: &dyn Zone, now_ms:
     let unset = match api {
         "stock" => Text::Unlimited,
         "maxActiveUsers" => Text::NoCap,
+        auto::API => Text::Off,
         _ => Text::NotSet,
     };
+    if let Some(text) = auto::value_text(lang, api, value) {
+        return text;
+    }
     match value {
         Value::Null => t(lang, unset).to_owned(),
         Value::Bool(on) => t(lang, if *on { Text::Yes } else { Text::No }).to_owned(),
@@ -261,6 +303,7 @@ fn setting_label(lang: Lang, api: &str) -> String {
         (None, "paused") => t(lang, Text::Paused).to_owned(),
         (None, "closed") => t(lang, Text::ClosedToJoins).to_owned(),
         (None, "soldOut") => t(lang, Text::SoldOutSetting).to_owned(),
+        (None, auto::API) => t(lang, Text::AutoRateSetting).to_owned(),
         (None, other) => other.to_owned(),
     }
 }
@@ -304,5 +347,6 @@ pub fn before_after(
         .collect()
 }
 
+pub mod auto;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,9 @@
 
 pub use vestibule_shared::lang::Lang;
 
+mod auto_words;
 mod words;
+pub use auto_words::{change_verb, reason_phrase, step_verb, Numbers};
 pub use words::{held_back_text, label_text};
 
 /// A fixed string of the console; [`t`] gives its text.
@@ -144,6 +146,35 @@ pub enum Text {
     LongestWait,
     SoldOutAt,
     NotSoldOut,
+    // The closed loop and the origin (`auto_rate.rs`, `form/auto.rs`; words in
+    // `i18n/auto_words.rs`).
+    AutoTitle,
+    AutoBounds,
+    AutoRateNow,
+    AutoStep,
+    AutoLastChange,
+    AutoNoChangeYet,
+    AutoNotStepped,
+    AutoOff,
+    OriginP95,
+    OriginP50,
+    OriginErrors,
+    OriginRequests,
+    InFlight,
+    ChartP95,
+    ChartErrors,
+    Target,
+    ErrorLimit,
+    Ms,
+    Percent,
+    Ago,
+    AutoRateSetting,
+    AutoMin,
+    AutoMax,
+    AutoTargetP95,
+    AutoMaxErrors,
+    AutoHelp,
+    Off,
 }
 
 /// The text of `text` in `lang`.

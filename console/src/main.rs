@@ -10,10 +10,11 @@
 //!   and delete; display names and opening times from [`catalog`].
 //! - [`schedule`]: the true state label, the opening times with a countdown ([`local_time`]) and
 //!   why admission is below the rate.
-//! - [`room_view`]: one room live: figures and charts ([`chart`]), [`controls`], the
-//!   [`calculator`], the sale's [`summary`].
+//! - [`room_view`]: one room live: figures and charts ([`chart`]), the closed loop and the
+//!   origin ([`auto_rate`]), [`controls`], the [`calculator`], the sale's [`summary`].
 
 mod api;
+mod auto_rate;
 mod calculator;
 mod catalog;
 mod chart;

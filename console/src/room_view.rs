@@ -1,6 +1,8 @@
-//! The selected room live: its figures from the admin stream, two charts of the last 15
-//! minutes (waiting and active users; admitted per second against the configured rate), its
-//! sale summary, controls and the capacity calculator. The charts begin with the server's
+//! The selected room live: its figures from the admin stream, the closed loop and the origin
+//! ([`crate::auto_rate`]), charts of the last 15 minutes (waiting and active users; admitted per
+//! second against the configured rate; with signals or the loop on, the origin's p95 against
+//! its target and its errors against their limit), its sale summary, controls and the capacity
+//! calculator. The charts begin with the server's
 //! history of the room, read each time it is shown, and go on with the stream.
 
 use leptos::prelude::*;
@@ -8,6 +10,7 @@ use vestibule_shared::admin_events::RoomFigures;
 
 use serde_json::Value;
 
+use crate::auto_rate::{origin_series, AutoRatePanel};
 use crate::calculator::Calculator;
 use crate::catalog::{self, display_name};
 use crate::chart::{LineChart, Series};
@@ -105,8 +108,13 @@ pub type Cell = (&'static str, Text, String);
 
 /// A grid of figures (the room's live ones, the sale summary's).
 pub fn figure_list(lang: Lang, cells: Vec<Cell>) -> impl IntoView {
+    figure_grid(lang, "figures", cells)
+}
+
+/// [`figure_list`] with its own CSS class (`figures lines`: one figure a row).
+pub fn figure_grid(lang: Lang, class: &'static str, cells: Vec<Cell>) -> impl IntoView {
     view! {
-        <dl class="figures">
+        <dl class=class>
             {cells
                 .into_iter()
                 .map(|(id, label, value)| view! {
@@ -238,14 +246,30 @@ fn RoomPanel(console: Console, room: String) -> impl IntoView {
             },
         ]
     });
+    // The origin's charts, while any point has its signals or the loop on.
+    let origin_room = room.clone();
+    let origin = Memo::new(move |_| {
+        let lang = lang.get();
+        console
+            .history
+            .with(|history| origin_series(lang, &history.of(&origin_room)))
+    });
+    let p95_series = Signal::derive(move || origin.get().map(|(p95, _)| p95).unwrap_or_default());
+    let error_series =
+        Signal::derive(move || origin.get().map(|(_, errors)| errors).unwrap_or_default());
     view! {
         <section class="panel room" aria-labelledby="room-title">
             <h2 id="room-title" tabindex="-1">{heading}</h2>
             {schedule}
             {figures}
+            <AutoRatePanel console=console room=room.clone() />
             <div class="charts">
                 <LineChart title=Text::ChartLine unit=Text::People series=line_series lang=lang />
                 <LineChart title=Text::ChartRate unit=Text::PerSec series=rate_series lang=lang />
+                <Show when=move || origin.with(Option::is_some)>
+                    <LineChart title=Text::ChartP95 unit=Text::Ms series=p95_series lang=lang />
+                    <LineChart title=Text::ChartErrors unit=Text::Percent series=error_series lang=lang />
+                </Show>
             </div>
         </section>
         <SummaryPanel console=console room=room.clone() changes=changes />

@@ -6,24 +6,23 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use serde_json::Value;
 
-use crate::form::{self, Field, Kind, FIELDS};
+use crate::form::{self, auto, Field, Kind, FIELDS};
 use crate::i18n::{t, Lang, Text};
 use crate::local_time::Browser;
 
 /// The text typed in each field, by admin API name.
 pub type Values = RwSignal<HashMap<&'static str, String>>;
 
-/// The fields' texts in the form's order, for [`form::patch`].
+/// The fields' texts in the form's order (then `autoRate`'s switch and numbers), for
+/// [`form::patch`].
 pub fn texts(values: Values) -> Vec<(&'static str, String)> {
+    let keys = FIELDS
+        .iter()
+        .chain(auto::FIELDS)
+        .map(|field| field.api)
+        .chain([auto::API]);
     values.with_untracked(|values| {
-        FIELDS
-            .iter()
-            .map(|field| {
-                (
-                    field.api,
-                    values.get(field.api).cloned().unwrap_or_default(),
-                )
-            })
+        keys.map(|api| (api, values.get(api).cloned().unwrap_or_default()))
             .collect()
     })
 }
@@ -37,6 +36,7 @@ pub fn fill(values: Values, settings: &Value) {
                 let value = settings.get(field.api).unwrap_or(&Value::Null);
                 (field.api, form::shown(field, value, &Browser))
             })
+            .chain(auto::shown_texts(settings, &Browser))
             .collect(),
     );
 }
@@ -74,6 +74,12 @@ fn input(lang: RwSignal<Lang>, field: &'static Field, id: String, values: Values
             <input id=id type="datetime-local" step="1" prop:value=value on:input=set />
         }
         .into_any(),
+        Kind::Percent => view! {
+            <input id=id type="number" step="any" min="0"
+                max=vestibule_shared::auto_rate::MAX_ERROR_RATE_MAX * 100.0
+                prop:value=value on:input=set />
+        }
+        .into_any(),
         Kind::Rate => view! {
             <input id=id type="number" step="any" min="0"
                 max=vestibule_shared::settings::ADMISSION_RATE_PER_SEC_MAX
@@ -104,12 +110,47 @@ fn input(lang: RwSignal<Lang>, field: &'static Field, id: String, values: Values
     }
 }
 
-/// Every settings field, labelled, with help where a field needs it.
+/// `autoRate`'s switch (on: the four numbers are sent as its object; off: null).
+fn auto_switch(lang: RwSignal<Lang>, prefix: &'static str, values: Values) -> impl IntoView {
+    let id = format!("{prefix}auto-rate");
+    let help_id = format!("{id}-help");
+    let on = move || values.with(|values| values.get(auto::API).is_some_and(|v| v == "on"));
+    let set = move |event: leptos::ev::Event| {
+        let checked = event_target_checked(&event);
+        values.update(|values| {
+            values.insert(auto::API, if checked { "on" } else { "" }.to_owned());
+        });
+    };
+    view! {
+        <div class="field wide switch">
+            <label>
+                <input id=id type="checkbox" aria-describedby=help_id.clone()
+                    prop:checked=on on:change=set />
+                {move || t(lang.get(), Text::AutoRateSetting)}
+            </label>
+            <p class="help" id=help_id>{move || t(lang.get(), Text::AutoHelp)}</p>
+        </div>
+    }
+}
+
+/// Every settings field, labelled, with help where a field needs it; `autoRate` last.
 #[component]
 pub fn SettingsFields(lang: RwSignal<Lang>, values: Values, prefix: &'static str) -> impl IntoView {
-    FIELDS
+    let flat = fields(lang, values, prefix, FIELDS);
+    let auto = fields(lang, values, prefix, auto::FIELDS);
+    view! { {flat} {auto_switch(lang, prefix, values)} {auto} }
+}
+
+/// `fields` as labelled inputs.
+fn fields(
+    lang: RwSignal<Lang>,
+    values: Values,
+    prefix: &'static str,
+    fields: &'static [Field],
+) -> impl IntoView {
+    fields
         .iter()
-        .map(|field| {
+        .map(move |field| {
             let id = format!("{prefix}{}", field.id);
             let help = match field.api {
                 "opensAt" => Some(Text::TimeHelp),

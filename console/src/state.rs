@@ -91,6 +91,14 @@ pub struct Sample {
     pub configured: f64,
     /// Admitted per second (actual), when known.
     pub admitted: Option<f64>,
+    /// The origin's p95 latency, ms, when it had signals.
+    pub p95_ms: Option<f64>,
+    /// The origin's error rate (a fraction), when it had signals.
+    pub error_rate: Option<f64>,
+    /// `autoRate.targetP95Ms` while the loop was on.
+    pub target_p95_ms: Option<f64>,
+    /// `autoRate.maxErrorRate` while the loop was on.
+    pub max_error_rate: Option<f64>,
 }
 
 impl Sample {
@@ -102,6 +110,12 @@ impl Sample {
             active: figures.active_users as f64,
             configured: figures.admission_rate_per_sec,
             admitted: figures.admitted_per_sec,
+            p95_ms: figures.origin.map(|origin| origin.p95_ms),
+            error_rate: figures.origin.map(|origin| origin.error_rate),
+            target_p95_ms: figures
+                .auto_rate
+                .map(|auto| auto.setting.target_p95_ms as f64),
+            max_error_rate: figures.auto_rate.map(|auto| auto.setting.max_error_rate),
         }
     }
 }
@@ -184,6 +198,8 @@ pub fn sample_figures(room: &str) -> RoomFigures {
         paused: false,
         closed: false,
         leader: None,
+        origin: None,
+        auto_rate: None,
     }
 }
 

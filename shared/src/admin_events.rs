@@ -96,6 +96,21 @@ pub struct RoomFigures {
     pub closed: bool,
     /// The replica leading the room, as it shared; null while none did.
     pub leader: Option<RoomLeader>,
+    /// The origin's health over the last few seconds, merged from every replica's (gate mode's
+    /// own measurements and storefront reports at `POST …/signals`): requests summed, the error
+    /// rate weighted by requests, the worst p50/p95 of the replicas that saw at least 10
+    /// requests; absent or null when no replica has signals in its window. Added with
+    /// `autoRate`: older servers leave it out. Example:
+    /// `{"requests":820,"p50Ms":120,"p95Ms":310,"errorRate":0.002,"inFlight":35}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::auto_rate::OriginSignals>,
+    /// The closed loop, while the room's `autoRate` is on: its setting, the reason of its last
+    /// step and its last move (the leader's, as it shared); absent or null while off. Example:
+    /// `{"setting":{"min":5,"max":40,"targetP95Ms":500,"maxErrorRate":0.01},"reason":"SETTLING",
+    /// "lastChange":{"reason":"LATENCY_HIGH","from":20,"to":11.1,"atMs":1764530000000,
+    /// "p95Ms":900,"errorRate":0}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rate: Option<crate::auto_rate::AutoRateFigures>,
 }
 
 /// One point of a room's [`FigureHistory`]: the figures as they were at `at_ms`.

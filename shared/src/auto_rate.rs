@@ -174,3 +174,68 @@ impl AutoRateReason {
         }
     }
 }
+
+/// The closed loop as the admin event stream shows it ([`crate::admin_events::RoomFigures`]):
+/// the setting in force, why the loop's last step left the rate where it is, and its last move.
+/// The step and the move are the room's scheduler leader's (shared through the store once a
+/// second), so every replica shows the same; a new leader starts with no move until it makes
+/// one (then it shows the latest `autoRate` entry of the audit log, when there is one).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AutoRateFigures {
+    /// The room's `autoRate` setting in force (the answering replica's copy, at most a tick old).
+    pub setting: AutoRate,
+    /// Why the loop's last step (once a second) left the rate where it is, whether or not it
+    /// moved it; null until the leader stepped. Example: `"SETTLING"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<AutoRateReason>,
+    /// The loop's last move of the admission rate; null until it made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<AutoRateChange>,
+}
+
+/// One move of the admission rate by the closed loop (also an audit entry,
+/// `replica · autoRate REASON`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AutoRateChange {
+    /// Why the loop moved the rate. Example: `"LATENCY_HIGH"`.
+    pub reason: AutoRateReason,
+    /// The rate before, shoppers per second, 0–100000. Example: `175`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 175)
+    )]
+    pub from: f64,
+    /// The rate after, shoppers per second, 0–100000. Example: `148.8`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 100000, example = 148.8)
+    )]
+    pub to: f64,
+    /// When, Unix ms, 0–9007199254740991. Example: `1764530000000`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            minimum = 0,
+            maximum = 9007199254740991_u64,
+            example = 1764530000000_u64
+        )
+    )]
+    pub at_ms: u64,
+    /// The origin's p95 latency the loop read for the move, milliseconds, 0–600000; null when
+    /// it read none (`SIGNALS_LOST`) or the move came from the audit log. Example: `900`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 600000, example = 900)
+    )]
+    pub p95_ms: Option<f64>,
+    /// The origin's error rate the loop read for the move, 0–1; null as `p95Ms`. Example:
+    /// `0.002`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1, example = 0.002))]
+    pub error_rate: Option<f64>,
+}

@@ -333,6 +333,8 @@ fn ticket_link(operation: &str) -> Value {
         vestibule_shared::admin_events::FigureHistory, vestibule_shared::admin_events::FigurePoint,
         vestibule_shared::admin_events::SaleSummary,
         vestibule_shared::admin_events::RoomLeader,
+        vestibule_shared::auto_rate::OriginSignals, vestibule_shared::auto_rate::AutoRateFigures,
+        vestibule_shared::auto_rate::AutoRateChange, vestibule_shared::auto_rate::AutoRateReason,
     )),
     modifiers(&AdminSecurity)
 )]

@@ -33,6 +33,7 @@
 
 use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
+pub mod shown;
 pub mod window;
 
 /// Signals older than this (ms) are stale: the rate holds at its last safe value.

@@ -46,6 +46,9 @@ pub struct LeaderRecord {
     /// The reason a shopper at the back is shown.
     #[serde(default)]
     pub reason: Option<WaitReason>,
+    /// The closed loop's last step and move, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rate: Option<crate::auto_rate::shown::LoopRecord>,
 }
 
 /// Every live replica's records added up.

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use vestibule_shared::admin_events::{AdminEvent, RoomFigures, RoomLeader};
+use vestibule_shared::auto_rate::AutoRateFigures;
 
 use crate::counters::CounterTotals;
 use crate::eta::{self, EtaInputs};
@@ -102,6 +103,7 @@ impl FigureReader {
                     .and_then(|estimate| estimate.median_secs)
                     .map(eta::eta_display_secs),
                 reason: back_of_line.and_then(|estimate| estimate.reason),
+                auto_rate: room.auto_loop.record(),
             }),
         };
         let merged = self
@@ -143,6 +145,17 @@ impl FigureReader {
             reason,
             paused: settings.paused,
             closed: settings.sale.closed,
+            origin: merged.origin,
+            auto_rate: settings.auto_rate.map(|setting| {
+                let shared = leader
+                    .and_then(|leader| leader.auto_rate)
+                    .unwrap_or_default();
+                AutoRateFigures {
+                    setting,
+                    reason: shared.reason,
+                    last_change: shared.last_change,
+                }
+            }),
             leader: merged.leader.map(|leader| RoomLeader {
                 replica: leader.replica,
                 epoch: leader.epoch,

@@ -32,6 +32,8 @@ pub struct RoomRuntime {
     pace: RwLock<Pace>,
     /// The origin's signals for the closed loop (docs/DESIGN.md "Closed-loop admission").
     pub origin: crate::auto_rate::window::OriginState,
+    /// The closed loop's last step and move while this process leads it (for the figures).
+    pub auto_loop: crate::auto_rate::shown::LoopShown,
     /// The room's draw seed is known to exist (`room::opening`).
     seeded: AtomicBool,
     /// The room's draw is known to be made (it never changes after).
@@ -68,6 +70,7 @@ impl RoomRuntime {
             active_users: AtomicU64::new(0),
             pace: RwLock::new(Pace::default()),
             origin: Default::default(),
+            auto_loop: Default::default(),
             seeded: AtomicBool::new(false),
             drawn: AtomicBool::new(false),
             retired: tokio::sync::watch::Sender::new(false),

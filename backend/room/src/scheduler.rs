@@ -296,7 +296,7 @@ impl Scheduler {
         metrics::gauge!("vestibule_scheduler_leader", &self.labels).set(0.0);
         self.room.counters.set_leader_epoch(None);
         self.leader = None;
-        self.auto = auto_loop::AutoLoop::default();
+        self.auto.reset(&self.room);
         self.quota.reset();
     }
 

@@ -145,3 +145,92 @@ fn every_change_reads_before_and_after() {
     );
     assert_eq!(ko, ["입장 속도 (명/초): 175/초 → 35/초"]);
 }
+
+fn auto_form(switch: &str, numbers: [&str; 4]) -> Vec<(&'static str, String)> {
+    let mut fields = vec![("autoRate", switch.to_owned())];
+    fields.extend(
+        auto::FIELDS
+            .iter()
+            .zip(numbers)
+            .map(|(field, text)| (field.api, text.to_owned())),
+    );
+    fields
+}
+
+#[test]
+fn auto_rate_is_one_object_sent_on_and_null_when_turned_off() {
+    let on = auto_form("on", ["5", "40", "500", "1"]);
+    assert_eq!(
+        patch(&Value::Null, &on, &SEOUL).unwrap(),
+        json!({"autoRate": {"min": 5.0, "max": 40.0, "targetP95Ms": 500, "maxErrorRate": 0.01}})
+    );
+    // Off on a new room: nothing sent.
+    let off = auto_form("", ["", "", "", ""]);
+    assert_eq!(patch(&Value::Null, &off, &SEOUL).unwrap(), json!({}));
+    let current =
+        json!({"autoRate": {"min": 5, "max": 40, "targetP95Ms": 500, "maxErrorRate": 0.01}});
+    // The same numbers: no change; another: the whole object; off: null.
+    assert_eq!(patch(&current, &on, &SEOUL).unwrap(), json!({}));
+    let wider = auto_form("on", ["5", "60", "500", "0.5"]);
+    assert_eq!(
+        patch(&current, &wider, &SEOUL).unwrap(),
+        json!({"autoRate": {"min": 5.0, "max": 60.0, "targetP95Ms": 500, "maxErrorRate": 0.005}})
+    );
+    assert_eq!(
+        patch(&current, &auto_form("", ["5", "40", "500", "1"]), &SEOUL).unwrap(),
+        json!({"autoRate": null})
+    );
+    // min above max is the server's to refuse (409 conflict): sent as typed.
+    let crossed = auto_form("on", ["50", "10", "500", "1"]);
+    assert_eq!(
+        patch(&Value::Null, &crossed, &SEOUL).unwrap()["autoRate"]["min"],
+        json!(50.0)
+    );
+}
+
+#[test]
+fn auto_rate_numbers_are_required_within_the_shared_bounds() {
+    let refused = |numbers| patch(&Value::Null, &auto_form("on", numbers), &SEOUL);
+    assert_eq!(
+        refused(["", "40", "500", "1"]),
+        Err((Text::AutoMin, "0–100000 shoppers/s".into()))
+    );
+    assert_eq!(
+        refused(["5", "40", "5", "1"]),
+        Err((Text::AutoTargetP95, "10–60000".into()))
+    );
+    assert_eq!(
+        refused(["5", "40", "500", "51"]),
+        Err((Text::AutoMaxErrors, "0–50%".into()))
+    );
+    assert!(refused(["5", "100001", "500", "1"]).is_err());
+}
+
+#[test]
+fn auto_rate_reads_before_and_after_and_fills_the_form() {
+    let current = json!({"autoRate": null});
+    let on =
+        json!({"autoRate": {"min": 5.0, "max": 40.0, "targetP95Ms": 500, "maxErrorRate": 0.01}});
+    assert_eq!(
+        before_after(Lang::En, &current, &on, &SEOUL, 0),
+        ["Closed-loop admission (autoRate): off → 5–40/s · p95 ≤ 500 ms · errors ≤ 1%"]
+    );
+    assert_eq!(
+        before_after(Lang::Ko, &on, &current, &SEOUL, 0),
+        ["자동 입장 속도 조절 (autoRate): 5–40/초 · p95 ≤ 500 ms · 오류율 ≤ 1% → 꺼짐"]
+    );
+    assert_eq!(
+        auto::shown_texts(&on, &SEOUL),
+        [
+            ("autoRate", "on".to_owned()),
+            ("autoRate.min", "5".to_owned()),
+            ("autoRate.max", "40".to_owned()),
+            ("autoRate.targetP95Ms", "500".to_owned()),
+            ("autoRate.maxErrorRate", "1".to_owned()),
+        ]
+    );
+    assert_eq!(
+        auto::shown_texts(&current, &SEOUL)[0],
+        ("autoRate", String::new())
+    );
+}

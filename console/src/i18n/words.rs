@@ -80,7 +80,7 @@ pub(super) fn pair(text: Text) -> (&'static str, &'static str) {
         LongestWait => ("Longest wait", "최장 대기 시간"),
         SoldOutAt => ("Sold out at", "품절 시각"),
         NotSoldOut => ("not sold out", "품절 전"),
-        _ => ("?", "?"),
+        _ => super::auto_words::pair(text),
     }
 }
 

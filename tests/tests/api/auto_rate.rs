@@ -2,13 +2,18 @@
 //! reports its origin's health at `POST …/signals`; with `autoRate` on, the room's leader moves
 //! the admission rate within [min, max] (up on headroom, down on latency over the target, to
 //! `min` once the reports stop), every move is a settings change with an audit entry naming its
-//! reason, and bad reports get a clear 4xx.
+//! reason, and bad reports get a clear 4xx. The admin figures of every replica show the origin's
+//! merged signals and the leader's loop (its last step and move), as the console draws them.
 
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use vestibule_tests::{both_stores, Backend, TestApp, ADMIN_TOKEN};
+use vestibule_shared::admin_events::RoomFigures;
+use vestibule_shared::auto_rate::AutoRateReason;
+use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
+
+use crate::figures_replicas::next_event;
 
 const ORIGIN_KEY: &str = "origin-key-for-the-loop-0123456789";
 
@@ -171,4 +176,67 @@ async fn bad_reports_get_a_clear_4xx() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::CONFLICT);
+}
+
+/// `main`'s figures as `app`'s admin stream shows them.
+async fn main_figures(app: &TestApp) -> RoomFigures {
+    let event = next_event(app).await;
+    event
+        .rooms
+        .into_iter()
+        .find(|room| room.room == "main")
+        .expect("main in the figures")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
+    let redis = RedisServer::start();
+    let args = ["--origin-api-key", ORIGIN_KEY, "--admission-rate", "20"];
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
+    // Off: no loop in the figures; no signals: no origin.
+    let figures = main_figures(&a).await;
+    assert_eq!((figures.auto_rate, figures.origin), (None, None));
+    a.patch_room(
+        "main",
+        json!({"autoRate": {"min": 5, "max": 40, "targetP95Ms": 500, "maxErrorRate": 0.01}}),
+    )
+    .await;
+    // Reported to one replica only: the leader (whichever it is) hears it and cuts.
+    let cut = report_until(&b, signals(900.0, 0.0), Duration::from_secs(6), |r| {
+        r < 20.0
+    })
+    .await;
+    assert!(cut < 20.0, "cut: {cut}");
+    // Then close to the target: the loop holds (once the leader hears it: a record is shared
+    // and read once a second), and every replica's figures settle on its last move.
+    for _ in 0..12 {
+        report(&b, signals(450.0, 0.0), Some(ORIGIN_KEY)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (through_a, through_b) = tokio::join!(main_figures(&a), main_figures(&b));
+    eprintln!("through A: {through_a:?}\nthrough B: {through_b:?}");
+    for figures in [&through_a, &through_b] {
+        let origin = figures.origin.expect("the origin's signals, merged");
+        assert_eq!((origin.p95_ms, origin.requests), (450.0, 400));
+        let auto = figures.auto_rate.expect("the loop");
+        assert_eq!(auto.setting.target_p95_ms, 500);
+        assert!(auto.reason.is_some(), "the last step's reason");
+        let change = auto.last_change.expect("the last move");
+        assert_eq!(change.reason, AutoRateReason::LatencyHigh);
+        assert!(change.to < change.from && change.from <= 20.0, "{change:?}");
+        assert_eq!(change.p95_ms, Some(900.0));
+    }
+    assert_eq!(
+        through_a.auto_rate.and_then(|auto| auto.last_change),
+        through_b.auto_rate.and_then(|auto| auto.last_change),
+        "one move, the leader's, through both"
+    );
+    // Off again: the loop leaves the figures, the signals stay while reported.
+    a.patch_room("main", json!({"autoRate": null})).await;
+    report(&a, signals(900.0, 0.0), Some(ORIGIN_KEY)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let figures = main_figures(&a).await;
+    assert_eq!(figures.auto_rate, None);
+    assert!(figures.origin.is_some());
 }

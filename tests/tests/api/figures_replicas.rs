@@ -17,7 +17,7 @@ use crate::paused_app;
 both_stores!(the_summary_counts_a_small_sale);
 
 /// The first `figures` event of the admin stream of `app`.
-async fn next_event(app: &TestApp) -> AdminEvent {
+pub(crate) async fn next_event(app: &TestApp) -> AdminEvent {
     let response = app
         .client
         .get(app.url(paths::ADMIN_EVENTS))

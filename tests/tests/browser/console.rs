@@ -64,6 +64,13 @@ pub(crate) async fn signed_in_console(
     browser
 }
 
+/// Shows `room` in the room view once the rooms list has it (within 10 s).
+pub(crate) async fn pick_room(browser: &Client, room: &str) {
+    let link = format!("tr[data-room={room}] button.link");
+    wait_for(browser, &link, None, Duration::from_secs(10), |_| true).await;
+    click(browser, &link).await;
+}
+
 /// Accepts the confirmation the last click opened (fails when none opened).
 pub(crate) async fn accept_confirmation(browser: &Client, what: &str) {
     for _ in 0..30 {

@@ -22,7 +22,7 @@ use crate::console::{fill, signed_in_console};
 const ROOM: &str = "drop-sale-9";
 
 /// Waits for the confirmation the last click opened, accepts it and gives its text.
-async fn confirmed(browser: &Client, what: &str) -> String {
+pub(crate) async fn confirmed(browser: &Client, what: &str) -> String {
     for _ in 0..50 {
         if let Ok(text) = browser.get_alert_text().await {
             browser.accept_alert().await.expect("accept");

@@ -16,7 +16,7 @@ use vestibule_tests::chromium::{
 };
 use vestibule_tests::{Backend, TestApp, ADMIN_TOKEN};
 
-use crate::console::signed_in_console;
+use crate::console::{pick_room, signed_in_console};
 
 const ROOM: &str = "main";
 
@@ -92,7 +92,7 @@ async fn after_a_reload_the_console_shows_history_at_once_and_the_sale_summary()
     let driver = ChromeDriver::start();
     let profile = tempfile::tempdir().unwrap();
     let browser = signed_in_console(&app, &driver, profile.path(), 1500).await;
-    click(&browser, &format!("tr[data-room={ROOM}] button.link")).await;
+    pick_room(&browser, ROOM).await;
     summary_shows(&browser, "0").await;
 
     // A small sale: one shopper admitted at once orders; then, paused, three wait in line.
@@ -121,15 +121,7 @@ async fn after_a_reload_the_console_shows_history_at_once_and_the_sale_summary()
     let reloaded_at = now_ms(&browser).await;
     browser.refresh().await.expect("reload");
     // The tab kept its token: signed in at once; the operator picks the room again.
-    wait_for(
-        &browser,
-        &format!("tr[data-room={ROOM}] button.link"),
-        None,
-        Duration::from_secs(10),
-        |_| true,
-    )
-    .await;
-    click(&browser, &format!("tr[data-room={ROOM}] button.link")).await;
+    pick_room(&browser, ROOM).await;
     let shown = Instant::now();
     // At once: the points from before the reload are drawn within 2 s of the room showing
     // (the live stream alone would have none older than the reload).

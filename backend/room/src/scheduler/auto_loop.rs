@@ -4,7 +4,7 @@
 //! as a settings change, so every replica admits, shows and estimates by the same rate and a new
 //! leader starts from it, with an audit entry that names the reason.
 
-use vestibule_shared::auto_rate::AutoRateReason;
+use vestibule_shared::auto_rate::{AutoRateChange, AutoRateReason};
 use vestibule_store::{AuditRecord, SettingsPatch, SettingsUpdate, Store};
 
 use crate::auto_rate::Controller;
@@ -17,21 +17,51 @@ pub const STEP_MS: u64 = 1_000;
 /// write is a store call and an audit entry.
 const MIN_CHANGE: f64 = 0.02;
 
+/// How many of the newest audit entries a new leader looks through for the loop's last move.
+const AUDIT_LOOKBACK: usize = 50;
+
 /// The loop's state in the leader; dropped with the leadership (a new leader starts afresh).
+/// What the console shows of it goes to the room's [`crate::auto_rate::shown::LoopShown`].
 #[derive(Debug, Default)]
 pub struct AutoLoop {
     controller: Controller,
     last_step_ms: Option<u64>,
     /// The reason of the last step, whether or not it changed the rate.
     pub last_reason: Option<AutoRateReason>,
+    /// The audit log was read for the last move (once per leadership).
+    audit_read: bool,
+}
+
+/// The loop's move an audit entry records (`replica · autoRate REASON`), if it is one.
+pub fn change_of(entry: &AuditRecord) -> Option<AutoRateChange> {
+    if entry.field != "admissionRatePerSec" {
+        return None;
+    }
+    let (_, reason) = entry.replica.rsplit_once(" · autoRate ")?;
+    Some(AutoRateChange {
+        reason: serde_json::from_value(serde_json::json!(reason)).ok()?,
+        from: entry.old.as_f64()?,
+        to: entry.new.as_f64()?,
+        at_ms: entry.at_ms,
+        p95_ms: None,
+        error_rate: None,
+    })
 }
 
 impl AutoLoop {
+    /// The loop stops here (off, or no longer leading): forgotten, and no longer shown.
+    pub fn reset(&mut self, room: &RoomRuntime) {
+        *self = Self::default();
+        room.auto_loop.clear();
+    }
+
     /// One step if a second has passed and the loop is on; writes the rate when it moves.
     pub async fn step(&mut self, store: &dyn Store, room: &RoomRuntime, now_ms: u64) {
         let versioned = room.versioned_settings();
         let Some(auto) = versioned.settings.auto_rate else {
-            *self = Self::default();
+            if self.last_step_ms.is_some() || self.audit_read {
+                self.reset(room);
+            }
             return;
         };
         if self
@@ -41,10 +71,24 @@ impl AutoLoop {
             return;
         }
         self.last_step_ms = Some(now_ms);
+        if !std::mem::replace(&mut self.audit_read, true) {
+            // A new leader shows the loop's last move until it makes one of its own.
+            match store.audit(&room.name, AUDIT_LOOKBACK).await {
+                Ok(entries) => {
+                    if let Some(change) = entries.iter().find_map(change_of) {
+                        room.auto_loop.changed(change);
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(room = %room.name, %error, "autoRate's last move not read");
+                }
+            }
+        }
         let rate = versioned.settings.admission_rate_per_sec;
         let reading = room.origin.room_reading();
         let decision = self.controller.step(&auto, rate, reading.as_ref(), now_ms);
         self.last_reason = Some(decision.reason);
+        room.auto_loop.stepped(decision.reason);
         let new = (decision.rate * 10.0).round() / 10.0;
         let to_bound = new != rate && (new == auto.min || new == auto.max);
         if (new - rate).abs() < (rate * MIN_CHANGE).max(0.1) && !to_bound {
@@ -68,6 +112,20 @@ impl AutoLoop {
                 if let Err(error) = store.append_audit(&room.name, &[entry]).await {
                     tracing::warn!(room = %room.name, %error, "autoRate change not audited");
                 }
+                // The signals the step judged by (none when it moved for their absence).
+                let judged = !matches!(
+                    decision.reason,
+                    AutoRateReason::SignalsStale | AutoRateReason::SignalsLost
+                );
+                let read = reading.filter(|_| judged).map(|reading| reading.signals);
+                room.auto_loop.changed(AutoRateChange {
+                    reason: decision.reason,
+                    from: rate,
+                    to: new,
+                    at_ms: now_ms,
+                    p95_ms: read.map(|signals| signals.p95_ms),
+                    error_rate: read.map(|signals| signals.error_rate),
+                });
                 let signals = reading.map(|r| r.signals);
                 tracing::info!(
                     room = %room.name,
@@ -87,5 +145,50 @@ impl AutoLoop {
                 tracing::debug!(room = %room.name, %error, "autoRate change not written");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(field: &str, replica: &str) -> AuditRecord {
+        AuditRecord {
+            id: "1-0".into(),
+            at_ms: 1_000,
+            field: field.into(),
+            old: serde_json::json!(20.0),
+            new: serde_json::json!(11.1),
+            replica: replica.into(),
+        }
+    }
+
+    #[test]
+    fn the_loops_moves_are_read_back_from_the_audit_log() {
+        let change = change_of(&entry(
+            "admissionRatePerSec",
+            "web-1 · autoRate LATENCY_HIGH",
+        ));
+        assert_eq!(
+            change,
+            Some(AutoRateChange {
+                reason: AutoRateReason::LatencyHigh,
+                from: 20.0,
+                to: 11.1,
+                at_ms: 1_000,
+                p95_ms: None,
+                error_rate: None,
+            })
+        );
+        // An operator's change, another field, an unknown reason: not the loop's.
+        assert_eq!(change_of(&entry("admissionRatePerSec", "web-1")), None);
+        assert_eq!(
+            change_of(&entry("tokenTtlSecs", "web-1 · autoRate HEADROOM")),
+            None
+        );
+        assert_eq!(
+            change_of(&entry("admissionRatePerSec", "web-1 · autoRate LATER")),
+            None
+        );
     }
 }
