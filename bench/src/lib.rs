@@ -23,6 +23,7 @@
 //! - [`report`]: the Markdown table and its JSON twin.
 
 pub mod analysis;
+pub mod auto_rate;
 pub mod bare_join;
 pub mod bare_proxy;
 pub mod baselines;

@@ -27,10 +27,11 @@ enum Commands {
         /// The vestibule binary (default: next to this one).
         #[arg(long)]
         vestibule_bin: Option<PathBuf>,
-        /// Comma-separated stages (default all but drop and eta-edges): baselines, sale,
+        /// Comma-separated stages (default all but the last three): baselines, sale,
         /// sale-halved, capacity, embedded, position, sse, sse-h2, gate, ghosts, orders-confirm,
-        /// drop (the scheduled drop), eta-edges (issue 43's scenarios on both stores, ~5 min);
-        /// the last two only when named.
+        /// drop (the scheduled drop), eta-edges (issue 43's scenarios on both stores, ~5 min),
+        /// auto-rate (the closed loop against the origin model, three runs, ~10 min); the last
+        /// three only when named.
         #[arg(long, value_delimiter = ',')]
         stages: Vec<String>,
         /// Spike rate of the arrival curve, joins/s (overrides the profile).
@@ -60,6 +61,9 @@ enum Commands {
         /// Orders with and without confirmation: which phase runs first (alternate between runs).
         #[arg(long, value_enum, default_value = "with")]
         confirm_first: vestibule_bench::orders_confirm::First,
+        /// The closed loop (stage `auto-rate`): shoppers in each of its three runs.
+        #[arg(long, default_value_t = 20_000)]
+        auto_rate_shoppers: usize,
         /// Also write the table here (Markdown).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -145,6 +149,7 @@ fn main() -> anyhow::Result<()> {
             drop_join_secs,
             confirm_shoppers,
             confirm_first,
+            auto_rate_shoppers,
             out,
             json,
         } => {
@@ -186,6 +191,7 @@ fn main() -> anyhow::Result<()> {
                 drop_join_secs,
                 confirm_shoppers,
                 confirm_first,
+                auto_rate_shoppers,
             };
             let report = runtime.block_on(runner::run(&options));
             let table = report.markdown();

@@ -6,12 +6,12 @@ use std::process::Command;
 use crate::profile::Profile;
 use crate::report::Report;
 use crate::{
-    baselines, calibration, capacity, embedded, eta_edges, gate_overhead, ghosts, orders_confirm,
-    position_cost, sale, scheduled_drop, sse_capacity,
+    auto_rate, baselines, calibration, capacity, embedded, eta_edges, gate_overhead, ghosts,
+    orders_confirm, position_cost, sale, scheduled_drop, sse_capacity,
 };
 
 /// The stages, in the order they run.
-pub const STAGES: [&str; 13] = [
+pub const STAGES: [&str; 14] = [
     "baselines",
     "sale",
     "sale-halved",
@@ -25,10 +25,11 @@ pub const STAGES: [&str; 13] = [
     "orders-confirm",
     "drop",
     "eta-edges",
+    "auto-rate",
 ];
 
 /// The stages that run only when named (minutes each, at a fixed scale).
-pub const ONLY_WHEN_NAMED: [&str; 2] = ["drop", "eta-edges"];
+pub const ONLY_WHEN_NAMED: [&str; 3] = ["drop", "eta-edges", "auto-rate"];
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -47,6 +48,8 @@ pub struct RunOptions {
     pub confirm_shoppers: u64,
     /// Which phase of `orders-confirm` runs first.
     pub confirm_first: orders_confirm::First,
+    /// Shoppers in each run of `auto-rate`.
+    pub auto_rate_shoppers: usize,
 }
 
 /// Runs the chosen stages and returns the report; a failing stage becomes a note, not an abort,
@@ -133,6 +136,13 @@ pub async fn run(options: &RunOptions) -> Report {
         eprintln!("[bench] stage: ETA at the edges (issue 43), both stores");
         if let Err(error) = eta_edges::run(&options.vestibule, &mut report).await {
             report.note(format!("stage eta-edges failed: {error:#}"));
+        }
+    }
+    if wants("auto-rate") {
+        eprintln!("[bench] stage: the closed loop against the origin model (issue 48)");
+        let shoppers = options.auto_rate_shoppers;
+        if let Err(error) = auto_rate::run(&options.vestibule, shoppers, &mut report).await {
+            report.note(format!("stage auto-rate failed: {error:#}"));
         }
     }
     if wants("position") {

@@ -15,8 +15,8 @@
 //!   by a tenth a second or the origin answers at least what it is sent (its backlog is
 //!   draining), the rate holds: cutting again for latency already paid for would overshoot
 //!   downward;
-//! - **latency rising** (the p95 up by a tenth on the previous second from 60% of the target,
-//!   or up at all from 80% of it):
+//! - **latency rising** (the p95 up by 30% on the previous second from 60% of the target, or up
+//!   at all from 80% of it):
 //!   a backlog is forming, so the origin is just past its capacity: the rate is trimmed by 5%
 //!   and that rate becomes the trouble point;
 //! - **under the targets**: well under (p95 < 80% of the target) the rate rises 8% a second, or
@@ -59,8 +59,9 @@ const DEEPEST_CUT: f64 = 0.3;
 /// Under this share of the offered load got through, the origin is overloaded and the share
 /// measures its capacity.
 const OVERLOADED_SHARE: f64 = 0.95;
-/// A p95 above the previous second's × this is rising.
-const RISING: f64 = 1.1;
+/// A p95 above the previous second's × this is rising: more than one latency bucket (× 1.19),
+/// so a p95 that moves to the next bucket and back is not taken for a backlog.
+const RISING: f64 = 1.2;
 /// From this share of the latency target a rising p95 trims the rate.
 const RISING_FROM_SHARE: f64 = 0.6;
 /// The trim on a rising p95.

@@ -1,0 +1,534 @@
+//! The closed loop against a storefront with a true capacity (stage `auto-rate`, issue 48's
+//! figures): a sale of `shoppers` through gate mode in front of the origin model
+//! (`vestibule_tests::origin_model`: 30 workers, 150 requests/s, a second of queue, 503 past it),
+//! whose capacity is halved to 75/s at one third of the sale and restored at two thirds. Each
+//! admitted shopper sends one checkout through the gate with its entry token.
+//!
+//! Three runs, same arrivals and schedule: the calculator's fixed 175/s, the rate an oracle
+//! would set for each phase (90% of the capacity: 135 → 67.5 → 135, changed at the instant the
+//! capacity changes; at 100% any burst leaves a queue that never drains), and
+//! `autoRate` (min 10, max 400, target p95 500 ms, max 1% errors, from 175/s). The oracle is the
+//! ceiling the others are read against.
+//!
+//! The line is watched from its front (admission is FIFO): the first few hundred waiting tickets
+//! are polled every 200 ms, so a token is seen within about 0.2–0.4 s of its issue. The shoppers
+//! join a paused room and the sale opens for all at once; every 10th polls once 1.5 s after the
+//! opening, and its `etaSecondsHigh` then is the first it saw of a running sale.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hyper::Method;
+use serde_json::Value;
+use vestibule_shared::{TicketState, TicketStatus};
+use vestibule_tests::origin_model::{OriginFigures, OriginModel, OriginShape};
+
+use crate::http::HttpClient;
+use crate::procs::{start_vestibule_on, ADMIN_TOKEN};
+use crate::report::{Report, Verdict};
+
+const ROOM: &str = "main";
+const PREFIX: &str = "/_vestibule";
+/// The origin's true capacity outside the halved third, requests/s.
+const CAPACITY: f64 = 150.0;
+/// The calculator's rate (pool ÷ checkout time × utilization), above the true capacity.
+const CALCULATED_RATE: f64 = 175.0;
+const TARGET_P95_MS: f64 = 500.0;
+const MAX_ERROR_RATE: f64 = 0.01;
+/// The oracle's rate, a share of the true capacity.
+const ORACLE_SHARE: f64 = 0.9;
+/// How often the front of the line is polled.
+const ROUND: Duration = Duration::from_millis(200);
+/// Tickets at the front of the line polled each round.
+const FRONT: usize = 200;
+
+/// How the admission rate is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Fixed,
+    Oracle,
+    Auto,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Fixed => "fixed 175/s",
+            Self::Oracle => "oracle",
+            Self::Auto => "autoRate",
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// Shoppers admitted per second in each phase.
+    admitted: [f64; 3],
+    /// Checkouts the origin served (2xx) per second in each phase.
+    served: [f64; 3],
+    /// Share of the sale's seconds whose origin p95 was within the target.
+    p95_within: f64,
+    /// Share of the checkouts answered 5xx (by the origin or the gate) or not at all.
+    errors: f64,
+    /// Seconds from the halving until the rate was ≤ 110% of 75/s.
+    reaction_down: Option<f64>,
+    /// Seconds from the restoration until the rate was ≥ 90% of 150/s.
+    reaction_up: Option<f64>,
+    /// Share of the sampled shoppers admitted by their first `etaSecondsHigh`.
+    by_eta_high: f64,
+    /// Shoppers sampled for it (every 10th that still waited 1.5 s after the opening).
+    eta_sampled: usize,
+    /// Admitted shoppers.
+    admitted_total: usize,
+    /// From the first join to the last admission, s.
+    duration: f64,
+}
+
+/// Runs the three modes and reports them against the oracle.
+///
+/// # Errors
+/// When a process cannot start.
+pub async fn run(vestibule: &Path, shoppers: usize, report: &mut Report) -> anyhow::Result<()> {
+    // The phases last a third of the oracle's sale each: shoppers ÷ the mean capacity.
+    let third = shoppers as f64 / ((CAPACITY + CAPACITY / 2.0 + CAPACITY) / 3.0) / 3.0;
+    let mut outcomes = Vec::new();
+    for mode in [Mode::Oracle, Mode::Fixed, Mode::Auto] {
+        eprintln!("[bench] auto-rate: {} ({shoppers} shoppers)", mode.name());
+        let outcome = run_one(vestibule, mode, shoppers, third).await?;
+        eprintln!("[bench] auto-rate: {} → {outcome:?}", mode.name());
+        outcomes.push((mode, outcome));
+    }
+    let oracle = &outcomes[0].1;
+    for (mode, outcome) in &outcomes {
+        let name = mode.name();
+        let ratios: Vec<String> = (0..3)
+            .map(|p| {
+                format!(
+                    "{:.0}%",
+                    100.0 * outcome.served[p] / oracle.served[p].max(1e-9)
+                )
+            })
+            .collect();
+        let throughput_ok = (0..3).all(|p| outcome.served[p] >= 0.9 * oracle.served[p]);
+        report.row(
+            format!("{name}: origin served per phase (150 → 75 → 150/s)"),
+            format!(
+                "{:.1} / {:.1} / {:.1} /s (admitted {:.1} / {:.1} / {:.1} /s)",
+                outcome.served[0],
+                outcome.served[1],
+                outcome.served[2],
+                outcome.admitted[0],
+                outcome.admitted[1],
+                outcome.admitted[2]
+            ),
+            "≥ 90% of the oracle's in every phase",
+            if *mode == Mode::Oracle {
+                Verdict::Info
+            } else {
+                Verdict::from(throughput_ok)
+            },
+            format!("{} of the oracle's", ratios.join(" / ")),
+        );
+        report.row(
+            format!("{name}: origin p95 within 500 ms; 5xx of checkouts"),
+            format!(
+                "{:.1}% of seconds; {:.2}%",
+                outcome.p95_within * 100.0,
+                outcome.errors * 100.0
+            ),
+            "≥ 95% of seconds; ≤ 1%",
+            Verdict::from(outcome.p95_within >= 0.95 && outcome.errors <= 0.01),
+            format!(
+                "{} admitted in {:.0} s",
+                outcome.admitted_total, outcome.duration
+            ),
+        );
+        report.row(
+            format!("{name}: admitted by their first etaSecondsHigh"),
+            format!("{:.1}%", outcome.by_eta_high * 100.0),
+            "≥ 90%",
+            Verdict::from(outcome.by_eta_high >= 0.9),
+            format!(
+                "{} sampled: the first ETA after the opening, before the capacity moved",
+                outcome.eta_sampled
+            ),
+        );
+        if *mode == Mode::Auto {
+            let secs = |s: Option<f64>| s.map_or("never".to_owned(), |s| format!("{s:.1} s"));
+            report.row(
+                "autoRate: reaction to the halving; to the restoration",
+                format!(
+                    "{}; {}",
+                    secs(outcome.reaction_down),
+                    secs(outcome.reaction_up)
+                ),
+                "≤ 10 s; ≤ 30 s",
+                Verdict::from(
+                    outcome.reaction_down.is_some_and(|s| s <= 10.0)
+                        && outcome.reaction_up.is_some_and(|s| s <= 30.0),
+                ),
+                "rate ≤ 82.5/s after the halving; ≥ 135/s after the restoration",
+            );
+        }
+        let key = match mode {
+            Mode::Fixed => "fixed",
+            Mode::Oracle => "oracle",
+            Mode::Auto => "auto",
+        };
+        report.value(&format!("auto_rate_{key}_served"), outcome.served.to_vec());
+        report.value(&format!("auto_rate_{key}_p95_within"), outcome.p95_within);
+        report.value(&format!("auto_rate_{key}_errors"), outcome.errors);
+        report.value(&format!("auto_rate_{key}_by_eta_high"), outcome.by_eta_high);
+    }
+    Ok(())
+}
+
+/// A shopper in line: its ticket, and for the sampled ones when (seconds since the opening)
+/// they first saw an `etaSecondsHigh` and what it said.
+struct InLine {
+    ticket: String,
+    first_eta: Option<(f64, u64)>,
+}
+
+async fn admin(client: &HttpClient, method: Method, body: Option<String>) -> anyhow::Result<Value> {
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let body: Option<&'static str> = body.map(|b| &*Box::leak(b.into_boxed_str()));
+    let path = format!("{PREFIX}/api/v1/admin/rooms/{ROOM}");
+    let answer = client
+        .send(method, &path, &[("authorization", &bearer)], body)
+        .await?;
+    anyhow::ensure!(
+        answer.status.is_success(),
+        "admin answered {}",
+        answer.status
+    );
+    Ok(serde_json::from_slice(&answer.body)?)
+}
+
+async fn run_one(
+    vestibule: &Path,
+    mode: Mode,
+    shoppers: usize,
+    third: f64,
+) -> anyhow::Result<Outcome> {
+    let origin = Arc::new(
+        OriginModel::start(OriginShape {
+            workers: 30,
+            capacity_per_sec: CAPACITY,
+            queue_limit: CAPACITY as usize,
+        })
+        .await,
+    );
+    let start_rate = if mode == Mode::Oracle {
+        CAPACITY * ORACLE_SHARE
+    } else {
+        CALCULATED_RATE
+    };
+    let upstream = origin.url();
+    let gate = start_vestibule_on(
+        vestibule,
+        &["--data-dir", "none"],
+        ROOM,
+        start_rate,
+        100,
+        &[
+            "--upstream",
+            &upstream,
+            "--gate",
+            "/checkout=main",
+            "--token-ttl-secs",
+            "900",
+            "--upstream-timeout-secs",
+            "10",
+        ],
+    )?;
+    let client = HttpClient::new(&gate.base(), 512);
+    if mode == Mode::Auto {
+        let body = format!(
+            r#"{{"autoRate":{{"min":10,"max":400,"targetP95Ms":{TARGET_P95_MS},"maxErrorRate":{MAX_ERROR_RATE}}}}}"#
+        );
+        admin(&client, Method::PATCH, Some(body))
+            .await
+            .context("autoRate on")?;
+    }
+    // The shoppers wait in a paused room (as in a pre-queue), and the sale starts at once for
+    // all of them: the clock and the capacity schedule start then.
+    admin(&client, Method::PATCH, Some(r#"{"paused":true}"#.into()))
+        .await
+        .context("pause")?;
+    let joining = Instant::now();
+    let mut line = join_all(&client, shoppers).await?;
+    eprintln!(
+        "[bench] auto-rate: {} joined in {:.1} s",
+        line.len(),
+        joining.elapsed().as_secs_f64()
+    );
+    admin(&client, Method::PATCH, Some(r#"{"paused":false}"#.into()))
+        .await
+        .context("resume")?;
+    let started = Instant::now();
+    let epoch_ms = now_ms();
+    // The first ETA each shopper sees once the sale runs: every 10th shopper polls once, 1.5 s
+    // after the opening (the pace the ETA reads is measured by then), while the front is watched.
+    let sampling = {
+        let (client, tickets) = (
+            client.clone(),
+            line.iter().map(|s| s.ticket.clone()).collect(),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            sample_first_eta(&client, tickets, started).await
+        })
+    };
+
+    // The capacity schedule (and the oracle's rate), and the rate as it moves.
+    let rates = Arc::new(Mutex::new(Vec::<(f64, f64)>::new()));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let schedule = {
+        let (origin, client, rates, done) =
+            (origin.clone(), client.clone(), rates.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut changed = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = started.elapsed().as_secs_f64();
+                let due = [(third, CAPACITY / 2.0), (2.0 * third, CAPACITY)];
+                if changed < 2 && t >= due[changed].0 {
+                    origin.set_capacity(due[changed].1);
+                    if mode == Mode::Oracle {
+                        let rate = due[changed].1 * ORACLE_SHARE;
+                        let body = format!(r#"{{"admissionRatePerSec":{rate}}}"#);
+                        let _ = admin(&client, Method::PATCH, Some(body)).await;
+                    }
+                    changed += 1;
+                }
+                if let Ok(settings) = admin(&client, Method::GET, None).await {
+                    if let Some(rate) = settings["admissionRatePerSec"].as_f64() {
+                        rates.lock().expect("rates").push((t, rate));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+
+    let checkouts = Arc::new(Mutex::new((0_u64, 0_u64)));
+    let admitted = watch_front(&client, &line, started, checkouts.clone(), shoppers).await;
+    for (n, first) in sampling.await.unwrap_or_default() {
+        line[n].first_eta = Some(first);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = schedule.await;
+    if mode == Mode::Auto {
+        print_moves(&client, epoch_ms).await;
+    }
+    drop(gate);
+
+    let duration = admitted.iter().map(|(_, at)| *at).fold(0.0, f64::max);
+    let phases = [
+        (0.0, third),
+        (third, 2.0 * third),
+        (2.0 * third, duration.max(2.0 * third + 1.0)),
+    ];
+    let mut outcome = Outcome {
+        admitted_total: admitted.len(),
+        duration,
+        ..Outcome::default()
+    };
+    for (p, (from, to)) in phases.iter().enumerate() {
+        let count = admitted
+            .iter()
+            .filter(|(_, at)| (from..to).contains(&at))
+            .count();
+        outcome.admitted[p] = count as f64 / (to - from);
+        let at = |secs: f64| epoch_ms + (secs * 1000.0) as u64;
+        let figures = origin.figures_between(at(*from), at(*to));
+        outcome.served[p] = (figures.requests - figures.errors) as f64 / (to - from);
+    }
+    let seconds: Vec<OriginFigures> = (0..duration.ceil() as u64)
+        .map(|s| origin.figures_between(epoch_ms + s * 1000, epoch_ms + (s + 1) * 1000))
+        .filter(|f| f.requests > 0)
+        .collect();
+    outcome.p95_within = seconds.iter().filter(|f| f.p95_ms <= TARGET_P95_MS).count() as f64
+        / seconds.len().max(1) as f64;
+    let (sent, failed) = *checkouts.lock().expect("checkouts");
+    outcome.errors = failed as f64 / sent.max(1) as f64;
+    let sampled: Vec<bool> = admitted
+        .iter()
+        .filter_map(|(n, at)| {
+            let (seen_at, high) = line[*n].first_eta?;
+            Some(*at <= seen_at + high as f64)
+        })
+        .collect();
+    outcome.by_eta_high =
+        sampled.iter().filter(|ok| **ok).count() as f64 / sampled.len().max(1) as f64;
+    outcome.eta_sampled = sampled.len();
+    let rates = rates.lock().expect("rates").clone();
+    let first = |from: f64, ok: &dyn Fn(f64) -> bool| {
+        rates
+            .iter()
+            .find(|(t, r)| *t >= from && ok(*r))
+            .map(|(t, _)| t - from)
+    };
+    outcome.reaction_down = first(third, &|r| r <= CAPACITY / 2.0 * 1.1);
+    outcome.reaction_up = first(2.0 * third, &|r| r >= CAPACITY * 0.9);
+    Ok(outcome)
+}
+
+/// The loop's moves from the audit log, on stderr: seconds into the run, from → to, reason.
+async fn print_moves(client: &HttpClient, epoch_ms: u64) {
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let path = format!("{PREFIX}/api/v1/admin/rooms/{ROOM}/audit?limit=1000");
+    let Ok(answer) = client
+        .send(Method::GET, &path, &[("authorization", &bearer)], None)
+        .await
+    else {
+        return;
+    };
+    let audit: Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+    let mut moves: Vec<String> = audit["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let reason = entry["replica"].as_str()?.split("autoRate ").nth(1)?;
+            let at = entry["atMs"].as_u64()?.saturating_sub(epoch_ms) as f64 / 1000.0;
+            Some(format!(
+                "{at:.0}s {}→{} {reason}",
+                entry["old"], entry["new"]
+            ))
+        })
+        .collect();
+    moves.sort_by(|a, b| {
+        let secs = |m: &str| m.split('s').next().and_then(|s| s.parse::<f64>().ok());
+        secs(a)
+            .partial_cmp(&secs(b))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    eprintln!("[bench] auto-rate moves: {}", moves.join(", "));
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Every 10th shopper polls once: (shopper, (seconds since the opening, its `etaSecondsHigh`))
+/// for those still waiting.
+async fn sample_first_eta(
+    client: &HttpClient,
+    tickets: Vec<String>,
+    started: Instant,
+) -> Vec<(usize, (f64, u64))> {
+    let sampled: Vec<usize> = (0..tickets.len()).step_by(10).collect();
+    let mut seen = Vec::new();
+    for chunk in sampled.chunks(128) {
+        let polls = chunk.iter().map(|n| {
+            let path = format!("{PREFIX}/api/v1/rooms/{ROOM}/tickets/{}", tickets[*n]);
+            let client = client.clone();
+            async move {
+                let answer = client.get(&path).await.ok()?;
+                let status: TicketStatus = serde_json::from_slice(&answer.body).ok()?;
+                let high = status.eta_seconds_high?;
+                Some((*n, (started.elapsed().as_secs_f64(), high)))
+            }
+        });
+        seen.extend(
+            futures_util::future::join_all(polls)
+                .await
+                .into_iter()
+                .flatten(),
+        );
+    }
+    seen
+}
+
+/// Joins `shoppers` as fast as 256 at a time go.
+async fn join_all(client: &HttpClient, shoppers: usize) -> anyhow::Result<Vec<InLine>> {
+    let path = format!("{PREFIX}/api/v1/rooms/{ROOM}/tickets");
+    let mut line = Vec::with_capacity(shoppers);
+    for chunk in (0..shoppers).collect::<Vec<_>>().chunks(256) {
+        let joins = chunk.iter().map(|_| {
+            let (client, path) = (client.clone(), path.clone());
+            async move {
+                let answer = client.send(Method::POST, &path, &[], None).await?;
+                let status: TicketStatus = serde_json::from_slice(&answer.body)
+                    .with_context(|| format!("join answered {}", answer.status))?;
+                anyhow::Ok(InLine {
+                    ticket: status.ticket_id,
+                    first_eta: None,
+                })
+            }
+        });
+        for joined in futures_util::future::join_all(joins).await {
+            line.push(joined?);
+        }
+    }
+    Ok(line)
+}
+
+/// Polls the front of the line until every shopper is admitted (or 600 s pass); each admitted
+/// shopper sends its checkout through the gate. Returns (shopper, seconds since start) for each
+/// admission.
+async fn watch_front(
+    client: &HttpClient,
+    line: &[InLine],
+    started: Instant,
+    checkouts: Arc<Mutex<(u64, u64)>>,
+    shoppers: usize,
+) -> Vec<(usize, f64)> {
+    let mut admitted = Vec::with_capacity(shoppers);
+    let mut seen = vec![false; line.len()];
+    let mut front = 0;
+    while front < line.len() && started.elapsed() < Duration::from_secs(600) {
+        let window: Vec<usize> = (front..line.len().min(front + FRONT))
+            .filter(|n| !seen[*n])
+            .collect();
+        let polls = window.iter().map(|n| {
+            let path = format!("{PREFIX}/api/v1/rooms/{ROOM}/tickets/{}", line[*n].ticket);
+            let client = client.clone();
+            async move {
+                let answer = client.get(&path).await.ok()?;
+                let status: TicketStatus = serde_json::from_slice(&answer.body).ok()?;
+                (status.status == TicketState::TokenIssued)
+                    .then_some(status.entry_token)
+                    .flatten()
+            }
+        });
+        let tokens = futures_util::future::join_all(polls).await;
+        let now = started.elapsed().as_secs_f64();
+        let found: Vec<(usize, String)> = window
+            .iter()
+            .zip(tokens)
+            .filter_map(|(n, token)| Some((*n, token?)))
+            .collect();
+        // Each shopper checks out at its own moment over the next round, as pages polling on
+        // their own clocks do, not all at the instant this round found them.
+        let spread = ROUND.as_secs_f64() / found.len().max(1) as f64;
+        for (k, (n, token)) in found.into_iter().enumerate() {
+            seen[n] = true;
+            admitted.push((n, now));
+            let (client, checkouts) = (client.clone(), checkouts.clone());
+            let delay = Duration::from_secs_f64(spread * k as f64);
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let answer = client
+                    .send(Method::GET, "/checkout", &[("x-entry-token", &token)], None)
+                    .await;
+                let failed = answer.map_or(true, |a| a.status.is_server_error());
+                let mut counts = checkouts.lock().expect("checkouts");
+                counts.0 += 1;
+                counts.1 += u64::from(failed);
+            });
+        }
+        while front < seen.len() && seen[front] {
+            front += 1;
+        }
+        tokio::time::sleep(ROUND).await;
+    }
+    admitted
+}
