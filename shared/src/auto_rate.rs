@@ -140,7 +140,8 @@ pub enum AutoRateReason {
     AtTarget,
     /// p95 latency over the target: the rate falls in proportion.
     LatencyHigh,
-    /// p95 latency under the target but rising (by 30% a second, or at all near the target): the rate is trimmed by 5%.
+    /// p95 latency under the target but rising (by 20% a second, or at all near the target): the
+    /// rate is trimmed by 5%.
     LatencyRising,
     /// Errors over `maxErrorRate`: the rate falls by 30%.
     ErrorsHigh,

@@ -15,7 +15,7 @@
 //!   by a tenth a second or the origin answers at least what it is sent (its backlog is
 //!   draining), the rate holds: cutting again for latency already paid for would overshoot
 //!   downward;
-//! - **latency rising** (the p95 up by 30% on the previous second from 60% of the target, or up
+//! - **latency rising** (the p95 up by 20% on the previous second from 60% of the target, or up
 //!   at all from 80% of it):
 //!   a backlog is forming, so the origin is just past its capacity: the rate is trimmed by 5%
 //!   and that rate becomes the trouble point;
