@@ -294,7 +294,17 @@ async fn run_one(
     };
 
     let checkouts = Arc::new(Mutex::new((0_u64, 0_u64)));
-    let admitted = watch_front(&client, &line, started, checkouts.clone(), shoppers).await;
+    // Checkouts go out on connections of their own: a shopper's checkout never waits for a
+    // connection the watcher's polls hold (nor the polls for a slow origin's checkouts).
+    let checkout_client = HttpClient::new(&gate.base(), 512);
+    let admitted = watch_front(
+        (&client, &checkout_client),
+        &line,
+        started,
+        checkouts.clone(),
+        shoppers,
+    )
+    .await;
     for (n, first) in sampling.await.unwrap_or_default() {
         line[n].first_eta = Some(first);
     }
@@ -346,6 +356,24 @@ async fn run_one(
         sampled.iter().filter(|ok| **ok).count() as f64 / sampled.len().max(1) as f64;
     outcome.eta_sampled = sampled.len();
     let rates = rates.lock().expect("rates").clone();
+    if mode == Mode::Auto {
+        // Each second: the rate in force at its start, what the origin served, its p95.
+        let trace: Vec<String> = (0..duration.ceil() as u64)
+            .map(|s| {
+                let rate = rates
+                    .iter()
+                    .rev()
+                    .find(|(t, _)| *t <= s as f64)
+                    .map_or(0.0, |(_, r)| *r);
+                let f = origin.figures_between(epoch_ms + s * 1000, epoch_ms + (s + 1) * 1000);
+                format!("{s}:{rate:.0}/{}/{:.0}", f.requests - f.errors, f.p95_ms)
+            })
+            .collect();
+        eprintln!(
+            "[bench] auto-rate trace (s:rate/served/p95): {}",
+            trace.join(" ")
+        );
+    }
     let first = |from: f64, ok: &dyn Fn(f64) -> bool| {
         rates
             .iter()

@@ -11,7 +11,8 @@
 //! - ETA (median) = those seconds × (1 + margin), rounded up; the **high** (90th-percentile)
 //!   estimate adds the spread of finishes (a Gamma-distributed wait), the prior's doubt, and
 //!   allows the rate to fall by a third while the shopper waits (an operator halving it
-//!   mid-line). Both are `None` while the room is paused or the rate is 0.
+//!   mid-line), or by half under the closed loop (`autoRate` moves the rate each second and
+//!   follows a halved origin down). Both are `None` while the room is paused or the rate is 0.
 //! - Poll hint = the position's tier, but never more than half the ETA, never later than the
 //!   earliest the shopper could be admitted (position ÷ configured rate: admission never goes
 //!   faster) plus the notice target max(2 s, 5% of the TTL) less [`HINT_SLACK_MS`], and never
@@ -38,6 +39,12 @@ pub const HINT_SLACK_MS: u64 = 500;
 /// halved at mid-wait takes at most 1.5 × as long as first estimated.
 pub const HIGH_SLOWDOWN: f64 = 1.5;
 
+/// Under the closed loop (`autoRate`) the high estimate allows the rate to fall to half while
+/// the shopper waits: the loop moves the rate by itself, and a halved origin capacity (the
+/// drop it exists to follow) halves it within seconds. The median still reads the rate in force
+/// and the pace achieved, so the estimate follows the loop as it moves.
+pub const AUTO_RATE_HIGH_SLOWDOWN: f64 = 2.0;
+
 /// The high estimate allows checkouts this many times as long as expected (before any was
 /// measured) or as recently measured: a checkout can slow at any moment (a payment provider
 /// throttles), and nothing shows it until the tokens out have aged past the old pace.
@@ -54,6 +61,9 @@ const REASON_FACTOR: f64 = 1.2;
 pub struct EtaInputs {
     /// Configured admission rate, shoppers per second.
     pub rate_per_sec: f64,
+    /// How far the high estimate lets the rate fall while the shopper waits (× 1 ÷ this):
+    /// [`HIGH_SLOWDOWN`], or [`AUTO_RATE_HIGH_SLOWDOWN`] while the closed loop moves the rate.
+    pub high_slowdown: f64,
     /// ETA margin (fraction).
     pub margin: f64,
     /// The room is paused.
@@ -82,6 +92,11 @@ impl EtaInputs {
     pub fn for_room(settings: &Settings, active: u64, pace: Pace, margin: f64) -> Self {
         Self {
             rate_per_sec: settings.admission_rate_per_sec,
+            high_slowdown: if settings.auto_rate.is_some() {
+                AUTO_RATE_HIGH_SLOWDOWN
+            } else {
+                HIGH_SLOWDOWN
+            },
             margin,
             paused: settings.paused,
             max_active_users: settings.max_active_users,
@@ -233,7 +248,7 @@ pub fn estimate(position: u64, inputs: &EtaInputs, tiers: &PollTiers) -> Estimat
     // A line held for a later opening starts then; the margin is for the rate, not the clock.
     let held = inputs.opens_in_secs.max(0.0);
     let median = median * (1.0 + inputs.margin);
-    let high = (high * (1.0 + inputs.margin) * HIGH_SLOWDOWN).max(median) + held;
+    let high = (high * (1.0 + inputs.margin) * inputs.high_slowdown).max(median) + held;
     let median = median + held;
     // Admission never goes faster than the configured rate: nobody at this position can be
     // admitted sooner, so a poll by then plus the notice target never misses the token by more.

@@ -40,6 +40,8 @@ pub mod runtime;
 pub mod scheduler;
 pub mod status;
 pub mod sync;
+#[cfg(test)]
+mod test_settings;
 pub mod ticket_watch;
 pub mod tokens;
 

@@ -56,24 +56,9 @@ mod tests {
 
     fn settings(abandon_after_ms: u64) -> Settings {
         Settings {
-            admission_rate_per_sec: 10.0,
-            paused: false,
-            token_ttl_ms: 60_000,
-            max_active_users: None,
-            checkout_url: None,
-            share_token_with_embedder: false,
             abandon_after_ms,
             hold_place_ms: 1_800_000,
-            expected_checkout_ms: None,
-            sale: Default::default(),
-            opens_at_ms: None,
-            prequeue_opens_at_ms: None,
-            pow_difficulty: 0,
-            pow_auto_joins_per_sec: None,
-            require_user_assertion: false,
-            labels: Default::default(),
-            queueing_method: Default::default(),
-            auto_rate: None,
+            ..crate::test_settings::settings()
         }
     }
 

@@ -59,24 +59,9 @@ mod tests {
 
     fn settings(paused: bool, sale: SaleSettings) -> Settings {
         Settings {
-            admission_rate_per_sec: 10.0,
             paused,
-            token_ttl_ms: 60_000,
-            max_active_users: None,
-            checkout_url: None,
-            share_token_with_embedder: false,
-            abandon_after_ms: 300_000,
-            hold_place_ms: 0,
-            expected_checkout_ms: None,
             sale,
-            opens_at_ms: None,
-            prequeue_opens_at_ms: None,
-            pow_difficulty: 0,
-            pow_auto_joins_per_sec: None,
-            require_user_assertion: false,
-            labels: Default::default(),
-            queueing_method: Default::default(),
-            auto_rate: None,
+            ..crate::test_settings::settings()
         }
     }
 

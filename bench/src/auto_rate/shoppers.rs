@@ -137,7 +137,7 @@ pub(super) async fn join_all(client: &HttpClient, shoppers: usize) -> anyhow::Re
 /// shopper sends its checkout through the gate. Returns (shopper, seconds since start) for each
 /// admission.
 pub(super) async fn watch_front(
-    client: &HttpClient,
+    (client, checkout_client): (&HttpClient, &HttpClient),
     line: &[InLine],
     started: Instant,
     checkouts: Arc<Mutex<(u64, u64)>>,
@@ -146,7 +146,12 @@ pub(super) async fn watch_front(
     let mut admitted = Vec::with_capacity(shoppers);
     let mut seen = vec![false; line.len()];
     let mut front = 0;
+    // Rounds start every ROUND whatever a round's polls took, as pages polling on their own
+    // clocks do.
+    let mut rounds = tokio::time::interval(ROUND);
+    rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while front < line.len() && started.elapsed() < Duration::from_secs(600) {
+        rounds.tick().await;
         let window: Vec<usize> = (front..line.len().min(front + FRONT))
             .filter(|n| !seen[*n])
             .collect();
@@ -174,7 +179,7 @@ pub(super) async fn watch_front(
         for (k, (n, token)) in found.into_iter().enumerate() {
             seen[n] = true;
             admitted.push((n, now));
-            let (client, checkouts) = (client.clone(), checkouts.clone());
+            let (client, checkouts) = (checkout_client.clone(), checkouts.clone());
             let delay = Duration::from_secs_f64(spread * k as f64);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -190,7 +195,6 @@ pub(super) async fn watch_front(
         while front < seen.len() && seen[front] {
             front += 1;
         }
-        tokio::time::sleep(ROUND).await;
     }
     admitted
 }

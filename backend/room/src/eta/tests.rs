@@ -17,6 +17,7 @@ fn tiers() -> PollTiers {
 
 fn open(rate: f64) -> EtaInputs {
     EtaInputs {
+        high_slowdown: HIGH_SLOWDOWN,
         rate_per_sec: rate,
         margin: 0.2,
         paused: false,
@@ -312,4 +313,30 @@ fn a_line_held_for_a_later_opening_is_told_the_wait_from_the_opening() {
     assert!(first.high_secs.unwrap() >= median);
     assert_eq!(first.next_poll_after_ms, tiers().after_ms(1));
     assert!(first.next_poll_after_ms > open_now.next_poll_after_ms);
+}
+
+#[test]
+fn under_the_closed_loop_the_high_estimate_allows_the_rate_to_halve() {
+    let mut settings = Settings {
+        admission_rate_per_sec: 100.0,
+        ..crate::test_settings::settings()
+    };
+    let fixed = EtaInputs::for_room(&settings, 0, Pace::default(), 0.2);
+    settings.auto_rate = Some(vestibule_shared::auto_rate::AutoRate {
+        min: 10.0,
+        max: 400.0,
+        target_p95_ms: 500,
+        max_error_rate: 0.01,
+    });
+    let looped = EtaInputs::for_room(&settings, 0, Pace::default(), 0.2);
+    assert_eq!(fixed.high_slowdown, HIGH_SLOWDOWN);
+    assert_eq!(looped.high_slowdown, AUTO_RATE_HIGH_SLOWDOWN);
+    // Place 1,000 at 100/s: 10 s, 12 s with the margin; the high end lets the rate fall by a
+    // third (18 s) with a fixed rate, by half (24 s) under the loop. The median is the same.
+    let fixed = estimate(1_000, &fixed, &tiers());
+    let looped = estimate(1_000, &looped, &tiers());
+    assert_eq!(fixed.median_secs, looped.median_secs);
+    let high = |e: &Estimate| e.high_secs.expect("open");
+    assert!((high(&fixed) - 18.0).abs() < 1e-9, "{fixed:?}");
+    assert!((high(&looped) - 24.0).abs() < 1e-9, "{looped:?}");
 }
