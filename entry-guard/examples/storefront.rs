@@ -10,11 +10,11 @@
 //! ```
 //!
 //! (port 3000; `VESTIBULE_URL`, `ROOM`, `AUDIENCE` and `SHOP_BIND` override the defaults,
-//! `ORIGIN_API_KEY` turns on the single-use check, `SECURE_COOKIE=0` drops `Secure` for a shop
-//! on plain HTTP that is not `localhost`). Then open <http://localhost:3000/checkout>: the shop
-//! sends you to the waiting room, which, once you are admitted, posts your entry token to the
-//! shop's hand-off route (a top-level form navigation); the shop sets its own cookie and sends
-//! you back to `/checkout`. Without a browser:
+//! `ORIGIN_API_KEY` turns on the single-use check and the signals report for `autoRate`,
+//! `SECURE_COOKIE=0` drops `Secure` for a shop on plain HTTP that is not `localhost`). Then open
+//! <http://localhost:3000/checkout>: the shop sends you to the waiting room, which, once you are
+//! admitted, posts your entry token to the shop's hand-off route (a top-level form navigation); the
+//! shop sets its own cookie and sends you back to `/checkout`. Without a browser:
 //!
 //! ```sh
 //! curl -i localhost:3000/checkout                              # 403 JSON with joinUrl
@@ -37,7 +37,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .waiting_room(format!("{vestibule}/"))
         .secure_cookie(env("SECURE_COOKIE", "1") != "0");
     if let Ok(key) = std::env::var("ORIGIN_API_KEY") {
-        guard = guard.consume_online(&vestibule, key);
+        // Each token used once, and the checkout's health reported for the room's `autoRate`.
+        guard = guard
+            .consume_online(&vestibule, &key)
+            .report_signals(&vestibule, key);
     }
     let guard = guard.build().await?;
     let listener = tokio::net::TcpListener::bind(env("SHOP_BIND", "127.0.0.1:3000")).await?;

@@ -14,6 +14,8 @@
 //!
 //! - [`ChildGuard`] / [`free_port`]: a child process killed and reaped on drop, and a port for
 //!   it (shared with the benchmark).
+//! - [`Served`]: an axum app on a free port of 127.0.0.1 that a test can stop (a stand-in
+//!   origin, a storefront).
 //!
 //! Nothing here skips: a missing binary or `redis-server` fails the test with a reason.
 
@@ -38,6 +40,10 @@ use vestibule_shared::{paths, TicketStatus};
 
 mod child;
 pub use child::{free_port, ChildGuard};
+
+mod figures;
+mod served;
+pub use served::Served;
 
 /// The admin token every [`TestApp`] is started with.
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";

@@ -9,11 +9,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use vestibule_shared::admin_events::RoomFigures;
 use vestibule_shared::auto_rate::AutoRateReason;
 use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
-
-use crate::figures_replicas::next_event;
 
 const ORIGIN_KEY: &str = "origin-key-for-the-loop-0123456789";
 
@@ -178,16 +175,6 @@ async fn bad_reports_get_a_clear_4xx() {
     assert_eq!(response.status(), StatusCode::CONFLICT);
 }
 
-/// `main`'s figures as `app`'s admin stream shows them.
-async fn main_figures(app: &TestApp) -> RoomFigures {
-    let event = next_event(app).await;
-    event
-        .rooms
-        .into_iter()
-        .find(|room| room.room == "main")
-        .expect("main in the figures")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
     let redis = RedisServer::start();
@@ -195,7 +182,7 @@ async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
     let a = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
     let b = TestApp::spawn_with_url(Some(&redis.url()), &args).await;
     // Off: no loop in the figures; no signals: no origin.
-    let figures = main_figures(&a).await;
+    let figures = a.room_figures("main").await;
     assert_eq!((figures.auto_rate, figures.origin), (None, None));
     a.patch_room(
         "main",
@@ -214,7 +201,7 @@ async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
         report(&b, signals(450.0, 0.0), Some(ORIGIN_KEY)).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let (through_a, through_b) = tokio::join!(main_figures(&a), main_figures(&b));
+    let (through_a, through_b) = tokio::join!(a.room_figures("main"), b.room_figures("main"));
     eprintln!("through A: {through_a:?}\nthrough B: {through_b:?}");
     for figures in [&through_a, &through_b] {
         let origin = figures.origin.expect("the origin's signals, merged");
@@ -236,7 +223,7 @@ async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
     a.patch_room("main", json!({"autoRate": null})).await;
     report(&a, signals(900.0, 0.0), Some(ORIGIN_KEY)).await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let figures = main_figures(&a).await;
+    let figures = a.room_figures("main").await;
     assert_eq!(figures.auto_rate, None);
     assert!(figures.origin.is_some());
 }

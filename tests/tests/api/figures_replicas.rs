@@ -10,36 +10,11 @@ use reqwest::StatusCode;
 use serde_json::json;
 use vestibule_shared::admin_events::{AdminEvent, FigureHistory, SaleSummary};
 use vestibule_shared::paths;
-use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
+use vestibule_tests::{both_stores, Backend, RedisServer, TestApp};
 
 use crate::paused_app;
 
 both_stores!(the_summary_counts_a_small_sale);
-
-/// The first `figures` event of the admin stream of `app`.
-pub(crate) async fn next_event(app: &TestApp) -> AdminEvent {
-    let response = app
-        .client
-        .get(app.url(paths::ADMIN_EVENTS))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("stream");
-    let mut response = response;
-    let mut text = String::new();
-    while let Some(chunk) = response.chunk().await.expect("chunk") {
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        if let Some(data) = text.split("\n\n").find_map(|block| {
-            block
-                .lines()
-                .find_map(|line| line.strip_prefix("data:"))
-                .filter(|_| block.ends_with('}'))
-        }) {
-            return serde_json::from_str(data.trim()).expect("AdminEvent JSON");
-        }
-    }
-    panic!("the stream ended before an event");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_show_the_same_figures_and_keep_a_history() {
@@ -66,7 +41,7 @@ async fn two_replicas_show_the_same_figures_and_keep_a_history() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         if started.elapsed() > Duration::from_secs(3) && seen.is_empty() {
-            seen.push((next_event(&a).await, next_event(&b).await));
+            seen.push((a.admin_event().await, b.admin_event().await));
         }
     }
     let (through_a, through_b) = seen.pop().expect("events read");

@@ -1,7 +1,6 @@
 //! The origin: a storefront stand-in in the test process. An axum server that echoes what it
 //! received as JSON, plus streaming, slow, upload, upgrade and hop-by-hop routes.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +14,7 @@ use futures_util::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
+use vestibule_tests::Served;
 
 #[derive(Clone, Default)]
 pub struct Seen {
@@ -27,11 +27,9 @@ pub struct Seen {
 }
 
 pub struct Origin {
-    address: SocketAddr,
+    server: Served,
     /// What the origin received, and the signals the streaming tests wait on.
     pub seen: Seen,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Origin {
@@ -46,28 +44,15 @@ impl Origin {
             .route("/hop", get(hop))
             .fallback(echo)
             .with_state(seen.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
         Self {
-            address,
+            server: Served::start(app).await,
             seen,
-            stop: Some(stop),
-            task: Some(task),
         }
     }
 
     /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        self.server.url()
     }
 
     /// Paths the origin received, in order.
@@ -77,12 +62,7 @@ impl Origin {
 
     /// Stops serving and closes the port (connections refused from now on).
     pub async fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
+        self.server.stop().await;
     }
 }
 
