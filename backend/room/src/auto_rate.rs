@@ -33,6 +33,7 @@
 
 use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
+pub mod health;
 pub mod shown;
 pub mod window;
 

@@ -8,6 +8,7 @@ const SETTING: AutoRate = AutoRate {
     max: 40.0,
     target_p95_ms: 500,
     max_error_rate: 0.01,
+    health_url: None,
 };
 
 fn signals(p95_ms: f64, error_rate: f64) -> OriginSignals {

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use vestibule_shared::admin_events::RoomFigures;
 use vestibule_shared::auto_rate::AutoRateReason;
 use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
-use crate::figures_replicas::next_event;
+use crate::figures_replicas::main_figures;
 
 const ORIGIN_KEY: &str = "origin-key-for-the-loop-0123456789";
 
@@ -178,16 +177,6 @@ async fn bad_reports_get_a_clear_4xx() {
     assert_eq!(response.status(), StatusCode::CONFLICT);
 }
 
-/// `main`'s figures as `app`'s admin stream shows them.
-async fn main_figures(app: &TestApp) -> RoomFigures {
-    let event = next_event(app).await;
-    event
-        .rooms
-        .into_iter()
-        .find(|room| room.room == "main")
-        .expect("main in the figures")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
     let redis = RedisServer::start();
@@ -219,7 +208,7 @@ async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
     for figures in [&through_a, &through_b] {
         let origin = figures.origin.expect("the origin's signals, merged");
         assert_eq!((origin.p95_ms, origin.requests), (450.0, 400));
-        let auto = figures.auto_rate.expect("the loop");
+        let auto = figures.auto_rate.as_ref().expect("the loop");
         assert_eq!(auto.setting.target_p95_ms, 500);
         assert!(auto.reason.is_some(), "the last step's reason");
         let change = auto.last_change.expect("the last move");

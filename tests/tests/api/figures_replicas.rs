@@ -8,13 +8,23 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
-use vestibule_shared::admin_events::{AdminEvent, FigureHistory, SaleSummary};
+use vestibule_shared::admin_events::{AdminEvent, FigureHistory, RoomFigures, SaleSummary};
 use vestibule_shared::paths;
 use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
 use crate::paused_app;
 
 both_stores!(the_summary_counts_a_small_sale);
+
+/// `main`'s figures as `app`'s admin stream shows them.
+pub(crate) async fn main_figures(app: &TestApp) -> RoomFigures {
+    let event = next_event(app).await;
+    event
+        .rooms
+        .into_iter()
+        .find(|room| room.room == "main")
+        .expect("main in the figures")
+}
 
 /// The first `figures` event of the admin stream of `app`.
 pub(crate) async fn next_event(app: &TestApp) -> AdminEvent {

@@ -5,6 +5,7 @@ const SETTINGS: AutoRate = AutoRate {
     max: 400.0,
     target_p95_ms: 500,
     max_error_rate: 0.01,
+    health_url: None,
 };
 
 /// A storefront as a fluid: `capacity` requests per second served after a service time that
