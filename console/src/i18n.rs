@@ -173,6 +173,7 @@ pub enum Text {
     AutoMax,
     AutoTargetP95,
     AutoMaxErrors,
+    AutoHealthUrl,
     AutoHelp,
     Off,
 }
