@@ -2,7 +2,8 @@
 //! (`autoRate.healthUrl`, docs/DESIGN.md "Closed-loop admission"): the room's leader `GET`s it
 //! once a second and takes a 2xx answer's signals as a report, so the rate rises on headroom,
 //! is cut on latency over the target, and holds then falls to `min` once the URL answers 500;
-//! the admin figures show the polled signals; a bad URL is a clear 400, never a 500.
+//! the admin figures show the polled signals; of two replicas only the leader reads; a bad URL
+//! is a clear 400, never a 500.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,7 @@ use serde_json::{json, Value};
 use vestibule_shared::admin_events::RoomFigures;
 use vestibule_shared::paths;
 use vestibule_tests::origin_model::serve_locally;
-use vestibule_tests::{both_stores, Backend, TestApp, ADMIN_TOKEN};
+use vestibule_tests::{both_stores, Backend, RedisServer, TestApp, ADMIN_TOKEN};
 
 use crate::figures_replicas::main_figures;
 use crate::rooms::create;
@@ -145,9 +146,7 @@ async fn the_loop_follows_a_polled_health_url_and_falls_when_it_fails(backend: B
         Some(health.url.clone())
     );
     // Once a second, not more.
-    let (reads, started) = (health.reads(), Instant::now());
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let per_sec = (health.reads() - reads) as f64 / started.elapsed().as_secs_f64();
+    let per_sec = reads_per_sec(&health, Duration::from_secs(4)).await;
     assert!((0.6..=1.3).contains(&per_sec), "{per_sec} reads a second");
 
     // p95 far over the target: the loop cuts on the polled p95.
@@ -213,6 +212,37 @@ async fn the_loop_follows_a_polled_health_url_and_falls_when_it_fails(backend: B
     let reads = health.reads();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(health.reads(), reads, "no reads without a health URL");
+}
+
+/// Reads of `health` a second over `over`.
+async fn reads_per_sec(health: &HealthEndpoint, over: Duration) -> f64 {
+    let (reads, started) = (health.reads(), Instant::now());
+    tokio::time::sleep(over).await;
+    (health.reads() - reads) as f64 / started.elapsed().as_secs_f64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reads_and_every_replica_shows_what_it_read() {
+    let health = HealthEndpoint::start(Health::Signals(signals(120.0))).await;
+    let redis = RedisServer::start();
+    let a = TestApp::spawn_with_url(Some(&redis.url()), &["--admission-rate", "20"]).await;
+    let b = TestApp::spawn_with_url(Some(&redis.url()), &["--admission-rate", "20"]).await;
+    let auto = json!({"min": 5, "max": 40, "targetP95Ms": 300, "maxErrorRate": 0.01,
+                      "healthUrl": health.url});
+    b.patch_room("main", json!({ "autoRate": auto })).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let per_sec = reads_per_sec(&health, Duration::from_secs(5)).await;
+    assert!(
+        (0.6..=1.3).contains(&per_sec),
+        "two replicas, one reader: {per_sec} reads a second"
+    );
+    for app in [&a, &b] {
+        let figures = figures_until(app, |f| f.origin.is_some()).await;
+        let origin = figures
+            .origin
+            .expect("the leader's reads, through every replica");
+        assert_eq!((origin.p95_ms, origin.requests), (120.0, 400));
+    }
 }
 
 #[tokio::test]
