@@ -174,6 +174,7 @@ pub enum Text {
     AutoTargetP95,
     AutoMaxErrors,
     AutoHealthUrl,
+    AutoSignalsFrom,
     AutoHelp,
     Off,
 }

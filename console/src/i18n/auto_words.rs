@@ -46,6 +46,7 @@ pub(super) fn pair(text: Text) -> (&'static str, &'static str) {
             "autoRate health URL (optional; read each second)",
             "autoRate 상태 URL (선택, 매초 읽음)",
         ),
+        AutoSignalsFrom => ("Signals read from", "신호를 읽는 URL"),
         AutoHelp => (
             "Each second the leader moves the rate within min–max: down when the origin's p95 or errors pass their limits, up while it has headroom. Off: the rate stays where the loop left it.",
             "리더가 매초 최소–최대 안에서 입장 속도를 조절합니다. 오리진의 p95나 오류율이 한도를 넘으면 낮추고, 여유가 있으면 높입니다. 끄면 마지막 속도가 유지됩니다.",
