@@ -147,7 +147,8 @@ pub fn cells(lang: Lang, room: &RoomFigures) -> Option<Vec<Cell>> {
 }
 
 /// The loop's lines: its bounds and targets, then in words this second's step and the last
-/// change (or why there is none); empty while the loop is off.
+/// change (or why there is none), then the health URL the leader reads, if any; empty while
+/// the loop is off.
 pub fn lines(lang: Lang, room: &RoomFigures, now_ms: u64) -> Vec<Cell> {
     let Some(auto) = &room.auto_rate else {
         return Vec::new();
@@ -160,7 +161,7 @@ pub fn lines(lang: Lang, room: &RoomFigures, now_ms: u64) -> Vec<Cell> {
         || t(lang, Text::AutoNoChangeYet).to_owned(),
         |change| change_line(lang, &change, &auto.setting, now_ms),
     );
-    vec![
+    let mut lines = vec![
         (
             "auto-bounds",
             Text::AutoBounds,
@@ -168,7 +169,11 @@ pub fn lines(lang: Lang, room: &RoomFigures, now_ms: u64) -> Vec<Cell> {
         ),
         ("auto-step", Text::AutoStep, step),
         ("auto-last-change", Text::AutoLastChange, change),
-    ]
+    ];
+    if let Some(url) = &auto.setting.health_url {
+        lines.push(("auto-health-url", Text::AutoSignalsFrom, url.clone()));
+    }
+    lines
 }
 
 /// The origin's charts' lines: p95 against the target, errors (in %) against their limit.

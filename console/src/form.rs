@@ -1,7 +1,8 @@
 //! A room's settings as a form: which fields, how each is typed and checked (with the bounds of
 //! `vestibule_shared::settings`, the one place a bound is written), the patch a form makes
 //! against the settings in force, and each change's "before → after" line for its confirmation.
-//! `autoRate`, one object of four numbers or null, has its fields in [`auto`].
+//! `autoRate`, one object of four numbers and an optional health URL or null, has its fields in
+//! [`auto`].
 
 use serde_json::{json, Map, Value};
 use vestibule_shared::settings as bounds;
@@ -28,6 +29,8 @@ pub enum Kind {
     Method,
     /// A percentage typed, a fraction sent (`autoRate.maxErrorRate`: 1 → 0.01).
     Percent,
+    /// `autoRate.healthUrl`, an absolute http(s) URL; empty = none (no polling).
+    HealthUrl,
 }
 
 /// One field of the form: its admin API name, its element id, label and kind.
@@ -142,6 +145,7 @@ pub fn bounds_of(field: &Field) -> String {
         Kind::Secs(min, max) | Kind::Count(min, max) => format!("{min}–{max}"),
         Kind::Text(max) => format!("1–{max}"),
         Kind::Url => bounds::SettingOutOfRange::CheckoutUrl.to_string(),
+        Kind::HealthUrl => bounds::SettingOutOfRange::AutoRateHealthUrl.to_string(),
         Kind::Time => "YYYY-MM-DD HH:MM".into(),
         Kind::Method => "fifo, random".into(),
         Kind::Percent => format!(
@@ -203,6 +207,10 @@ pub fn parse(field: &Field, text: &str, zone: &dyn Zone) -> Result<Value, String
                 bad()
             }
         }
+        Kind::HealthUrl => match vestibule_shared::auto_rate::check_health_url(text) {
+            Ok(()) => Ok(json!(text)),
+            Err(_) => bad(),
+        },
         Kind::Time => match LocalTime::parse(text) {
             Some(local) => Ok(json!(rfc3339(zone.to_ms(local)))),
             None => bad(),

@@ -173,6 +173,8 @@ pub enum Text {
     AutoMax,
     AutoTargetP95,
     AutoMaxErrors,
+    AutoHealthUrl,
+    AutoSignalsFrom,
     AutoHelp,
     Off,
 }

@@ -107,10 +107,18 @@ fn input(lang: RwSignal<Lang>, field: &'static Field, id: String, values: Values
                 prop:value=value on:input=set />
         }
         .into_any(),
+        Kind::HealthUrl => view! {
+            <input id=id type="text" inputmode="url" spellcheck="false"
+                placeholder="https://shop.example/vestibule-health"
+                maxlength=vestibule_shared::auto_rate::HEALTH_URL_MAX_CHARS
+                prop:value=value on:input=set />
+        }
+        .into_any(),
     }
 }
 
-/// `autoRate`'s switch (on: the four numbers are sent as its object; off: null).
+/// `autoRate`'s switch (on: the four numbers and the health URL are sent as its object; off:
+/// null).
 fn auto_switch(lang: RwSignal<Lang>, prefix: &'static str, values: Values) -> impl IntoView {
     let id = format!("{prefix}auto-rate");
     let help_id = format!("{id}-help");

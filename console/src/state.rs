@@ -114,8 +114,12 @@ impl Sample {
             error_rate: figures.origin.map(|origin| origin.error_rate),
             target_p95_ms: figures
                 .auto_rate
+                .as_ref()
                 .map(|auto| auto.setting.target_p95_ms as f64),
-            max_error_rate: figures.auto_rate.map(|auto| auto.setting.max_error_rate),
+            max_error_rate: figures
+                .auto_rate
+                .as_ref()
+                .map(|auto| auto.setting.max_error_rate),
         }
     }
 }

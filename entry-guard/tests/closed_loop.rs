@@ -88,7 +88,7 @@ async fn shoppers(
 
 /// The loop's reason in `figures`.
 fn reason(figures: &RoomFigures) -> Option<AutoRateReason> {
-    figures.auto_rate.and_then(|auto| auto.reason)
+    figures.auto_rate.as_ref().and_then(|auto| auto.reason)
 }
 
 /// Reads the figures every 300 ms until `ok` (panics after `within`).

@@ -14,12 +14,26 @@ pub const TARGET_P95_MS_MIN: u64 = 10;
 pub const TARGET_P95_MS_MAX: u64 = 60_000;
 /// Highest `maxErrorRate` (a fraction: 0.5 = half the requests fail).
 pub const MAX_ERROR_RATE_MAX: f64 = 0.5;
+/// Longest `healthUrl`, characters.
+pub const HEALTH_URL_MAX_CHARS: usize = 2048;
+/// [`check_health_url`]'s rule (without the length, which is `maxLength`) as an ECMA-262 regular
+/// expression: the OpenAPI `pattern` of `healthUrl` (the server writes it into its document).
+pub const HEALTH_URL_PATTERN: &str = concat!(
+    r"^[hH][tT][tT][pP][sS]?://",
+    r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?",
+    r"([/?#][^\s\x00-\x1f\x7f-\x9f]*)?$"
+);
+/// Most requests a signals report may count (a bound, not a limit on the origin's traffic).
+pub const SIGNALS_REQUESTS_MAX: u64 = 1_000_000_000;
+/// Longest latency a signals report may give, milliseconds (ten minutes).
+pub const SIGNALS_LATENCY_MS_MAX: f64 = 600_000.0;
 
 /// A room's closed loop: each second its scheduler leader moves the admission rate within
 /// [`min`, `max`] toward the most the origin takes while its p95 latency stays under
-/// `targetP95Ms` and its error rate under `maxErrorRate`. Absent (null) = the rate is the
-/// operator's alone (the default).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// `targetP95Ms` and its error rate under `maxErrorRate`, read from gate mode's measurements, a
+/// storefront's reports or `healthUrl`. Absent (null) = the rate is the operator's alone (the
+/// default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoRate {
@@ -50,16 +64,35 @@ pub struct AutoRate {
         schema(minimum = 0, maximum = 0.5, example = 0.01)
     )]
     pub max_error_rate: f64,
+    /// Where the room's scheduler leader reads the origin's health once a second (optional;
+    /// absent or null = no polling, the default): an absolute `http://` or `https://` URL, at
+    /// most 2048 characters, whose host is letters, digits, dots and hyphens (punycode for an
+    /// international name) or a bracketed IPv6 address, with an optional port, and no user info
+    /// or spaces ([`check_health_url`]; else 400 `invalid_field`). Each `GET` has 800 ms to
+    /// answer; a 2xx answer whose body is an [`OriginSignals`] (the `POST …/signals` body, the
+    /// same bounds) counts as a report received then. Any other answer, a timeout or a refused
+    /// connection counts as nothing, so the signals go stale (the rate holds, then falls to `min`
+    /// after 10 s); redirects are not followed. Example: `"https://shop.example/vestibule-health"`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 2048, example = "https://shop.example/vestibule-health")
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_url: Option<String>,
 }
 
 impl AutoRate {
     /// Checks each field's bounds: `min` and `max` within the admission rate's, `targetP95Ms` in
-    /// 10–60000, `maxErrorRate` in 0–0.5. (`min ≤ max`, a relation between two valid values, is
-    /// the admin API's 409 `conflict`.)
+    /// 10–60000, `maxErrorRate` in 0–0.5, `healthUrl` by [`check_health_url`]. (`min ≤ max`, a
+    /// relation between two valid values, is the admin API's 409 `conflict`.)
     ///
     /// # Errors
-    /// [`SettingOutOfRange::AutoRate`].
+    /// [`SettingOutOfRange::AutoRate`]; [`SettingOutOfRange::AutoRateHealthUrl`] for a bad
+    /// `healthUrl`.
     pub fn validate(&self) -> Result<(), SettingOutOfRange> {
+        if let Some(url) = &self.health_url {
+            check_health_url(url)?;
+        }
         let rate_max = crate::settings::ADMISSION_RATE_PER_SEC_MAX;
         let rate_ok = |v: f64| v.is_finite() && (0.0..=rate_max).contains(&v);
         let error_ok = self.max_error_rate.is_finite()
@@ -73,6 +106,57 @@ impl AutoRate {
         } else {
             Err(SettingOutOfRange::AutoRate)
         }
+    }
+}
+
+/// Checks a health URL ([`AutoRate::health_url`]): at most [`HEALTH_URL_MAX_CHARS`]
+/// characters, `http://` or `https://` (any case), a host of ASCII letters, digits, dots and
+/// hyphens or a bracketed IPv6 address (`[` hex digits, `:` and `.` `]`), an optional port of
+/// 1–5 digits, then nothing or `/`, `?` or `#` and anything without whitespace or control
+/// characters. The same rule as a regular expression: [`HEALTH_URL_PATTERN`].
+///
+/// # Errors
+/// [`SettingOutOfRange::AutoRateHealthUrl`].
+pub fn check_health_url(url: &str) -> Result<(), SettingOutOfRange> {
+    let bad = Err(SettingOutOfRange::AutoRateHealthUrl);
+    if url.chars().count() > HEALTH_URL_MAX_CHARS {
+        return bad;
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return bad;
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return bad;
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (host, port) = match authority.rsplit_once(':') {
+        // A colon inside brackets is the IPv6 address's own.
+        Some((host, port)) if !port.contains(']') => (host, Some(port)),
+        _ => (authority, None),
+    };
+    let port_ok = port.is_none_or(|port| {
+        (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit())
+    });
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ip) => {
+            !ip.is_empty()
+                && ip
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        }
+        None => {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        }
+    };
+    let tail_ok = !tail.chars().any(|c| c.is_control() || c.is_whitespace());
+    if port_ok && host_ok && tail_ok {
+        Ok(())
+    } else {
+        bad
     }
 }
 
@@ -125,6 +209,33 @@ pub struct OriginSignals {
         deserialize_with = "crate::numbers::whole_number"
     )]
     pub sent: Option<u64>,
+}
+
+impl OriginSignals {
+    /// Checks a report's numbers (a storefront's `POST …/signals` body or a health URL's
+    /// answer): `requests`, `inFlight` and `sent` 0–1000000000, `p50Ms` and `p95Ms` 0–600000 ms,
+    /// `errorRate` a fraction 0–1.
+    ///
+    /// # Errors
+    /// What is wrong, in the API's words (e.g. `errorRate must be a fraction 0–1`).
+    pub fn check(&self) -> Result<(), String> {
+        let latency_ok = |ms: f64| ms.is_finite() && (0.0..=SIGNALS_LATENCY_MS_MAX).contains(&ms);
+        let counts = [self.requests, self.in_flight, self.sent.unwrap_or(0)];
+        if counts.iter().any(|count| *count > SIGNALS_REQUESTS_MAX) {
+            return Err(format!(
+                "requests, inFlight and sent must be 0–{SIGNALS_REQUESTS_MAX}"
+            ));
+        }
+        if !latency_ok(self.p50_ms) || !latency_ok(self.p95_ms) {
+            return Err(format!(
+                "p50Ms and p95Ms must be 0–{SIGNALS_LATENCY_MS_MAX} ms"
+            ));
+        }
+        if !(self.error_rate.is_finite() && (0.0..=1.0).contains(&self.error_rate)) {
+            return Err("errorRate must be a fraction 0–1".into());
+        }
+        Ok(())
+    }
 }
 
 /// Why the loop left the admission rate where it is (the audit log's and the console's words).
@@ -181,7 +292,7 @@ impl AutoRateReason {
 /// The step and the move are the room's scheduler leader's (shared through the store once a
 /// second), so every replica shows the same; a new leader starts with no move until it makes
 /// one (then it shows the latest `autoRate` entry of the audit log, when there is one).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AutoRateFigures {
@@ -240,3 +351,6 @@ pub struct AutoRateChange {
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1, example = 0.002))]
     pub error_rate: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -114,6 +114,9 @@ pub enum SettingOutOfRange {
     MessageKo,
     /// `autoRate` is out of its bounds ([`crate::auto_rate::AutoRate::validate`]).
     AutoRate,
+    /// `autoRate.healthUrl` is not an absolute http(s) URL within
+    /// [`crate::auto_rate::check_health_url`]'s rule.
+    AutoRateHealthUrl,
 }
 
 impl SettingOutOfRange {
@@ -137,6 +140,7 @@ impl SettingOutOfRange {
             Self::MessageEn => "messageEn",
             Self::MessageKo => "messageKo",
             Self::AutoRate => "autoRate",
+            Self::AutoRateHealthUrl => "autoRate.healthUrl",
         }
     }
 }
@@ -181,12 +185,19 @@ impl fmt::Display for SettingOutOfRange {
             ),
             Self::AutoRate => write!(
                 f,
-                "{{min, max, targetP95Ms, maxErrorRate}} with 0 ≤ min ≤ max ≤ \
+                "{{min, max, targetP95Ms, maxErrorRate, healthUrl?}} with 0 ≤ min ≤ max ≤ \
                  {ADMISSION_RATE_PER_SEC_MAX} shoppers/s, targetP95Ms {}–{} ms and \
                  maxErrorRate 0–{}, or null",
                 crate::auto_rate::TARGET_P95_MS_MIN,
                 crate::auto_rate::TARGET_P95_MS_MAX,
                 crate::auto_rate::MAX_ERROR_RATE_MAX
+            ),
+            Self::AutoRateHealthUrl => write!(
+                f,
+                "an absolute http:// or https:// URL of at most {} characters: a host of \
+                 letters, digits, dots and hyphens or a bracketed IPv6 address, an optional \
+                 port, no user info, spaces or control characters",
+                crate::auto_rate::HEALTH_URL_MAX_CHARS
             ),
             Self::ProofOfWorkAuto => write!(
                 f,

@@ -107,6 +107,22 @@ pub struct OriginModel {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Serves `app` on a free port of 127.0.0.1 until the task is aborted: a storefront's stand-in
+/// (this model, a health endpoint).
+///
+/// # Panics
+/// When no port of 127.0.0.1 can be bound.
+pub async fn serve_locally(app: Router) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a port of 127.0.0.1");
+    let address = listener.local_addr().expect("the bound address");
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (address, task)
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -134,13 +150,7 @@ impl OriginModel {
         });
         let state = inner.clone();
         let app = Router::new().fallback(move || serve(state.clone()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the origin model");
-        let address = listener.local_addr().expect("the origin model's address");
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (address, task) = serve_locally(app).await;
         Self {
             inner,
             address,

@@ -141,6 +141,11 @@ pub fn finished(document: &utoipa::openapi::OpenApi) -> Value {
         "enum": error_code::ALL,
         "examples": ["ticket_not_found"],
     });
+    // `healthUrl`'s rule is written once, beside its check (a Rust item, not an attribute).
+    let health_url = &mut json["components"]["schemas"]["AutoRate"]["properties"]["healthUrl"];
+    if health_url.is_object() {
+        health_url["pattern"] = json!(vestibule_shared::auto_rate::HEALTH_URL_PATTERN);
+    }
     headers_are_plain_strings(&mut json);
     create_room_is_one_object(&mut json);
     deleted_rooms_are_gone(&mut json);

@@ -20,38 +20,6 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(report))
 }
 
-/// Most requests a report may count (a bound, not a limit on the storefront's traffic).
-const REQUESTS_MAX: u64 = 1_000_000_000;
-/// Longest latency a report may give, milliseconds (ten minutes).
-const LATENCY_MS_MAX: f64 = 600_000.0;
-
-/// Checks a report's numbers: counts within bounds, latencies 0–600000 ms, the error rate a
-/// fraction.
-fn check(signals: &OriginSignals) -> Result<(), ApiError> {
-    let latency_ok = |ms: f64| ms.is_finite() && (0.0..=LATENCY_MS_MAX).contains(&ms);
-    let counts = [
-        signals.requests,
-        signals.in_flight,
-        signals.sent.unwrap_or(0),
-    ];
-    if counts.iter().any(|count| *count > REQUESTS_MAX) {
-        return Err(ApiError::InvalidField(format!(
-            "requests, inFlight and sent must be 0–{REQUESTS_MAX}"
-        )));
-    }
-    if !latency_ok(signals.p50_ms) || !latency_ok(signals.p95_ms) {
-        return Err(ApiError::InvalidField(format!(
-            "p50Ms and p95Ms must be 0–{LATENCY_MS_MAX} ms"
-        )));
-    }
-    if !(signals.error_rate.is_finite() && (0.0..=1.0).contains(&signals.error_rate)) {
-        return Err(ApiError::InvalidField(
-            "errorRate must be a fraction 0–1".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Reports the origin's health over the last few seconds (send one every second or two; a room
 /// whose loop hears nothing for 3 s holds its rate, and after 10 s falls to `autoRate.min`).
 #[utoipa::path(
@@ -80,7 +48,7 @@ pub async fn report(
 ) -> Result<StatusCode, ApiError> {
     let runtime = state.room(&room)?;
     authorize_origin(&state, &headers)?;
-    check(&signals)?;
+    signals.check().map_err(ApiError::InvalidField)?;
     runtime.origin.report(now_ms(), signals);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -45,6 +45,7 @@
 
 use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
+pub mod health;
 mod memory;
 pub mod shown;
 pub mod window;

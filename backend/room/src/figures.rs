@@ -146,7 +146,7 @@ impl FigureReader {
             paused: settings.paused,
             closed: settings.sale.closed,
             origin: merged.origin,
-            auto_rate: settings.auto_rate.map(|setting| {
+            auto_rate: settings.auto_rate.clone().map(|setting| {
                 let shared = leader
                     .and_then(|leader| leader.auto_rate)
                     .unwrap_or_default();

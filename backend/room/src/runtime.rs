@@ -34,6 +34,8 @@ pub struct RoomRuntime {
     pub origin: crate::auto_rate::window::OriginState,
     /// The closed loop's last step and move while this process leads it (for the figures).
     pub auto_loop: crate::auto_rate::shown::LoopShown,
+    /// The health URL this process polls for the loop while it leads (`autoRate.healthUrl`).
+    pub health: crate::auto_rate::health::HealthPoll,
     /// The room's draw seed is known to exist (`room::opening`).
     seeded: AtomicBool,
     /// The room's draw is known to be made (it never changes after).
@@ -71,6 +73,7 @@ impl RoomRuntime {
             pace: RwLock::new(Pace::default()),
             origin: Default::default(),
             auto_loop: Default::default(),
+            health: Default::default(),
             seeded: AtomicBool::new(false),
             drawn: AtomicBool::new(false),
             retired: tokio::sync::watch::Sender::new(false),

@@ -1,6 +1,6 @@
-//! What runs beside the serving threads: each room's SSE hub, the rooms' sync, the Redis safety
-//! watch and the shared key's upkeep (on the main runtime), the schedulers (on a thread of their
-//! own), and `/metrics` on `--metrics-bind`.
+//! What runs beside the serving threads: each room's SSE hub and health URL poller, the rooms'
+//! sync, the Redis safety watch and the shared key's upkeep (on the main runtime), the
+//! schedulers (on a thread of their own), and `/metrics` on `--metrics-bind`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,15 +13,16 @@ use super::store::own_store;
 use super::store_safety::watch_store_safety;
 use crate::config::Config;
 use crate::http;
+use crate::room::auto_rate::health;
 use crate::room::ticket_watch::refresh_loop::{self, HubContext};
 use crate::room::{scheduler, sync};
 use crate::state::AppState;
 use crate::store::redis::RedisStore;
 use crate::tokens::keys::keep_in_redis;
 
-/// Spawns the tasks of the main runtime: each room's SSE hub (for the rooms running now and
-/// every room added later), the rooms' sync, the Redis safety watch, and the upkeep of the
-/// signing key this replica keeps in Redis (`shared_key`).
+/// Spawns the tasks of the main runtime: each room's SSE hub and health URL poller (for the
+/// rooms running now and every room added later), the rooms' sync, the Redis safety watch, and
+/// the upkeep of the signing key this replica keeps in Redis (`shared_key`).
 pub(super) fn spawn_room_tasks(
     state: &AppState,
     config: &Config,
@@ -40,6 +41,14 @@ pub(super) fn spawn_room_tasks(
         state.rooms.clone(),
         state.shutdown.clone(),
         move |room| refresh_loop::run(context.clone(), room),
+    ));
+    // Each room's health URL poller: idle unless this process leads a room whose `autoRate`
+    // names one; here, not on the schedulers' thread, so a slow origin never makes a tick late.
+    let shutdown = state.shutdown.clone();
+    tasks.spawn(sync::run_each_room(
+        state.rooms.clone(),
+        state.shutdown.clone(),
+        move |room| health::run(room, shutdown.clone()),
     ));
     tasks.spawn(sync::sync_loop(
         state.rooms.clone(),

@@ -182,7 +182,7 @@ impl Settings {
             require_user_assertion: Some(self.require_user_assertion),
             labels: self.labels.as_patch(),
             queueing_method: Some(self.queueing_method),
-            auto_rate: Some(self.auto_rate),
+            auto_rate: Some(self.auto_rate.clone()),
         }
     }
 
@@ -221,7 +221,10 @@ impl Settings {
                 .unwrap_or(self.require_user_assertion),
             labels: self.labels.patched(&patch.labels),
             queueing_method: patch.queueing_method.unwrap_or(self.queueing_method),
-            auto_rate: patch.auto_rate.unwrap_or(self.auto_rate),
+            auto_rate: patch
+                .auto_rate
+                .clone()
+                .unwrap_or_else(|| self.auto_rate.clone()),
         }
     }
 }

@@ -8,6 +8,7 @@ const SETTING: AutoRate = AutoRate {
     max: 40.0,
     target_p95_ms: 500,
     max_error_rate: 0.01,
+    health_url: None,
 };
 
 fn signals(p95_ms: f64, error_rate: f64) -> OriginSignals {
@@ -170,6 +171,21 @@ fn the_panel_shows_the_loop_and_the_origin_or_nothing() {
         "Holding: the origin is draining its backlog after a cut"
     );
     assert_eq!(words[1].2, "none yet (the leader has not moved the rate)");
+    assert_eq!(words.len(), 2, "no health URL, no line for it");
+    // With a health URL: the last line says where the leader reads the signals.
+    let mut polled = looped.clone();
+    if let Some(auto) = polled.auto_rate.as_mut() {
+        auto.setting.health_url = Some("https://shop.example/health".into());
+    }
+    let last = lines(Lang::Ko, &polled, 0).pop().expect("a line");
+    assert_eq!(
+        (last.0, last.1, last.2.as_str()),
+        (
+            "auto-health-url",
+            Text::AutoSignalsFrom,
+            "https://shop.example/health"
+        )
+    );
 }
 
 #[test]

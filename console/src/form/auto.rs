@@ -1,6 +1,7 @@
-//! `autoRate` in the settings form: a switch and its four numbers (`min`, `max` shoppers/s,
-//! `targetP95Ms`, `maxErrorRate` typed as a percentage), sent as one object, or `null` when the
-//! switch is turned off. `min` above `max` is left to the server, whose 409 `conflict` says so.
+//! `autoRate` in the settings form: a switch, its four numbers (`min`, `max` shoppers/s,
+//! `targetP95Ms`, `maxErrorRate` typed as a percentage) and its optional health URL, sent as one
+//! object, or `null` when the switch is turned off. `min` above `max` is left to the server,
+//! whose 409 `conflict` says so.
 
 use serde_json::{Map, Value};
 use vestibule_shared::auto_rate::{AutoRate, TARGET_P95_MS_MAX, TARGET_P95_MS_MIN};
@@ -12,7 +13,7 @@ use crate::local_time::Zone;
 /// The setting's name in the admin API, and the form's key of its switch (`"on"` or empty).
 pub const API: &str = "autoRate";
 
-/// The four numbers, keyed `autoRate.<name>` in the form.
+/// The four numbers, then the health URL (empty = none), keyed `autoRate.<name>` in the form.
 pub const FIELDS: &[Field] = &[
     field("autoRate.min", "auto-min", Text::AutoMin, Kind::Rate),
     field("autoRate.max", "auto-max", Text::AutoMax, Kind::Rate),
@@ -27,6 +28,12 @@ pub const FIELDS: &[Field] = &[
         "auto-max-errors",
         Text::AutoMaxErrors,
         Kind::Percent,
+    ),
+    field(
+        "autoRate.healthUrl",
+        "auto-health-url",
+        Text::AutoHealthUrl,
+        Kind::HealthUrl,
     ),
 ];
 
@@ -49,7 +56,7 @@ pub fn shown_texts(settings: &Value, zone: &dyn Zone) -> Vec<(&'static str, Stri
 
 /// What the form sends for `autoRate` against `current` (`Null` when creating): `None` when
 /// unchanged (or off on a new room), `Null` when turned off, else the object. `Err` names the
-/// first number missing or out of its bounds.
+/// first number missing or out of its bounds (or a health URL out of its rule).
 ///
 /// # Errors
 /// The field's label and bounds.
@@ -70,6 +77,8 @@ pub fn patch(
     let mut after = Map::new();
     for field in FIELDS {
         match parse(field, text(field.api), zone) {
+            // No health URL: none is sent, and the leader polls none.
+            Ok(Value::Null) if field.kind == Kind::HealthUrl => {}
             Ok(Value::Null) => return Err((field.label, bounds_of(field))),
             Ok(value) => {
                 after.insert(inner(field).to_owned(), value);
@@ -87,14 +96,20 @@ pub fn patch(
     Ok((!unchanged).then_some(Value::Object(after)))
 }
 
-/// `autoRate`'s value for a person ("5–40/s · p95 ≤ 500 ms · errors ≤ 1%", or "off"); `None`
-/// for another setting.
+/// `autoRate`'s value for a person ("5–40/s · p95 ≤ 500 ms · errors ≤ 1%", then its health URL
+/// if any, or "off"); `None` for another setting.
 pub fn value_text(lang: Lang, api: &str, value: &Value) -> Option<String> {
     if api != API {
         return None;
     }
     Some(match serde_json::from_value::<AutoRate>(value.clone()) {
-        Ok(auto) => crate::auto_rate::bounds_line(lang, &auto),
+        Ok(auto) => {
+            let bounds = crate::auto_rate::bounds_line(lang, &auto);
+            match &auto.health_url {
+                Some(url) => format!("{bounds} · {url}"),
+                None => bounds,
+            }
+        }
         Err(_) if value.is_null() => t(lang, Text::Off).to_owned(),
         Err(_) => value.to_string(),
     })

@@ -227,10 +227,56 @@ fn auto_rate_reads_before_and_after_and_fills_the_form() {
             ("autoRate.max", "40".to_owned()),
             ("autoRate.targetP95Ms", "500".to_owned()),
             ("autoRate.maxErrorRate", "1".to_owned()),
+            ("autoRate.healthUrl", String::new()),
         ]
     );
     assert_eq!(
         auto::shown_texts(&current, &SEOUL)[0],
         ("autoRate", String::new())
+    );
+}
+
+#[test]
+fn auto_rate_sends_a_health_url_when_typed_and_keeps_it_unless_cleared() {
+    let with_url = |url: &str| {
+        let mut form = auto_form("on", ["5", "40", "500", "1"]);
+        form.push(("autoRate.healthUrl", url.to_owned()));
+        form
+    };
+    let url = "https://shop.example/vestibule-health";
+    assert_eq!(
+        patch(&Value::Null, &with_url(url), &SEOUL).unwrap(),
+        json!({"autoRate": {"min": 5.0, "max": 40.0, "targetP95Ms": 500, "maxErrorRate": 0.01,
+                            "healthUrl": url}})
+    );
+    // Empty: none sent (no polling).
+    assert!(
+        patch(&Value::Null, &with_url(" "), &SEOUL).unwrap()["autoRate"]
+            .get("healthUrl")
+            .is_none()
+    );
+    // Not an absolute http(s) URL: refused here with the server's rule.
+    let refused = patch(&Value::Null, &with_url("ftp://shop.example/h"), &SEOUL);
+    assert_eq!(
+        refused.map_err(|(label, _)| label),
+        Err(Text::AutoHealthUrl)
+    );
+    // The same URL is no change; a cleared one sends the object without it.
+    let current = json!({"autoRate": {"min": 5, "max": 40, "targetP95Ms": 500,
+                                      "maxErrorRate": 0.01, "healthUrl": url}});
+    assert_eq!(patch(&current, &with_url(url), &SEOUL).unwrap(), json!({}));
+    let cleared = patch(&current, &with_url(""), &SEOUL).unwrap();
+    assert_eq!(cleared["autoRate"]["min"], json!(5.0));
+    assert!(cleared["autoRate"].get("healthUrl").is_none(), "{cleared}");
+    assert_eq!(
+        auto::shown_texts(&current, &SEOUL).last().cloned(),
+        Some(("autoRate.healthUrl", url.to_owned()))
+    );
+    assert_eq!(
+        before_after(Lang::En, &current, &cleared, &SEOUL, 0),
+        [format!(
+            "Closed-loop admission (autoRate): 5–40/s · p95 ≤ 500 ms · errors ≤ 1% · {url} → \
+             5–40/s · p95 ≤ 500 ms · errors ≤ 1%"
+        )]
     );
 }

@@ -42,6 +42,11 @@ pub(super) fn pair(text: Text) -> (&'static str, &'static str) {
         AutoMax => ("autoRate max (people/s)", "autoRate 최대 (명/초)"),
         AutoTargetP95 => ("autoRate target p95 (ms)", "autoRate 목표 p95 (ms)"),
         AutoMaxErrors => ("autoRate error limit (%)", "autoRate 오류율 한도 (%)"),
+        AutoHealthUrl => (
+            "autoRate health URL (optional; read each second)",
+            "autoRate 상태 URL (선택, 매초 읽음)",
+        ),
+        AutoSignalsFrom => ("Signals read from", "신호를 읽는 URL"),
         AutoHelp => (
             "Each second the leader moves the rate within min–max: down when the origin's p95 or errors pass their limits, up while it has headroom. Off: the rate stays where the loop left it.",
             "리더가 매초 최소–최대 안에서 입장 속도를 조절합니다. 오리진의 p95나 오류율이 한도를 넘으면 낮추고, 여유가 있으면 높입니다. 끄면 마지막 속도가 유지됩니다.",

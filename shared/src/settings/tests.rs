@@ -148,7 +148,7 @@ fn auto_rate_patches_are_checked_and_null_turns_the_loop_off() {
     assert_eq!(on.validate(), Ok(()));
     assert!(matches!(on.auto_rate, Some(Some(_))));
     let off: RoomSettingsPatch = serde_json::from_str(r#"{"autoRate": null}"#).unwrap();
-    assert_eq!((off.auto_rate, off.validate()), (Some(None), Ok(())));
+    assert_eq!((off.validate(), off.auto_rate), (Ok(()), Some(None)));
     for wrong in [
         r#"{"min": -1, "max": 10, "targetP95Ms": 500, "maxErrorRate": 0.01}"#,
         r#"{"min": 1, "max": 1e9, "targetP95Ms": 500, "maxErrorRate": 0.01}"#,

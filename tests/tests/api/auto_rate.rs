@@ -206,7 +206,7 @@ async fn every_replica_shows_the_origin_and_the_leaders_last_move() {
     for figures in [&through_a, &through_b] {
         let origin = figures.origin.expect("the origin's signals, merged");
         assert_eq!((origin.p95_ms, origin.requests), (450.0, 400));
-        let auto = figures.auto_rate.expect("the loop");
+        let auto = figures.auto_rate.as_ref().expect("the loop");
         assert_eq!(auto.setting.target_p95_ms, 500);
         assert!(auto.reason.is_some(), "the last step's reason");
         let change = auto.last_change.expect("the last move");

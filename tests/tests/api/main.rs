@@ -14,6 +14,7 @@ mod embedding;
 mod eta;
 mod eta_edges;
 mod figures_replicas;
+mod health_url;
 mod instant;
 mod joins;
 mod opening;

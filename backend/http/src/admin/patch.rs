@@ -66,6 +66,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             | SettingOutOfRange::SoldOutMessageKo
             | SettingOutOfRange::ProofOfWorkAuto => "",
             SettingOutOfRange::AutoRate => " (null turns the loop off)",
+            SettingOutOfRange::AutoRateHealthUrl => " (absent or null = no polling)",
             SettingOutOfRange::MessageEn | SettingOutOfRange::MessageKo => {
                 " (null clears the message)"
             }
@@ -77,7 +78,8 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
     })?;
     if let Some(Some(auto)) = patch
         .auto_rate
-        .filter(|auto| auto.is_some_and(|a| a.min > a.max))
+        .as_ref()
+        .filter(|auto| auto.as_ref().is_some_and(|a| a.min > a.max))
     {
         return Err(ApiError::Conflict(format!(
             "autoRate.min ({}) must not be above autoRate.max ({})",
@@ -115,7 +117,7 @@ fn checked(patch: &RoomSettingsPatch, origins: &[String]) -> Result<SettingsPatc
             message_ko: patch.message_ko.clone(),
         },
         queueing_method: queueing_method(patch.queueing_method.as_deref())?,
-        auto_rate: patch.auto_rate,
+        auto_rate: patch.auto_rate.clone(),
     })
 }
 

@@ -7,6 +7,7 @@ const SETTINGS: AutoRate = AutoRate {
     max: 400.0,
     target_p95_ms: 500,
     max_error_rate: 0.01,
+    health_url: None,
 };
 
 fn healthy(requests: u64, p95_ms: f64) -> OriginSignals {

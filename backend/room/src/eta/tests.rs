@@ -327,6 +327,7 @@ fn under_the_closed_loop_the_high_estimate_allows_the_rate_to_halve() {
         max: 400.0,
         target_p95_ms: 500,
         max_error_rate: 0.01,
+        health_url: None,
     });
     let looped = EtaInputs::for_room(&settings, 0, Pace::default(), 0.2);
     assert_eq!(fixed.high_slowdown, HIGH_SLOWDOWN);

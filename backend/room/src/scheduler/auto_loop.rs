@@ -50,21 +50,26 @@ pub fn change_of(entry: &AuditRecord) -> Option<AutoRateChange> {
 }
 
 impl AutoLoop {
-    /// The loop stops here (off, or no longer leading): forgotten, and no longer shown.
+    /// The loop stops here (off, or no longer leading): forgotten, no longer shown, and its
+    /// health URL no longer polled.
     pub fn reset(&mut self, room: &RoomRuntime) {
         *self = Self::default();
         room.auto_loop.clear();
+        room.health.want(None);
     }
 
     /// One step if a second has passed and the loop is on; writes the rate when it moves.
     pub async fn step(&mut self, store: &dyn Store, room: &RoomRuntime, now_ms: u64) {
         let versioned = room.versioned_settings();
-        let Some(auto) = versioned.settings.auto_rate else {
+        let Some(auto) = &versioned.settings.auto_rate else {
             if self.last_step_ms.is_some() || self.audit_read {
                 self.reset(room);
             }
             return;
         };
+        // Every tick, so a changed or removed URL is followed within one (only a change wakes
+        // the poller, `auto_rate::health`).
+        room.health.want(auto.health_url.as_deref());
         if self
             .last_step_ms
             .is_some_and(|then| now_ms.saturating_sub(then) < STEP_MS)
@@ -87,7 +92,7 @@ impl AutoLoop {
         }
         let rate = versioned.settings.admission_rate_per_sec;
         let reading = room.origin.room_reading();
-        let decision = self.controller.step(&auto, rate, reading.as_ref(), now_ms);
+        let decision = self.controller.step(auto, rate, reading.as_ref(), now_ms);
         self.last_reason = Some(decision.reason);
         room.auto_loop.stepped(decision.reason);
         let new = (decision.rate * 10.0).round() / 10.0;
