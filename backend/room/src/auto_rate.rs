@@ -16,8 +16,8 @@
 //!   × 0.3 of the rate in one step), and the capacity becomes the trouble point;
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 30 s
-//!   while the origin answers over 110% of what it is sent with the p95 not growing (its
-//!   backlog is draining), the rate holds: cutting again for latency already paid for would
+//!   while the origin answers over 110% of what it is sent (its backlog is draining), the rate
+//!   holds: cutting again for latency already paid for would
 //!   overshoot downward;
 //! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
@@ -28,7 +28,7 @@
 //!   not used here: near capacity a second's counts swing by a third with bursts of checkouts,
 //!   and trims on them ratchet the rate down);
 //! - **under the targets**: well under (p95 < 80% of the target) the rate rises 8% a second, but
-//!   2% a second from 10% under a trouble point, and 1% a second past it until it is forgotten:
+//!   2% a second from 10% under a trouble point, and 1.5% a second past it until it is forgotten:
 //!   once the rate has stayed 10% above it for [`FORGET_AFTER_MS`], or at once when the rate
 //!   reaches it with the p95 under 60% of the origin's healthy p95 when it struggled there (the
 //!   same load answered much faster: its capacity came back). Near the target the rate holds.
@@ -65,14 +65,14 @@ pub const SETTLE_MS: u64 = 2_000;
 pub const OFFER_LAG_MS: u64 = 1_000;
 /// A trouble point is forgotten once the rate has stayed more than 10% above it for this long
 /// (ms) without trouble: the origin's capacity came back, and only then does the rate rise fast.
-pub const FORGET_AFTER_MS: u64 = 5_000;
+pub const FORGET_AFTER_MS: u64 = 3_000;
 /// Rise per second well under the targets (a fraction of the rate).
 const HEADROOM_RISE_PER_SEC: f64 = 0.08;
 /// Rise per second within 10% under a trouble point.
 const PROBING_RISE_PER_SEC: f64 = 0.02;
 /// Rise per second at or past a trouble point until it is forgotten: the loop sees a backlog a
 /// second or two after it starts, so past the last capacity it creeps.
-const PAST_TROUBLE_RISE_PER_SEC: f64 = 0.01;
+const PAST_TROUBLE_RISE_PER_SEC: f64 = 0.015;
 /// Cut on errors over `maxErrorRate`.
 const ERROR_CUT: f64 = 0.7;
 /// Bounds of the latency cut (× target ÷ p95).
@@ -82,8 +82,7 @@ const DRAIN: f64 = 0.8;
 /// An overloaded origin's rate goes at least this far under its capacity (× target ÷ p95
 /// between this and [`DRAIN`]: the further over the target, the bigger the backlog to drain).
 const DEEPEST_DRAIN: f64 = 0.5;
-/// Over this share of what it is sent answered, with the p95 not growing, an origin's backlog
-/// is draining.
+/// Over this share of what it is sent answered, an origin's backlog is draining.
 const DRAINING_SHARE: f64 = 1.1;
 /// How long (ms) after a cut the rate may hold while the backlog drains.
 const DRAINING_HOLD_MS: u64 = 30_000;
@@ -245,10 +244,10 @@ impl Controller {
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target;
         if errors_high || latency_high {
-            // The origin answers clearly more than it is sent and the p95 is not growing: the
-            // backlog is shrinking (an origin merely slow at any load answers what it is sent).
-            let draining = share.is_some_and(|share| share >= DRAINING_SHARE)
-                && previous_p95.is_none_or(|previous| signals.p95_ms <= previous);
+            // The origin answers clearly more than it is sent: the backlog is shrinking (an
+            // origin merely slow at any load answers what it is sent). The p95 may still grow
+            // meanwhile: the answers coming out are the ones that waited longest.
+            let draining = share.is_some_and(|share| share >= DRAINING_SHARE);
             if self.settling(
                 now_ms,
                 reading.at_ms,
@@ -358,7 +357,7 @@ impl Controller {
             // Only a latency measured near this rate says how the origin answers there.
             healthy_p95_ms: self
                 .healthy
-                .filter(|(at_rate, _)| *at_rate >= rate * 0.8)
+                .filter(|(at_rate, _)| (rate * 0.8..=rate * 1.25).contains(at_rate))
                 .map(|(_, p95_ms)| p95_ms),
         });
     }
