@@ -14,9 +14,9 @@ use crate::RoomRuntime;
 /// How often the loop steps, ms.
 pub const STEP_MS: u64 = 1_000;
 /// Changes under this share of the rate (or 0.1/s) are not written: holding costs nothing, a
-/// write is a store call and an audit entry. Under the slowest rise (1% a second), or the loop
+/// write is a store call and an audit entry. Under the slowest rise (2% a second), or the loop
 /// would propose it every second, write nothing, and start again from the same rate.
-const MIN_CHANGE: f64 = 0.005;
+const MIN_CHANGE: f64 = 0.01;
 
 /// How many of the newest audit entries a new leader looks through for the loop's last move.
 const AUDIT_LOOKBACK: usize = 50;
