@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, Locator};
+use fantoccini::Client;
 use serde_json::json;
 use vestibule_shared::admin_events::FigureHistory;
 use vestibule_shared::paths;
@@ -23,19 +23,23 @@ const ROOM: &str = "main";
 /// The first chart's drawing: `data-points`, `data-first-ms` and the x of every point of its
 /// first line.
 async fn first_chart(browser: &Client) -> (usize, Option<u64>, Vec<f64>) {
-    let chart = browser.find(Locator::Css(".chart")).await.expect("a chart");
-    let attr = |value: Option<String>| value.unwrap_or_default();
-    let points = attr(chart.attr("data-points").await.unwrap())
-        .parse()
-        .unwrap_or(0);
-    let first_ms = attr(chart.attr("data-first-ms").await.unwrap())
-        .parse()
-        .ok();
-    let line = browser
-        .find(Locator::Css(".chart polyline"))
+    // One script reads the count, the first time and the line together: read one by one, a
+    // live point drawn in between makes them disagree.
+    let read = browser
+        .execute(
+            "const chart = document.querySelector('.chart');
+             const line = document.querySelector('.chart polyline');
+             return [chart && chart.getAttribute('data-points'),
+                     chart && chart.getAttribute('data-first-ms'),
+                     line && line.getAttribute('points')];",
+            vec![],
+        )
         .await
-        .expect("a line");
-    let xs = attr(line.attr("points").await.unwrap())
+        .expect("the chart read");
+    let attr = |index: usize| read[index].as_str().unwrap_or_default().to_owned();
+    let points = attr(0).parse().unwrap_or(0);
+    let first_ms = attr(1).parse().ok();
+    let xs = attr(2)
         .split_whitespace()
         .filter_map(|point| point.split_once(',')?.0.parse().ok())
         .collect();
