@@ -97,9 +97,10 @@ impl AutoLoop {
         room.auto_loop.stepped(decision.reason);
         let new = (decision.rate * 10.0).round() / 10.0;
         let to_bound = new != rate && (new == auto.min || new == auto.max);
-        // (Less a hair: 11.2 − 11.1 is 0.0999… in floating point, and a rise of one tenth must
-        // not be lost.)
-        if (new - rate).abs() < (rate * MIN_CHANGE).max(0.1) - 1e-9 && !to_bound {
+        // Compared in whole tenths (the rate's resolution): as decimals, 11.2 − 11.1 is 0.0999…
+        // and a rise of one tenth would never be written.
+        let change_tenths = ((new - rate) * 10.0).round().abs();
+        if change_tenths < (rate * MIN_CHANGE * 10.0).max(1.0) && !to_bound {
             return;
         }
         let patch = SettingsPatch {
