@@ -2,26 +2,40 @@
 //! scheduler leader hands the origin's latest signals to [`Controller::step`], which says where
 //! the admission rate goes and why.
 //!
-//! The rule is additive-increase/multiplicative-decrease with a memory of where the origin last
-//! struggled (as TCP CUBIC remembers its last loss):
+//! The rule is additive-increase/multiplicative-decrease with a memory of where the origin
+//! struggled (as TCP CUBIC remembers its last loss), and a measure of its capacity from what it
+//! got through (as TCP BBR measures its delivery rate). The loop acts on what it sees a second or
+//! two late, so each reading is judged against the rate in force when its load was offered
+//! ([`OFFER_LAG_MS`] before the reading), not the rate now:
 //! - **over a target** (p95 latency above `targetP95Ms`, or errors above `maxErrorRate`): the rate
 //!   falls at once, in proportion to the overshoot (× target ÷ p95, between × 0.5 and × 0.85;
-//!   errors × 0.7), and the rate it fell from is remembered as the origin's trouble point. When
-//!   the signals say how much was sent (`sent`) and the origin got less than 95% of it through,
-//!   that share measures its capacity (rate × share, as a delivery-rate estimate in TCP BBR):
-//!   the rate falls to 80% of it (at most to × 0.3 in one step) so the backlog drains, and the
-//!   capacity becomes the trouble point;
-//! - **settling**: for [`SETTLE_MS`] after a cut, and afterwards while the p95 is still falling
-//!   by a tenth a second or the origin answers at least what it is sent (its backlog is
-//!   draining), the rate holds: cutting again for latency already paid for would overshoot
-//!   downward;
-//! - **latency rising** (the p95 up by 20% on the previous second from 60% of the target, or up
-//!   at all from 80% of it):
-//!   a backlog is forming, so the origin is just past its capacity: the rate is trimmed by 5%
-//!   and that rate becomes the trouble point;
-//! - **under the targets**: well under (p95 < 80% of the target) the rate rises 8% a second, or
-//!   2% a second within 10% of the trouble point, then 8% again once 10% past it (capacity came
-//!   back); near the target it holds;
+//!   errors × 0.7), and the offered rate is remembered as a trouble point. When the signals say
+//!   how much was sent (`sent`) and the origin got less than 95% of it through, that share of
+//!   the offered rate measures its capacity: the rate falls under it, to × target ÷ p95 of it
+//!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain; at most to
+//!   × 0.3 of the rate in one step), and the capacity becomes the trouble point;
+//! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
+//!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 30 s
+//!   while the origin answers over 110% of what it is sent (its backlog is draining), the rate
+//!   holds: cutting again for latency already paid for would
+//!   overshoot downward;
+//! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
+//!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
+//!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
+//!   60% of the target, or up at all from 80% of it. The origin is just past its capacity: the
+//!   rate is trimmed by 5%, or to 90% of the offered rate when that is lower, and 95% of the
+//!   offered rate becomes a trouble point. (The counts of what was sent and what got through are
+//!   not used here: near capacity a second's counts swing by a third with bursts of checkouts,
+//!   and trims on them ratchet the rate down);
+//! - **under the targets**: well under (p95 < 80% of the target) the rate rises 8% a second, but
+//!   2% a second from 10% under a trouble point, and 1.5% a second past it until it is forgotten:
+//!   once the rate has stayed 10% above it for [`FORGET_AFTER_MS`], or at once when a load
+//!   offered near it (50–110% of it) is answered with a p95 under 75% of the lowest the origin
+//!   had for a load as high near it since it struggled there (the same load answered much faster:
+//!   its capacity came back: the points of the lower capacity go, and only the highest stays).
+//!   Near the target the rate holds. Up to four trouble points are kept, the newest and higher
+//!   ones from before (the highest the longest), so after a restored capacity the rate slows
+//!   again near where the origin struggled at its best;
 //! - **no evidence**: fewer than [`MIN_REQUESTS`] requests in the window hold the rate (a rate
 //!   never rises on no evidence); signals older than [`SIGNALS_STALE_MS`] hold it at the last
 //!   rate that was measured healthy, and after [`SIGNALS_LOST_MS`] without fresh signals it
@@ -34,8 +48,12 @@
 use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
 pub mod health;
+mod memory;
 pub mod shown;
+mod trouble;
 pub mod window;
+
+use trouble::Trouble;
 
 /// Signals older than this (ms) are stale: the rate holds at its last safe value.
 pub const SIGNALS_STALE_MS: u64 = 3_000;
@@ -45,31 +63,77 @@ pub const SIGNALS_LOST_MS: u64 = 10_000;
 pub const MIN_REQUESTS: u64 = 10;
 /// How long (ms) the rate holds after a cut while the origin drains its backlog.
 pub const SETTLE_MS: u64 = 2_000;
+/// How long (ms) before a reading was taken the load it measured was offered: the window's
+/// newest second ends up to a second before the reading, and an admitted shopper's request
+/// reaches the origin a moment after the admission. The origin's capacity is read against the
+/// rate in force then, not the rate now, which the loop may already have moved.
+pub const OFFER_LAG_MS: u64 = 1_000;
+/// A trouble point is forgotten once the rate has stayed more than 10% above it for this long
+/// (ms) without trouble: the origin's capacity came back, and only then does the rate rise fast.
+pub const FORGET_AFTER_MS: u64 = 3_000;
 /// Rise per second well under the targets (a fraction of the rate).
 const HEADROOM_RISE_PER_SEC: f64 = 0.08;
-/// Rise per second near the trouble point.
+/// Rise per second within 10% under a trouble point.
 const PROBING_RISE_PER_SEC: f64 = 0.02;
+/// Rise per second at or past a trouble point until it is forgotten: the loop sees a backlog a
+/// second or two after it starts, so past the last capacity it creeps.
+const PAST_TROUBLE_RISE_PER_SEC: f64 = 0.015;
 /// Cut on errors over `maxErrorRate`.
 const ERROR_CUT: f64 = 0.7;
 /// Bounds of the latency cut (× target ÷ p95).
 const LATENCY_CUT: (f64, f64) = (0.5, 0.85);
 /// Below an overloaded origin's measured capacity by this factor, so its backlog drains.
 const DRAIN: f64 = 0.8;
+/// An overloaded origin's rate goes at least this far under its capacity (× target ÷ p95
+/// between this and [`DRAIN`]: the further over the target, the bigger the backlog to drain).
+const DEEPEST_DRAIN: f64 = 0.5;
+/// Over this share of what it is sent answered, an origin's backlog is draining.
+const DRAINING_SHARE: f64 = 1.1;
+/// How long (ms) after a cut the rate may hold while the backlog drains.
+const DRAINING_HOLD_MS: u64 = 30_000;
 /// The deepest single cut (× the rate), whatever the measured capacity says.
 const DEEPEST_CUT: f64 = 0.3;
 /// Under this share of the offered load got through, the origin is overloaded and the share
 /// measures its capacity.
 const OVERLOADED_SHARE: f64 = 0.95;
+/// From this share of the latency target a p95 is elevated: a rise from there is a backlog.
+const ELEVATED_SHARE: f64 = 0.4;
 /// A p95 above the previous second's × this is rising: more than one latency bucket (× 1.19),
 /// so a p95 that moves to the next bucket and back is not taken for a backlog.
 const RISING: f64 = 1.2;
+/// A p95 up on each of two readings and by this over both is climbing: a backlog growing.
+const CLIMBING: f64 = 1.2;
 /// From this share of the latency target a rising p95 trims the rate.
 const RISING_FROM_SHARE: f64 = 0.6;
 /// The trim on a rising p95.
 const RISING_TRIM: f64 = 0.95;
+/// On a forming backlog the rate goes at most to this share of the offered rate (it is just past
+/// the capacity), so the backlog drains before the p95 reaches the target.
+const RISING_TO_OFFERED: f64 = 0.9;
 /// Under this share of the latency target the origin has headroom; between it and the target
 /// the rate holds while the p95 does not grow.
 const HEADROOM_SHARE: f64 = 0.8;
+/// Trouble points remembered: the newest, and higher ones from before (a point within 10% of a
+/// new one, or under it, is replaced by it).
+const TROUBLE_POINTS: usize = 4;
+/// A p95 between this and 1 × the one before is steady.
+const STEADY: f64 = 0.95;
+/// Near a trouble point, a p95 under this share of the lowest one the origin had near it before,
+/// for a load at least [`AS_MUCH`] × as high, means its capacity came back: at the same capacity
+/// a load as high is never answered that much faster (more than one latency bucket).
+const FASTER: f64 = 0.75;
+/// See [`FASTER`].
+const AS_MUCH: f64 = 0.95;
+/// The band under and around a trouble point (× its rate) whose steady readings say how the
+/// origin answers there: wide, because after a cut the rate may spend a short halved phase far
+/// under the point.
+const NEAR: (f64, f64) = (0.5, 1.1);
+/// A reading that sent over this × the mean of the ones before it is a burst.
+const BURST: f64 = 1.3;
+/// Readings a steady share of what got through is taken over.
+const STEADY_READINGS: usize = 3;
+/// Rates in force remembered, one per step or change.
+const HISTORY: usize = 16;
 
 /// The origin's signals and when they were measured (ms since the Unix epoch).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -94,16 +158,22 @@ pub struct Decision {
 pub struct Controller {
     /// The last rate at which the origin was measured under its targets.
     last_safe: Option<f64>,
-    /// The rate from which the last cut was made: where the origin last struggled.
-    trouble_rate: Option<f64>,
+    /// Where the origin last struggled, newest last.
+    troubles: Vec<Trouble>,
     /// When the last cut was made.
     last_cut_ms: Option<u64>,
     /// The p95 of the previous fresh reading, to tell a draining backlog.
     last_p95_ms: Option<f64>,
+    /// The p95 of the fresh reading before that.
+    before_last_p95_ms: Option<f64>,
     /// When fresh signals were last seen (or the controller started).
     last_fresh_ms: Option<u64>,
     /// When the previous step ran (rises scale with the time since).
     last_step_ms: Option<u64>,
+    /// The last readings' time, answers got through and requests sent, oldest first.
+    counts: std::collections::VecDeque<(u64, f64, Option<u64>)>,
+    /// The rates in force and since when (ms), oldest first.
+    history: std::collections::VecDeque<(u64, f64)>,
 }
 
 impl Controller {
@@ -123,6 +193,20 @@ impl Controller {
         } else {
             min
         };
+        self.in_force(now_ms, rate);
+        let decision = self.decide(settings, (min, max), rate, reading, now_ms);
+        self.in_force(now_ms, decision.rate);
+        decision
+    }
+
+    fn decide(
+        &mut self,
+        settings: &AutoRate,
+        (min, max): (f64, f64),
+        rate: f64,
+        reading: Option<&Reading>,
+        now_ms: u64,
+    ) -> Decision {
         let elapsed_secs = self
             .last_step_ms
             .map_or(1.0, |then| now_ms.saturating_sub(then) as f64 / 1000.0)
@@ -133,26 +217,41 @@ impl Controller {
         let fresh = reading.filter(|r| now_ms.saturating_sub(r.at_ms) <= SIGNALS_STALE_MS);
         let Some(reading) = fresh else {
             if now_ms.saturating_sub(last_fresh) >= SIGNALS_LOST_MS {
-                return self.set(min, AutoRateReason::SignalsLost);
+                return decision(min, AutoRateReason::SignalsLost);
             }
             let hold = self.last_safe.map_or(rate, |safe| safe.min(rate)).max(min);
-            return self.set(hold, AutoRateReason::SignalsStale);
+            return decision(hold, AutoRateReason::SignalsStale);
         };
         self.last_fresh_ms = Some(now_ms);
         let signals = reading.signals;
         let previous_p95 = self.last_p95_ms.replace(signals.p95_ms);
+        let before_previous_p95 = std::mem::replace(&mut self.before_last_p95_ms, previous_p95);
         if signals.requests < MIN_REQUESTS {
-            return self.set(rate, AutoRateReason::LittleTraffic);
+            return decision(rate, AutoRateReason::LittleTraffic);
         }
 
         let target = settings.target_p95_ms as f64;
+        let share = delivered_share(&signals);
+        // Near capacity a second's counts are too noisy to measure a backlog by: the share over
+        // the last few readings.
+        let steady_share = self.steady_share(reading);
+        // The rate whose load the reading measured.
+        let offered = self.offered(reading.at_ms, rate);
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target;
         if errors_high || latency_high {
-            let share = delivered_share(&signals);
-            let draining = share.is_some_and(|share| share >= 1.0);
-            if self.settling(now_ms, signals.p95_ms, previous_p95, draining) {
-                return self.set(rate, AutoRateReason::Settling);
+            // The origin answers clearly more than it is sent: the backlog is shrinking (an
+            // origin merely slow at any load answers what it is sent). The p95 may still grow
+            // meanwhile: the answers coming out are the ones that waited longest.
+            let draining = share.is_some_and(|share| share >= DRAINING_SHARE);
+            if self.settling(
+                now_ms,
+                reading.at_ms,
+                signals.p95_ms,
+                previous_p95,
+                draining,
+            ) {
+                return decision(rate, AutoRateReason::Settling);
             }
             let (factor, reason) = if errors_high {
                 (ERROR_CUT, AutoRateReason::ErrorsHigh)
@@ -161,64 +260,95 @@ impl Controller {
                 (factor, AutoRateReason::LatencyHigh)
             };
             let mut cut = rate * factor;
+            // A burst (far more sent this second than in the ones before: shoppers admitted
+            // together reaching the origin together) is not a lower capacity: then the share
+            // over the last readings measures it.
+            let share = if self.burst() { steady_share } else { share };
             let capacity = share
                 .filter(|share| *share < OVERLOADED_SHARE)
-                .map(|share| rate * share);
+                .map(|share| offered * share);
             if let Some(capacity) = capacity {
-                cut = cut.min(capacity * DRAIN).max(rate * DEEPEST_CUT);
+                // The further over the target, the bigger the backlog: drain it faster.
+                let drain = if latency_high {
+                    (target / signals.p95_ms).clamp(DEEPEST_DRAIN, DRAIN)
+                } else {
+                    DRAIN
+                };
+                cut = cut.min(capacity * drain).max(rate * DEEPEST_CUT);
             }
-            self.trouble_rate = Some(capacity.unwrap_or(rate));
-            self.last_cut_ms = Some(now_ms);
+            self.troubled(capacity.unwrap_or(offered), now_ms);
             let cut = cut.max(min);
             self.last_safe = Some(self.last_safe.map_or(cut, |safe| safe.min(cut)));
-            return self.set(cut, reason);
+            return decision(cut, reason);
         }
 
         self.last_safe = Some(rate);
-        if self
-            .last_cut_ms
-            .is_some_and(|cut| now_ms.saturating_sub(cut) < SETTLE_MS)
-        {
-            return self.set(rate, AutoRateReason::Settling);
+        if self.just_cut(now_ms, reading.at_ms) {
+            return decision(rate, AutoRateReason::Settling);
         }
         let growth = previous_p95.map_or(1.0, |previous| signals.p95_ms / previous.max(1.0));
-        let rising = (signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
-            || (signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING);
+        // Latency alone counts only from an elevated p95 (the previous reading's at 40% of the
+        // target or more): a single burst of requests lifts one second's p95 from a low base,
+        // and trimming on it would ratchet the rate down. A backlog grows for seconds.
+        let elevated = previous_p95.is_some_and(|previous| previous >= target * ELEVATED_SHARE);
+        // Up on each of the last two readings, by more than a latency bucket over the two: a
+        // backlog growing slowly (the rate a few percent past capacity) shows so before a single
+        // second's rise does.
+        let climbing = match (previous_p95, before_previous_p95) {
+            (Some(previous), Some(before)) => {
+                signals.p95_ms > previous && previous > before && signals.p95_ms > before * CLIMBING
+            }
+            _ => false,
+        };
+        let rising = elevated
+            && (climbing
+                || (signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
+                || (signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING));
         if rising {
-            // A backlog is forming at this rate: the origin is just past its capacity.
-            self.trouble_rate = Some(rate);
-            return self.set((rate * RISING_TRIM).max(min), AutoRateReason::LatencyRising);
+            // A backlog is forming at this rate: the origin is just past its capacity, which
+            // the share of the load it got through measures when the signals say what was sent.
+            let trim = (rate * RISING_TRIM).min(offered * RISING_TO_OFFERED);
+            self.troubled(offered * RISING_TRIM, now_ms);
+            return decision(trim.max(min), AutoRateReason::LatencyRising);
         }
+        let settled = self
+            .last_cut_ms
+            .is_none_or(|cut| now_ms.saturating_sub(cut) >= 2 * SETTLE_MS);
+        // Neither just cut nor draining (4 s or more after a cut, the p95 not falling by more
+        // than 5%): the p95 says how the origin answers this load.
+        let steady = settled && previous_p95.is_some() && growth >= STEADY;
         if signals.p95_ms >= target * HEADROOM_SHARE {
-            return self.set(rate, AutoRateReason::AtTarget);
+            return decision(rate, AutoRateReason::AtTarget);
         }
         if rate >= max {
-            return self.set(max, AutoRateReason::AtMax);
+            return decision(max, AutoRateReason::AtMax);
         }
-        if self
-            .trouble_rate
-            .is_some_and(|trouble| rate > trouble * 1.1)
+        let (per_sec, reason) = match self.probing(rate, (offered, signals.p95_ms, steady), now_ms)
         {
-            // Past where the origin last struggled without trouble: its capacity came back.
-            self.trouble_rate = None;
-        }
-        let near_trouble = self
-            .trouble_rate
-            .is_some_and(|trouble| rate >= trouble * 0.9);
-        let (per_sec, reason) = if near_trouble {
-            (PROBING_RISE_PER_SEC, AutoRateReason::Probing)
-        } else {
-            (HEADROOM_RISE_PER_SEC, AutoRateReason::Headroom)
+            Some(per_sec) => (per_sec, AutoRateReason::Probing),
+            None => (HEADROOM_RISE_PER_SEC, AutoRateReason::Headroom),
         };
-        let risen = (rate * (1.0 + per_sec * elapsed_secs)).max(rate + elapsed_secs);
-        self.set(risen.min(max), reason)
+        // At least 1/s a second well under the targets (a rate of 3/s rises too), less when
+        // probing.
+        let floor = elapsed_secs * per_sec / HEADROOM_RISE_PER_SEC;
+        let risen = (rate * (1.0 + per_sec * elapsed_secs)).max(rate + floor);
+        decision(risen.min(max), reason)
     }
 
-    /// Just cut, or the backlog the old rate left is still draining: the latency falls fast or
-    /// the origin answers at least what it is sent (`draining`).
+    /// The last cut is under [`SETTLE_MS`] old, or the reading was measured before it took
+    /// effect (its load was offered before the cut, a second of window after it not yet seen).
+    fn just_cut(&self, now_ms: u64, reading_at_ms: u64) -> bool {
+        self.last_cut_ms.is_some_and(|cut| {
+            now_ms.saturating_sub(cut) < SETTLE_MS || reading_at_ms < cut + OFFER_LAG_MS + 1_000
+        })
+    }
+
+    /// Just cut (see [`Self::just_cut`]), or the backlog the old rate left is still draining: the
+    /// latency falls fast or the origin answers at least what it is sent (`draining`).
     fn settling(
         &self,
         now_ms: u64,
+        reading_at_ms: u64,
         p95_ms: f64,
         previous_p95_ms: Option<f64>,
         draining: bool,
@@ -227,14 +357,15 @@ impl Controller {
             return false;
         };
         let since = now_ms.saturating_sub(cut);
-        since < SETTLE_MS
+        self.just_cut(now_ms, reading_at_ms)
+            || (draining && since < DRAINING_HOLD_MS)
             || (since < 4 * SETTLE_MS
-                && (draining || previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9)))
+                && previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9))
     }
+}
 
-    fn set(&self, rate: f64, reason: AutoRateReason) -> Decision {
-        Decision { rate, reason }
-    }
+fn decision(rate: f64, reason: AutoRateReason) -> Decision {
+    Decision { rate, reason }
 }
 
 /// The share of the requests sent in the window that the origin answered without error

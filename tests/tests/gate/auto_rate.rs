@@ -309,9 +309,16 @@ async fn the_rate_follows_the_origins_capacity_down_and_back_up(backend: Backend
     )
     .await
     .to_string();
-    for reason in ["HEADROOM", "LATENCY_HIGH"] {
-        assert!(audit.contains(&format!("autoRate {reason}")), "{reason}");
-    }
+    assert!(
+        audit.contains("autoRate HEADROOM"),
+        "no rise audited: {audit}"
+    );
+    // The halving both slows the origin and fills its queue (503s): whichever crosses its
+    // target first names the cut.
+    assert!(
+        audit.contains("autoRate LATENCY_HIGH") || audit.contains("autoRate ERRORS_HIGH"),
+        "no cut audited: {audit}"
+    );
 }
 
 /// Which of `apps` leads room `main` (by its metrics), if one does.

@@ -14,7 +14,7 @@ use crate::RoomRuntime;
 /// How often the loop steps, ms.
 pub const STEP_MS: u64 = 1_000;
 /// Changes under this share of the rate (or 0.1/s) are not written: holding costs nothing, a
-/// write is a store call and an audit entry. Under the slowest rise (2% a second), or the loop
+/// write is a store call and an audit entry. Under the slowest rise (1.5% a second), or the loop
 /// would propose it every second, write nothing, and start again from the same rate.
 const MIN_CHANGE: f64 = 0.01;
 
@@ -145,6 +145,7 @@ impl AutoLoop {
                     requests = signals.map(|s| s.requests),
                     sent = signals.and_then(|s| s.sent),
                     error_rate = signals.map(|s| s.error_rate),
+                    trouble_points = ?self.controller.trouble_points(),
                     "autoRate moved the admission rate"
                 );
             }

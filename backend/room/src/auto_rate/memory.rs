@@ -1,0 +1,71 @@
+//! What the controller remembers of the recent past: the rates in force (so a reading is judged
+//! against the rate that offered its load) and the last readings' counts (a share of what got
+//! through that one burst does not swing).
+
+use super::{Controller, Reading, BURST, HISTORY, MIN_REQUESTS, OFFER_LAG_MS, STEADY_READINGS};
+
+impl Controller {
+    /// The share of what was sent that the origin got through over the last [`STEADY_READINGS`]
+    /// readings (this one among them), when each says what was sent.
+    pub(super) fn steady_share(&mut self, reading: &Reading) -> Option<f64> {
+        let signals = &reading.signals;
+        if self
+            .counts
+            .back()
+            .is_none_or(|(at_ms, ..)| *at_ms != reading.at_ms)
+        {
+            if self.counts.len() == STEADY_READINGS {
+                self.counts.pop_front();
+            }
+            let answered = signals.requests as f64 * (1.0 - signals.error_rate);
+            self.counts
+                .push_back((reading.at_ms, answered, signals.sent));
+        }
+        let (mut answered, mut sent) = (0.0, 0);
+        for (_, through, offered) in &self.counts {
+            answered += through;
+            sent += (*offered)?;
+        }
+        (sent >= MIN_REQUESTS).then(|| answered / sent as f64)
+    }
+
+    /// Whether the newest reading sent over [`BURST`] × the mean of the ones before it.
+    pub(super) fn burst(&self) -> bool {
+        let Some((_, _, Some(newest))) = self.counts.back() else {
+            return false;
+        };
+        let before: Vec<u64> = self
+            .counts
+            .iter()
+            .rev()
+            .skip(1)
+            .filter_map(|(_, _, sent)| *sent)
+            .collect();
+        !before.is_empty()
+            && *newest as f64 > BURST * before.iter().sum::<u64>() as f64 / before.len() as f64
+    }
+
+    /// Notes that `rate` is in force from `at_ms` (a step's start, an operator's change, the
+    /// step's own decision).
+    pub(super) fn in_force(&mut self, at_ms: u64, rate: f64) {
+        if self.history.back().is_some_and(|(_, last)| *last == rate) {
+            return;
+        }
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back((at_ms, rate));
+    }
+
+    /// The rate in force [`OFFER_LAG_MS`] before a reading taken at `reading_at_ms`: the one
+    /// whose load the reading measured (the oldest remembered, or `rate`, before any).
+    pub(super) fn offered(&self, reading_at_ms: u64, rate: f64) -> f64 {
+        let at = reading_at_ms.saturating_sub(OFFER_LAG_MS);
+        self.history
+            .iter()
+            .rev()
+            .find(|(since, _)| *since <= at)
+            .or(self.history.front())
+            .map_or(rate, |(_, rate)| *rate)
+    }
+}
