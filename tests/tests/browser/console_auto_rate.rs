@@ -4,8 +4,8 @@
 //! rate, the origin's p95 and the reason of the cut in words; then the p95 falls to 50 ms and the
 //! console shows the rate rising with the headroom reason. The origin's charts draw the signals.
 //! The operator edits autoRate in the controls (confirmed before → after; stored as typed) and a
-//! min above max shows the server's 409 message.
-//! Screenshot: `console-auto-rate.png`.
+//! min above max shows the server's 409 message. In Korean the panel says the same in Korean.
+//! Screenshots: `console-auto-rate.png`, `console-auto-rate-ko.png`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -214,6 +214,47 @@ async fn the_console_shows_the_loop_cut_on_latency_and_rise_on_headroom() {
     for reason in ["autoRate LATENCY_HIGH", "autoRate HEADROOM"] {
         assert!(audit.contains(reason), "{reason} not audited: {audit}");
     }
+
+    // In Korean: the bounds, the last change in words with its numbers, the origin's figures
+    // and the charts' captions; then back to English.
+    click(&browser, "#language").await;
+    let bounds_ko = wait_for(
+        &browser,
+        "#auto-bounds",
+        None,
+        Duration::from_secs(5),
+        |t| t.contains("오류율"),
+    )
+    .await;
+    assert_eq!(bounds_ko, "5–40/초 · p95 ≤ 500 ms · 오류율 ≤ 1%");
+    let change_ko = text_of(&browser, "#auto-last-change").await;
+    // Still rising: well under the targets, or slowly near where the origin struggled.
+    assert!(
+        (change_ko.starts_with("높임: 오리진에 여유 있음 (p95 50 ms, 목표 500 ms) · ")
+            || change_ko.starts_with("조금 높임: 오리진이 최근 힘들었던 속도 근처를 탐색 중 · "))
+            && change_ko.ends_with(" 전"),
+        "{change_ko}"
+    );
+    assert!(text_of(&browser, "#auto-rate-now").await.ends_with("/초"));
+    assert_eq!(text_of(&browser, "#origin-p95").await, "50 ms");
+    let captions_ko = text_of(&browser, ".charts").await;
+    assert!(
+        captions_ko.contains("오리진 p95 지연과 목표")
+            && captions_ko.contains("오리진 오류율과 한도"),
+        "{captions_ko}"
+    );
+    browser.execute(show, vec![]).await.unwrap();
+    save_screenshot(&browser, "console-auto-rate-ko.png").await;
+    crate::assert_accessible(&browser, "console closed loop (ko)").await;
+    click(&browser, "#language").await;
+    wait_for(
+        &browser,
+        "#auto-bounds",
+        None,
+        Duration::from_secs(5),
+        |t| t.contains("errors"),
+    )
+    .await;
 
     // The operator widens the loop while it runs (the loop's own moves meanwhile are no
     // conflict): confirmed before → after, stored as typed.

@@ -249,10 +249,7 @@ async fn sale_day_from_the_consoles_schedule_to_the_summary_in_both_languages() 
     // Sold out: every page still waiting shows the room's message in its language.
     let mut waited_to_the_end = 0;
     for (lang, page) in &pages {
-        let state = page_state(page, Duration::from_secs(10), |s| {
-            s == "SOLD_OUT" || s == "TOKEN_ISSUED" || s == "COMPLETED"
-        })
-        .await;
+        let state = outcome_of(page, Duration::from_secs(10)).await;
         if state != "SOLD_OUT" {
             println!("{lang}: admitted before the stock ran out ({state})");
             continue;
@@ -310,8 +307,15 @@ async fn sale_day_from_the_consoles_schedule_to_the_summary_in_both_languages() 
         |t| t == (CROWD + 2).to_string(),
     )
     .await;
-    let ordered_shown = text_of(&console, "#sum-ordered").await;
-    assert_eq!(ordered_shown, "5");
+    // The summary's counts come with the figures a second apart: wait for the orders too.
+    let ordered_shown = wait_for(
+        &console,
+        "#sum-ordered",
+        None,
+        Duration::from_secs(10),
+        |t| t == "5",
+    )
+    .await;
     let sold_out_at = text_of(&console, "#sum-sold-out").await;
     assert!(
         sold_out_at.contains(':'),
@@ -336,4 +340,32 @@ async fn text_of_attr(browser: &Client, css: &str, attr: &str) -> String {
         .await
         .unwrap();
     value.as_str().unwrap_or_default().to_owned()
+}
+
+/// How a shopper's page ended the sale: its ticket state once final (`SOLD_OUT`,
+/// `TOKEN_ISSUED`, `COMPLETED`), or `LEFT_FOR_CHECKOUT` once an admitted page has gone on to the
+/// checkout page (two seconds after its turn), where the waiting room's `#status` is no more.
+///
+/// # Panics
+/// When neither shows within `timeout`.
+async fn outcome_of(page: &Client, timeout: Duration) -> String {
+    let script = "const e = document.querySelector('#status'); \
+                  if (!e && location.pathname !== '/') return 'LEFT_FOR_CHECKOUT'; \
+                  return e ? (e.getAttribute('data-status') || '') : '';";
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        // A navigation under way answers with an error: read again.
+        if let Ok(value) = page.execute(script, vec![]).await {
+            last = value.as_str().unwrap_or_default().to_owned();
+            if matches!(
+                last.as_str(),
+                "SOLD_OUT" | "TOKEN_ISSUED" | "COMPLETED" | "LEFT_FOR_CHECKOUT"
+            ) {
+                return last;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the page never showed how the sale ended; last state {last:?}");
 }
