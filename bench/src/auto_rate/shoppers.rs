@@ -150,8 +150,15 @@ pub(super) async fn watch_front(
     // clocks do.
     let mut rounds = tokio::time::interval(ROUND);
     rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_round = Instant::now();
+    let mut slow_rounds = 0_usize;
     while front < line.len() && started.elapsed() < Duration::from_secs(600) {
         rounds.tick().await;
+        // What this round finds was admitted since the last one began: ROUND, or longer when
+        // a round's polls overran (a busy box).
+        let since_last = last_round.elapsed().max(ROUND);
+        last_round = Instant::now();
+        slow_rounds += usize::from(since_last > ROUND + ROUND / 2);
         let window: Vec<usize> = (front..line.len().min(front + FRONT))
             .filter(|n| !seen[*n])
             .collect();
@@ -173,9 +180,11 @@ pub(super) async fn watch_front(
             .zip(tokens)
             .filter_map(|(n, token)| Some((*n, token?)))
             .collect();
-        // Each shopper checks out at its own moment over the next round, as pages polling on
-        // their own clocks do, not all at the instant this round found them.
-        let spread = ROUND.as_secs_f64() / found.len().max(1) as f64;
+        // Each shopper checks out at its own moment over as long as the round took to come
+        // round, as pages polling on their own clocks do, not all at the instant this round
+        // found them (a late round's finds in one round's time would be a burst the harness
+        // made, not the shoppers).
+        let spread = since_last.as_secs_f64() / found.len().max(1) as f64;
         for (k, (n, token)) in found.into_iter().enumerate() {
             seen[n] = true;
             admitted.push((n, now));
@@ -196,5 +205,9 @@ pub(super) async fn watch_front(
             front += 1;
         }
     }
+    eprintln!(
+        "[bench] auto-rate: {slow_rounds} rounds came over {} ms after the one before",
+        (ROUND + ROUND / 2).as_millis()
+    );
     admitted
 }
