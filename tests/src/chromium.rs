@@ -133,6 +133,34 @@ impl ChromeDriver {
     }
 }
 
+/// Waits until `script` (run with `args`; it returns a string, or null while there is nothing
+/// to read) returns a value that satisfies `done`; returns it. A script that fails (a
+/// navigation under way) is run again.
+///
+/// # Panics
+/// When no value does within `timeout` (with the last value seen).
+pub async fn wait_for_script(
+    browser: &Client,
+    (script, args): (&str, Vec<Value>),
+    timeout: Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    while Instant::now() < deadline {
+        if let Ok(value) = browser.execute(script, args.clone()).await {
+            if let Some(value) = value.as_str() {
+                if done(value) {
+                    return value.to_owned();
+                }
+            }
+            last = Some(value);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{script} never returned what was awaited; last value {last:?}");
+}
+
 /// Waits until the element's text (or attribute) satisfies `done`; returns it.
 ///
 /// # Panics

@@ -17,8 +17,9 @@
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 30 s
 //!   while the origin answers over 110% of what it is sent (its backlog is draining), the rate
-//!   holds: cutting again for latency already paid for would
-//!   overshoot downward;
+//!   holds: cutting again for latency already paid for would overshoot downward. After a trim
+//!   (below) only the last two hold a cut: a reading over the target just after a 5–10% trim
+//!   is a backlog the trim cannot drain, and the cut goes at once;
 //! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
 //!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
@@ -160,8 +161,10 @@ pub struct Controller {
     last_safe: Option<f64>,
     /// Where the origin last struggled, newest last.
     troubles: Vec<Trouble>,
-    /// When the last cut was made.
+    /// When the rate last fell (a cut over a target, or a trim on a rising p95).
     last_cut_ms: Option<u64>,
+    /// When the rate last fell for a reading over a target (not a trim).
+    last_over_ms: Option<u64>,
     /// The p95 of the previous fresh reading, to tell a draining backlog.
     last_p95_ms: Option<f64>,
     /// The p95 of the fresh reading before that.
@@ -277,13 +280,14 @@ impl Controller {
                 cut = cut.min(capacity * drain).max(rate * DEEPEST_CUT);
             }
             self.troubled(capacity.unwrap_or(offered), now_ms);
+            self.last_over_ms = Some(now_ms);
             let cut = cut.max(min);
             self.last_safe = Some(self.last_safe.map_or(cut, |safe| safe.min(cut)));
             return decision(cut, reason);
         }
 
         self.last_safe = Some(rate);
-        if self.just_cut(now_ms, reading.at_ms) {
+        if just_after(self.last_cut_ms, now_ms, reading.at_ms) {
             return decision(rate, AutoRateReason::Settling);
         }
         let growth = previous_p95.map_or(1.0, |previous| signals.p95_ms / previous.max(1.0));
@@ -317,14 +321,14 @@ impl Controller {
         // Neither just cut nor draining (4 s or more after a cut, the p95 not falling by more
         // than 5%): the p95 says how the origin answers this load.
         let steady = settled && previous_p95.is_some() && growth >= STEADY;
+        self.heard(rate, (offered, signals.p95_ms, steady), now_ms);
         if signals.p95_ms >= target * HEADROOM_SHARE {
             return decision(rate, AutoRateReason::AtTarget);
         }
         if rate >= max {
             return decision(max, AutoRateReason::AtMax);
         }
-        let (per_sec, reason) = match self.probing(rate, (offered, signals.p95_ms, steady), now_ms)
-        {
+        let (per_sec, reason) = match self.probing(rate) {
             Some(per_sec) => (per_sec, AutoRateReason::Probing),
             None => (HEADROOM_RISE_PER_SEC, AutoRateReason::Headroom),
         };
@@ -335,16 +339,11 @@ impl Controller {
         decision(risen.min(max), reason)
     }
 
-    /// The last cut is under [`SETTLE_MS`] old, or the reading was measured before it took
-    /// effect (its load was offered before the cut, a second of window after it not yet seen).
-    fn just_cut(&self, now_ms: u64, reading_at_ms: u64) -> bool {
-        self.last_cut_ms.is_some_and(|cut| {
-            now_ms.saturating_sub(cut) < SETTLE_MS || reading_at_ms < cut + OFFER_LAG_MS + 1_000
-        })
-    }
-
-    /// Just cut (see [`Self::just_cut`]), or the backlog the old rate left is still draining: the
-    /// latency falls fast or the origin answers at least what it is sent (`draining`).
+    /// Just cut over a target (see [`just_after`]), or the backlog the old rate left is still
+    /// draining after a cut or a trim: the latency falls fast or the origin answers clearly more
+    /// than it is sent (`draining`). A trim alone does not hold a cut: it takes 5–10% off a rate
+    /// the origin is just past, so a reading over the target after it is a backlog the trim
+    /// cannot drain (a capacity that fell), and waiting for the trim's readings lets it grow.
     fn settling(
         &self,
         now_ms: u64,
@@ -357,11 +356,19 @@ impl Controller {
             return false;
         };
         let since = now_ms.saturating_sub(cut);
-        self.just_cut(now_ms, reading_at_ms)
+        just_after(self.last_over_ms, now_ms, reading_at_ms)
             || (draining && since < DRAINING_HOLD_MS)
             || (since < 4 * SETTLE_MS
                 && previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9))
     }
+}
+
+/// The move at `moved_ms` is under [`SETTLE_MS`] old, or the reading was measured before it took
+/// effect (its load was offered before the move, a second of window after it not yet seen).
+fn just_after(moved_ms: Option<u64>, now_ms: u64, reading_at_ms: u64) -> bool {
+    moved_ms.is_some_and(|moved| {
+        now_ms.saturating_sub(moved) < SETTLE_MS || reading_at_ms < moved + OFFER_LAG_MS + 1_000
+    })
 }
 
 fn decision(rate: f64, reason: AutoRateReason) -> Decision {

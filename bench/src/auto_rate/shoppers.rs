@@ -109,7 +109,13 @@ pub(super) async fn sample_first_eta(
     seen
 }
 
-/// Joins `shoppers` as fast as 256 at a time go.
+/// Joins `shoppers` as fast as 256 at a time go; returns them in the queue's order (the joins of
+/// one batch land in any order, and a front watched in the order they were sent would miss the
+/// tickets of the next batch admitted ahead of its own, then find them all at once).
+///
+/// # Errors
+/// A join not answered with a ticket, or one without a position (the room is paused: each
+/// waits).
 pub(super) async fn join_all(client: &HttpClient, shoppers: usize) -> anyhow::Result<Vec<InLine>> {
     let path = format!("{PREFIX}/api/v1/rooms/{ROOM}/tickets");
     let mut line = Vec::with_capacity(shoppers);
@@ -120,17 +126,20 @@ pub(super) async fn join_all(client: &HttpClient, shoppers: usize) -> anyhow::Re
                 let answer = client.send(Method::POST, &path, &[], None).await?;
                 let status: TicketStatus = serde_json::from_slice(&answer.body)
                     .with_context(|| format!("join answered {}", answer.status))?;
-                anyhow::Ok(InLine {
+                let position = status.position.context("a join without a position")?;
+                let ticket = InLine {
                     ticket: status.ticket_id,
                     first_eta: None,
-                })
+                };
+                anyhow::Ok((position, ticket))
             }
         });
         for joined in futures_util::future::join_all(joins).await {
             line.push(joined?);
         }
     }
-    Ok(line)
+    line.sort_by_key(|(position, _)| *position);
+    Ok(line.into_iter().map(|(_, ticket)| ticket).collect())
 }
 
 /// Polls the front of the line until every shopper is admitted (or 600 s pass); each admitted

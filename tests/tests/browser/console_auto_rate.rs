@@ -14,7 +14,7 @@ use std::time::Duration;
 use fantoccini::Client;
 use serde_json::{json, Value};
 use vestibule_tests::chromium::{
-    click, dist_dir, save_screenshot, text_of, wait_for, ChromeDriver,
+    click, dist_dir, save_screenshot, text_of, wait_for, wait_for_script, ChromeDriver,
 };
 use vestibule_tests::{Backend, TestApp, ADMIN_TOKEN};
 
@@ -39,15 +39,11 @@ async fn stored(app: &TestApp) -> Value {
 /// read).
 async fn input_holds(browser: &Client, css: &str, value: &str) {
     let script = "const e = document.querySelector(arguments[0]); return e ? e.value : null;";
-    let mut last = Value::Null;
-    for _ in 0..50 {
-        last = browser.execute(script, vec![json!(css)]).await.unwrap();
-        if last == json!(value) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{css} never held {value:?}: {last}");
+    let args = vec![json!(css)];
+    wait_for_script(browser, (script, args), Duration::from_secs(5), |v| {
+        v == value
+    })
+    .await;
 }
 
 /// Waits up to 10 s for the outcome of a change to satisfy `done`.

@@ -14,7 +14,8 @@ use fantoccini::Client;
 use serde_json::json;
 use vestibule_shared::TicketState;
 use vestibule_tests::chromium::{
-    click, dist_dir, save_screenshot, stored_ticket_of, text_of, wait_for, ChromeDriver,
+    click, dist_dir, save_screenshot, stored_ticket_of, text_of, wait_for, wait_for_script,
+    ChromeDriver,
 };
 use vestibule_tests::{Backend, TestApp};
 
@@ -352,20 +353,11 @@ async fn outcome_of(page: &Client, timeout: Duration) -> String {
     let script = "const e = document.querySelector('#status'); \
                   if (!e && location.pathname !== '/') return 'LEFT_FOR_CHECKOUT'; \
                   return e ? (e.getAttribute('data-status') || '') : '';";
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        // A navigation under way answers with an error: read again.
-        if let Ok(value) = page.execute(script, vec![]).await {
-            last = value.as_str().unwrap_or_default().to_owned();
-            if matches!(
-                last.as_str(),
-                "SOLD_OUT" | "TOKEN_ISSUED" | "COMPLETED" | "LEFT_FOR_CHECKOUT"
-            ) {
-                return last;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the page never showed how the sale ended; last state {last:?}");
+    wait_for_script(page, (script, vec![]), timeout, |state| {
+        matches!(
+            state,
+            "SOLD_OUT" | "TOKEN_ISSUED" | "COMPLETED" | "LEFT_FOR_CHECKOUT"
+        )
+    })
+    .await
 }

@@ -346,6 +346,38 @@ fn a_trouble_point_is_forgotten_at_once_when_the_same_load_is_answered_much_fast
 }
 
 #[test]
+fn a_rate_held_near_the_target_measures_the_origin_for_when_its_capacity_comes_back() {
+    // After the trim the origin answers near the target (the rate holds there), then its
+    // capacity comes back and the same load is answered in half the time: the point goes.
+    let (mut controller, _, mut rate) = trimmed_near_100();
+    let held = rate;
+    for second in 3..10_u64 {
+        let now_ms = second * 1_000;
+        let near_target = Reading {
+            at_ms: now_ms,
+            signals: healthy(100, 410.0),
+        };
+        let step = controller.step(&SETTINGS, rate, Some(&near_target), now_ms);
+        assert!(
+            matches!(
+                step.reason,
+                AutoRateReason::AtTarget | AutoRateReason::Settling
+            ),
+            "{step:?} at {second} s"
+        );
+        rate = step.rate;
+    }
+    assert_eq!(rate, held);
+    let faster = Reading {
+        at_ms: 10_000,
+        signals: healthy(100, 200.0),
+    };
+    let step = controller.step(&SETTINGS, rate, Some(&faster), 10_000);
+    assert_eq!(step.reason, AutoRateReason::Headroom, "{step:?}");
+    assert!(controller.trouble_points().is_empty(), "{controller:?}");
+}
+
+#[test]
 fn an_origin_slow_at_any_load_is_cut_though_it_answers_what_it_is_sent() {
     let mut controller = Controller::default();
     let reading = |at_ms, signals| Reading { at_ms, signals };

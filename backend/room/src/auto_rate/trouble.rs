@@ -52,56 +52,65 @@ impl Controller {
         });
     }
 
-    /// How fast a healthy `rate` probes near where the origin struggled: [`PROBING_RISE_PER_SEC`]
-    /// within 10% under a trouble point, [`PAST_TROUBLE_RISE_PER_SEC`] at or past one that is not
-    /// yet forgotten; `None` far from all of them. A point is forgotten once the rate has stayed
-    /// more than 10% above it for [`FORGET_AFTER_MS`], or at once when a load `offered` near it
-    /// ([`NEAR`]) is answered with a p95 (`p95_ms`) under [`FASTER`] × the lowest the origin had
-    /// near it before for a load as high: the same load answered much faster means its capacity
-    /// came back (then only the highest point, if above, stays). Else a `steady` reading (neither just after a cut
-    /// nor draining) joins what was measured near each point.
-    pub(super) fn probing(
+    /// Notes a reading under the targets at `rate`, whose load was `offered` and answered with
+    /// `p95_ms` (`steady`: neither just after a cut nor draining), against the trouble points. A
+    /// point is forgotten once the rate has stayed more than 10% above it for
+    /// [`FORGET_AFTER_MS`], or at once when a load offered near it ([`NEAR`]) is answered with a
+    /// p95 under [`FASTER`] × the lowest the origin had near it before for a load as high: the
+    /// same load answered much faster means its capacity came back (then only the highest point,
+    /// if above, stays). Else a steady reading joins what was measured near each point. Every
+    /// such reading counts, the ones near the target too: a rate held there after a cut is how
+    /// the origin answers at its lower capacity.
+    pub(super) fn heard(
         &mut self,
         rate: f64,
         (offered, p95_ms, steady): (f64, f64, bool),
         now_ms: u64,
-    ) -> Option<f64> {
+    ) {
+        let near_it =
+            |trouble: &Trouble| (trouble.rate * NEAR.0..=trouble.rate * NEAR.1).contains(&offered);
+        // The highest point whose load is answered much faster now: the capacity came back.
+        let mut came_back: Option<f64> = None;
         for trouble in &mut self.troubles {
             trouble.passed_since_ms =
                 (rate > trouble.rate * 1.1).then(|| trouble.passed_since_ms.unwrap_or(now_ms));
+            let faster = near_it(trouble)
+                && trouble.fastest_near.is_some_and(|(at, fastest)| {
+                    offered >= at * AS_MUCH && p95_ms < fastest * FASTER
+                });
+            if faster {
+                came_back = Some(came_back.map_or(trouble.rate, |r| r.max(trouble.rate)));
+            }
         }
-        let near_it =
-            |trouble: &Trouble| (trouble.rate * NEAR.0..=trouble.rate * NEAR.1).contains(&offered);
-        // The same load answered much faster: the capacity came back. The points of the lower
-        // capacity go; only the highest stays, where the origin struggled at its best.
-        let came_back = self
+        let passed = |trouble: &Trouble| {
+            trouble
+                .passed_since_ms
+                .is_some_and(|since| now_ms.saturating_sub(since) >= FORGET_AFTER_MS)
+        };
+        let highest = self
             .troubles
             .iter()
-            .filter(|trouble| {
-                near_it(trouble)
-                    && trouble.fastest_near.is_some_and(|(at, fastest)| {
-                        offered >= at * AS_MUCH && p95_ms < fastest * FASTER
-                    })
-            })
+            .filter(|trouble| !passed(trouble))
             .map(|trouble| trouble.rate)
             .reduce(f64::max);
         self.troubles.retain(|trouble| {
-            let passed = trouble
-                .passed_since_ms
-                .is_some_and(|since| now_ms.saturating_sub(since) >= FORGET_AFTER_MS);
-            !passed
+            // The points of the lower capacity go; only the highest stays, where the origin
+            // struggled at its best.
+            let lower_capacity =
+                came_back.is_some_and(|rate| Some(trouble.rate) != highest || trouble.rate <= rate);
+            !passed(trouble) && !lower_capacity
         });
-        if came_back.is_some() {
-            let highest = self.highest_trouble();
-            self.troubles.retain(|trouble| {
-                Some(trouble.rate) == highest && came_back.is_some_and(|rate| trouble.rate > rate)
-            });
-        }
         for trouble in self.troubles.iter_mut().filter(|_| steady) {
             if near_it(trouble) && trouble.fastest_near.is_none_or(|(_, p)| p95_ms < p) {
                 trouble.fastest_near = Some((offered, p95_ms));
             }
         }
+    }
+
+    /// How fast a healthy `rate` probes near where the origin struggled (after [`Self::heard`]):
+    /// [`PROBING_RISE_PER_SEC`] within 10% under a trouble point, [`PAST_TROUBLE_RISE_PER_SEC`]
+    /// at or past one not yet forgotten; `None` far from all of them.
+    pub(super) fn probing(&self, rate: f64) -> Option<f64> {
         let mut near = self
             .troubles
             .iter()
