@@ -12,8 +12,10 @@
 //!   errors × 0.7), and the offered rate is remembered as a trouble point. When the signals say
 //!   how much was sent (`sent`) and the origin got less than 95% of it through, that share of
 //!   the offered rate measures its capacity: the rate falls under it, to × target ÷ p95 of it
-//!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain; at most to
-//!   × 0.3 of the rate in one step), and the capacity becomes the trouble point;
+//!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain), and no higher
+//!   than × that share of it (the further the load was over the capacity, the more of it is
+//!   still on its way), at most to × 0.3 of the rate in one step; the capacity becomes the
+//!   trouble point;
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 30 s
 //!   while the origin answers over 110% of what it is sent (its backlog is draining), the rate
@@ -270,13 +272,18 @@ impl Controller {
             let capacity = share
                 .filter(|share| *share < OVERLOADED_SHARE)
                 .map(|share| offered * share);
-            if let Some(capacity) = capacity {
-                // The further over the target, the bigger the backlog: drain it faster.
-                let drain = if latency_high {
+            if let Some((capacity, share)) = capacity.zip(share) {
+                // The further over the target, the bigger the backlog: drain it faster. And the
+                // further the offered load was over the capacity, the more of it is still on its
+                // way (admitted in the second or two the loop saw late) while the p95 has only
+                // begun to rise: go under the capacity by at least that share, so the origin
+                // answers clearly more than it is sent and the backlog drains, not cut twice.
+                let by_latency = if latency_high {
                     (target / signals.p95_ms).clamp(DEEPEST_DRAIN, DRAIN)
                 } else {
                     DRAIN
                 };
+                let drain = by_latency.min(share.max(DEEPEST_DRAIN));
                 cut = cut.min(capacity * drain).max(rate * DEEPEST_CUT);
             }
             self.troubled(capacity.unwrap_or(offered), now_ms);

@@ -119,8 +119,10 @@ fn an_overloaded_origin_is_cut_under_its_measured_capacity_and_left_to_drain() {
     let reading = |at_ms, signals| Reading { at_ms, signals };
     let cut = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, overloaded)), 1_000);
     assert_eq!(cut.reason, AutoRateReason::LatencyHigh);
-    // Under the capacity by the overshoot: × 500 ÷ 700 of 100/s.
-    assert!((cut.rate - 500.0 / 7.0).abs() < 1e-9, "{cut:?}");
+    // Under the capacity by the overshoot (× 500 ÷ 700) or by the share it took of what it
+    // was sent (× 0.5), the deeper, so the load on its way drains too; but one step never cuts
+    // below × 0.3 of the rate: 60/s.
+    assert!((cut.rate - 60.0).abs() < 1e-9, "{cut:?}");
     // Past the settling time the latency is still over the target, but the origin answers more
     // than it is sent and the p95 falls: its backlog drains, so the rate holds.
     let draining = OriginSignals {
@@ -137,14 +139,23 @@ fn an_overloaded_origin_is_cut_under_its_measured_capacity_and_left_to_drain() {
         5_000,
     );
     assert_eq!(near.reason, AutoRateReason::Probing);
-    // Nearer the target the measured capacity sets the cut: 80% of 150/s.
+    // Nearer the target the measured capacity sets the cut: at most 80% of 150/s, and 75% (the
+    // share it took).
     let mut controller = Controller::default();
     let busy = OriginSignals {
         sent: Some(200),
         ..healthy(150, 550.0)
     };
     let cut = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, busy)), 1_000);
-    assert!((cut.rate - 120.0).abs() < 1e-9, "{cut:?}");
+    assert!((cut.rate - 112.5).abs() < 1e-9, "{cut:?}");
+    // Just past the capacity (90% taken) the 80% stands.
+    let mut controller = Controller::default();
+    let just_past = OriginSignals {
+        sent: Some(200),
+        ..healthy(180, 550.0)
+    };
+    let cut = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, just_past)), 1_000);
+    assert!((cut.rate - 144.0).abs() < 1e-9, "{cut:?}");
     // A single step never cuts below × 0.3, whatever the share says.
     let mut controller = Controller::default();
     let swamped = OriginSignals {
