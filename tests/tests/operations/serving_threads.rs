@@ -100,13 +100,14 @@ async fn the_scheduler_thread_alone_takes_the_asked_nice_value_and_reports_it() 
     // lowering it) takes CAP_SYS_NICE, which a test cannot count on.
     let app = TestApp::spawn(Backend::Memory, &["--scheduler-nice", "7"]).await;
     // The scheduler's thread starts once the room is loaded, which may come after the server
-    // first answers (seen on a loaded box: only the main and runtime threads yet).
+    // first answers (seen on a loaded box: only the main and runtime threads yet), and it asks
+    // for its priority as its first step, just after it appears under its name.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let threads = loop {
         let threads = thread_nice_values(app.pid());
         if threads
             .iter()
-            .any(|(name, _)| name.starts_with("vestibule-sched"))
+            .any(|(name, nice)| name.starts_with("vestibule-sched") && *nice == 7)
             || std::time::Instant::now() > deadline
         {
             break threads;
