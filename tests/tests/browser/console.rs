@@ -13,7 +13,7 @@ use std::time::Duration;
 use fantoccini::{Client, Locator};
 use serde_json::json;
 use vestibule_tests::chromium::{
-    click, dist_dir, save_screenshot, text_of, wait_for, ChromeDriver,
+    click, dist_dir, save_screenshot, text_of, wait_for, wait_for_script, ChromeDriver,
 };
 use vestibule_tests::{Backend, TestApp, ADMIN_TOKEN};
 
@@ -23,7 +23,14 @@ const ROOM: &str = "drop-8";
 const MESSAGE: &str = "Sizes 42–44 are sold out";
 
 /// Types `value` into the input `css` as a person would (the console listens to `input`).
+/// Waits up to 10 s for the input to be rendered first (the console's WASM may still load).
 pub(crate) async fn fill(browser: &Client, css: &str, value: &str) {
+    let present = "return document.querySelector(arguments[0]) ? 'present' : null;";
+    let args = vec![json!(css)];
+    wait_for_script(browser, (present, args), Duration::from_secs(10), |v| {
+        v == "present"
+    })
+    .await;
     browser
         .execute(
             "const e = document.querySelector(arguments[0]); e.focus(); e.value = arguments[1]; \
