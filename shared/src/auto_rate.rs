@@ -245,10 +245,15 @@ impl OriginSignals {
 pub enum AutoRateReason {
     /// The origin is well under its targets: the rate rises quickly.
     Headroom,
-    /// Under the targets near the rate where the origin last struggled: the rate rises slowly.
+    /// Under the targets near where the origin struggles (the rate near where it last did, or
+    /// a p95 from 60% of the target and 1.5× its lowest of the last 10 s): the rate rises
+    /// slowly.
     Probing,
     /// Close to the latency target: the rate holds.
     AtTarget,
+    /// Under the targets, but the origin got under 90% of what it was sent through over the
+    /// last few seconds (a backlog forming before its latency shows it): the rate holds.
+    AtCapacity,
     /// p95 latency over the target: the rate falls in proportion.
     LatencyHigh,
     /// p95 latency under the target but rising (by 20% a second, or at all near the target): the
@@ -275,6 +280,7 @@ impl AutoRateReason {
             Self::Headroom => "HEADROOM",
             Self::Probing => "PROBING",
             Self::AtTarget => "AT_TARGET",
+            Self::AtCapacity => "AT_CAPACITY",
             Self::LatencyHigh => "LATENCY_HIGH",
             Self::LatencyRising => "LATENCY_RISING",
             Self::ErrorsHigh => "ERRORS_HIGH",

@@ -18,27 +18,32 @@
 //!   trouble point;
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 30 s
-//!   while the origin answers over 110% of what it is sent (its backlog is draining), the rate
-//!   holds: cutting again for latency already paid for would overshoot downward. After a trim
-//!   (below) only the last two hold a cut: a reading over the target just after a 5–10% trim
-//!   is a backlog the trim cannot drain, and the cut goes at once;
+//!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate
+//!   under the capacity the last cut measured (its backlog is draining), the rate holds: cutting
+//!   again for latency already paid for would overshoot downward. After a trim (below) only the
+//!   last two hold a cut: a reading over the target just after a 5–10% trim is a backlog the
+//!   trim cannot drain, and the cut goes at once;
 //! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
 //!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
-//!   60% of the target, or up at all from 80% of it. The origin is just past its capacity: the
-//!   rate is trimmed by 5%, or to 90% of the offered rate when that is lower, and 95% of the
-//!   offered rate becomes a trouble point. (The counts of what was sent and what got through are
-//!   not used here: near capacity a second's counts swing by a third with bursts of checkouts,
-//!   and trims on them ratchet the rate down);
+//!   60% of the target, or up at all from 80% of it (these two on a reading of at least
+//!   [`ONE_READING_REQUESTS`] answers: of fewer, the p95 is one of the slowest few). The origin
+//!   is just past its capacity: the rate is trimmed by 5%, or to 90% of the offered rate when
+//!   that is lower, and 95% of the offered rate becomes a trouble point. (The counts of what
+//!   was sent and what got through are not used here: near capacity a second's counts swing by
+//!   a third with bursts of checkouts, and trims on them ratchet the rate down);
 //! - **under the targets**: well under (p95 < 80% of the target) the rate rises 8% a second, but
-//!   2% a second from 10% under a trouble point, and 1.5% a second past it until it is forgotten:
+//!   2% a second while queueing (a p95 from 60% of the target and 1.5× the lowest of the last
+//!   [`FLOOR_MS`]) or from 10% under a trouble point, and 1.5% a second past it until it is forgotten:
 //!   once the rate has stayed 10% above it for [`FORGET_AFTER_MS`], or at once when a load
 //!   offered near it (50–110% of it) is answered with a p95 under 75% of the lowest the origin
 //!   had for a load as high near it since it struggled there (the same load answered much faster:
 //!   its capacity came back: the points of the lower capacity go, and only the highest stays).
-//!   Near the target the rate holds. Up to four trouble points are kept, the newest and higher
-//!   ones from before (the highest the longest), so after a restored capacity the rate slows
-//!   again near where the origin struggled at its best;
+//!   Near the target the rate holds, and so it does while the origin got under 90% of what it
+//!   was sent through over the last three readings (at its capacity before the p95 shows it).
+//!   Up to four trouble points are kept, the newest and higher ones from before (the highest
+//!   the longest), so after a restored capacity the rate slows again near where the origin
+//!   struggled at its best;
 //! - **no evidence**: fewer than [`MIN_REQUESTS`] requests in the window hold the rate (a rate
 //!   never rises on no evidence); signals older than [`SIGNALS_STALE_MS`] hold it at the last
 //!   rate that was measured healthy, and after [`SIGNALS_LOST_MS`] without fresh signals it
@@ -90,6 +95,10 @@ const DRAIN: f64 = 0.8;
 /// An overloaded origin's rate goes at least this far under its capacity (× target ÷ p95
 /// between this and [`DRAIN`]: the further over the target, the bigger the backlog to drain).
 const DEEPEST_DRAIN: f64 = 0.5;
+/// Under this share of what it was sent answered over the last [`STEADY_READINGS`], an origin
+/// under its targets is at its capacity: the rate holds. Lower than [`OVERLOADED_SHARE`]: at a
+/// few dozen requests a second three readings' counts differ by several percent at any load.
+const AT_CAPACITY_SHARE: f64 = 0.9;
 /// Over this share of what it is sent answered, an origin's backlog is draining.
 const DRAINING_SHARE: f64 = 1.1;
 /// How long (ms) after a cut the rate may hold while the backlog drains.
@@ -106,6 +115,9 @@ const ELEVATED_SHARE: f64 = 0.4;
 const RISING: f64 = 1.2;
 /// A p95 up on each of two readings and by this over both is climbing: a backlog growing.
 const CLIMBING: f64 = 1.2;
+/// Fewest answers under a reading for its p95's rise alone to trim the rate (else only a climb
+/// over two readings does): with fewer, the p95 is one of the two or three slowest answers.
+const ONE_READING_REQUESTS: u64 = 60;
 /// From this share of the latency target a rising p95 trims the rate.
 const RISING_FROM_SHARE: f64 = 0.6;
 /// The trim on a rising p95.
@@ -135,6 +147,13 @@ const NEAR: (f64, f64) = (0.5, 1.1);
 const BURST: f64 = 1.3;
 /// Readings a steady share of what got through is taken over.
 const STEADY_READINGS: usize = 3;
+/// How long (ms) the lowest p95 of the readings is kept as the origin's latency with no queue:
+/// long enough to hold a quiet second, short enough to follow a capacity that fell (a slower
+/// origin answers slower at any load).
+const FLOOR_MS: u64 = 10_000;
+/// A p95 this many times its floor, and from [`RISING_FROM_SHARE`] of the target, is queueing:
+/// the origin is near its limit, and the rate rises slowly.
+const QUEUEING: f64 = 1.5;
 /// Rates in force remembered, one per step or change.
 const HISTORY: usize = 16;
 
@@ -167,6 +186,8 @@ pub struct Controller {
     last_cut_ms: Option<u64>,
     /// When the rate last fell for a reading over a target (not a trim).
     last_over_ms: Option<u64>,
+    /// The origin's capacity that cut measured (shoppers/s), when it did.
+    measured_capacity: Option<f64>,
     /// The p95 of the previous fresh reading, to tell a draining backlog.
     last_p95_ms: Option<f64>,
     /// The p95 of the fresh reading before that.
@@ -179,6 +200,8 @@ pub struct Controller {
     counts: std::collections::VecDeque<(u64, f64, Option<u64>)>,
     /// The rates in force and since when (ms), oldest first.
     history: std::collections::VecDeque<(u64, f64)>,
+    /// The last [`FLOOR_MS`] of readings' time and p95 (ms), oldest first.
+    p95s: std::collections::VecDeque<(u64, f64)>,
 }
 
 impl Controller {
@@ -236,6 +259,7 @@ impl Controller {
         }
 
         let target = settings.target_p95_ms as f64;
+        let floor_p95 = self.p95_floor(reading);
         let share = delivered_share(&signals);
         // Near capacity a second's counts are too noisy to measure a backlog by: the share over
         // the last few readings.
@@ -248,7 +272,15 @@ impl Controller {
             // The origin answers clearly more than it is sent: the backlog is shrinking (an
             // origin merely slow at any load answers what it is sent). The p95 may still grow
             // meanwhile: the answers coming out are the ones that waited longest.
-            let draining = share.is_some_and(|share| share >= DRAINING_SHARE);
+            // So it is, too, when it answers at least what it is sent at a rate already under
+            // the capacity the last cut measured by the margin that cut chose: the backlog drains
+            // as that cut planned, and another for the answers still coming out of it would
+            // halve the rate twice for one overload.
+            let under_measured = self
+                .measured_capacity
+                .is_some_and(|capacity| rate <= capacity * DRAIN);
+            let draining = share
+                .is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0));
             if self.settling(
                 now_ms,
                 reading.at_ms,
@@ -288,6 +320,7 @@ impl Controller {
             }
             self.troubled(capacity.unwrap_or(offered), now_ms);
             self.last_over_ms = Some(now_ms);
+            self.measured_capacity = capacity;
             let cut = cut.max(min);
             self.last_safe = Some(self.last_safe.map_or(cut, |safe| safe.min(cut)));
             return decision(cut, reason);
@@ -311,10 +344,14 @@ impl Controller {
             }
             _ => false,
         };
+        // One reading's rise counts only when its p95 stands on enough answers: of a few dozen
+        // it is one of the two or three slowest, which a clump of checkouts admitted together
+        // moves by buckets at half the capacity.
+        let judged = signals.requests >= ONE_READING_REQUESTS;
         let rising = elevated
             && (climbing
-                || (signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
-                || (signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING));
+                || (judged && signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
+                || (judged && signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING));
         if rising {
             // A backlog is forming at this rate: the origin is just past its capacity, which
             // the share of the load it got through measures when the signals say what was sent.
@@ -332,11 +369,23 @@ impl Controller {
         if signals.p95_ms >= target * HEADROOM_SHARE {
             return decision(rate, AutoRateReason::AtTarget);
         }
+        // The origin gets through clearly less than it is sent: a backlog is forming that the p95
+        // does not show yet (at a few dozen answers a second it moves in whole buckets, and the
+        // first second past the capacity still answers fast). Rising would add to it.
+        if steady_share.is_some_and(|share| share < AT_CAPACITY_SHARE) {
+            return decision(rate, AutoRateReason::AtCapacity);
+        }
         if rate >= max {
             return decision(max, AutoRateReason::AtMax);
         }
+        // Queueing (the p95 1.5× its floor of the last seconds, and from 60% of the target): the
+        // origin is near its limit, where a backlog shows only a second or two late (and at a
+        // few dozen answers a second, in whole buckets), so the rate creeps there.
+        let near_limit =
+            signals.p95_ms >= target * RISING_FROM_SHARE && signals.p95_ms >= floor_p95 * QUEUEING;
         let (per_sec, reason) = match self.probing(rate) {
             Some(per_sec) => (per_sec, AutoRateReason::Probing),
+            None if near_limit => (PROBING_RISE_PER_SEC, AutoRateReason::Probing),
             None => (HEADROOM_RISE_PER_SEC, AutoRateReason::Headroom),
         };
         // At least 1/s a second well under the targets (a rate of 3/s rises too), less when

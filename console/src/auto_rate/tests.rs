@@ -95,6 +95,7 @@ fn every_reason_has_words_in_both_languages() {
         Headroom,
         Probing,
         AtTarget,
+        AtCapacity,
         LatencyHigh,
         LatencyRising,
         ErrorsHigh,

@@ -123,10 +123,14 @@ pub fn reason_phrase(lang: Lang, reason: AutoRateReason, numbers: &Numbers) -> S
             let (en, ko_text) = match other {
                 Headroom => ("origin well under its targets", "오리진에 여유 있음"),
                 Probing => (
-                    "probing near where the origin last struggled",
-                    "오리진이 최근 힘들었던 속도 근처를 탐색 중",
+                    "probing near the origin's limit",
+                    "오리진 한계 근처를 탐색 중",
                 ),
                 AtTarget => ("origin p95 close to target", "오리진 p95가 목표에 근접"),
+                AtCapacity => (
+                    "the origin answers less than it is sent",
+                    "오리진이 받은 요청보다 적게 응답함",
+                ),
                 Settling => (
                     "the origin is draining its backlog after a cut",
                     "감속 후 오리진이 밀린 요청을 처리하는 중",
@@ -160,7 +164,9 @@ pub fn step_verb(lang: Lang, reason: AutoRateReason) -> &'static str {
         LatencyHigh | ErrorsHigh => ("Cutting", "낮추는 중"),
         LatencyRising => ("Trimming", "조금 낮추는 중"),
         SignalsLost => ("Falling to min", "최소값으로 낮추는 중"),
-        AtTarget | Settling | LittleTraffic | SignalsStale | AtMax => ("Holding", "유지"),
+        AtTarget | AtCapacity | Settling | LittleTraffic | SignalsStale | AtMax => {
+            ("Holding", "유지")
+        }
     };
     if lang == Lang::Ko {
         ko

@@ -2,7 +2,9 @@
 //! against the rate that offered its load) and the last readings' counts (a share of what got
 //! through that one burst does not swing).
 
-use super::{Controller, Reading, BURST, HISTORY, MIN_REQUESTS, OFFER_LAG_MS, STEADY_READINGS};
+use super::{
+    Controller, Reading, BURST, FLOOR_MS, HISTORY, MIN_REQUESTS, OFFER_LAG_MS, STEADY_READINGS,
+};
 
 impl Controller {
     /// The share of what was sent that the origin got through over the last [`STEADY_READINGS`]
@@ -43,6 +45,27 @@ impl Controller {
             .collect();
         !before.is_empty()
             && *newest as f64 > BURST * before.iter().sum::<u64>() as f64 / before.len() as f64
+    }
+
+    /// Notes a reading's p95 and returns the lowest of those taken in the last [`FLOOR_MS`]
+    /// (this one among them), ms: how fast the origin answers with no queue at its present
+    /// capacity (as TCP Vegas takes its base round-trip time).
+    pub(super) fn p95_floor(&mut self, reading: &Reading) -> f64 {
+        let at_ms = reading.at_ms;
+        if self.p95s.back().is_none_or(|(last, _)| *last != at_ms) {
+            self.p95s.push_back((at_ms, reading.signals.p95_ms));
+        }
+        while self
+            .p95s
+            .front()
+            .is_some_and(|(then, _)| then + FLOOR_MS <= at_ms)
+        {
+            self.p95s.pop_front();
+        }
+        self.p95s
+            .iter()
+            .map(|(_, p95_ms)| *p95_ms)
+            .fold(reading.signals.p95_ms, f64::min)
     }
 
     /// Notes that `rate` is in force from `at_ms` (a step's start, an operator's change, the

@@ -21,6 +21,25 @@ fn healthy(requests: u64, p95_ms: f64) -> OriginSignals {
     }
 }
 
+/// Steps a fresh controller once a second from 1 s on, starting at `rate` and following its own
+/// decisions, on readings of `requests` answers with each of `p95s` in turn: its decisions.
+fn decisions(rate: f64, requests: u64, p95s: &[f64]) -> Vec<Decision> {
+    let mut controller = Controller::default();
+    let mut rate = rate;
+    let mut steps = Vec::new();
+    for (second, p95_ms) in (1..).zip(p95s) {
+        let now_ms = second * 1_000;
+        let reading = Reading {
+            at_ms: now_ms,
+            signals: healthy(requests, *p95_ms),
+        };
+        let step = controller.step(&SETTINGS, rate, Some(&reading), now_ms);
+        steps.push(step);
+        rate = step.rate;
+    }
+    steps
+}
+
 #[test]
 fn never_rises_on_stale_or_missing_signals_and_falls_to_min_once_lost() {
     let mut controller = Controller::default();
@@ -429,19 +448,8 @@ fn a_burst_lifting_one_second_from_a_low_base_is_not_a_backlog() {
         rate = step.rate;
     }
     // Two readings up from an elevated base are.
-    let mut controller = Controller::default();
-    let mut reasons = Vec::new();
-    for (second, p95_ms) in [(1, 210.0), (2, 250.0), (3, 300.0)] {
-        let now_ms = second * 1_000;
-        let step = controller.step(
-            &SETTINGS,
-            100.0,
-            Some(&reading(now_ms, healthy(100, p95_ms))),
-            now_ms,
-        );
-        reasons.push(step.reason);
-    }
-    assert_eq!(reasons[2], AutoRateReason::LatencyRising, "{reasons:?}");
+    let steps = decisions(100.0, 100, &[210.0, 250.0, 300.0]);
+    assert_eq!(steps[2].reason, AutoRateReason::LatencyRising, "{steps:?}");
 }
 
 #[test]
@@ -480,4 +488,142 @@ fn a_burst_over_the_target_is_read_by_the_share_of_the_last_seconds() {
         (burst.rate - expected).abs() < 1e-6,
         "{burst:?}, expected {expected}"
     );
+}
+
+#[test]
+fn a_p95_of_a_few_dozen_answers_trims_only_when_it_climbs_over_two_readings() {
+    let reasons = |requests, p95s: &[f64]| -> Vec<AutoRateReason> {
+        let steps = decisions(20.0, requests, p95s);
+        steps.iter().map(|step| step.reason).collect()
+    };
+    // Half the capacity, 35 answers a reading: the p95 is the second slowest, and one clump of
+    // checkouts lifts it from 220 to 370 ms (74% of the target) and back.
+    let jump = reasons(35, &[220.0, 370.0, 185.0]);
+    assert!(!jump.contains(&AutoRateReason::LatencyRising), "{jump:?}");
+    // The same jump on enough answers is a backlog forming.
+    let jump = reasons(60, &[220.0, 370.0, 185.0]);
+    assert_eq!(jump[1], AutoRateReason::LatencyRising, "{jump:?}");
+    // A climb over two readings is, even on a few dozen answers.
+    let climb = reasons(35, &[220.0, 265.0, 370.0]);
+    assert_eq!(climb[2], AutoRateReason::LatencyRising, "{climb:?}");
+}
+
+#[test]
+fn an_origin_answering_under_nine_tenths_of_what_it_is_sent_holds_the_rate_under_the_targets() {
+    let reading = |at_ms, signals| Reading { at_ms, signals };
+    let counted = |sent: u64, through: u64| OriginSignals {
+        sent: Some(sent),
+        ..healthy(through, 200.0)
+    };
+    // p95 200 ms (40% of the target) but 100 of 120 through a second, three seconds running:
+    // the origin is at its capacity before its latency shows it.
+    let mut controller = Controller::default();
+    let mut steps = Vec::new();
+    for second in 1..=3 {
+        let now_ms = second * 1_000;
+        steps.push(controller.step(
+            &SETTINGS,
+            120.0,
+            Some(&reading(now_ms, counted(120, 100))),
+            now_ms,
+        ));
+    }
+    assert!(
+        steps
+            .iter()
+            .all(|step| step.reason == AutoRateReason::AtCapacity && step.rate == 120.0),
+        "{steps:?}"
+    );
+    // 114 of 120 (95%) is within what three seconds' counts differ by: it rises.
+    let mut controller = Controller::default();
+    let step = controller.step(
+        &SETTINGS,
+        120.0,
+        Some(&reading(1_000, counted(120, 114))),
+        1_000,
+    );
+    assert_eq!(step.reason, AutoRateReason::Headroom, "{step:?}");
+    assert!(step.rate > 120.0);
+}
+
+#[test]
+fn a_p95_queueing_over_its_floor_near_the_target_creeps_but_a_slow_origins_floor_does_not() {
+    // Answered in 184 ms for three seconds, then 370 ms (74% of the target, twice the floor) on
+    // 35 answers: a queue forming, which one such reading cannot tell from a clump.
+    let steps = decisions(30.0, 35, &[184.0, 184.0, 184.0, 370.0]);
+    let creep = steps[3];
+    assert_eq!(creep.reason, AutoRateReason::Probing, "{steps:?}");
+    assert!(creep.rate <= steps[2].rate * (1.0 + PROBING_RISE_PER_SEC) + 1e-9);
+    // An origin answering 350–370 ms at any load (its floor) has no queue: it rises fast.
+    let steps = decisions(30.0, 35, &[350.0, 370.0, 350.0, 370.0]);
+    assert!(
+        steps
+            .iter()
+            .all(|step| step.reason == AutoRateReason::Headroom),
+        "{steps:?}"
+    );
+    // The floor is of the last 10 s: 11 s after the fast answers, 370 ms is the origin's pace.
+    let reading = |at_ms, signals| Reading { at_ms, signals };
+    let mut controller = Controller::default();
+    controller.step(
+        &SETTINGS,
+        30.0,
+        Some(&reading(1_000, healthy(35, 184.0))),
+        1_000,
+    );
+    let later = controller.step(
+        &SETTINGS,
+        30.0,
+        Some(&reading(12_000, healthy(35, 370.0))),
+        12_000,
+    );
+    assert_eq!(later.reason, AutoRateReason::Headroom, "{later:?}");
+}
+
+#[test]
+fn after_a_cut_under_a_measured_capacity_a_backlog_drains_without_a_second_cut() {
+    let reading = |at_ms, signals| Reading { at_ms, signals };
+    let counted = |sent: u64, through: u64, p95_ms| OriginSignals {
+        sent: Some(sent),
+        ..healthy(through, p95_ms)
+    };
+    // 50/s offered, 42 through and the p95 over the target: the capacity is measured (42/s)
+    // and the cut goes under it. Three seconds later the answers still coming out of the backlog
+    // are slower (1,050 ms), and the origin answers `through` of 35 sent.
+    let after_cut = |through| {
+        let mut controller = Controller::default();
+        let mut rate = 50.0;
+        for second in 1..=2 {
+            let now_ms = second * 1_000;
+            let signals = counted(50, 50, 200.0);
+            rate = controller
+                .step(&SETTINGS, rate, Some(&reading(now_ms, signals)), now_ms)
+                .rate;
+        }
+        let cut = controller.step(
+            &SETTINGS,
+            50.0,
+            Some(&reading(3_000, counted(50, 42, 525.0))),
+            3_000,
+        );
+        assert_eq!(cut.reason, AutoRateReason::LatencyHigh);
+        let later = controller.step(
+            &SETTINGS,
+            cut.rate,
+            Some(&reading(6_000, counted(35, through, 1_050.0))),
+            6_000,
+        );
+        (cut, later)
+    };
+    // At least what it is sent: the backlog drains as the cut planned.
+    let (cut, later) = after_cut(36);
+    assert!(cut.rate < 42.0, "{cut:?}");
+    assert_eq!(
+        (later.reason, later.rate),
+        (AutoRateReason::Settling, cut.rate)
+    );
+    // Less than it is sent: its capacity fell again, and the rate is cut.
+    let (cut, later) = after_cut(30);
+    assert_eq!(later.reason, AutoRateReason::LatencyHigh, "{later:?}");
+    assert!(later.rate < cut.rate);
 }
