@@ -350,8 +350,9 @@ impl Controller {
         let judged = signals.requests >= ONE_READING_REQUESTS;
         let rising = elevated
             && (climbing
-                || (judged && signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
-                || (judged && signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING));
+                || (judged
+                    && ((signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
+                        || (signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING))));
         if rising {
             // A backlog is forming at this rate: the origin is just past its capacity, which
             // the share of the load it got through measures when the signals say what was sent.

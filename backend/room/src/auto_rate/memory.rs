@@ -1,6 +1,6 @@
 //! What the controller remembers of the recent past: the rates in force (so a reading is judged
-//! against the rate that offered its load) and the last readings' counts (a share of what got
-//! through that one burst does not swing).
+//! against the rate that offered its load), the last readings' counts (a share of what got
+//! through that one burst does not swing) and their p95s (the origin's pace with no queue).
 
 use super::{
     Controller, Reading, BURST, FLOOR_MS, HISTORY, MIN_REQUESTS, OFFER_LAG_MS, STEADY_READINGS,
