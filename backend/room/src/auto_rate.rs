@@ -17,7 +17,7 @@
 //!   still on its way), at most to × 0.3 of the rate in one step; the capacity becomes the
 //!   trouble point;
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
-//!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 30 s
+//!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s
 //!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate
 //!   under the capacity the last cut measured (its backlog is draining), the rate holds: cutting
 //!   again for latency already paid for would overshoot downward. After a trim (below) only the
@@ -101,8 +101,9 @@ const DEEPEST_DRAIN: f64 = 0.5;
 const AT_CAPACITY_SHARE: f64 = 0.9;
 /// Over this share of what it is sent answered, an origin's backlog is draining.
 const DRAINING_SHARE: f64 = 1.1;
-/// How long (ms) after a cut the rate may hold while the backlog drains.
-const DRAINING_HOLD_MS: u64 = 30_000;
+/// How long (ms) after a cut the rate may hold while the backlog drains: a cut that left the
+/// rate only just under a capacity the lag overstated drains it too slowly to wait for.
+const DRAINING_HOLD_MS: u64 = 10_000;
 /// The deepest single cut (× the rate), whatever the measured capacity says.
 const DEEPEST_CUT: f64 = 0.3;
 /// Under this share of the offered load got through, the origin is overloaded and the share
