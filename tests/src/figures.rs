@@ -13,9 +13,19 @@ impl TestApp {
     /// # Panics
     /// When the stream cannot be opened or ends before an event.
     pub async fn admin_event(&self) -> AdminEvent {
+        self.admin_event_under("/").await
+    }
+
+    /// [`TestApp::admin_event`] with Vestibule's own paths under `prefix` (gate mode's
+    /// `/_vestibule/`).
+    ///
+    /// # Panics
+    /// As [`TestApp::admin_event`].
+    pub async fn admin_event_under(&self, prefix: &str) -> AdminEvent {
+        let path = format!("{}{}", prefix.trim_end_matches('/'), paths::ADMIN_EVENTS);
         let mut response = self
             .client
-            .get(self.url(paths::ADMIN_EVENTS))
+            .get(self.url(&path))
             .bearer_auth(ADMIN_TOKEN)
             .send()
             .await

@@ -209,14 +209,13 @@ async fn pass(State(gate): State<Arc<Gate>>, mut request: Request) -> Response {
     let Some(runtime) = measured else {
         return gate.proxy.forward(request, config, navigation).await;
     };
-    runtime.origin.started(vestibule_store::now_ms());
+    // Dropped with this future when the client goes away first: then no longer in flight.
+    let forwarded = runtime.origin.forwarded(vestibule_store::now_ms());
     let sent = std::time::Instant::now();
     let response = gate.proxy.forward(request, config, navigation).await;
     let latency_ms = sent.elapsed().as_secs_f64() * 1000.0;
     let error = response.status().is_server_error();
-    runtime
-        .origin
-        .finished(vestibule_store::now_ms(), latency_ms, error);
+    forwarded.finished(vestibule_store::now_ms(), latency_ms, error);
     response
 }
 

@@ -7,22 +7,26 @@
 //! got through (as TCP BBR measures its delivery rate). The loop acts on what it sees a second or
 //! two late, so each reading is judged against the rate in force when its load was offered
 //! ([`OFFER_LAG_MS`] before the reading), not the rate now:
-//! - **over a target** (p95 latency above `targetP95Ms`, or errors above `maxErrorRate`): the rate
-//!   falls at once, in proportion to the overshoot (× target ÷ p95, between × 0.5 and × 0.85;
-//!   errors × 0.7), and the offered rate is remembered as a trouble point. When the signals say
+//! - **over a target** (p95 latency above `targetP95Ms`, errors above `maxErrorRate`, or the
+//!   wait of a request sent now, by Little's law, over the target: see [`queue_wait_ms`]): the
+//!   rate falls at once, in proportion to the overshoot (× target ÷ the p95 or that wait,
+//!   between × 0.5 and × 0.85; errors × 0.7), and the offered rate is remembered as a trouble
+//!   point. When the signals say
 //!   how much was sent (`sent`) and the origin got less than 95% of it through, that share of
 //!   the offered rate measures its capacity: the rate falls under it, to × target ÷ p95 of it
 //!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain), and no higher
 //!   than × that share of it (the further the load was over the capacity, the more of it is
 //!   still on its way), at most to × 0.3 of the rate in one step; the capacity becomes the
-//!   trouble point;
+//!   trouble point. On a wait in flight before the answers show a capacity, the growth of what
+//!   is in flight measures it (offered − growth per second);
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s
 //!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate
 //!   under the capacity the last cut measured (its backlog is draining), the rate holds: cutting
 //!   again for latency already paid for would overshoot downward. After a trim (below) only the
 //!   last two hold a cut: a reading over the target just after a 5–10% trim is a backlog the
-//!   trim cannot drain, and the cut goes at once;
+//!   trim cannot drain, and the cut goes at once. Nor does a cut made without a measured
+//!   capacity hold once a reading measures one under the rate: it cuts again, sized by it;
 //! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
 //!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
@@ -203,6 +207,8 @@ pub struct Controller {
     history: std::collections::VecDeque<(u64, f64)>,
     /// The last [`FLOOR_MS`] of readings' time and p95 (ms), oldest first.
     p95s: std::collections::VecDeque<(u64, f64)>,
+    /// The last reading's time and requests in flight.
+    in_flight: Option<(u64, u64)>,
 }
 
 impl Controller {
@@ -267,8 +273,14 @@ impl Controller {
         let steady_share = self.steady_share(reading);
         // The rate whose load the reading measured.
         let offered = self.offered(reading.at_ms, rate);
+        // The wait a request sent now will have, by Little's law: what is in flight now ÷ what
+        // the origin gets through a second. It is counted as the reading is taken, a second or
+        // two before the answers of a growing backlog lift the p95.
+        let wait_ms = queue_wait_ms(&signals, offered, share);
+        let flow_capacity = self.flow_capacity(reading, offered);
         let errors_high = signals.error_rate > settings.max_error_rate;
-        let latency_high = signals.p95_ms > target;
+        let latency_high = signals.p95_ms > target || wait_ms > target;
+        let p95_ms = signals.p95_ms.max(wait_ms);
         if errors_high || latency_high {
             // The origin answers clearly more than it is sent: the backlog is shrinking (an
             // origin merely slow at any load answers what it is sent). The p95 may still grow
@@ -282,37 +294,50 @@ impl Controller {
                 .is_some_and(|capacity| rate <= capacity * DRAIN);
             let draining = share
                 .is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0));
-            if self.settling(
-                now_ms,
-                reading.at_ms,
-                signals.p95_ms,
-                previous_p95,
-                draining,
-            ) {
+            // A burst (far more sent this second than in the ones before: shoppers admitted
+            // together reaching the origin together) is not a lower capacity: then the share
+            // over the last readings measures it.
+            let judged_share = if self.burst() { steady_share } else { share };
+            let mut capacity = judged_share
+                .filter(|share| *share < OVERLOADED_SHARE)
+                .map(|share| offered * share);
+            // Over the target on what is in flight before the answers show it: the backlog's
+            // growth measures the capacity the answers do not yet.
+            if capacity.is_none() && signals.p95_ms <= target && wait_ms > target {
+                capacity = flow_capacity.filter(|capacity| *capacity < offered * OVERLOADED_SHARE);
+            }
+            let judged_share = capacity.map_or(judged_share, |capacity| Some(capacity / offered));
+            // A rate still over the capacity this reading measures drains no backlog however
+            // long it holds: when the last cut was made before any capacity showed (on what was
+            // in flight, or on the first slow answers), this one is sized by it.
+            let over_capacity = self.measured_capacity.is_none()
+                && capacity.is_some_and(|capacity| rate > capacity);
+            if !over_capacity
+                && self.settling(
+                    now_ms,
+                    reading.at_ms,
+                    signals.p95_ms,
+                    previous_p95,
+                    draining,
+                )
+            {
                 return decision(rate, AutoRateReason::Settling);
             }
             let (factor, reason) = if errors_high {
                 (ERROR_CUT, AutoRateReason::ErrorsHigh)
             } else {
-                let factor = (target / signals.p95_ms).clamp(LATENCY_CUT.0, LATENCY_CUT.1);
+                let factor = (target / p95_ms).clamp(LATENCY_CUT.0, LATENCY_CUT.1);
                 (factor, AutoRateReason::LatencyHigh)
             };
             let mut cut = rate * factor;
-            // A burst (far more sent this second than in the ones before: shoppers admitted
-            // together reaching the origin together) is not a lower capacity: then the share
-            // over the last readings measures it.
-            let share = if self.burst() { steady_share } else { share };
-            let capacity = share
-                .filter(|share| *share < OVERLOADED_SHARE)
-                .map(|share| offered * share);
-            if let Some((capacity, share)) = capacity.zip(share) {
+            if let Some((capacity, share)) = capacity.zip(judged_share) {
                 // The further over the target, the bigger the backlog: drain it faster. And the
                 // further the offered load was over the capacity, the more of it is still on its
                 // way (admitted in the second or two the loop saw late) while the p95 has only
                 // begun to rise: go under the capacity by at least that share, so the origin
                 // answers clearly more than it is sent and the backlog drains, not cut twice.
                 let by_latency = if latency_high {
-                    (target / signals.p95_ms).clamp(DEEPEST_DRAIN, DRAIN)
+                    (target / p95_ms).clamp(DEEPEST_DRAIN, DRAIN)
                 } else {
                     DRAIN
                 };
@@ -431,6 +456,17 @@ fn just_after(moved_ms: Option<u64>, now_ms: u64, reading_at_ms: u64) -> bool {
 
 fn decision(rate: f64, reason: AutoRateReason) -> Decision {
     Decision { rate, reason }
+}
+
+/// The wait (ms) a request sent now will have at the origin, by Little's law: the requests in
+/// flight ÷ the rate the origin gets them through (`offered` × `share` of it answered); 0 when
+/// the signals do not say what was sent, or fewer than [`MIN_REQUESTS`] are in flight (a few
+/// requests admitted together are not a backlog).
+fn queue_wait_ms(signals: &OriginSignals, offered: f64, share: Option<f64>) -> f64 {
+    let Some(share) = share.filter(|_| signals.in_flight >= MIN_REQUESTS) else {
+        return 0.0;
+    };
+    signals.in_flight as f64 / (offered * share).max(1.0) * 1e3
 }
 
 /// The share of the requests sent in the window that the origin answered without error

@@ -1,8 +1,11 @@
 //! The gate's own extras for a storefront: the verified token for the origin, metrics with the
-//! admin token or on their own address, and the form hand-off a framed page uses.
+//! admin token or on their own address, the form hand-off a framed page uses, and the origin's
+//! requests in flight as the closed loop reads them.
 
 use reqwest::StatusCode;
 use serde_json::json;
+use vestibule_shared::admin_events::AdminEvent;
+use vestibule_shared::auto_rate::OriginSignals;
 use vestibule_tests::Backend;
 
 use crate::origin::Origin;
@@ -148,4 +151,76 @@ async fn metrics_are_open_on_their_own_bind_address_only() {
     );
     let shop = client.get(app.url("/metrics")).send().await.unwrap();
     assert_eq!(shop.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// The loop reads a backlog from the origin's requests in flight: a gated request its shopper
+/// gives up on (the client goes away, the forward is cancelled) stops counting at once, while
+/// one still waiting counts until it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_given_up_by_its_shopper_is_no_longer_counted_in_flight() {
+    let origin = Origin::start().await;
+    let app = gate_in_front_of(&origin, Backend::Memory, &["--gate", "/slow=main"]).await;
+    let token = admitted(&app, "main").await;
+    // One answer, so the room has origin signals to show.
+    let answered = app
+        .client
+        .get(app.url("/checkout"))
+        .header("x-entry-token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), StatusCode::OK);
+    // The signals read complete seconds: wait until the figures show that answer (for 5 s).
+    while origin_of(&app.admin_event_under(PREFIX).await).is_none() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // Two requests to an origin that takes 30 s (the gate gives it 2): one waits, one is given
+    // up after 300 ms.
+    let started = unix_ms();
+    let waiting = {
+        let (client, url, token) = (app.client.clone(), app.url("/slow"), token.clone());
+        tokio::spawn(async move { client.get(url).header("x-entry-token", token).send().await })
+    };
+    let given_up = app
+        .client
+        .get(app.url("/slow"))
+        .header("x-entry-token", &token)
+        .timeout(std::time::Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(given_up.is_err(), "the origin answered within 300 ms");
+    let gave_up = unix_ms();
+
+    // Figures taken after the give-up and before the gate's 2 s timeout ends the other.
+    let in_flight = loop {
+        let event = app.admin_event_under(PREFIX).await;
+        assert!(
+            event.at_ms < started + 1_900,
+            "no figures within the waiting request's life"
+        );
+        if event.at_ms < gave_up + 100 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        }
+        break origin_of(&event).expect("origin signals").in_flight;
+    };
+    assert_eq!(
+        in_flight, 1,
+        "the given-up request still counts, or the waiting one not"
+    );
+    let waited = waiting.await.unwrap().unwrap();
+    assert_eq!(waited.status(), StatusCode::GATEWAY_TIMEOUT);
+}
+
+/// Room `main`'s origin signals in an admin event.
+fn origin_of(event: &AdminEvent) -> Option<OriginSignals> {
+    event.rooms.iter().find(|room| room.room == "main")?.origin
+}
+
+/// Now, ms since the Unix epoch (the clock the figures are stamped by).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }

@@ -1,9 +1,11 @@
 //! What the controller remembers of the recent past: the rates in force (so a reading is judged
 //! against the rate that offered its load), the last readings' counts (a share of what got
-//! through that one burst does not swing) and their p95s (the origin's pace with no queue).
+//! through that one burst does not swing), their p95s (the origin's pace with no queue) and what
+//! was in flight (how fast a backlog grows now).
 
 use super::{
-    Controller, Reading, BURST, FLOOR_MS, HISTORY, MIN_REQUESTS, OFFER_LAG_MS, STEADY_READINGS,
+    Controller, Reading, BURST, DEEPEST_CUT, FLOOR_MS, HISTORY, MIN_REQUESTS, OFFER_LAG_MS,
+    STEADY_READINGS,
 };
 
 impl Controller {
@@ -45,6 +47,26 @@ impl Controller {
             .collect();
         !before.is_empty()
             && *newest as f64 > BURST * before.iter().sum::<u64>() as f64 / before.len() as f64
+    }
+
+    /// Notes what a reading counted in flight and returns the origin's capacity the growth since
+    /// the reading before measures (shoppers/s): `offered` less the rate the requests in flight
+    /// grew by. `None` when they did not grow, are fewer than [`MIN_REQUESTS`], or the reading
+    /// before is missing or not 0.5–2.5 s older. Counted as each reading is taken, it shows a
+    /// capacity that fell a second or more before the share of the window's answers does.
+    pub(super) fn flow_capacity(&mut self, reading: &Reading, offered: f64) -> Option<f64> {
+        let now = (reading.at_ms, reading.signals.in_flight);
+        let (then_ms, then) = match self.in_flight {
+            Some(last) if last.0 == now.0 => return None,
+            last => {
+                self.in_flight = Some(now);
+                last?
+            }
+        };
+        let secs = now.0.saturating_sub(then_ms) as f64 / 1000.0;
+        let grown = now.1.saturating_sub(then) as f64;
+        ((0.5..=2.5).contains(&secs) && grown > 0.0 && now.1 >= MIN_REQUESTS)
+            .then(|| (offered - grown / secs).max(offered * DEEPEST_CUT))
     }
 
     /// Notes a reading's p95 and returns the lowest of those taken in the last [`FLOOR_MS`]

@@ -92,6 +92,12 @@ impl OriginWindow {
         self.slot(now_ms).sent += 1;
     }
 
+    /// A request given up before the origin answered (the client went away and the forward was
+    /// cancelled): no longer in flight, and no answer to count.
+    pub fn abandoned(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
     /// A request's end at `now_ms` after `latency_ms`: `error` when the origin answered 5xx or
     /// did not answer in time.
     pub fn finished(&mut self, now_ms: u64, latency_ms: f64, error: bool) {
@@ -208,14 +214,14 @@ impl OriginState {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A request forwarded to the origin at `now_ms`.
-    pub fn started(&self, now_ms: u64) {
+    /// A request forwarded to the origin at `now_ms`: in flight until the returned guard is
+    /// [`Forwarded::finished`], or dropped unanswered (the request given up).
+    pub fn forwarded(&self, now_ms: u64) -> Forwarded<'_> {
         self.own().started(now_ms);
-    }
-
-    /// A forwarded request's end ([`OriginWindow::finished`]).
-    pub fn finished(&self, now_ms: u64, latency_ms: f64, error: bool) {
-        self.own().finished(now_ms, latency_ms, error);
+        Forwarded {
+            origin: self,
+            done: false,
+        }
     }
 
     /// A storefront's report of its origin's signals, received at `now_ms`.
@@ -270,9 +276,50 @@ impl OriginState {
     }
 }
 
+/// One request forwarded to the origin and not answered yet. Its end is counted once: by
+/// [`Forwarded::finished`], or, when the forward is dropped first (the client went away and the
+/// request was cancelled), only as no longer in flight. A count in flight that leaked would read
+/// as a backlog, and the loop cuts on a backlog.
+#[derive(Debug)]
+pub struct Forwarded<'a> {
+    origin: &'a OriginState,
+    done: bool,
+}
+
+impl Forwarded<'_> {
+    /// The request's end at `now_ms` after `latency_ms` ([`OriginWindow::finished`]).
+    pub fn finished(mut self, now_ms: u64, latency_ms: f64, error: bool) {
+        self.done = true;
+        self.origin.own().finished(now_ms, latency_ms, error);
+    }
+}
+
+impl Drop for Forwarded<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.origin.own().abandoned();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forward_given_up_is_no_longer_in_flight_and_no_answer() {
+        let origin = OriginState::default();
+        let answered = origin.forwarded(10_100);
+        let given_up = origin.forwarded(10_200);
+        assert_eq!(origin.own_signals(10_900), None);
+        answered.finished(10_300, 200.0, false);
+        drop(given_up);
+        let signals = origin.own_signals(11_500).expect("one answer");
+        assert_eq!(
+            (signals.requests, signals.in_flight, signals.sent),
+            (1, 0, Some(2))
+        );
+    }
 
     #[test]
     fn percentiles_are_read_within_a_bucket_and_the_partial_second_is_left_out() {

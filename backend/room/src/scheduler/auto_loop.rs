@@ -1,8 +1,9 @@
-//! The closed loop in the room's scheduler leader (docs/DESIGN.md "Closed-loop admission"): once
-//! a second, while the room's `autoRate` is on, the controller ([`crate::auto_rate`]) reads the
-//! origin's signals merged from every replica and moves the admission rate. A change is written
-//! as a settings change, so every replica admits, shows and estimates by the same rate and a new
-//! leader starts from it, with an audit entry that names the reason.
+//! The closed loop in the room's scheduler leader (docs/DESIGN.md "Closed-loop admission"): on
+//! each new reading (once a second), while the room's `autoRate` is on, the controller
+//! ([`crate::auto_rate`]) reads the origin's signals merged from every replica and moves the
+//! admission rate. A change is written as a settings change, so every replica admits, shows and
+//! estimates by the same rate and a new leader starts from it, with an audit entry that names
+//! the reason.
 
 use vestibule_shared::auto_rate::{AutoRateChange, AutoRateReason};
 use vestibule_store::{AuditRecord, SettingsPatch, SettingsUpdate, Store};
@@ -11,8 +12,14 @@ use crate::auto_rate::Controller;
 use crate::options::replica_id;
 use crate::RoomRuntime;
 
-/// How often the loop steps, ms.
-pub const STEP_MS: u64 = 1_000;
+/// The loop steps on each new reading of the origin's signals, at the scheduler's first tick
+/// after it lands (the figures reader merges them once a second), but not within this long (ms)
+/// of the step before. A step on a fixed second of its own would read signals up to a second
+/// older than they need be, and every reaction would wait for it.
+pub const MIN_STEP_MS: u64 = 500;
+/// Without a new reading the loop steps this long (ms) after the step before, so signals that
+/// went stale or were lost are acted on.
+pub const NO_READING_STEP_MS: u64 = 1_500;
 /// Changes under this share of the rate (or 0.1/s) are not written: holding costs nothing, a
 /// write is a store call and an audit entry. Under the slowest rise (1.5% a second), or the loop
 /// would propose it every second, write nothing, and start again from the same rate.
@@ -27,6 +34,8 @@ const AUDIT_LOOKBACK: usize = 50;
 pub struct AutoLoop {
     controller: Controller,
     last_step_ms: Option<u64>,
+    /// When the reading the last step judged was taken.
+    last_reading_ms: Option<u64>,
     /// The reason of the last step, whether or not it changed the rate.
     pub last_reason: Option<AutoRateReason>,
     /// The audit log was read for the last move (once per leadership).
@@ -70,13 +79,17 @@ impl AutoLoop {
         // Every tick, so a changed or removed URL is followed within one (only a change wakes
         // the poller, `auto_rate::health`).
         room.health.want(auto.health_url.as_deref());
-        if self
-            .last_step_ms
-            .is_some_and(|then| now_ms.saturating_sub(then) < STEP_MS)
-        {
+        let reading = room.origin.room_reading();
+        let new_reading = reading.is_some_and(|r| self.last_reading_ms != Some(r.at_ms));
+        let due = self.last_step_ms.is_none_or(|then| {
+            let since = now_ms.saturating_sub(then);
+            (new_reading && since >= MIN_STEP_MS) || since >= NO_READING_STEP_MS
+        });
+        if !due {
             return;
         }
         self.last_step_ms = Some(now_ms);
+        self.last_reading_ms = reading.map(|r| r.at_ms);
         if !std::mem::replace(&mut self.audit_read, true) {
             // A new leader shows the loop's last move until it makes one of its own.
             match store.audit(&room.name, AUDIT_LOOKBACK).await {
@@ -91,7 +104,6 @@ impl AutoLoop {
             }
         }
         let rate = versioned.settings.admission_rate_per_sec;
-        let reading = room.origin.room_reading();
         let decision = self.controller.step(auto, rate, reading.as_ref(), now_ms);
         self.last_reason = Some(decision.reason);
         room.auto_loop.stepped(decision.reason);

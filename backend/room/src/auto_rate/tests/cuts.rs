@@ -214,3 +214,51 @@ fn after_a_cut_under_a_measured_capacity_a_backlog_drains_without_a_second_cut()
     assert_eq!(later.reason, AutoRateReason::LatencyHigh, "{later:?}");
     assert!(later.rate < cut.rate);
 }
+
+/// `counted` signals with `in_flight` requests in flight as the reading was taken.
+fn in_flight(signals: OriginSignals, in_flight: u64) -> OriginSignals {
+    OriginSignals {
+        in_flight,
+        ..signals
+    }
+}
+
+#[test]
+fn a_backlog_in_flight_cuts_before_the_answers_show_it() {
+    let mut controller = Controller::default();
+    // 150/s offered and answered at a p95 near the target: 40 in flight wait 267 ms.
+    let near = in_flight(counted(150, 150, 420.0), 40);
+    let held = controller.step(&SETTINGS, 150.0, Some(&reading(1_000, near)), 1_000);
+    assert_eq!((held.rate, held.reason), (150.0, AutoRateReason::AtTarget));
+    // A second later the answers of the last complete second are as fast, but 115 are in
+    // flight: a request sent now waits 767 ms. The backlog grew by 75 in a second, so the
+    // origin gets 75/s through: the rate goes under that, at most × 0.3 in one step.
+    let backlog = in_flight(counted(150, 150, 420.0), 115);
+    let cut = controller.step(&SETTINGS, 150.0, Some(&reading(2_000, backlog)), 2_000);
+    assert_eq!(cut.reason, AutoRateReason::LatencyHigh);
+    assert!((cut.rate - 45.0).abs() < 1e-9, "{cut:?}");
+    // A few requests admitted together are no backlog: under 10 in flight the wait is not read.
+    let few = first_step(10.0, in_flight(counted(12, 12, 300.0), 9));
+    assert_ne!(few.reason, AutoRateReason::LatencyHigh);
+}
+
+#[test]
+fn a_cut_made_before_the_capacity_showed_is_sized_again_by_it() {
+    let mut controller = Controller::default();
+    // Slow answers, but the origin still answered what it was sent: no capacity is measured
+    // yet, and the cut goes by the overshoot (× 500 ÷ 800).
+    let slow = counted(200, 200, 800.0);
+    let cut = controller.step(&SETTINGS, 200.0, Some(&reading(1_000, slow)), 1_000);
+    assert_eq!((cut.rate, cut.reason), (125.0, AutoRateReason::LatencyHigh));
+    // The next reading, of load offered before the cut (read at 1.9 s), shows the origin got half of it
+    // through: 100/s, under the 125/s the rate is at, where no backlog drains. It cuts again,
+    // under the capacity, though the first cut is only a second old.
+    let overloaded = counted(200, 100, 1_500.0);
+    let again = controller.step(&SETTINGS, 125.0, Some(&reading(1_900, overloaded)), 2_000);
+    assert_eq!(again.reason, AutoRateReason::LatencyHigh);
+    assert!((again.rate - 50.0).abs() < 1e-9, "{again:?}");
+    // Once a cut was sized by a capacity, readings of its load hold.
+    let still = counted(125, 60, 1_800.0);
+    let held = controller.step(&SETTINGS, 50.0, Some(&reading(2_900, still)), 3_000);
+    assert_eq!(held.reason, AutoRateReason::Settling);
+}

@@ -45,7 +45,8 @@ impl Origin {
             } else {
                 0.0
             },
-            in_flight: self.backlog as u64,
+            // Waiting, and in service (Little's law: served/s × service time).
+            in_flight: (self.backlog + (served * service_ms / 1e3)) as u64,
             sent: Some(arrived as u64),
         }
     }
@@ -76,12 +77,16 @@ fn run(start_rate: f64, secs: u64, capacity: impl Fn(u64) -> f64) -> Vec<(f64, O
         let signals = origin.second(offered);
         trace.push((offered, signals));
         let now_ms = (second + 1) * 1_000;
+        // The window's answers are a second late; what is in flight is counted as it is read.
         let seen = trace
             .len()
             .checked_sub(1 + SIGNAL_LAG_SECS)
             .map(|s| Reading {
                 at_ms: (s as u64 + 1) * 1_000,
-                signals: trace[s].1,
+                signals: OriginSignals {
+                    in_flight: signals.in_flight,
+                    ..trace[s].1
+                },
             });
         let rate = *decided.last().expect("a rate");
         decided.push(controller.step(&SETTINGS, rate, seen.as_ref(), now_ms).rate);
