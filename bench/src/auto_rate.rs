@@ -314,6 +314,13 @@ async fn run_one(
     if mode == Mode::Auto {
         print_moves(&client, epoch_ms).await;
     }
+    if std::env::var_os("VESTIBULE_BENCH_RUST_LOG").is_some() {
+        eprintln!(
+            "[bench] auto-rate: {}'s log:\n{}",
+            mode.name(),
+            gate.log_tail()
+        );
+    }
     drop(gate);
 
     let duration = admitted.iter().map(|(_, at)| *at).fold(0.0, f64::max);

@@ -86,7 +86,11 @@ impl ServerProcess {
     pub fn start(program: &Path, args: &[String]) -> anyhow::Result<Self> {
         let mut child = Command::new(program)
             .args(args)
-            .env("RUST_LOG", "warn")
+            // `VESTIBULE_BENCH_RUST_LOG` (say `vestibule_room=info`) shows more of a run.
+            .env(
+                "RUST_LOG",
+                std::env::var("VESTIBULE_BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .env("NO_COLOR", "1")
             .env_remove("VESTIBULE_REDIS_URL")
             .env_remove("VESTIBULE_DATA_DIR")

@@ -31,7 +31,8 @@
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
 //!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
 //!   60% of the target, or up at all from 80% of it (these two on a reading of at least
-//!   [`ONE_READING_REQUESTS`] answers: of fewer, the p95 is one of the slowest few). The origin
+//!   [`ONE_READING_REQUESTS`] answers, of fewer the p95 is one of the slowest few, and with what
+//!   is in flight waiting over a bucket longer than the p50, when that is known). The origin
 //!   is just past its capacity: the rate is trimmed by 5%, or to 90% of the offered rate when
 //!   that is lower, and 95% of the offered rate becomes a trouble point. (The counts of what
 //!   was sent and what got through are not used here: near capacity a second's counts swing by
@@ -276,7 +277,8 @@ impl Controller {
         // The wait a request sent now will have, by Little's law: what is in flight now ÷ what
         // the origin gets through a second. It is counted as the reading is taken, a second or
         // two before the answers of a growing backlog lift the p95.
-        let wait_ms = queue_wait_ms(&signals, offered, share);
+        let in_flight_wait = queue_wait_ms(&signals, offered, share);
+        let wait_ms = in_flight_wait.unwrap_or(0.0);
         let flow_capacity = self.flow_capacity(reading, offered);
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target || wait_ms > target;
@@ -373,7 +375,11 @@ impl Controller {
         // One reading's rise counts only when its p95 stands on enough answers: of a few dozen
         // it is one of the two or three slowest, which a clump of checkouts admitted together
         // moves by buckets at half the capacity.
-        let judged = signals.requests >= ONE_READING_REQUESTS;
+        // Nor when what is in flight waits no more than a bucket longer than the answers took:
+        // no queue is forming now (an origin whose every answer takes about as long moves its
+        // p50 and p95 by a whole bucket, 19%, without one).
+        let queue_now = in_flight_wait.is_none_or(|wait| wait > signals.p50_ms * RISING);
+        let judged = signals.requests >= ONE_READING_REQUESTS && queue_now;
         let rising = elevated
             && (climbing
                 || (judged
@@ -459,14 +465,12 @@ fn decision(rate: f64, reason: AutoRateReason) -> Decision {
 }
 
 /// The wait (ms) a request sent now will have at the origin, by Little's law: the requests in
-/// flight ÷ the rate the origin gets them through (`offered` × `share` of it answered); 0 when
-/// the signals do not say what was sent, or fewer than [`MIN_REQUESTS`] are in flight (a few
-/// requests admitted together are not a backlog).
-fn queue_wait_ms(signals: &OriginSignals, offered: f64, share: Option<f64>) -> f64 {
-    let Some(share) = share.filter(|_| signals.in_flight >= MIN_REQUESTS) else {
-        return 0.0;
-    };
-    signals.in_flight as f64 / (offered * share).max(1.0) * 1e3
+/// flight ÷ the rate the origin gets them through (`offered` × `share` of it answered); `None`
+/// when the signals do not say what was sent, or fewer than [`MIN_REQUESTS`] are in flight (a
+/// few requests admitted together are not a backlog).
+fn queue_wait_ms(signals: &OriginSignals, offered: f64, share: Option<f64>) -> Option<f64> {
+    let share = share.filter(|_| signals.in_flight >= MIN_REQUESTS)?;
+    Some(signals.in_flight as f64 / (offered * share).max(1.0) * 1e3)
 }
 
 /// The share of the requests sent in the window that the origin answered without error

@@ -106,6 +106,14 @@ impl AutoLoop {
         let rate = versioned.settings.admission_rate_per_sec;
         let decision = self.controller.step(auto, rate, reading.as_ref(), now_ms);
         self.last_reason = Some(decision.reason);
+        tracing::debug!(
+            room = %room.name,
+            rate,
+            to = decision.rate,
+            reason = decision.reason.as_str(),
+            reading = ?reading,
+            "autoRate stepped"
+        );
         room.auto_loop.stepped(decision.reason);
         let new = (decision.rate * 10.0).round() / 10.0;
         let to_bound = new != rate && (new == auto.min || new == auto.max);
@@ -156,6 +164,8 @@ impl AutoLoop {
                     p95_ms = signals.map(|s| s.p95_ms),
                     requests = signals.map(|s| s.requests),
                     sent = signals.and_then(|s| s.sent),
+                    in_flight = signals.map(|s| s.in_flight),
+                    reading_at_ms = reading.map(|r| r.at_ms),
                     error_rate = signals.map(|s| s.error_rate),
                     trouble_points = ?self.controller.trouble_points(),
                     "autoRate moved the admission rate"

@@ -134,3 +134,35 @@ fn a_p95_queueing_over_its_floor_near_the_target_creeps_but_a_slow_origins_floor
     );
     assert_eq!(later.reason, AutoRateReason::Headroom, "{later:?}");
 }
+
+#[test]
+fn a_p95_up_a_bucket_with_no_queue_in_flight_is_no_backlog() {
+    // An origin whose every answer takes about 370 ms (half its capacity, service time doubled):
+    // its p50 and p95 fall in one bucket, and the next reading's p95 one bucket up.
+    let even = |p95_ms: f64, in_flight: u64| OriginSignals {
+        requests: 65,
+        p50_ms: 370.0,
+        p95_ms,
+        error_rate: 0.0,
+        in_flight,
+        sent: Some(65),
+    };
+    let decide = |in_flight: u64| {
+        let mut controller = Controller::default();
+        let first = controller.step(
+            &SETTINGS,
+            65.0,
+            Some(&reading(1_000, even(370.0, 24))),
+            1_000,
+        );
+        let up = even(440.0, in_flight);
+        controller.step(&SETTINGS, first.rate, Some(&reading(2_000, up)), 2_000)
+    };
+    // 24 in flight at 70/s (the rate after the first step) wait 343 ms, no longer than the
+    // answers took: held near the target, not trimmed.
+    assert_eq!(decide(24).reason, AutoRateReason::AtTarget);
+    // 28 wait 400 ms, within a bucket of the answers' p50: still no queue.
+    assert_eq!(decide(28).reason, AutoRateReason::AtTarget);
+    // 32 wait 457 ms, more than a bucket longer: a queue is forming, and the rise trims.
+    assert_eq!(decide(32).reason, AutoRateReason::LatencyRising);
+}
