@@ -22,11 +22,13 @@
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s
 //!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate
-//!   under the capacity the last cut measured (its backlog is draining), the rate holds: cutting
-//!   again for latency already paid for would overshoot downward. After a trim (below) only the
-//!   last two hold a cut: a reading over the target just after a 5–10% trim is a backlog the
-//!   trim cannot drain, and the cut goes at once. Nor does a cut made without a measured
-//!   capacity hold once a reading measures one under the rate: it cuts again, sized by it;
+//!   under the capacity the last cut measured (its backlog is draining, and where the count in
+//!   flight is known, fast enough to be gone within [`DRAINED_WITHIN_SECS`]), the rate holds:
+//!   cutting again for latency already paid for would overshoot downward. After a trim (below)
+//!   only the last two hold a cut: a reading over the target just after a 5–10% trim is a
+//!   backlog the trim cannot drain, and the cut goes at once. Nor does a cut made without a
+//!   measured capacity hold once a reading measures one under the rate: it cuts again, sized
+//!   by it;
 //! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
 //!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
@@ -109,6 +111,9 @@ const DRAINING_SHARE: f64 = 1.1;
 /// How long (ms) after a cut the rate may hold while the backlog drains: a cut that left the
 /// rate only just under a capacity the lag overstated drains it too slowly to wait for.
 const DRAINING_HOLD_MS: u64 = 10_000;
+/// A backlog counted in flight holds the rate as draining only while, at the pace it shrinks,
+/// what waits past the target is gone within this many seconds.
+const DRAINED_WITHIN_SECS: f64 = 4.0;
 /// The deepest single cut (× the rate), whatever the measured capacity says.
 const DEEPEST_CUT: f64 = 0.3;
 /// Under this share of the offered load got through, the origin is overloaded and the share
@@ -279,7 +284,11 @@ impl Controller {
         // two before the answers of a growing backlog lift the p95.
         let in_flight_wait = queue_wait_ms(&signals, offered, share);
         let wait_ms = in_flight_wait.unwrap_or(0.0);
-        let flow_capacity = self.flow_capacity(reading, offered);
+        let in_flight_growth = self.in_flight_growth(reading);
+        // The origin's capacity the growth in flight measures: the offered rate less it.
+        let flow_capacity = in_flight_growth
+            .filter(|growth| *growth > 0.0 && signals.in_flight >= MIN_REQUESTS)
+            .map(|growth| (offered - growth).max(offered * DEEPEST_CUT));
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target || wait_ms > target;
         let p95_ms = signals.p95_ms.max(wait_ms);
@@ -294,8 +303,19 @@ impl Controller {
             let under_measured = self
                 .measured_capacity
                 .is_some_and(|capacity| rate <= capacity * DRAIN);
-            let draining = share
-                .is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0));
+            // Where what is in flight is counted, the backlog must also shrink fast enough to
+            // be gone within [`DRAINED_WITHIN_SECS`]: a cut that left the rate only just under
+            // a capacity the lag overstated drains it at a few requests a second.
+            let drains_soon = in_flight_wait
+                .zip(in_flight_growth)
+                .is_none_or(|(wait, growth)| {
+                    let excess = signals.in_flight as f64 * (1.0 - target / wait.max(1.0));
+                    excess <= -growth * DRAINED_WITHIN_SECS
+                });
+            let draining = drains_soon
+                && share.is_some_and(|share| {
+                    share >= DRAINING_SHARE || (under_measured && share >= 1.0)
+                });
             // A burst (far more sent this second than in the ones before: shoppers admitted
             // together reaching the origin together) is not a lower capacity: then the share
             // over the last readings measures it.

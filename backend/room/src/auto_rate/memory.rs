@@ -4,8 +4,7 @@
 //! was in flight (how fast a backlog grows now).
 
 use super::{
-    Controller, Reading, BURST, DEEPEST_CUT, FLOOR_MS, HISTORY, MIN_REQUESTS, OFFER_LAG_MS,
-    STEADY_READINGS,
+    Controller, Reading, BURST, FLOOR_MS, HISTORY, MIN_REQUESTS, OFFER_LAG_MS, STEADY_READINGS,
 };
 
 impl Controller {
@@ -49,12 +48,12 @@ impl Controller {
             && *newest as f64 > BURST * before.iter().sum::<u64>() as f64 / before.len() as f64
     }
 
-    /// Notes what a reading counted in flight and returns the origin's capacity the growth since
-    /// the reading before measures (shoppers/s): `offered` less the rate the requests in flight
-    /// grew by. `None` when they did not grow, are fewer than [`MIN_REQUESTS`], or the reading
-    /// before is missing or not 0.5–2.5 s older. Counted as each reading is taken, it shows a
-    /// capacity that fell a second or more before the share of the window's answers does.
-    pub(super) fn flow_capacity(&mut self, reading: &Reading, offered: f64) -> Option<f64> {
+    /// Notes what a reading counted in flight and returns how fast that count grew since the
+    /// reading before (requests/s; negative while it shrinks). `None` when fewer than
+    /// [`MIN_REQUESTS`] are in flight now and were before, or the reading before is missing or
+    /// not 0.5–2.5 s older. Counted as each reading is taken, it shows a backlog forming or
+    /// draining a second or more before the window's answers do.
+    pub(super) fn in_flight_growth(&mut self, reading: &Reading) -> Option<f64> {
         let now = (reading.at_ms, reading.signals.in_flight);
         let (then_ms, then) = match self.in_flight {
             Some(last) if last.0 == now.0 => return None,
@@ -64,9 +63,8 @@ impl Controller {
             }
         };
         let secs = now.0.saturating_sub(then_ms) as f64 / 1000.0;
-        let grown = now.1.saturating_sub(then) as f64;
-        ((0.5..=2.5).contains(&secs) && grown > 0.0 && now.1 >= MIN_REQUESTS)
-            .then(|| (offered - grown / secs).max(offered * DEEPEST_CUT))
+        ((0.5..=2.5).contains(&secs) && now.1.max(then) >= MIN_REQUESTS)
+            .then(|| (now.1 as f64 - then as f64) / secs)
     }
 
     /// Notes a reading's p95 and returns the lowest of those taken in the last [`FLOOR_MS`]

@@ -59,6 +59,17 @@ pub fn change_of(entry: &AuditRecord) -> Option<AutoRateChange> {
 }
 
 impl AutoLoop {
+    /// Whether a step is due at `now_ms`, the room's latest reading taken at `reading_at_ms`:
+    /// the first step; a new reading ([`MIN_STEP_MS`] or more after the last step); or none
+    /// for [`NO_READING_STEP_MS`].
+    fn due(&self, reading_at_ms: Option<u64>, now_ms: u64) -> bool {
+        let new_reading = reading_at_ms.is_some_and(|at| self.last_reading_ms != Some(at));
+        self.last_step_ms.is_none_or(|then| {
+            let since = now_ms.saturating_sub(then);
+            (new_reading && since >= MIN_STEP_MS) || since >= NO_READING_STEP_MS
+        })
+    }
+
     /// The loop stops here (off, or no longer leading): forgotten, no longer shown, and its
     /// health URL no longer polled.
     pub fn reset(&mut self, room: &RoomRuntime) {
@@ -80,12 +91,7 @@ impl AutoLoop {
         // the poller, `auto_rate::health`).
         room.health.want(auto.health_url.as_deref());
         let reading = room.origin.room_reading();
-        let new_reading = reading.is_some_and(|r| self.last_reading_ms != Some(r.at_ms));
-        let due = self.last_step_ms.is_none_or(|then| {
-            let since = now_ms.saturating_sub(then);
-            (new_reading && since >= MIN_STEP_MS) || since >= NO_READING_STEP_MS
-        });
-        if !due {
+        if !self.due(reading.map(|r| r.at_ms), now_ms) {
             return;
         }
         self.last_step_ms = Some(now_ms);
@@ -193,6 +199,23 @@ mod tests {
             new: serde_json::json!(11.1),
             replica: replica.into(),
         }
+    }
+
+    #[test]
+    fn a_step_follows_each_new_reading_and_goes_on_without_one() {
+        let mut auto = AutoLoop::default();
+        assert!(auto.due(None, 10_000), "the first step");
+        auto.last_step_ms = Some(10_000);
+        auto.last_reading_ms = Some(9_950);
+        // The same reading: no step until 1.5 s have passed.
+        assert!(!auto.due(Some(9_950), 11_000));
+        assert!(auto.due(Some(9_950), 11_500));
+        // A new reading: a step at the next tick, but not within 0.5 s of the last.
+        assert!(!auto.due(Some(10_300), 10_400));
+        assert!(auto.due(Some(10_950), 10_600));
+        // No reading at all: the stale or lost signals are still judged.
+        assert!(!auto.due(None, 11_000));
+        assert!(auto.due(None, 11_500));
     }
 
     #[test]

@@ -262,3 +262,26 @@ fn a_cut_made_before_the_capacity_showed_is_sized_again_by_it() {
     let held = controller.step(&SETTINGS, 50.0, Some(&reading(2_900, still)), 3_000);
     assert_eq!(held.reason, AutoRateReason::Settling);
 }
+
+#[test]
+fn a_backlog_that_drains_too_slowly_for_the_target_is_cut_again() {
+    let after_a_cut = |in_flight_later: u64| {
+        let mut controller = Controller::default();
+        // The halving's first reading: 89 of 157 got through, 110 in flight.
+        let halved = in_flight(counted(157, 89, 900.0), 110);
+        let cut = controller.step(&SETTINGS, 157.0, Some(&reading(1_000, halved)), 1_000);
+        assert_eq!(cut.reason, AutoRateReason::LatencyHigh);
+        // Say the lag overstated the capacity and the rate went to 66/s: the origin answers
+        // 75/s, over what it is sent, with 180 in flight.
+        let first = in_flight(counted(66, 75, 1_800.0), 180);
+        let held = controller.step(&SETTINGS, 66.0, Some(&reading(3_900, first)), 4_000);
+        assert_eq!(held.reason, AutoRateReason::Settling);
+        let next = in_flight(counted(66, 75, 1_700.0), in_flight_later);
+        controller.step(&SETTINGS, 66.0, Some(&reading(4_900, next)), 5_000)
+    };
+    // 9 fewer in flight a second: what waits past the target (about 130) would take 15 s to
+    // drain, so the rate is cut again.
+    assert_eq!(after_a_cut(171).reason, AutoRateReason::LatencyHigh);
+    // 40 fewer a second: gone within 4 s, so the rate holds while it drains.
+    assert_eq!(after_a_cut(140).reason, AutoRateReason::Settling);
+}
