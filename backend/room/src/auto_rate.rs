@@ -17,8 +17,9 @@
 //!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain), and no higher
 //!   than × that share of it (the further the load was over the capacity, the more of it is
 //!   still on its way), at most to × 0.3 of the rate in one step; the capacity becomes the
-//!   trouble point. On a wait in flight before the answers show a capacity, the growth of what
-//!   is in flight measures it (offered − growth per second);
+//!   trouble point. On a wait in flight over the target, the growth of what is in flight
+//!   measures the capacity now too (offered × the share of what was sent that did not pile
+//!   up), and the lower of the two sizes the cut;
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s
 //!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate
@@ -215,6 +216,8 @@ pub struct Controller {
     p95s: std::collections::VecDeque<(u64, f64)>,
     /// The last reading's time and requests in flight.
     in_flight: Option<(u64, u64)>,
+    /// When the last fresh reading judged was taken.
+    judged_at_ms: Option<u64>,
 }
 
 impl Controller {
@@ -265,8 +268,15 @@ impl Controller {
         };
         self.last_fresh_ms = Some(now_ms);
         let signals = reading.signals;
-        let previous_p95 = self.last_p95_ms.replace(signals.p95_ms);
-        let before_previous_p95 = std::mem::replace(&mut self.before_last_p95_ms, previous_p95);
+        // A reading judged again (no new one came in time): the p95s before it stay as they were.
+        let (previous_p95, before_previous_p95) =
+            if self.judged_at_ms.replace(reading.at_ms) == Some(reading.at_ms) {
+                (self.before_last_p95_ms, None)
+            } else {
+                let previous = self.last_p95_ms.replace(signals.p95_ms);
+                let before = std::mem::replace(&mut self.before_last_p95_ms, previous);
+                (previous, before)
+            };
         if signals.requests < MIN_REQUESTS {
             return decision(rate, AutoRateReason::LittleTraffic);
         }
@@ -279,16 +289,22 @@ impl Controller {
         let steady_share = self.steady_share(reading);
         // The rate whose load the reading measured.
         let offered = self.offered(reading.at_ms, rate);
+        // How fast the count in flight grew since the reading before: `None` on the first
+        // reading with traffic (a sale opening, a new leader), whose window's requests went out
+        // over its second and are partly still on their way.
+        let in_flight_growth = self.in_flight_growth(reading);
         // The wait a request sent now will have, by Little's law: what is in flight now ÷ what
         // the origin gets through a second. It is counted as the reading is taken, a second or
-        // two before the answers of a growing backlog lift the p95.
-        let in_flight_wait = queue_wait_ms(&signals, offered, share);
+        // two before the answers of a growing backlog lift the p95. Not on a first reading: its
+        // answers lag what was sent as the traffic starts.
+        let in_flight_wait = queue_wait_ms(&signals).filter(|_| in_flight_growth.is_some());
         let wait_ms = in_flight_wait.unwrap_or(0.0);
-        let in_flight_growth = self.in_flight_growth(reading);
-        // The origin's capacity the growth in flight measures: the offered rate less it.
+        // The origin's capacity the growth in flight measures: the offered rate × the share of
+        // the requests sent (per second) that did not pile up in flight.
         let flow_capacity = in_flight_growth
-            .filter(|growth| *growth > 0.0 && signals.in_flight >= MIN_REQUESTS)
-            .map(|growth| (offered - growth).max(offered * DEEPEST_CUT));
+            .zip(signals.sent.filter(|sent| *sent >= MIN_REQUESTS))
+            .filter(|(growth, _)| *growth > 0.0 && signals.in_flight >= MIN_REQUESTS)
+            .map(|(growth, sent)| offered * (1.0 - growth / sent as f64).max(DEEPEST_CUT));
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target || wait_ms > target;
         let p95_ms = signals.p95_ms.max(wait_ms);
@@ -323,10 +339,15 @@ impl Controller {
             let mut capacity = judged_share
                 .filter(|share| *share < OVERLOADED_SHARE)
                 .map(|share| offered * share);
-            // Over the target on what is in flight before the answers show it: the backlog's
-            // growth measures the capacity the answers do not yet.
-            if capacity.is_none() && signals.p95_ms <= target && wait_ms > target {
-                capacity = flow_capacity.filter(|capacity| *capacity < offered * OVERLOADED_SHARE);
+            // Over the target on what is in flight, the backlog's growth measures the capacity
+            // now, where the answers of the window (a second older) may not show it yet, or
+            // show one the origin no longer has: the lower of the two.
+            if wait_ms > target {
+                let flow = flow_capacity.filter(|capacity| *capacity < offered * OVERLOADED_SHARE);
+                capacity = match (capacity, flow) {
+                    (Some(counted), Some(flow)) => Some(counted.min(flow)),
+                    (counted, flow) => counted.or(flow),
+                };
             }
             let judged_share = capacity.map_or(judged_share, |capacity| Some(capacity / offered));
             // A rate still over the capacity this reading measures drains no backlog however
@@ -485,12 +506,18 @@ fn decision(rate: f64, reason: AutoRateReason) -> Decision {
 }
 
 /// The wait (ms) a request sent now will have at the origin, by Little's law: the requests in
-/// flight ÷ the rate the origin gets them through (`offered` × `share` of it answered); `None`
-/// when the signals do not say what was sent, or fewer than [`MIN_REQUESTS`] are in flight (a
-/// few requests admitted together are not a backlog).
-fn queue_wait_ms(signals: &OriginSignals, offered: f64, share: Option<f64>) -> Option<f64> {
-    let share = share.filter(|_| signals.in_flight >= MIN_REQUESTS)?;
-    Some(signals.in_flight as f64 / (offered * share).max(1.0) * 1e3)
+/// flight ÷ those the origin answered without error in the window, taken as a second's worth
+/// (the window is one second at 30 answers a second or more; over a longer one this is under
+/// the wait, on the safe side). Requests ÷ requests, so it holds however many requests a
+/// shopper makes. `None` when the signals do not say what was sent, or fewer than
+/// [`MIN_REQUESTS`] are in flight (a few requests admitted together are not a backlog).
+fn queue_wait_ms(signals: &OriginSignals) -> Option<f64> {
+    signals.sent?;
+    if signals.in_flight < MIN_REQUESTS {
+        return None;
+    }
+    let answered = signals.requests as f64 * (1.0 - signals.error_rate);
+    Some(signals.in_flight as f64 / answered.max(1.0) * 1e3)
 }
 
 /// The share of the requests sent in the window that the origin answered without error

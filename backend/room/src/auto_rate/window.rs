@@ -92,10 +92,17 @@ impl OriginWindow {
         self.slot(now_ms).sent += 1;
     }
 
-    /// A request given up before the origin answered (the client went away and the forward was
-    /// cancelled): no longer in flight, and no answer to count.
-    pub fn abandoned(&mut self) {
+    /// A request sent at `sent_ms` and given up before the origin answered (the client went
+    /// away and the forward was cancelled): no longer in flight, and no longer counted as sent
+    /// while its second is in the window, so the share answered of what was sent does not read
+    /// it as a request the origin failed to get through.
+    pub fn abandoned(&mut self, sent_ms: u64) {
         self.in_flight = self.in_flight.saturating_sub(1);
+        let at_secs = sent_ms / 1000;
+        let slot = &mut self.seconds[(at_secs % WINDOW_SECS) as usize];
+        if slot.at_secs == at_secs {
+            slot.sent = slot.sent.saturating_sub(1);
+        }
     }
 
     /// A request's end at `now_ms` after `latency_ms`: `error` when the origin answered 5xx or
@@ -220,6 +227,7 @@ impl OriginState {
         self.own().started(now_ms);
         Forwarded {
             origin: self,
+            sent_ms: now_ms,
             done: false,
         }
     }
@@ -278,11 +286,12 @@ impl OriginState {
 
 /// One request forwarded to the origin and not answered yet. Its end is counted once: by
 /// [`Forwarded::finished`], or, when the forward is dropped first (the client went away and the
-/// request was cancelled), only as no longer in flight. A count in flight that leaked would read
-/// as a backlog, and the loop cuts on a backlog.
+/// request was cancelled), as not sent at all ([`OriginWindow::abandoned`]). A count in flight
+/// that leaked would read as a backlog, and the loop cuts on a backlog.
 #[derive(Debug)]
 pub struct Forwarded<'a> {
     origin: &'a OriginState,
+    sent_ms: u64,
     done: bool,
 }
 
@@ -297,7 +306,7 @@ impl Forwarded<'_> {
 impl Drop for Forwarded<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.origin.own().abandoned();
+            self.origin.own().abandoned(self.sent_ms);
         }
     }
 }
@@ -307,7 +316,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_forward_given_up_is_no_longer_in_flight_and_no_answer() {
+    fn a_forward_given_up_is_neither_in_flight_nor_sent() {
         let origin = OriginState::default();
         let answered = origin.forwarded(10_100);
         let given_up = origin.forwarded(10_200);
@@ -317,7 +326,7 @@ mod tests {
         let signals = origin.own_signals(11_500).expect("one answer");
         assert_eq!(
             (signals.requests, signals.in_flight, signals.sent),
-            (1, 0, Some(2))
+            (1, 0, Some(1))
         );
     }
 

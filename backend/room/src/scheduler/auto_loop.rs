@@ -78,7 +78,7 @@ impl AutoLoop {
         room.health.want(None);
     }
 
-    /// One step if a second has passed and the loop is on; writes the rate when it moves.
+    /// One step when one is [`Self::due`] and the loop is on; writes the rate when it moves.
     pub async fn step(&mut self, store: &dyn Store, room: &RoomRuntime, now_ms: u64) {
         let versioned = room.versioned_settings();
         let Some(auto) = &versioned.settings.auto_rate else {

@@ -240,6 +240,9 @@ fn a_backlog_in_flight_cuts_before_the_answers_show_it() {
     // A few requests admitted together are no backlog: under 10 in flight the wait is not read.
     let few = first_step(10.0, in_flight(counted(12, 12, 300.0), 9));
     assert_ne!(few.reason, AutoRateReason::LatencyHigh);
+    // Nor on a first reading with traffic (a sale's opening): its answers lag what was sent.
+    let opening = first_step(150.0, in_flight(counted(150, 60, 300.0), 60));
+    assert_ne!(opening.reason, AutoRateReason::LatencyHigh);
 }
 
 #[test]

@@ -158,11 +158,28 @@ fn a_p95_up_a_bucket_with_no_queue_in_flight_is_no_backlog() {
         let up = even(440.0, in_flight);
         controller.step(&SETTINGS, first.rate, Some(&reading(2_000, up)), 2_000)
     };
-    // 24 in flight at 70/s (the rate after the first step) wait 343 ms, no longer than the
-    // answers took: held near the target, not trimmed.
+    // 24 in flight with 65 answered a second wait 369 ms, no longer than the answers took: held
+    // near the target, not trimmed.
     assert_eq!(decide(24).reason, AutoRateReason::AtTarget);
-    // 28 wait 400 ms, within a bucket of the answers' p50: still no queue.
+    // 28 wait 431 ms, within a bucket of the answers' p50: still no queue.
     assert_eq!(decide(28).reason, AutoRateReason::AtTarget);
-    // 32 wait 457 ms, more than a bucket longer: a queue is forming, and the rise trims.
+    // 32 wait 492 ms, more than a bucket longer: a queue is forming, and the rise trims.
     assert_eq!(decide(32).reason, AutoRateReason::LatencyRising);
+}
+
+#[test]
+fn a_reading_judged_again_does_not_hide_a_climb() {
+    let mut controller = Controller::default();
+    let read = |at_ms: u64, p95_ms: f64| reading(at_ms, healthy(150, p95_ms));
+    let mut rate = 150.0;
+    for (now_ms, seen) in [(1_000, read(1_000, 210.0)), (2_000, read(2_000, 250.0))] {
+        rate = controller.step(&SETTINGS, rate, Some(&seen), now_ms).rate;
+    }
+    // No new reading came in time: the 250 ms one is judged again 1.5 s later.
+    rate = controller
+        .step(&SETTINGS, rate, Some(&read(2_000, 250.0)), 3_500)
+        .rate;
+    // 210 → 250 → 300 ms is still a climb.
+    let step = controller.step(&SETTINGS, rate, Some(&read(4_000, 300.0)), 4_000);
+    assert_eq!(step.reason, AutoRateReason::LatencyRising);
 }
