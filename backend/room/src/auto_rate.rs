@@ -355,12 +355,15 @@ impl Controller {
             // in flight, or on the first slow answers), this one is sized by it.
             let over_capacity = self.measured_capacity.is_none()
                 && capacity.is_some_and(|capacity| rate > capacity);
+            // Over on what is in flight alone, a falling p95 is the answers of an older load,
+            // not a backlog draining: it holds nothing.
+            let in_flight_only = wait_ms > target && signals.p95_ms <= target;
             if !over_capacity
                 && self.settling(
                     now_ms,
                     reading.at_ms,
                     signals.p95_ms,
-                    previous_p95,
+                    previous_p95.filter(|_| !in_flight_only),
                     draining,
                 )
             {

@@ -288,3 +288,31 @@ fn a_backlog_that_drains_too_slowly_for_the_target_is_cut_again() {
     // 40 fewer a second: gone within 4 s, so the rate holds while it drains.
     assert_eq!(after_a_cut(140).reason, AutoRateReason::Settling);
 }
+
+#[test]
+fn a_falling_p95_does_not_hold_a_backlog_seen_in_flight() {
+    let mut controller = Controller::default();
+    // The p95 climbs 210 → 250 → 300 ms at 150/s: the rate is trimmed.
+    let mut rate = 150.0;
+    let mut last = None;
+    for (second, p95_ms, in_flight_now) in [(1, 210.0, 40), (2, 250.0, 45), (3, 300.0, 50)] {
+        let seen = in_flight(counted(150, 150, p95_ms), in_flight_now);
+        let step = controller.step(
+            &SETTINGS,
+            rate,
+            Some(&reading(second * 1_000, seen)),
+            second * 1_000,
+        );
+        rate = step.rate;
+        last = Some(step.reason);
+    }
+    assert_eq!(last, Some(AutoRateReason::LatencyRising));
+    // An earlier cut measured the origin's capacity at 300/s (a cut sized by none would be
+    // sized again at once, settling or not).
+    controller.measured_capacity = Some(300.0);
+    // Then the capacity halves: the answers of the last second are faster than the ones before
+    // (the trim's), but 120 are in flight, a wait of 800 ms. The rate is cut, not held.
+    let halved = in_flight(counted(150, 150, 260.0), 120);
+    let step = controller.step(&SETTINGS, rate, Some(&reading(4_000, halved)), 4_000);
+    assert_eq!(step.reason, AutoRateReason::LatencyHigh, "{step:?}");
+}
