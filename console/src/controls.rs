@@ -179,26 +179,32 @@ impl Changes {
     }
 }
 
+/// How many times a change is sent again after 412s caused only by the closed loop's moves.
+const LOOP_RETRIES: usize = 3;
+
 /// Sends `patch` on the version `etag` of `read` (the settings the operator saw). A 412 whose
 /// only cause is the closed loop moving the rate meanwhile (`autoRate` on, nothing else
-/// changed) is sent again once on the new version: the loop moves the rate every few seconds,
-/// and the operator's change wins over the loop's, as DESIGN.md "Closed-loop admission" says.
+/// changed) is sent again on the new version, up to [`LOOP_RETRIES`] times: the loop may move
+/// the rate every second, once between the read and the send, and the operator's change wins
+/// over the loop's, as DESIGN.md "Closed-loop admission" says.
 async fn send(
     path: &str,
     patch: &Value,
     etag: Option<String>,
     read: &Value,
 ) -> Result<api::Answer, ApiError> {
-    let first = api::call_if_match("PATCH", path, patch, etag.as_deref()).await;
-    let Err(ApiError::Status { status: 412, .. }) = &first else {
-        return first;
-    };
-    let now = api::call("GET", path, None).await?;
-    if only_the_loop_moved(read, &now.body) {
-        api::call_if_match("PATCH", path, patch, now.etag.as_deref()).await
-    } else {
-        first
+    let mut answer = api::call_if_match("PATCH", path, patch, etag.as_deref()).await;
+    for _ in 0..LOOP_RETRIES {
+        let Err(ApiError::Status { status: 412, .. }) = &answer else {
+            return answer;
+        };
+        let now = api::call("GET", path, None).await?;
+        if !only_the_loop_moved(read, &now.body) {
+            return answer;
+        }
+        answer = api::call_if_match("PATCH", path, patch, now.etag.as_deref()).await;
     }
+    answer
 }
 
 /// `after` differs from `before` in the admission rate alone (and the live counts the answer
