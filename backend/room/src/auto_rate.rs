@@ -65,10 +65,14 @@ use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
 pub mod health;
 mod memory;
+mod settling;
 pub mod shown;
+mod signals;
 mod trouble;
 pub mod window;
 
+use settling::just_after;
+use signals::{delivered_share, queue_wait_ms};
 use trouble::Trouble;
 
 /// Signals older than this (ms) are stale: the rate holds at its last safe value.
@@ -471,65 +475,10 @@ impl Controller {
         let risen = (rate * (1.0 + per_sec * elapsed_secs)).max(rate + floor);
         decision(risen.min(max), reason)
     }
-
-    /// Just cut over a target (see [`just_after`]), or the backlog the old rate left is still
-    /// draining after a cut or a trim: the latency falls fast or the origin answers clearly more
-    /// than it is sent (`draining`). A trim alone does not hold a cut: it takes 5–10% off a rate
-    /// the origin is just past, so a reading over the target after it is a backlog the trim
-    /// cannot drain (a capacity that fell), and waiting for the trim's readings lets it grow.
-    fn settling(
-        &self,
-        now_ms: u64,
-        reading_at_ms: u64,
-        p95_ms: f64,
-        previous_p95_ms: Option<f64>,
-        draining: bool,
-    ) -> bool {
-        let Some(cut) = self.last_cut_ms else {
-            return false;
-        };
-        let since = now_ms.saturating_sub(cut);
-        just_after(self.last_over_ms, now_ms, reading_at_ms)
-            || (draining && since < DRAINING_HOLD_MS)
-            || (since < 4 * SETTLE_MS
-                && previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9))
-    }
-}
-
-/// The move at `moved_ms` is under [`SETTLE_MS`] old, or the reading was measured before it took
-/// effect (its load was offered before the move, a second of window after it not yet seen).
-fn just_after(moved_ms: Option<u64>, now_ms: u64, reading_at_ms: u64) -> bool {
-    moved_ms.is_some_and(|moved| {
-        now_ms.saturating_sub(moved) < SETTLE_MS || reading_at_ms < moved + OFFER_LAG_MS + 1_000
-    })
 }
 
 fn decision(rate: f64, reason: AutoRateReason) -> Decision {
     Decision { rate, reason }
-}
-
-/// The wait (ms) a request sent now will have at the origin, by Little's law: the requests in
-/// flight ÷ those the origin answered without error in the window, taken as a second's worth
-/// (the window is one second at 30 answers a second or more; over a longer one this is under
-/// the wait, on the safe side). Requests ÷ requests, so it holds however many requests a
-/// shopper makes. `None` when the signals do not say what was sent, or fewer than
-/// [`MIN_REQUESTS`] are in flight (a few requests admitted together are not a backlog).
-fn queue_wait_ms(signals: &OriginSignals) -> Option<f64> {
-    signals.sent?;
-    if signals.in_flight < MIN_REQUESTS {
-        return None;
-    }
-    let answered = signals.requests as f64 * (1.0 - signals.error_rate);
-    Some(signals.in_flight as f64 / answered.max(1.0) * 1e3)
-}
-
-/// The share of the requests sent in the window that the origin answered without error
-/// (`requests × (1 − errorRate) ÷ sent`); `None` when the signals do not say what was sent or it
-/// was too little to judge.
-fn delivered_share(signals: &OriginSignals) -> Option<f64> {
-    let sent = signals.sent.filter(|sent| *sent >= MIN_REQUESTS)?;
-    let answered = signals.requests as f64 * (1.0 - signals.error_rate);
-    Some(answered / sent as f64)
 }
 
 #[cfg(test)]
