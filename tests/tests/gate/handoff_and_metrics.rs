@@ -171,7 +171,12 @@ async fn a_request_given_up_by_its_shopper_is_no_longer_counted_in_flight() {
         .unwrap();
     assert_eq!(answered.status(), StatusCode::OK);
     // The signals read complete seconds: wait until the figures show that answer (for 5 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while origin_of(&app.admin_event_under(PREFIX).await).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the answer never showed in the figures"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 
