@@ -271,6 +271,9 @@ pub enum AutoRateReason {
     SignalsLost,
     /// At `max`.
     AtMax,
+    /// The backlog a cut drained is gone (what is in flight waits under 80% of the target): the
+    /// rate returns at once to 85% of the capacity that cut measured.
+    Drained,
 }
 
 impl AutoRateReason {
@@ -289,6 +292,7 @@ impl AutoRateReason {
             Self::SignalsStale => "SIGNALS_STALE",
             Self::SignalsLost => "SIGNALS_LOST",
             Self::AtMax => "AT_MAX",
+            Self::Drained => "DRAINED",
         }
     }
 }

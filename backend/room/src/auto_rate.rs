@@ -16,10 +16,12 @@
 //!   the offered rate measures its capacity: the rate falls under it, to × target ÷ p95 of it
 //!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain), and no higher
 //!   than × that share of it (the further the load was over the capacity, the more of it is
-//!   still on its way), at most to × 0.3 of the rate in one step; the capacity becomes the
-//!   trouble point. On a wait in flight over the target, the growth of what is in flight
+//!   still on its way), at most to × 0.3 of the rate in one step (× 0.1 for a drain, below);
+//!   the capacity becomes the trouble point. On a wait in flight over the target, the growth of what is in flight
 //!   measures the capacity now too (offered × the share of what was sent that did not pile
-//!   up), and the lower of the two sizes the cut;
+//!   up), and the lower of the two sizes the cut. Where the count in flight also measures the
+//!   backlog, the cut drains it within 2 s and the rate refills to just under the capacity
+//!   once it is gone (see [`drain`]);
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s
 //!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate
@@ -63,6 +65,7 @@
 
 use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 
+mod drain;
 pub mod health;
 mod memory;
 mod settling;
@@ -71,6 +74,7 @@ mod signals;
 mod trouble;
 pub mod window;
 
+use drain::{Backlog, Drain};
 use settling::just_after;
 use signals::{delivered_share, queue_wait_ms};
 use trouble::Trouble;
@@ -222,6 +226,8 @@ pub struct Controller {
     in_flight: Option<(u64, u64)>,
     /// When the last fresh reading judged was taken.
     judged_at_ms: Option<u64>,
+    /// A drain of a backlog counted in flight, under way.
+    drain: Option<Drain>,
 }
 
 impl Controller {
@@ -312,30 +318,23 @@ impl Controller {
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target || wait_ms > target;
         let p95_ms = signals.p95_ms.max(wait_ms);
+        // A drained backlog: back at once to just under the capacity the drain measured. Its
+        // readings of load offered before then judge the drain, not the refill, as after a cut.
+        let refill = (!errors_high)
+            .then(|| self.refill(&signals, reading.at_ms, (rate, offered), (target, now_ms)))
+            .flatten();
+        if let Some(refill) = refill {
+            self.last_cut_ms = Some(now_ms);
+            self.last_over_ms = Some(now_ms);
+            return decision(refill.min(max), AutoRateReason::Drained);
+        }
         if errors_high || latency_high {
-            // The origin answers clearly more than it is sent: the backlog is shrinking (an
-            // origin merely slow at any load answers what it is sent). The p95 may still grow
-            // meanwhile: the answers coming out are the ones that waited longest.
-            // So it is, too, when it answers at least what it is sent at a rate already under
-            // the capacity the last cut measured by the margin that cut chose: the backlog drains
-            // as that cut planned, and another for the answers still coming out of it would
-            // halve the rate twice for one overload.
-            let under_measured = self
-                .measured_capacity
-                .is_some_and(|capacity| rate <= capacity * DRAIN);
-            // Where what is in flight is counted, the backlog must also shrink fast enough to
-            // be gone within [`DRAINED_WITHIN_SECS`]: a cut that left the rate only just under
-            // a capacity the lag overstated drains it at a few requests a second.
-            let drains_soon = in_flight_wait
-                .zip(in_flight_growth)
-                .is_none_or(|(wait, growth)| {
-                    let excess = signals.in_flight as f64 * (1.0 - target / wait.max(1.0));
-                    excess <= -growth * DRAINED_WITHIN_SECS
-                });
-            let draining = drains_soon
-                && share.is_some_and(|share| {
-                    share >= DRAINING_SHARE || (under_measured && share >= 1.0)
-                });
+            let draining = self.draining(
+                &signals,
+                (rate, share),
+                in_flight_wait.zip(in_flight_growth),
+                target,
+            );
             // A burst (far more sent this second than in the ones before: shoppers admitted
             // together reaching the origin together) is not a lower capacity: then the share
             // over the last readings measures it.
@@ -393,6 +392,18 @@ impl Controller {
                 };
                 let drain = by_latency.min(share.max(DEEPEST_DRAIN));
                 cut = cut.min(capacity * drain).max(rate * DEEPEST_CUT);
+                // Where what is in flight is counted, the backlog is known: drain it, then
+                // refill (see [`drain`]).
+                let backlog = in_flight_growth
+                    .filter(|_| in_flight_wait.is_some())
+                    .map(|growth| Backlog {
+                        capacity,
+                        offered,
+                        growth,
+                    });
+                cut = self.drain_cut(&signals, backlog, (rate, cut), (target, now_ms));
+            } else {
+                self.drain = None;
             }
             self.troubled(capacity.unwrap_or(offered), now_ms);
             self.last_over_ms = Some(now_ms);

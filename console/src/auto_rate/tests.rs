@@ -104,6 +104,7 @@ fn every_reason_has_words_in_both_languages() {
         SignalsStale,
         SignalsLost,
         AtMax,
+        Drained,
     ] {
         for lang in [Lang::En, Lang::Ko] {
             let line = step_line(lang, reason, Some(&origin), &SETTING);

@@ -148,6 +148,10 @@ pub fn reason_phrase(lang: Lang, reason: AutoRateReason, numbers: &Numbers) -> S
                     "10초 넘게 오리진 신호 없음",
                 ),
                 AtMax => ("at the loop's max", "자동 조절 최대값"),
+                Drained => (
+                    "the origin's backlog is drained: back near its capacity",
+                    "오리진의 밀린 요청이 해소됨: 용량 근처로 복귀",
+                ),
                 LatencyHigh | LatencyRising | ErrorsHigh => ("", ""),
             };
             if ko { ko_text } else { en }.to_owned()
@@ -160,6 +164,7 @@ pub fn step_verb(lang: Lang, reason: AutoRateReason) -> &'static str {
     use AutoRateReason::*;
     let (en, ko) = match reason {
         Headroom => ("Rising", "높이는 중"),
+        Drained => ("Refilling", "다시 채우는 중"),
         Probing => ("Rising slowly", "조금씩 높이는 중"),
         LatencyHigh | ErrorsHigh => ("Cutting", "낮추는 중"),
         LatencyRising => ("Trimming", "조금 낮추는 중"),

@@ -1,7 +1,12 @@
 //! When a reading over a target holds the rate instead of cutting it: a cut too recent for the
 //! reading to show it, or a backlog still draining.
 
-use super::{Controller, DRAINING_HOLD_MS, OFFER_LAG_MS, SETTLE_MS};
+use vestibule_shared::auto_rate::OriginSignals;
+
+use super::{
+    Controller, DRAIN, DRAINED_WITHIN_SECS, DRAINING_HOLD_MS, DRAINING_SHARE, OFFER_LAG_MS,
+    SETTLE_MS,
+};
 
 impl Controller {
     /// Just cut over a target (see [`just_after`]), or the backlog the old rate left is still
@@ -25,6 +30,39 @@ impl Controller {
             || (draining && since < DRAINING_HOLD_MS)
             || (since < 4 * SETTLE_MS
                 && previous_p95_ms.is_some_and(|previous| p95_ms < previous * 0.9))
+    }
+}
+
+impl Controller {
+    /// Whether the origin's backlog is draining, by a reading over a target: it answers clearly
+    /// more than it is sent (`share` of it; an origin merely slow at any load answers what it is
+    /// sent), though the p95 may still grow meanwhile (the answers coming out are the ones that
+    /// waited longest). So it is, too, when it answers at least what it is sent at a `rate`
+    /// already under the capacity the last cut measured by the margin that cut chose: the
+    /// backlog drains as that cut planned, and another cut for the answers still coming out of
+    /// it would halve the rate twice for one overload.
+    ///
+    /// Where what is in flight is counted (`in_flight`: the wait in flight, ms, and how fast the
+    /// count grows, requests/s), the backlog must also shrink fast enough for what waits past
+    /// `target_ms` to be gone within [`DRAINED_WITHIN_SECS`]: a cut that left the rate only
+    /// just under a capacity the lag overstated drains it at a few requests a second.
+    pub(super) fn draining(
+        &self,
+        signals: &OriginSignals,
+        (rate, share): (f64, Option<f64>),
+        in_flight: Option<(f64, f64)>,
+        target_ms: f64,
+    ) -> bool {
+        let under_measured = self
+            .measured_capacity
+            .is_some_and(|capacity| rate <= capacity * DRAIN);
+        let drains_soon = in_flight.is_none_or(|(wait_ms, growth)| {
+            let excess = signals.in_flight as f64 * (1.0 - target_ms / wait_ms.max(1.0));
+            excess <= -growth * DRAINED_WITHIN_SECS
+        });
+        drains_soon
+            && share
+                .is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0))
     }
 }
 
