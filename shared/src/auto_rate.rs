@@ -272,7 +272,8 @@ pub enum AutoRateReason {
     /// At `max`.
     AtMax,
     /// The backlog a cut drained is gone (what is in flight waits under 80% of the target): the
-    /// rate returns at once to 85% of the capacity that cut measured.
+    /// rate returns at once to 85% of what the origin answered a second while draining it (at
+    /// most the capacity that cut measured).
     Drained,
 }
 

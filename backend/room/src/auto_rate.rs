@@ -395,13 +395,13 @@ impl Controller {
                 // Where what is in flight is counted, the backlog is known: drain it, then
                 // refill (see [`drain`]).
                 let backlog = in_flight_growth
-                    .filter(|_| in_flight_wait.is_some())
+                    .filter(|_| in_flight_wait.is_some() && !errors_high)
                     .map(|growth| Backlog {
                         capacity,
                         offered,
                         growth,
                     });
-                cut = self.drain_cut(&signals, backlog, (rate, cut), (target, now_ms));
+                cut = self.drain_cut(&signals, backlog, (rate, cut, min), (target, now_ms));
             } else {
                 self.drain = None;
             }

@@ -1,17 +1,23 @@
-//! Draining a backlog counted in flight, then refilling. When a cut over a target measures the
-//! origin's capacity and counts what is in flight, the backlog is known: the requests waiting
-//! past [`HEADROOM_SHARE`] of the target, and those still on their way from the rate the loop
-//! saw late. The rate goes under the capacity by as much as drains that backlog within
-//! [`DRAIN_SECS`] (however deep: a drain is short), and once what is in flight waits no longer
-//! than that share of the target, it returns at once to [`REFILL`] × the capacity, instead of
-//! climbing back from the drain's depth at 8% a second.
+//! Draining a backlog counted in flight, then refilling. When a cut over the latency target
+//! measures the origin's capacity and counts what is in flight, the backlog is known: the
+//! requests waiting past [`HEADROOM_SHARE`] of the target, and those still on their way from
+//! the rate the loop saw late. The rate goes under the capacity by as much as drains that
+//! backlog within [`DRAIN_SECS`] (however deep: a drain is short), and once what is in flight
+//! waits no longer than that share of the target, it returns at once to [`REFILL`] × what the
+//! origin answers a second (at most the capacity the cut measured), instead of climbing back
+//! from the drain's depth at 8% a second.
 //!
 //! A drain only as deep as the × 0.3 floor of an ordinary cut takes 5–10 s to empty a backlog
 //! of one or two seconds of a halved capacity, and the p95 stays over the target all along.
+//!
+//! A drain is planned only on a reading of [`ONE_SECOND_REQUESTS`] answers or more, whose
+//! window is one second at a steady pace: a trickle's window spans several seconds (see
+//! [`super::window`]), and its counts are not per second.
 
 use vestibule_shared::auto_rate::OriginSignals;
 
 use super::signals::queue_wait_ms;
+use super::window::ENOUGH_REQUESTS;
 use super::{Controller, HEADROOM_SHARE, MIN_REQUESTS, OFFER_LAG_MS};
 
 /// Seconds a backlog counted in flight is drained within.
@@ -22,17 +28,25 @@ pub(super) const DEEPEST_DRAIN_CUT: f64 = 0.1;
 /// The share of the measured capacity a drained origin is refilled to: under it by as much as
 /// the lag may have overstated it (a capacity read on a window that straddled the change).
 pub(super) const REFILL: f64 = 0.85;
+/// Fewest answers in the cut's reading for a drain: at a steady pace a window of this many is
+/// one second long (it stops adding seconds at [`ENOUGH_REQUESTS`]).
+pub(super) const ONE_SECOND_REQUESTS: u64 = 2 * ENOUGH_REQUESTS;
+/// How far (shoppers/s) the rate may be from the drain's and the drain still be the loop's: the
+/// room keeps its rate to a tenth.
+const SAME_RATE: f64 = 0.1;
 /// How long (ms) after the drain began a refill may still come: past it the backlog did not
 /// drain as planned, and the rate rises as after any cut.
 pub(super) const REFILL_WITHIN_MS: u64 = 8_000;
 
-/// A drain under way: when it began, the capacity the cut measured (shoppers/s) and the
-/// requests sent per shopper offered then (to read a later answered count in shoppers).
+/// A drain under way: when it began, at what rate (shoppers/s), the capacity the cut measured
+/// (shoppers/s) and the requests sent per shopper offered then (to read a later answered count
+/// in shoppers).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Drain {
-    pub(super) began_ms: u64,
-    pub(super) capacity: f64,
-    pub(super) per_shopper: f64,
+    began_ms: u64,
+    rate: f64,
+    capacity: f64,
+    per_shopper: f64,
 }
 
 /// What a reading says of the backlog, and where the loop admits from.
@@ -71,37 +85,37 @@ fn per_shopper(sent: f64, offered: f64) -> f64 {
 }
 
 /// Whether the `in_flight` requests wait no longer than [`HEADROOM_SHARE`] of `target_ms` at
-/// `through` requests answered a second (or fewer than [`MIN_REQUESTS`] are in flight): a
-/// drained backlog.
+/// `through` requests answered a second: a drained backlog.
 fn drained(in_flight: u64, through: f64, target_ms: f64) -> bool {
-    in_flight < MIN_REQUESTS
-        || in_flight as f64 / through.max(1e-9) * 1e3 <= target_ms * HEADROOM_SHARE
+    in_flight as f64 / through.max(1e-9) * 1e3 <= target_ms * HEADROOM_SHARE
 }
 
 impl Controller {
     /// The cut once the backlog is known: the lower of `cut` and the rate that drains it (see
-    /// [`drain_rate`]), not under [`DEEPEST_DRAIN_CUT`] × `rate`. A drain deeper than the refill
-    /// plans one, replacing any under way.
+    /// [`drain_rate`]), not under [`DEEPEST_DRAIN_CUT`] × `rate` nor `min`. A drain deeper than
+    /// the refill plans one, replacing any under way; a cut with no `backlog`, or on a reading
+    /// of fewer than [`ONE_SECOND_REQUESTS`] answers, drops it.
     pub(super) fn drain_cut(
         &mut self,
         signals: &OriginSignals,
         backlog: Option<Backlog>,
-        (rate, cut): (f64, f64),
+        (rate, cut, min): (f64, f64, f64),
         (target_ms, now_ms): (f64, u64),
     ) -> f64 {
         self.drain = None;
-        let Some(backlog) = backlog else {
+        let Some(backlog) = backlog.filter(|_| signals.requests >= ONE_SECOND_REQUESTS) else {
             return cut;
         };
         let Some(drain_to) = drain_rate(signals, &backlog, target_ms) else {
             return cut;
         };
-        let cut = cut.min(drain_to.max(rate * DEEPEST_DRAIN_CUT));
+        let cut = cut.min(drain_to.max(rate * DEEPEST_DRAIN_CUT)).max(min);
         self.drain = signals
             .sent
             .filter(|_| backlog.capacity * REFILL > cut)
             .map(|sent| Drain {
                 began_ms: now_ms,
+                rate: cut,
                 capacity: backlog.capacity,
                 per_shopper: per_shopper(sent as f64, backlog.offered),
             });
@@ -109,15 +123,17 @@ impl Controller {
     }
 
     /// The rate to refill to, when a drain is under way, a reading taken after it began counts
-    /// its backlog gone, and that rate is above `rate`: [`REFILL`] × the capacity, the lower of
-    /// the one the cut measured and what the origin answered in the reading's window (working
-    /// through the backlog, it answered at its capacity: a cut on a window that straddled the
-    /// change overstates it). A drain past [`REFILL_WITHIN_MS`] is given up, and so is one whose
-    /// backlog is gone with the rate already at its refill.
+    /// its backlog gone, and that rate is above `rate`: [`REFILL`] × what the origin answers a
+    /// second (working through the backlog, it answers at its capacity), in shoppers, at most
+    /// the capacity the cut measured (a window that straddled the change overstates it).
     ///
-    /// What the origin answers a second is read as the share of what was sent × what the
-    /// `offered` rate sends: a window of a trickle spans several seconds, and its count of
-    /// answers is several seconds' worth.
+    /// What the origin answers a second is the lowest of three readings, each of which runs
+    /// high in its own case: the count of answers (a trickle's window spans several seconds),
+    /// the share of what was sent × what the `offered` rate sends (a window that straddles a
+    /// change of rate), and the capacity the cut measured.
+    ///
+    /// A drain is given up past [`REFILL_WITHIN_MS`], once the rate is no longer the drain's
+    /// (an operator's change, or a rise), and once its backlog is gone.
     pub(super) fn refill(
         &mut self,
         signals: &OriginSignals,
@@ -126,23 +142,23 @@ impl Controller {
         (target_ms, now_ms): (f64, u64),
     ) -> Option<f64> {
         let drain = self.drain?;
-        if now_ms.saturating_sub(drain.began_ms) > REFILL_WITHIN_MS {
+        if now_ms.saturating_sub(drain.began_ms) > REFILL_WITHIN_MS
+            || (rate - drain.rate).abs() > SAME_RATE
+        {
             self.drain = None;
             return None;
         }
         let sent = signals.sent?;
         let answered = signals.requests as f64 * (1.0 - signals.error_rate);
-        // Requests answered a second.
-        let through = if sent >= MIN_REQUESTS {
-            answered / sent as f64 * offered * drain.per_shopper
-        } else {
-            answered
-        };
+        let mut through = answered.min(drain.capacity * drain.per_shopper);
+        if sent >= MIN_REQUESTS {
+            through = through.min(answered / sent as f64 * offered * drain.per_shopper);
+        }
         if reading_at_ms <= drain.began_ms || !drained(signals.in_flight, through, target_ms) {
             return None;
         }
         self.drain = None;
-        let refill = REFILL * drain.capacity.min(through / drain.per_shopper.max(1e-9));
+        let refill = REFILL * through / drain.per_shopper.max(1e-9);
         (refill > rate).then_some(refill)
     }
 }

@@ -1,6 +1,7 @@
 use super::*;
 
 mod cuts;
+mod drain;
 mod fluid;
 mod rises;
 mod trouble;
@@ -30,6 +31,31 @@ fn counted(sent: u64, through: u64, p95_ms: f64) -> OriginSignals {
         sent: Some(sent),
         ..healthy(through, p95_ms)
     }
+}
+
+/// `counted` signals with `in_flight` requests in flight as the reading was taken.
+fn in_flight(signals: OriginSignals, in_flight: u64) -> OriginSignals {
+    OriginSignals {
+        in_flight,
+        ..signals
+    }
+}
+
+/// A controller that saw 150/s answered with 40 in flight (a wait of 267 ms), then the
+/// capacity halve to 75/s: the answers of the last complete second are as fast, but 115 are in
+/// flight, grown by 75 in a second (a request sent now waits 767 ms): it cuts at once. What waits past 80% of the target (55) and what the
+/// old rate still sends for a second (75 more) drain within 2 s under 75/s at 10/s; the drain
+/// goes there, floored at × 0.1 of the rate: 15/s, planned at 2 s.
+fn halved_in_flight() -> Controller {
+    let mut controller = Controller::default();
+    let near = in_flight(counted(150, 150, 420.0), 40);
+    let held = controller.step(&SETTINGS, 150.0, Some(&reading(1_000, near)), 1_000);
+    assert_eq!((held.rate, held.reason), (150.0, AutoRateReason::AtTarget));
+    let backlog = in_flight(counted(150, 150, 420.0), 115);
+    let cut = controller.step(&SETTINGS, 150.0, Some(&reading(2_000, backlog)), 2_000);
+    assert_eq!(cut.reason, AutoRateReason::LatencyHigh);
+    assert!((cut.rate - 15.0).abs() < 1e-9, "{cut:?}");
+    controller
 }
 
 /// The origin's `signals` as read at `at_ms`.
