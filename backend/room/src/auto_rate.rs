@@ -20,7 +20,7 @@
 //!   the capacity becomes the trouble point. On a wait in flight over the target, the growth of what is in flight
 //!   measures the capacity now too (offered × the share of what was sent that did not pile
 //!   up), and the lower of the two sizes the cut. Where the count in flight also measures the
-//!   backlog, the cut drains it within 2 s and the rate refills to just under the capacity
+//!   backlog, the cut drains it within a second and the rate refills to just under the capacity
 //!   once it is gone (see [`drain`]);
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s

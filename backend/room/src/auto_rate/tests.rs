@@ -43,9 +43,10 @@ fn in_flight(signals: OriginSignals, in_flight: u64) -> OriginSignals {
 
 /// A controller that saw 150/s answered with 40 in flight (a wait of 267 ms), then the
 /// capacity halve to 75/s: the answers of the last complete second are as fast, but 115 are in
-/// flight, grown by 75 in a second (a request sent now waits 767 ms): it cuts at once. What waits past 80% of the target (55) and what the
-/// old rate still sends for a second (75 more) drain within 2 s under 75/s at 10/s; the drain
-/// goes there, floored at × 0.1 of the rate: 15/s, planned at 2 s.
+/// flight, grown by 75 in a second (a request sent now waits 767 ms): it cuts at once. What
+/// waits past 80% of the target (55) and what the old rate still sends for a second (75 more)
+/// would drain within a second only at −55/s: the drain is floored at × 0.1 of the rate, 15/s,
+/// planned at 2 s.
 fn halved_in_flight() -> Controller {
     let mut controller = Controller::default();
     let near = in_flight(counted(150, 150, 420.0), 40);

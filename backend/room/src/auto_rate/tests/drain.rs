@@ -1,4 +1,4 @@
-//! A backlog counted in flight: drained within 2 s, then refilled to just under what the origin
+//! A backlog counted in flight: drained within a second, then refilled to just under what the origin
 //! answers; and when no drain is planned, or a planned one is given up.
 
 use super::*;
@@ -26,10 +26,10 @@ fn a_drained_backlog_refills_to_just_under_what_the_origin_answers() {
 
 #[test]
 fn a_refill_reads_what_the_origin_answers_a_second_low_on_every_count() {
-    // Drained at 15/s, the origin answers 24 of the 12 sent a second in a window of two
-    // seconds (a trickle's): 48 answers, 24 sent. Read as a count, 48 a second; read as the
-    // share of what the rate in force sends, 30 (15 × 2). The capacity the cut measured
-    // is 75. The lowest, 30 a second, is what it answers.
+    // Drained at 15/s, the origin answers 24 a second while 12 are sent a second, in a window
+    // of two seconds (a trickle's): 48 answers, 24 sent. Read as a count, 48 a second; read
+    // as the share answered (2) × what the rate in force sends (15/s), 30. The capacity the
+    // cut measured is 75. The lowest, 30 a second, is the pace read.
     let mut controller = halved_in_flight();
     let trickle = in_flight(counted(24, 48, 900.0), 6);
     let refill = controller.step(&SETTINGS, 15.0, Some(&reading(3_000, trickle)), 3_000);

@@ -162,7 +162,7 @@ fn backs_off_within_ten_seconds_of_a_halving_and_recovers_within_thirty() {
         over_at.iter().all(|&s| s < 8 || (60..120).contains(&s)),
         "over a target at {over_at:?}"
     );
-    // The backlog of the halving is drained within 2 s of the cut, which comes a second or two
+    // The backlog of the halving is drained within a second of the cut, which comes a second or two
     // late: at most 5 s over (7 when a drain was floored at × 0.3 of the rate).
     let at_halving = over_at.iter().filter(|&&s| (60..70).contains(&s)).count();
     assert!(at_halving <= 5, "over a target at {over_at:?}");
