@@ -17,11 +17,11 @@
 //!   between × 0.5 and × 0.8 (the further over, the bigger the backlog to drain), and no higher
 //!   than × that share of it (the further the load was over the capacity, the more of it is
 //!   still on its way), at most to × 0.3 of the rate in one step (× 0.1 for a drain, below);
-//!   the capacity becomes the trouble point. On a wait in flight over the target, the growth of what is in flight
-//!   measures the capacity now too (offered × the share of what was sent that did not pile
-//!   up), and the lower of the two sizes the cut. Where the count in flight also measures the
-//!   backlog, the cut drains it within a second and the rate refills to just under the capacity
-//!   once it is gone (see [`drain`]);
+//!   the capacity becomes the trouble point. On a wait in flight over the target, the growth
+//!   of what is in flight measures the capacity now too (offered × the share of what was sent
+//!   that did not pile up), and the lower of the two sizes the cut. Where the count in flight
+//!   also measures the backlog, the cut drains it within a second and the rate refills to just
+//!   under the capacity once it is gone (see [`drain`]);
 //! - **settling**: for [`SETTLE_MS`] after a cut, while the readings still measure load offered
 //!   before it, up to 8 s while the p95 is still falling by a tenth a second, and up to 10 s
 //!   while the origin answers over 110% of what it is sent, or at least what it is sent at a rate

@@ -22,22 +22,22 @@ use super::{Controller, HEADROOM_SHARE, MIN_REQUESTS, OFFER_LAG_MS};
 
 /// Seconds a backlog counted in flight is drained within: one, as short as the loop's step.
 /// Over two, the bench's halving held the p95 over the target for 3–7 s; over one, 2–3 s.
-pub(super) const DRAIN_SECS: f64 = 1.0;
+const DRAIN_SECS: f64 = 1.0;
 /// The deepest a drain goes (× the rate before it), whatever the backlog: a count in flight
 /// that jumps (a replica joining) must not stop admission.
-pub(super) const DEEPEST_DRAIN_CUT: f64 = 0.1;
+const DEEPEST_DRAIN_CUT: f64 = 0.1;
 /// The share of the measured capacity a drained origin is refilled to: under it by as much as
 /// the lag may have overstated it (a capacity read on a window that straddled the change).
-pub(super) const REFILL: f64 = 0.85;
+const REFILL: f64 = 0.85;
 /// Fewest answers in the cut's reading for a drain: at a steady pace a window of this many is
 /// one second long (it stops adding seconds at [`ENOUGH_REQUESTS`]).
-pub(super) const ONE_SECOND_REQUESTS: u64 = 2 * ENOUGH_REQUESTS;
+const ONE_SECOND_REQUESTS: u64 = 2 * ENOUGH_REQUESTS;
 /// How far (shoppers/s) the rate may be from the drain's and the drain still be the loop's: the
 /// room keeps its rate to a tenth.
 const SAME_RATE: f64 = 0.1;
 /// How long (ms) after the drain began a refill may still come: past it the backlog did not
 /// drain as planned, and the rate rises as after any cut.
-pub(super) const REFILL_WITHIN_MS: u64 = 8_000;
+const REFILL_WITHIN_MS: u64 = 8_000;
 
 /// A drain under way: when it began, at what rate (shoppers/s), the capacity the cut measured
 /// (shoppers/s) and the requests sent per shopper offered then (to read a later answered count

@@ -1,5 +1,5 @@
-//! A backlog counted in flight: drained within a second, then refilled to just under what the origin
-//! answers; and when no drain is planned, or a planned one is given up.
+//! A backlog counted in flight: drained within a second, then refilled to just under what the
+//! origin answers; and when no drain is planned, or a planned one is given up.
 
 use super::*;
 
