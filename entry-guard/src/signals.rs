@@ -44,7 +44,8 @@ const AFTER_THE_SECOND: Duration = Duration::from_millis(20);
 
 /// The body of `POST /api/v1/rooms/{room}/signals`: the origin's health over the newest
 /// complete seconds (Vestibule's `OriginSignals`, in camelCase JSON, e.g.
-/// `{"requests":820,"p50Ms":120,"p95Ms":310,"errorRate":0.002,"inFlight":35,"sent":900}`).
+/// `{"requests":820,"p50Ms":120,"p95Ms":310,"errorRate":0.002,"inFlight":35,"sent":900,
+/// "windowSecs":1}`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OriginSignals {
@@ -60,6 +61,9 @@ pub struct OriginSignals {
     pub in_flight: u64,
     /// Requests passed in during the same seconds.
     pub sent: u64,
+    /// Seconds the window spans, 1–5: the counts are over that many seconds (at a trickle the
+    /// window takes several to hold enough answers).
+    pub window_secs: u64,
 }
 
 /// What the guard measures of the inner service: the window, on a monotonic clock of its own

@@ -130,6 +130,11 @@ async fn the_guard_reports_what_it_let_through_once_a_second_until_dropped() {
     for field in ["p50Ms", "p95Ms", "errorRate", "inFlight", "sent"] {
         assert_eq!(quiet.body[field], 0.0, "{field} in {}", quiet.body);
     }
+    assert_eq!(
+        quiet.body["windowSecs"], 5,
+        "the whole window: {}",
+        quiet.body
+    );
 
     // 30 answered 200 and 6 answered 500 pass through; 20 are refused by the guard.
     for _ in 0..30 {
@@ -156,6 +161,8 @@ async fn the_guard_reports_what_it_let_through_once_a_second_until_dropped() {
         .wait_for(Duration::from_secs(4), |body| body["requests"] == 36)
         .await;
     assert_eq!(busy.body["sent"], 36, "{}", busy.body);
+    let spanned = busy.body["windowSecs"].as_u64().unwrap();
+    assert!((1..=5).contains(&spanned), "{}", busy.body);
     assert_eq!(busy.body["inFlight"], 0, "{}", busy.body);
     let error_rate = busy.body["errorRate"].as_f64().unwrap();
     assert!((error_rate - 6.0 / 36.0).abs() < 1e-9, "{}", busy.body);

@@ -27,6 +27,8 @@ pub const HEALTH_URL_PATTERN: &str = concat!(
 pub const SIGNALS_REQUESTS_MAX: u64 = 1_000_000_000;
 /// Longest latency a signals report may give, milliseconds (ten minutes).
 pub const SIGNALS_LATENCY_MS_MAX: f64 = 600_000.0;
+/// Longest window a signals report may span, seconds (one minute).
+pub const SIGNALS_WINDOW_SECS_MAX: u64 = 60;
 
 /// A room's closed loop: each second its scheduler leader moves the admission rate within
 /// [`min`, `max`] toward the most the origin takes while its p95 latency stays under
@@ -209,12 +211,24 @@ pub struct OriginSignals {
         deserialize_with = "crate::numbers::whole_number"
     )]
     pub sent: Option<u64>,
+    /// Seconds the window spans, 1–60 (optional): the counts are over that many seconds, so
+    /// the loop reads them per second. Absent = one second. A window that takes seconds until
+    /// it holds enough answers spans several at a trickle, and still holds the slow answers of
+    /// a backlog that drained seconds ago; with its length the loop tells those from a wait now.
+    /// Example: `1`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 60, example = 1))]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::numbers::whole_number"
+    )]
+    pub window_secs: Option<u64>,
 }
 
 impl OriginSignals {
     /// Checks a report's numbers (a storefront's `POST …/signals` body or a health URL's
     /// answer): `requests`, `inFlight` and `sent` 0–1000000000, `p50Ms` and `p95Ms` 0–600000 ms,
-    /// `errorRate` a fraction 0–1.
+    /// `errorRate` a fraction 0–1, `windowSecs` 1–60.
     ///
     /// # Errors
     /// What is wrong, in the API's words (e.g. `errorRate must be a fraction 0–1`).
@@ -233,6 +247,14 @@ impl OriginSignals {
         }
         if !(self.error_rate.is_finite() && (0.0..=1.0).contains(&self.error_rate)) {
             return Err("errorRate must be a fraction 0–1".into());
+        }
+        if self
+            .window_secs
+            .is_some_and(|secs| !(1..=SIGNALS_WINDOW_SECS_MAX).contains(&secs))
+        {
+            return Err(format!(
+                "windowSecs must be 1–{SIGNALS_WINDOW_SECS_MAX} seconds"
+            ));
         }
         Ok(())
     }

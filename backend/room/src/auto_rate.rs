@@ -31,7 +31,8 @@
 //!   only the last two hold a cut: a reading over the target just after a 5–10% trim is a
 //!   backlog the trim cannot drain, and the cut goes at once. Nor does a cut made without a
 //!   measured capacity hold once a reading measures one under the rate: it cuts again, sized
-//!   by it;
+//!   by it. A trickle's reading whose window spans seconds holds too while what is in flight
+//!   now waits under the target (see [`answers_stale`]);
 //! - **latency rising**: from an elevated p95 (the previous reading's at 40% of the target or
 //!   more: one burst lifting one second's p95 from a low base is not a backlog), the p95 up on
 //!   each of the last two readings and by 20% over both, up by 20% on the previous reading from
@@ -75,8 +76,8 @@ mod trouble;
 pub mod window;
 
 use drain::{Backlog, Drain};
-use settling::just_after;
-use signals::{delivered_share, queue_wait_ms};
+use settling::{answers_stale, just_after};
+use signals::{delivered_share, queue_wait_ms, sent_per_sec};
 use trouble::Trouble;
 
 /// Signals older than this (ms) are stale: the rate holds at its last safe value.
@@ -311,10 +312,11 @@ impl Controller {
         let wait_ms = in_flight_wait.unwrap_or(0.0);
         // The origin's capacity the growth in flight measures: the offered rate × the share of
         // the requests sent (per second) that did not pile up in flight.
+        let sent_per_sec = sent_per_sec(&signals).filter(|_| share.is_some());
         let flow_capacity = in_flight_growth
-            .zip(signals.sent.filter(|sent| *sent >= MIN_REQUESTS))
+            .zip(sent_per_sec)
             .filter(|(growth, _)| *growth > 0.0 && signals.in_flight >= MIN_REQUESTS)
-            .map(|(growth, sent)| offered * (1.0 - growth / sent as f64).max(DEEPEST_CUT));
+            .map(|(growth, sent)| offered * (1.0 - growth / sent).max(DEEPEST_CUT));
         let errors_high = signals.error_rate > settings.max_error_rate;
         let latency_high = signals.p95_ms > target || wait_ms > target;
         let p95_ms = signals.p95_ms.max(wait_ms);
@@ -361,14 +363,16 @@ impl Controller {
             // Over on what is in flight alone, a falling p95 is the answers of an older load,
             // not a backlog draining: it holds nothing.
             let in_flight_only = wait_ms > target && signals.p95_ms <= target;
+            let stale = !errors_high && answers_stale(&signals, in_flight_growth, target);
             if !over_capacity
-                && self.settling(
-                    now_ms,
-                    reading.at_ms,
-                    signals.p95_ms,
-                    previous_p95.filter(|_| !in_flight_only),
-                    draining,
-                )
+                && (stale
+                    || self.settling(
+                        now_ms,
+                        reading.at_ms,
+                        signals.p95_ms,
+                        previous_p95.filter(|_| !in_flight_only),
+                        draining,
+                    ))
             {
                 return decision(rate, AutoRateReason::Settling);
             }

@@ -19,6 +19,7 @@ fn signals(p95_ms: f64, error_rate: f64) -> OriginSignals {
         error_rate,
         in_flight: 12,
         sent: None,
+        window_secs: None,
     }
 }
 

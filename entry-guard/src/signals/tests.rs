@@ -23,6 +23,7 @@ fn the_newest_complete_seconds_with_enough_answers_are_read() {
     answers(&mut window, 12_300, 20, 100.0, 0);
     let newest = window.read(13_000);
     assert_eq!((newest.requests, newest.sent), (40, 40), "{newest:?}");
+    assert_eq!(newest.window_secs, 2, "{newest:?}");
     assert!(
         newest.p95_ms < 200.0,
         "the drained backlog no longer counts: {newest:?}"
@@ -33,6 +34,7 @@ fn the_newest_complete_seconds_with_enough_answers_are_read() {
     answers(&mut thin, 12_300, 20, 100.0, 0);
     let older = thin.read(13_000);
     assert_eq!(older.requests, 20 + 40, "{older:?}");
+    assert_eq!(older.window_secs, 3, "back to second 10: {older:?}");
     assert!(older.p95_ms >= 3_000.0, "{older:?}");
     // The current, partial second is left out until it is over.
     answers(&mut window, 13_100, 50, 10.0, 0);
@@ -48,6 +50,7 @@ fn a_trickle_is_read_over_the_whole_window_and_older_seconds_are_forgotten() {
     }
     let signals = window.read((WINDOW_SECS + 1) * 1000);
     assert_eq!(signals.requests, 2 * WINDOW_SECS);
+    assert_eq!(signals.window_secs, WINDOW_SECS);
     assert!(signals.requests < ENOUGH_ANSWERS);
     // A second later the first second is out of the window.
     assert_eq!(
@@ -113,6 +116,7 @@ fn an_empty_window_reads_zero_requests() {
         error_rate: 0.0,
         in_flight: 0,
         sent: 0,
+        window_secs: WINDOW_SECS,
     };
     assert_eq!(window.read(0), expected);
     assert_eq!(window.read(60_000), expected);
@@ -122,6 +126,7 @@ fn an_empty_window_reads_zero_requests() {
     waiting.sent(3_200);
     let read = waiting.read(4_000);
     assert_eq!((read.requests, read.sent, read.in_flight), (0, 2, 2));
+    assert_eq!(read.window_secs, 1, "one second read");
     assert_eq!((read.p95_ms, read.error_rate), (0.0, 0.0));
     // Old answers age out to requests 0 again.
     let mut old = Window::default();

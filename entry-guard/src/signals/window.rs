@@ -130,17 +130,21 @@ impl Window {
     }
 
     /// The signals at `now_ms`: the newest complete seconds until they hold [`ENOUGH_ANSWERS`]
-    /// (at most [`WINDOW_SECS`]). With no answer in them, `requests` 0 with zero latencies and
+    /// (at most [`WINDOW_SECS`]), and how many seconds back the oldest read was. With no answer in them, `requests` 0 with zero latencies and
     /// error rate (`sent` and `inFlight` still say what was passed in).
     pub(crate) fn read(&self, now_ms: u64) -> OriginSignals {
         let current = now_ms / 1000;
         let mut latency = [0_u64; BUCKETS];
         let (mut sent, mut answers, mut errors) = (0, 0, 0);
-        let complete = (1..=WINDOW_SECS).filter_map(|back| current.checked_sub(back));
-        for second in complete.filter_map(|second| self.second(second)) {
+        // With nothing in the window, it spans the whole of it.
+        let mut spanned = WINDOW_SECS;
+        let complete =
+            (1..=WINDOW_SECS).filter_map(|back| Some((back, current.checked_sub(back)?)));
+        for (back, second) in complete.filter_map(|(back, at)| Some((back, self.second(at)?))) {
             if answers >= ENOUGH_ANSWERS {
                 break;
             }
+            spanned = back;
             sent += second.sent;
             answers += second.answers;
             errors += second.errors;
@@ -174,6 +178,7 @@ impl Window {
             },
             in_flight: self.in_flight,
             sent,
+            window_secs: spanned,
         }
     }
 }

@@ -96,6 +96,7 @@ fn signals_are_checked_within_their_bounds() {
         error_rate: 0.01,
         in_flight: 3,
         sent: Some(420),
+        window_secs: Some(2),
     };
     assert_eq!(good.check(), Ok(()));
     let wrong = [
@@ -121,6 +122,14 @@ fn signals_are_checked_within_their_bounds() {
         },
         OriginSignals {
             error_rate: 1.5,
+            ..good
+        },
+        OriginSignals {
+            window_secs: Some(0),
+            ..good
+        },
+        OriginSignals {
+            window_secs: Some(SIGNALS_WINDOW_SECS_MAX + 1),
             ..good
         },
     ];

@@ -12,11 +12,11 @@
 //!
 //! A drain is planned only on a reading of [`ONE_SECOND_REQUESTS`] answers or more, whose
 //! window is one second at a steady pace: a trickle's window spans several seconds (see
-//! [`super::window`]), and its counts are not per second.
+//! [`super::window`]), whose answers are of loads offered seconds apart.
 
 use vestibule_shared::auto_rate::OriginSignals;
 
-use super::signals::queue_wait_ms;
+use super::signals::{answered_per_sec, delivered_share, queue_wait_ms, sent_per_sec};
 use super::window::ENOUGH_REQUESTS;
 use super::{Controller, HEADROOM_SHARE, MIN_REQUESTS, OFFER_LAG_MS};
 
@@ -69,7 +69,8 @@ pub(super) struct Backlog {
 /// nothing waits past that share of the target.
 fn drain_rate(signals: &OriginSignals, backlog: &Backlog, target_ms: f64) -> Option<f64> {
     let wait_ms = queue_wait_ms(signals)?;
-    let sent = signals.sent.filter(|sent| *sent >= MIN_REQUESTS)? as f64;
+    signals.sent.filter(|sent| *sent >= MIN_REQUESTS)?;
+    let sent = sent_per_sec(signals)?;
     if backlog.offered <= 0.0 {
         return None;
     }
@@ -111,14 +112,13 @@ impl Controller {
             return cut;
         };
         let cut = cut.min(drain_to.max(rate * DEEPEST_DRAIN_CUT)).max(min);
-        self.drain = signals
-            .sent
+        self.drain = sent_per_sec(signals)
             .filter(|_| backlog.capacity * REFILL > cut)
             .map(|sent| Drain {
                 began_ms: now_ms,
                 rate: cut,
                 capacity: backlog.capacity,
-                per_shopper: per_shopper(sent as f64, backlog.offered),
+                per_shopper: per_shopper(sent, backlog.offered),
             });
         cut
     }
@@ -129,9 +129,9 @@ impl Controller {
     /// the capacity the cut measured (a window that straddled the change overstates it).
     ///
     /// What the origin answers a second is the lowest of three readings, each of which runs
-    /// high in its own case: the count of answers (a trickle's window spans several seconds),
-    /// the share of what was sent × what the `offered` rate sends (a window that straddles a
-    /// change of rate), and the capacity the cut measured.
+    /// high in its own case: the answers a second (a report that does not say its window spans
+    /// several seconds), the share of what was sent × what the `offered` rate sends (a window
+    /// that straddles a change of rate), and the capacity the cut measured.
     ///
     /// A drain is given up past [`REFILL_WITHIN_MS`], once the rate is no longer the drain's
     /// (an operator's change, or a rise), and once its backlog is gone.
@@ -149,11 +149,11 @@ impl Controller {
             self.drain = None;
             return None;
         }
-        let sent = signals.sent?;
-        let answered = signals.requests as f64 * (1.0 - signals.error_rate);
+        signals.sent?;
+        let answered = answered_per_sec(signals);
         let mut through = answered.min(drain.capacity * drain.per_shopper);
-        if sent >= MIN_REQUESTS {
-            through = through.min(answered / sent as f64 * offered * drain.per_shopper);
+        if let Some(share) = delivered_share(signals) {
+            through = through.min(share * offered * drain.per_shopper);
         }
         if reading_at_ms <= drain.began_ms || !drained(signals.in_flight, through, target_ms) {
             return None;

@@ -3,9 +3,10 @@
 
 use vestibule_shared::auto_rate::OriginSignals;
 
+use super::signals::wait_now_ms;
 use super::{
-    Controller, DRAIN, DRAINED_WITHIN_SECS, DRAINING_HOLD_MS, DRAINING_SHARE, OFFER_LAG_MS,
-    SETTLE_MS,
+    Controller, DRAIN, DRAINED_WITHIN_SECS, DRAINING_HOLD_MS, DRAINING_SHARE, HEADROOM_SHARE,
+    OFFER_LAG_MS, SETTLE_MS,
 };
 
 impl Controller {
@@ -64,6 +65,19 @@ impl Controller {
             && share
                 .is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0))
     }
+}
+
+/// Whether a reading over the latency target stands on answers older than what is in flight:
+/// its window spans two seconds or more (a trickle: see [`super::window::ENOUGH_REQUESTS`]),
+/// and what is in flight now, not growing (`growth`, requests/s, when known), waits under
+/// [`HEADROOM_SHARE`] of `target_ms` at the pace the origin answers. The slow answers are then
+/// a backlog's that has drained since: answered over the window's seconds, they were sent
+/// before it, and a cut for them would cut the same overload again. An origin slow at any load
+/// keeps as much in flight as its answers take (Little's law), so its wait now is as long.
+pub(super) fn answers_stale(signals: &OriginSignals, growth: Option<f64>, target_ms: f64) -> bool {
+    signals.window_secs.is_some_and(|secs| secs >= 2)
+        && growth.is_none_or(|growth| growth <= 0.0)
+        && wait_now_ms(signals) <= target_ms * HEADROOM_SHARE
 }
 
 /// The move at `moved_ms` is under [`SETTLE_MS`] old, or the reading was measured before it took

@@ -4,6 +4,7 @@ mod cuts;
 mod drain;
 mod fluid;
 mod rises;
+mod trickle;
 mod trouble;
 
 const SETTINGS: AutoRate = AutoRate {
@@ -22,6 +23,7 @@ fn healthy(requests: u64, p95_ms: f64) -> OriginSignals {
         error_rate: 0.0,
         in_flight: 1,
         sent: None,
+        window_secs: None,
     }
 }
 

@@ -122,15 +122,17 @@ impl OriginWindow {
     pub fn signals(&self, now_ms: u64) -> Option<OriginSignals> {
         let now_secs = now_ms / 1000;
         let mut latency = [0_u64; BUCKETS];
-        let (mut requests, mut errors, mut sent) = (0, 0, 0);
+        let (mut requests, mut errors, mut sent, mut spanned) = (0, 0, 0, 0);
         let newest_first = (1..=WINDOW_SECS).filter_map(|back| {
             let at_secs = now_secs.checked_sub(back)?;
-            Some(&self.seconds[(at_secs % WINDOW_SECS) as usize]).filter(|s| s.at_secs == at_secs)
+            let second = &self.seconds[(at_secs % WINDOW_SECS) as usize];
+            (second.at_secs == at_secs).then_some((back, second))
         });
-        for second in newest_first {
+        for (back, second) in newest_first {
             if requests >= ENOUGH_REQUESTS {
                 break;
             }
+            spanned = back;
             sent += second.sent;
             requests += second.requests;
             errors += second.errors;
@@ -159,6 +161,7 @@ impl OriginWindow {
             error_rate: errors as f64 / requests as f64,
             in_flight: self.in_flight,
             sent: Some(sent),
+            window_secs: Some(spanned),
         })
     }
 }
@@ -200,7 +203,24 @@ pub fn merge(signals: &[OriginSignals], min_requests: u64) -> Option<OriginSigna
         // Only when every part counted what it sent: a part that did not would make the origin
         // look as if it answered more than it was sent.
         sent: signals.iter().map(|s| s.sent).sum(),
+        window_secs: merged_window_secs(signals),
     })
+}
+
+/// The span (seconds) over which the parts' summed counts are the sum of their paces: the
+/// requests ÷ the sum of each part's requests ÷ its span (absent = one second). `None` when no
+/// part states its span; the longest stated when none answered.
+fn merged_window_secs(signals: &[OriginSignals]) -> Option<u64> {
+    let longest = signals.iter().filter_map(|s| s.window_secs).max()?;
+    let requests: u64 = signals.iter().map(|s| s.requests).sum();
+    let per_sec: f64 = signals
+        .iter()
+        .map(|s| s.requests as f64 / s.window_secs.unwrap_or(1).max(1) as f64)
+        .sum();
+    if requests == 0 {
+        return Some(longest);
+    }
+    Some(((requests as f64 / per_sec).round() as u64).clamp(1, longest))
 }
 
 /// A room's origin as this process knows it: its own window of the requests it forwarded (gate
@@ -377,6 +397,7 @@ mod tests {
             error_rate: 0.0,
             in_flight: 3,
             sent: None,
+            window_secs: None,
         };
         let slow = OriginSignals {
             requests: 50,
@@ -385,6 +406,7 @@ mod tests {
             error_rate: 0.06,
             in_flight: 9,
             sent: None,
+            window_secs: None,
         };
         let few = OriginSignals {
             requests: 2,
@@ -393,6 +415,7 @@ mod tests {
             error_rate: 0.5,
             in_flight: 1,
             sent: None,
+            window_secs: None,
         };
         let merged = merge(&[fast, slow, few], 10).unwrap();
         assert_eq!((merged.requests, merged.in_flight), (152, 13));
@@ -409,6 +432,23 @@ mod tests {
             merge(&[counted(120), counted(30)], 10).unwrap().sent,
             Some(150)
         );
+        assert_eq!(merged.window_secs, None, "no part stated its span");
+        // 100 answers in one second and 20 over five: 104 a second, so 120 span about one.
+        let spanning = |requests, secs| OriginSignals {
+            requests,
+            window_secs: Some(secs),
+            ..fast
+        };
+        let paced = merge(&[spanning(100, 1), spanning(20, 5)], 10).unwrap();
+        assert_eq!(paced.window_secs, Some(1));
+        // 12 over three seconds and 12 over one stated by no span: 16 a second, 24 span two.
+        let unstated = OriginSignals {
+            requests: 12,
+            ..fast
+        };
+        let trickle = merge(&[spanning(12, 3), unstated], 10).unwrap();
+        assert_eq!(trickle.window_secs, Some(2));
+        assert_eq!(merge(&[spanning(0, 4)], 10).unwrap().window_secs, Some(4));
     }
 
     #[test]
@@ -427,6 +467,7 @@ mod tests {
         }
         let newest = window.signals(13_000).unwrap();
         assert_eq!((newest.requests, newest.sent), (40, Some(40)));
+        assert_eq!(newest.window_secs, Some(2), "two seconds read");
         assert!(
             newest.p95_ms < 200.0,
             "the drained backlog no longer counts: {newest:?}"
@@ -437,6 +478,7 @@ mod tests {
             trickle.started(at_ms);
             trickle.finished(at_ms, 50.0, false);
         }
-        assert_eq!(trickle.signals(6_000).unwrap().requests, 5);
+        let whole = trickle.signals(6_000).unwrap();
+        assert_eq!((whole.requests, whole.window_secs), (5, Some(5)));
     }
 }

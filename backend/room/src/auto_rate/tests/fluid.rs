@@ -48,6 +48,7 @@ impl Origin {
             // Waiting, and in service (Little's law: served/s × service time).
             in_flight: (self.backlog + (served * service_ms / 1e3)) as u64,
             sent: Some(arrived as u64),
+            window_secs: None,
         }
     }
 }

@@ -146,6 +146,7 @@ fn a_p95_up_a_bucket_with_no_queue_in_flight_is_no_backlog() {
         error_rate: 0.0,
         in_flight,
         sent: Some(65),
+        window_secs: None,
     };
     let decide = |in_flight: u64| {
         let mut controller = Controller::default();
