@@ -20,7 +20,9 @@ pub const HEALTH_URL_MAX_CHARS: usize = 2048;
 /// expression: the OpenAPI `pattern` of `healthUrl` (the server writes it into its document).
 pub const HEALTH_URL_PATTERN: &str = concat!(
     r"^[hH][tT][tT][pP][sS]?://",
-    r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?",
+    r"(\[[0-9A-Fa-f:.]+\]",
+    r"|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.?)",
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?",
     r"([/?#][^\s\x00-\x1f\x7f-\x9f]*)?$"
 );
 /// Most requests a signals report may count (a bound, not a limit on the origin's traffic).
@@ -68,13 +70,14 @@ pub struct AutoRate {
     pub max_error_rate: f64,
     /// Where the room's scheduler leader reads the origin's health once a second (optional;
     /// absent or null = no polling, the default): an absolute `http://` or `https://` URL, at
-    /// most 2048 characters, whose host is letters, digits, dots and hyphens (punycode for an
-    /// international name) or a bracketed IPv6 address, with an optional port, and no user info
-    /// or spaces ([`check_health_url`]; else 400 `invalid_field`). Each `GET` has 800 ms to
-    /// answer; a 2xx answer whose body is an [`OriginSignals`] (the `POST …/signals` body, the
-    /// same bounds) counts as a report received then. Any other answer, a timeout or a refused
-    /// connection counts as nothing, so the signals go stale (the rate holds, then falls to `min`
-    /// after 10 s); redirects are not followed. Example: `"https://shop.example/vestibule-health"`.
+    /// most 2048 characters, whose host is dot-separated labels of letters, digits and inner
+    /// hyphens (punycode for an international name) or a bracketed IPv6 address, with an
+    /// optional port 1–65535, and no user info or spaces ([`check_health_url`]; else 400
+    /// `invalid_field`). Each `GET` has 800 ms to answer; a 2xx answer whose body is an
+    /// [`OriginSignals`] (the `POST …/signals` body, the same bounds) counts as a report received
+    /// then. Any other answer, a timeout or a refused connection counts as nothing, so the
+    /// signals go stale (the rate holds, then falls to `min` after 10 s); redirects are not
+    /// followed. Example: `"https://shop.example/vestibule-health"`.
     #[cfg_attr(
         feature = "openapi",
         schema(max_length = 2048, example = "https://shop.example/vestibule-health")
@@ -112,10 +115,11 @@ impl AutoRate {
 }
 
 /// Checks a health URL ([`AutoRate::health_url`]): at most [`HEALTH_URL_MAX_CHARS`]
-/// characters, `http://` or `https://` (any case), a host of ASCII letters, digits, dots and
-/// hyphens or a bracketed IPv6 address (`[` hex digits, `:` and `.` `]`), an optional port of
-/// 1–5 digits, then nothing or `/`, `?` or `#` and anything without whitespace or control
-/// characters. The same rule as a regular expression: [`HEALTH_URL_PATTERN`].
+/// characters, `http://` or `https://` (any case), a host name of dot-separated labels of ASCII
+/// letters, digits and inner hyphens (RFC 1123; a trailing dot allowed) or a bracketed IPv6
+/// address (`[` hex digits, `:` and `.` `]`), an optional port 1–65535 (no leading zero), then
+/// nothing or `/`, `?` or `#` and anything without whitespace or control characters. The same
+/// rule as a regular expression: [`HEALTH_URL_PATTERN`].
 ///
 /// # Errors
 /// [`SettingOutOfRange::AutoRateHealthUrl`].
@@ -138,7 +142,9 @@ pub fn check_health_url(url: &str) -> Result<(), SettingOutOfRange> {
         _ => (authority, None),
     };
     let port_ok = port.is_none_or(|port| {
-        (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit())
+        port.bytes().all(|b| b.is_ascii_digit())
+            && !port.starts_with('0')
+            && port.parse::<u16>().is_ok_and(|port| port >= 1)
     });
     let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         Some(ip) => {
@@ -148,10 +154,8 @@ pub fn check_health_url(url: &str) -> Result<(), SettingOutOfRange> {
                     .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
         }
         None => {
-            !host.is_empty()
-                && host
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            let name = host.strip_suffix('.').unwrap_or(host);
+            !name.is_empty() && name.split('.').all(host_label_ok)
         }
     };
     let tail_ok = !tail.chars().any(|c| c.is_control() || c.is_whitespace());
@@ -160,6 +164,17 @@ pub fn check_health_url(url: &str) -> Result<(), SettingOutOfRange> {
     } else {
         bad
     }
+}
+
+/// One label of a host name (RFC 1123): ASCII letters, digits and hyphens, neither first nor
+/// last a hyphen.
+fn host_label_ok(label: &str) -> bool {
+    !label.is_empty()
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
 }
 
 /// The origin's health over the last few seconds, as the loop reads it (from gate mode's own

@@ -30,7 +30,7 @@ use vestibule_store::{
 mod patch;
 
 use patch::{check_not_reopening, prepare_lottery};
-pub(crate) use patch::{check_opening, parse_patch};
+pub(crate) use patch::{check_opening, check_rate_within_loop, parse_patch};
 
 /// Routes of this module.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -194,7 +194,7 @@ pub async fn settings(
         (status = 401, description = "No bearer token", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off", body = ErrorBody),
         (status = 404, description = "Unknown room", body = ErrorBody),
-        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one; or `queueingMethod: \"random\"` with a `prequeueOpensAt`, in a room whose seed is published already, or in a room that stays closed; or reopening a closed random room (`conflict`)", body = ErrorBody),
+        (status = 409, description = "The room is sold out, which is final: `soldOut: false` or a new `stock` (`sold_out`); or the schedule the patch would leave is inconsistent: a `prequeueOpensAt` after `opensAt` or without one; or `queueingMethod: \"random\"` with a `prequeueOpensAt`, in a room whose seed is published already, or in a room that stays closed; or reopening a closed random room; or an `admissionRatePerSec` outside `autoRate`'s min–max while the loop is on; or `autoRate.min` above `autoRate.max` (`conflict`)", body = ErrorBody),
         (status = 412, description = "If-Match names an old version: nothing changed (`precondition_failed`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
@@ -261,6 +261,7 @@ async fn update_in(
     } else {
         runtime.versioned_settings()
     };
+    check_rate_within_loop(&base.settings, patch)?;
     let before = base.settings.clone();
     let settings = match state
         .store

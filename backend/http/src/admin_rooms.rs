@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use vestibule_shared::{is_valid_room_slug, ErrorBody, RoomSettings, RoomSettingsPatch};
 
-use super::admin::{answer, authorize, check_opening, parse_patch, view};
+use super::admin::{answer, authorize, check_opening, check_rate_within_loop, parse_patch, view};
 use super::audit::{self, ids_header};
 use super::openapi::{EdgeErrors, StoreReadErrors, StoreWriteErrors};
 use crate::error::{ApiError, Json, Path};
@@ -102,7 +102,7 @@ pub struct Waiters {
         (status = 400, description = "Not a JSON object, no `room`, a slug that is not `[a-z0-9-]{1,64}`, an unknown field, or a value out of range as for PATCH (`bad_request`, `invalid_field`)", body = ErrorBody),
         (status = 401, description = "No bearer token (`unauthorized`)", body = ErrorBody),
         (status = 403, description = "Wrong token, or the admin API is off (`forbidden`)", body = ErrorBody),
-        (status = 409, description = "A room with that slug exists (`room_exists`; a create sent again with an `Idempotency-Key` that finds the room as it made it, unchanged, answers 201 again), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` or with `closed: true` (`conflict`)", body = ErrorBody),
+        (status = 409, description = "A room with that slug exists (`room_exists`; a create sent again with an `Idempotency-Key` that finds the room as it made it, unchanged, answers 201 again), or the schedule is inconsistent, or `queueingMethod: \"random\"` comes with a `prequeueOpensAt` or with `closed: true`, or `admissionRatePerSec` is outside `autoRate`'s min–max (`conflict`)", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         EdgeErrors, StoreWriteErrors,
     )
@@ -137,6 +137,7 @@ pub async fn create_room(
     let patch = parse_patch(&state, serde_json::Value::Object(fields))?;
     let defaults = state.default_settings_for(&room);
     check_opening(&defaults, &patch)?;
+    check_rate_within_loop(&defaults, &patch)?;
     let settings = defaults.patched(&patch);
     let created = match state.store.create_room(&room, &settings).await? {
         Some(created) => created,

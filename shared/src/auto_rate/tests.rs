@@ -10,15 +10,54 @@ fn with_url(url: &str) -> AutoRate {
     }
 }
 
+/// Health URLs the check takes.
+const GOOD_URLS: &[&str] = &[
+    "https://shop.example/vestibule-health",
+    "http://127.0.0.1:8080/health?room=main#x",
+    "HTTPS://Shop.Example",
+    "http://[::1]:9000/",
+    "http://localhost:1/a/b@c",
+    "http://shop.example.:65535/",
+    "http://xn--shp-sna.example/",
+    "http://[2001:db8::7]/",
+];
+
+/// Health URLs the check refuses (within the length).
+const BAD_URLS: &[&str] = &[
+    // Bad scheme.
+    "ftp://shop.example/health",
+    "javascript://shop.example/%0aalert(1)",
+    "file:///etc/passwd",
+    // Not a URL.
+    "shop.example/health",
+    "/health",
+    "",
+    "https://",
+    "https:///health",
+    "https://shop.example:/health",
+    "https://shop.example:123456/",
+    "https://user:secret@shop.example/health",
+    "https://shop example/health",
+    "https://shop.example/he alth",
+    "https://shop.example/\u{7f}",
+    "https://[]/",
+    "https://[::1/",
+    "https://shop_example/",
+    "https://shöp.example/",
+    // No such port or host.
+    "https://shop.example:0/",
+    "https://shop.example:65536/",
+    "https://shop.example:99999/",
+    "https://shop.example:080/",
+    "https://.../",
+    "https://-a-/",
+    "https://shop..example/",
+    "https://-shop.example/",
+];
+
 #[test]
 fn a_health_url_is_an_absolute_http_url_within_its_length() {
-    for good in [
-        "https://shop.example/vestibule-health",
-        "http://127.0.0.1:8080/health?room=main#x",
-        "HTTPS://Shop.Example",
-        "http://[::1]:9000/",
-        "http://localhost:1/a/b@c",
-    ] {
+    for good in GOOD_URLS {
         assert_eq!(with_url(good).validate(), Ok(()), "{good}");
     }
     let long = format!("https://shop.example/{}", "a".repeat(HEALTH_URL_MAX_CHARS));
@@ -28,40 +67,27 @@ fn a_health_url_is_an_absolute_http_url_within_its_length() {
         Ok(()),
         "exactly 2048 characters"
     );
-    for bad in [
-        // Bad scheme.
-        "ftp://shop.example/health",
-        "javascript://shop.example/%0aalert(1)",
-        "file:///etc/passwd",
-        // Not a URL.
-        "shop.example/health",
-        "/health",
-        "",
-        "https://",
-        "https:///health",
-        "https://shop.example:/health",
-        "https://shop.example:123456/",
-        "https://user:secret@shop.example/health",
-        "https://shop example/health",
-        "https://shop.example/he alth",
-        "https://shop.example/\u{7f}",
-        "https://[]/",
-        "https://[::1/",
-        "https://shop_example/",
-        "https://shöp.example/",
-        // Too long.
-        &long,
-    ] {
+    for bad in BAD_URLS.iter().copied().chain([long.as_str()]) {
         assert_eq!(
             with_url(bad).validate(),
             Err(SettingOutOfRange::AutoRateHealthUrl),
             "{bad:?}"
         );
     }
-    assert_eq!(
-        SettingOutOfRange::AutoRateHealthUrl.api_field(),
-        "autoRate.healthUrl"
-    );
+}
+
+/// The OpenAPI document's pattern is what the fuzzer builds URLs from: it must take exactly
+/// what the check takes.
+#[test]
+fn the_health_url_pattern_takes_what_the_check_takes() {
+    let pattern = regex::Regex::new(HEALTH_URL_PATTERN).unwrap();
+    for url in GOOD_URLS.iter().chain(BAD_URLS) {
+        assert_eq!(
+            pattern.is_match(url),
+            check_health_url(url).is_ok(),
+            "{url:?}"
+        );
+    }
 }
 
 #[test]

@@ -130,11 +130,16 @@ async fn bad_reports_get_a_clear_4xx() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     let mut too_many_sent = signals(50.0, 0.0);
     too_many_sent["sent"] = json!(2_000_000_000_u64);
+    let (mut no_span, mut too_long) = (signals(50.0, 0.0), signals(50.0, 0.0));
+    no_span["windowSecs"] = json!(0);
+    too_long["windowSecs"] = json!(61);
     for wrong in [
         signals(-1.0, 0.0),
         signals(50.0, 1.5),
         signals(1e9, 0.0),
         too_many_sent,
+        no_span,
+        too_long,
     ] {
         let (status, body) = report(&app, wrong.clone(), Some(ORIGIN_KEY)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{wrong} → {body}");
@@ -169,6 +174,60 @@ async fn bad_reports_get_a_clear_4xx() {
         .patch(app.url("/api/v1/admin/rooms/main"))
         .bearer_auth(ADMIN_TOKEN)
         .json(&json!({"autoRate": {"min": 50, "max": 10, "targetP95Ms": 500, "maxErrorRate": 0}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn a_rate_set_by_hand_stays_within_the_loops_bounds() {
+    let app = TestApp::spawn(Backend::Memory, &["--admission-rate", "20"]).await;
+    let patch = |body: Value| {
+        let app = &app;
+        async move {
+            let response = app
+                .client
+                .patch(app.url("/api/v1/admin/rooms/main"))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let auto = json!({"min": 10, "max": 100, "targetP95Ms": 500, "maxErrorRate": 0.01});
+    // Bounds that leave the rate outside are taken: the loop brings it within.
+    assert_eq!(patch(json!({"autoRate": auto})).await.0, StatusCode::OK);
+    for outside in [1000.0, 1.0] {
+        let (status, body) = patch(json!({"admissionRatePerSec": outside})).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{outside} → {body}");
+        assert_eq!(body["error"], "conflict");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("autoRate"), "{message}");
+    }
+    let (status, body) = patch(json!({"admissionRatePerSec": 50})).await;
+    assert_eq!(
+        (status, body["admissionRatePerSec"].as_f64()),
+        (StatusCode::OK, Some(50.0))
+    );
+    // With the loop turned off in the same change, or new bounds around it, any rate is taken.
+    let wide = json!({"min": 10, "max": 2000, "targetP95Ms": 500, "maxErrorRate": 0.01});
+    let (status, _) = patch(json!({"admissionRatePerSec": 1000, "autoRate": wide})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = patch(json!({"admissionRatePerSec": 3000, "autoRate": null})).await;
+    assert_eq!(
+        (status, body["admissionRatePerSec"].as_f64()),
+        (StatusCode::OK, Some(3000.0))
+    );
+    // A room created with the loop on follows the same rule.
+    let response = app
+        .client
+        .post(app.url("/api/v1/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"room": "drop-7", "admissionRatePerSec": 500, "autoRate": auto}))
         .send()
         .await
         .unwrap();

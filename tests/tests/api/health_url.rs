@@ -257,6 +257,8 @@ async fn a_bad_health_url_is_a_clear_400() {
         (json!("shop.example/health"), "invalid_field"),
         (json!("https://user:pw@shop.example/"), "invalid_field"),
         (json!("https://shop example/"), "invalid_field"),
+        (json!("http://127.0.0.1:99999/health"), "invalid_field"),
+        (json!("https://-a-/health"), "invalid_field"),
         (json!(long), "invalid_field"),
         (json!(7), "bad_request"),
     ] {

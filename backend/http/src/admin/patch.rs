@@ -224,6 +224,32 @@ pub(crate) fn check_opening(current: &Settings, patch: &SettingsPatch) -> Result
     }
 }
 
+/// Refuses an admission rate set by hand outside the loop's bounds while the loop is on, as the
+/// patch would leave it (docs/DESIGN.md "Closed-loop admission"): the loop keeps the rate within
+/// [`autoRate.min`, `autoRate.max`], and would move it back at its next step. A patch that only
+/// moves the bounds is taken (the loop brings the rate within them). `current` is this
+/// replica's copy (at most a tick old): a rate that slips past bounds set elsewhere within that
+/// tick is brought within at the loop's next step.
+///
+/// # Errors
+/// 409 `conflict`, naming the bounds and the ways out.
+pub(crate) fn check_rate_within_loop(
+    current: &Settings,
+    patch: &SettingsPatch,
+) -> Result<(), ApiError> {
+    let Some(rate) = patch.admission_rate_per_sec else {
+        return Ok(());
+    };
+    match current.patched(patch).auto_rate {
+        Some(auto) if !(auto.min..=auto.max).contains(&rate) => Err(ApiError::Conflict(format!(
+            "admissionRatePerSec ({rate}) must be within autoRate's min–max ({}–{}) while the \
+             loop is on: set it within them, move them, or turn the loop off (autoRate: null)",
+            auto.min, auto.max
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Before a patch that leaves the room random: refuses it when the lottery's seed is public
 /// already (so keys could be predicted), or when it reopens a closed random room (a closed
 /// random room publishes its seed), then makes sure the room has a seed, so the store files
