@@ -46,7 +46,8 @@
 //! - **under the targets**: well under (p95 < 80% of the target) the rate rises 8% a second, but
 //!   2% a second while queueing (a p95 from 60% of the target and 1.5× the lowest of the last
 //!   [`FLOOR_MS`]) or from 10% under a trouble point, and 1.5% a second past it until it is forgotten:
-//!   once the rate has stayed 10% above it for [`FORGET_AFTER_MS`], or at once when a load
+//!   once the rate has stayed 10% above it for [`FORGET_AFTER_MS`] with no queue (a p95 of
+//!   enough answers over a bucket above its floor starts that time again), or at once when a load
 //!   offered near it (50–110% of it) is answered with a p95 under 75% of the lowest the origin
 //!   had for a load as high near it since it struggled there (the same load answered much faster:
 //!   its capacity came back: the points of the lower capacity go, and only the highest stays).
@@ -69,6 +70,7 @@ use vestibule_shared::auto_rate::{AutoRate, AutoRateReason, OriginSignals};
 mod drain;
 pub mod health;
 mod memory;
+mod rising;
 mod settling;
 pub mod shown;
 mod signals;
@@ -76,6 +78,7 @@ mod trouble;
 pub mod window;
 
 use drain::{Backlog, Drain};
+use rising::rising;
 use settling::{answers_stale, just_after};
 use signals::{delivered_share, queue_wait_ms, sent_per_sec};
 use trouble::Trouble;
@@ -94,7 +97,8 @@ pub const SETTLE_MS: u64 = 2_000;
 /// rate in force then, not the rate now, which the loop may already have moved.
 pub const OFFER_LAG_MS: u64 = 1_000;
 /// A trouble point is forgotten once the rate has stayed more than 10% above it for this long
-/// (ms) without trouble: the origin's capacity came back, and only then does the rate rise fast.
+/// (ms) without trouble or a queue: the origin's capacity came back, and only then does the rate
+/// rise fast.
 pub const FORGET_AFTER_MS: u64 = 3_000;
 /// Rise per second well under the targets (a fraction of the rate).
 const HEADROOM_RISE_PER_SEC: f64 = 0.08;
@@ -422,32 +426,12 @@ impl Controller {
             return decision(rate, AutoRateReason::Settling);
         }
         let growth = previous_p95.map_or(1.0, |previous| signals.p95_ms / previous.max(1.0));
-        // Latency alone counts only from an elevated p95 (the previous reading's at 40% of the
-        // target or more): a single burst of requests lifts one second's p95 from a low base,
-        // and trimming on it would ratchet the rate down. A backlog grows for seconds.
-        let elevated = previous_p95.is_some_and(|previous| previous >= target * ELEVATED_SHARE);
-        // Up on each of the last two readings, by more than a latency bucket over the two: a
-        // backlog growing slowly (the rate a few percent past capacity) shows so before a single
-        // second's rise does.
-        let climbing = match (previous_p95, before_previous_p95) {
-            (Some(previous), Some(before)) => {
-                signals.p95_ms > previous && previous > before && signals.p95_ms > before * CLIMBING
-            }
-            _ => false,
-        };
-        // One reading's rise counts only when its p95 stands on enough answers: of a few dozen
-        // it is one of the two or three slowest, which a clump of checkouts admitted together
-        // moves by buckets at half the capacity.
-        // Nor when what is in flight waits no more than a bucket longer than the answers took:
-        // no queue is forming now (an origin whose every answer takes about as long moves its
-        // p50 and p95 by a whole bucket, 19%, without one).
-        let queue_now = in_flight_wait.is_none_or(|wait| wait > signals.p50_ms * RISING);
-        let judged = signals.requests >= ONE_READING_REQUESTS && queue_now;
-        let rising = elevated
-            && (climbing
-                || (judged
-                    && ((signals.p95_ms >= target * HEADROOM_SHARE && growth > 1.0)
-                        || (signals.p95_ms >= target * RISING_FROM_SHARE && growth > RISING))));
+        let rising = rising(
+            &signals,
+            (previous_p95, before_previous_p95),
+            in_flight_wait,
+            target,
+        );
         if rising {
             // A backlog is forming at this rate: the origin is just past its capacity, which
             // the share of the load it got through measures when the signals say what was sent.
@@ -459,9 +443,12 @@ impl Controller {
             .last_cut_ms
             .is_none_or(|cut| now_ms.saturating_sub(cut) >= 2 * SETTLE_MS);
         // Neither just cut nor draining (4 s or more after a cut, the p95 not falling by more
-        // than 5%): the p95 says how the origin answers this load.
+        // than 5%): the p95 says how the origin answers this load; over a bucket above its floor
+        // (on enough answers for one reading's p95 to count), with a queue.
         let steady = settled && previous_p95.is_some() && growth >= STEADY;
-        self.heard(rate, (offered, signals.p95_ms, steady), now_ms);
+        let queueing =
+            signals.requests >= ONE_READING_REQUESTS && signals.p95_ms > floor_p95 * RISING;
+        self.heard(rate, (offered, signals.p95_ms), (steady, queueing), now_ms);
         if signals.p95_ms >= target * HEADROOM_SHARE {
             return decision(rate, AutoRateReason::AtTarget);
         }

@@ -55,7 +55,10 @@ impl Controller {
     /// Notes a reading under the targets at `rate`, whose load was `offered` and answered with
     /// `p95_ms` (`steady`: neither just after a cut nor draining), against the trouble points. A
     /// point is forgotten once the rate has stayed more than 10% above it for
-    /// [`FORGET_AFTER_MS`], or at once when a load offered near it ([`NEAR`]) is answered with a
+    /// [`FORGET_AFTER_MS`] on readings that show no queue (`queueing`, a p95 over a bucket above
+    /// its floor, restarts that time: a point measured under the origin's true capacity is
+    /// passed by 10% while a queue forms, and forgetting it there sends the rate up 8% a second
+    /// into the capacity), or at once when a load offered near it ([`NEAR`]) is answered with a
     /// p95 under [`FASTER`] × the lowest the origin had near it before for a load as high: the
     /// same load answered much faster means its capacity came back (then only the highest point,
     /// if above, stays). Else a steady reading joins what was measured near each point. Every
@@ -64,7 +67,8 @@ impl Controller {
     pub(super) fn heard(
         &mut self,
         rate: f64,
-        (offered, p95_ms, steady): (f64, f64, bool),
+        (offered, p95_ms): (f64, f64),
+        (steady, queueing): (bool, bool),
         now_ms: u64,
     ) {
         let near_it =
@@ -72,8 +76,12 @@ impl Controller {
         // The highest point whose load is answered much faster now: the capacity came back.
         let mut came_back: Option<f64> = None;
         for trouble in &mut self.troubles {
-            trouble.passed_since_ms =
-                (rate > trouble.rate * 1.1).then(|| trouble.passed_since_ms.unwrap_or(now_ms));
+            trouble.passed_since_ms = (rate > trouble.rate * 1.1).then(|| {
+                trouble
+                    .passed_since_ms
+                    .filter(|_| !queueing)
+                    .unwrap_or(now_ms)
+            });
             let faster = near_it(trouble)
                 && trouble.fastest_near.is_some_and(|(at, fastest)| {
                     offered >= at * AS_MUCH && p95_ms < fastest * FASTER

@@ -54,6 +54,46 @@ fn a_trouble_point_is_forgotten_only_after_the_rate_stays_past_it() {
         .all(|(_, reason)| matches!(reason, AutoRateReason::Probing | AutoRateReason::Settling)));
 }
 
+#[test]
+fn a_trouble_point_passed_while_a_queue_forms_is_not_forgotten() {
+    let (mut controller, trouble, mut rate) = trimmed_near_100();
+    // Past 110% of the point every other reading's p95 is a bucket and more over its floor
+    // (250 ms on 200, of 100 answers): a queue forming at the origin's true capacity, just above
+    // the point. The rate creeps past it and never rises fast.
+    let mut step_at = |second: u64, rate: f64, queueing: bool| {
+        let now_ms = second * 1_000;
+        let p95_ms = if queueing { 250.0 } else { 200.0 };
+        let signals = Some(reading(now_ms, healthy(100, p95_ms)));
+        controller.step(&SETTINGS, rate, signals.as_ref(), now_ms)
+    };
+    for second in 3..30_u64 {
+        let queueing = rate > trouble * 1.1 && second % 2 == 1;
+        let step = step_at(second, rate, queueing);
+        assert!(
+            matches!(
+                step.reason,
+                AutoRateReason::Probing | AutoRateReason::Settling
+            ),
+            "{second} s at {rate}: {step:?}"
+        );
+        rate = step.rate;
+    }
+    assert!(rate > trouble * 1.1, "crept past it: {rate}");
+    // Readings with no queue for 3 s forget it.
+    let reasons: Vec<_> = (30..34_u64)
+        .map(|second| {
+            let step = step_at(second, rate, false);
+            rate = step.rate;
+            step.reason
+        })
+        .collect();
+    assert_eq!(
+        reasons.last(),
+        Some(&AutoRateReason::Headroom),
+        "{reasons:?}"
+    );
+}
+
 /// A controller trimmed near 100/s ([`trimmed_near_100`]), then probing under the point with a
 /// steady p95 of 300 ms for 10 s; returns it and the rate it reached.
 fn probing_under_a_trouble_point() -> (Controller, f64) {
