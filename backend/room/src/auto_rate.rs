@@ -47,8 +47,8 @@
 //!   2% a second while queueing (a p95 from 60% of the target and 1.5× the lowest of the last
 //!   [`FLOOR_MS`]) or from 10% under a trouble point, and 1.5% a second past it until it is forgotten:
 //!   once the rate has stayed 10% above it for [`FORGET_AFTER_MS`] with no queue (a p95 of
-//!   enough answers over a bucket above its floor starts that time again), or at once when a load
-//!   offered near it (50–110% of it) is answered with a p95 under 75% of the lowest the origin
+//!   enough answers a bucket or more above its floor starts that time again), or at once when a
+//!   load offered near it (50–110% of it) is answered with a p95 under 75% of the lowest the origin
 //!   had for a load as high near it since it struggled there (the same load answered much faster:
 //!   its capacity came back: the points of the lower capacity go, and only the highest stays).
 //!   Near the target the rate holds, and so it does while the origin got under 90% of what it
@@ -179,6 +179,9 @@ const FLOOR_MS: u64 = 10_000;
 /// A p95 this many times its floor, and from [`RISING_FROM_SHARE`] of the target, is queueing:
 /// the origin is near its limit, and the rate rises slowly.
 const QUEUEING: f64 = 1.5;
+/// A p95 over this many times its floor is in a higher latency bucket (they are 19% apart): on
+/// enough answers, a queue forming, which keeps a passed trouble point from being forgotten.
+const ABOVE_FLOOR: f64 = 1.1;
 /// Rates in force remembered, one per step or change.
 const HISTORY: usize = 16;
 
@@ -443,11 +446,11 @@ impl Controller {
             .last_cut_ms
             .is_none_or(|cut| now_ms.saturating_sub(cut) >= 2 * SETTLE_MS);
         // Neither just cut nor draining (4 s or more after a cut, the p95 not falling by more
-        // than 5%): the p95 says how the origin answers this load; over a bucket above its floor
-        // (on enough answers for one reading's p95 to count), with a queue.
+        // than 5%): the p95 says how the origin answers this load; a bucket or more above its
+        // floor (on enough answers for one reading's p95 to count), with a queue.
         let steady = settled && previous_p95.is_some() && growth >= STEADY;
         let queueing =
-            signals.requests >= ONE_READING_REQUESTS && signals.p95_ms > floor_p95 * RISING;
+            signals.requests >= ONE_READING_REQUESTS && signals.p95_ms > floor_p95 * ABOVE_FLOOR;
         self.heard(rate, (offered, signals.p95_ms), (steady, queueing), now_ms);
         if signals.p95_ms >= target * HEADROOM_SHARE {
             return decision(rate, AutoRateReason::AtTarget);

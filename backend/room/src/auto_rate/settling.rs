@@ -44,9 +44,9 @@ impl Controller {
     /// it would halve the rate twice for one overload.
     ///
     /// Where what is in flight is counted (`in_flight`: the wait in flight, ms, and how fast the
-    /// count grows, requests/s), the backlog must also shrink fast enough for what waits past
-    /// `target_ms` to be gone within [`DRAINED_WITHIN_SECS`]: a cut that left the rate only
-    /// just under a capacity the lag overstated drains it at a few requests a second.
+    /// count grows, requests/s), that count alone says it: it falls fast enough for what waits
+    /// past `target_ms` to be gone within [`DRAINED_WITHIN_SECS`] (a cut that left the rate only
+    /// just under a capacity the lag overstated drains it at a few requests a second).
     pub(super) fn draining(
         &self,
         signals: &OriginSignals,
@@ -57,13 +57,14 @@ impl Controller {
         let under_measured = self
             .measured_capacity
             .is_some_and(|capacity| rate <= capacity * DRAIN);
-        let drains_soon = in_flight.is_none_or(|(wait_ms, growth)| {
+        // Counted in flight, the backlog's own pace says it: the window's share is a second
+        // older, and a sent count still holds the shoppers admitted before the cut whose
+        // requests come late.
+        if let Some((wait_ms, growth)) = in_flight {
             let excess = signals.in_flight as f64 * (1.0 - target_ms / wait_ms.max(1.0));
-            excess <= -growth * DRAINED_WITHIN_SECS
-        });
-        drains_soon
-            && share
-                .is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0))
+            return growth < 0.0 && excess <= -growth * DRAINED_WITHIN_SECS;
+        }
+        share.is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0))
     }
 }
 

@@ -55,8 +55,8 @@ impl Controller {
     /// Notes a reading under the targets at `rate`, whose load was `offered` and answered with
     /// `p95_ms` (`steady`: neither just after a cut nor draining), against the trouble points. A
     /// point is forgotten once the rate has stayed more than 10% above it for
-    /// [`FORGET_AFTER_MS`] on readings that show no queue (`queueing`, a p95 over a bucket above
-    /// its floor, restarts that time: a point measured under the origin's true capacity is
+    /// [`FORGET_AFTER_MS`] on readings that show no queue (`queueing`, a p95 a bucket or more
+    /// above its floor, restarts that time: a point measured under the origin's true capacity is
     /// passed by 10% while a queue forms, and forgetting it there sends the rate up 8% a second
     /// into the capacity), or at once when a load offered near it ([`NEAR`]) is answered with a
     /// p95 under [`FASTER`] × the lowest the origin had near it before for a load as high: the

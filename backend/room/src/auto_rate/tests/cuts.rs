@@ -298,3 +298,43 @@ fn a_falling_p95_does_not_hold_a_backlog_seen_in_flight() {
     let step = controller.step(&SETTINGS, rate, Some(&reading(4_000, halved)), 4_000);
     assert_eq!(step.reason, AutoRateReason::LatencyHigh, "{step:?}");
 }
+
+/// After a cut at 40/s, the shoppers admitted before it still send their requests a second or
+/// two late, so the window's sent count runs over what the origin answers (49 sent, 40
+/// answered) while the count in flight falls 36 → 29 in 1.1 s: the backlog drains within 4 s at
+/// that pace, and the rate holds. Growing in flight, the same reading cuts again.
+#[test]
+fn a_backlog_shrinking_in_flight_holds_though_late_sends_outrun_the_answers() {
+    let step = |controller: &mut Controller, rate: f64, at_ms: u64, signals: OriginSignals| {
+        controller.step(&SETTINGS, rate, Some(&reading(at_ms, signals)), at_ms)
+    };
+    let after_the_cut = |last_in_flight: u64| {
+        let mut controller = Controller::default();
+        step(
+            &mut controller,
+            40.0,
+            1_000,
+            in_flight(counted(40, 40, 300.0), 10),
+        );
+        let cut = step(
+            &mut controller,
+            40.0,
+            2_000,
+            in_flight(counted(67, 59, 624.0), 42),
+        );
+        assert_eq!(cut.reason, AutoRateReason::LatencyHigh, "{cut:?}");
+        let late = in_flight(counted(55, 45, 1_200.0), 36);
+        let held = step(&mut controller, cut.rate, 3_000, late);
+        assert_eq!(held.reason, AutoRateReason::Settling, "{held:?}");
+        let next = in_flight(counted(49, 40, 1_772.0), last_in_flight);
+        (cut.rate, step(&mut controller, cut.rate, 4_100, next))
+    };
+    let (rate, shrinking) = after_the_cut(29);
+    assert_eq!(
+        (shrinking.rate, shrinking.reason),
+        (rate, AutoRateReason::Settling)
+    );
+    let (rate, growing) = after_the_cut(44);
+    assert_eq!(growing.reason, AutoRateReason::LatencyHigh, "{growing:?}");
+    assert!(growing.rate < rate, "{growing:?}");
+}
