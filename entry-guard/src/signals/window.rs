@@ -130,8 +130,9 @@ impl Window {
     }
 
     /// The signals at `now_ms`: the newest complete seconds until they hold [`ENOUGH_ANSWERS`]
-    /// (at most [`WINDOW_SECS`]), and how many seconds back the oldest read was. With no answer in them, `requests` 0 with zero latencies and
-    /// error rate (`sent` and `inFlight` still say what was passed in).
+    /// (at most [`WINDOW_SECS`]), and how many seconds back the oldest read was. With no answer
+    /// in them, `requests` 0 with zero latencies and error rate (`sent` and `inFlight` still say
+    /// what was passed in).
     pub(crate) fn read(&self, now_ms: u64) -> OriginSignals {
         let current = now_ms / 1000;
         let mut latency = [0_u64; BUCKETS];

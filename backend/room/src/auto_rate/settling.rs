@@ -54,9 +54,6 @@ impl Controller {
         in_flight: Option<(f64, f64)>,
         target_ms: f64,
     ) -> bool {
-        let under_measured = self
-            .measured_capacity
-            .is_some_and(|capacity| rate <= capacity * DRAIN);
         // Counted in flight, the backlog's own pace says it: the window's share is a second
         // older, and a sent count still holds the shoppers admitted before the cut whose
         // requests come late.
@@ -64,6 +61,9 @@ impl Controller {
             let excess = signals.in_flight as f64 * (1.0 - target_ms / wait_ms.max(1.0));
             return growth < 0.0 && excess <= -growth * DRAINED_WITHIN_SECS;
         }
+        let under_measured = self
+            .measured_capacity
+            .is_some_and(|capacity| rate <= capacity * DRAIN);
         share.is_some_and(|share| share >= DRAINING_SHARE || (under_measured && share >= 1.0))
     }
 }

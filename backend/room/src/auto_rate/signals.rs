@@ -38,8 +38,8 @@ pub(super) fn queue_wait_ms(signals: &OriginSignals) -> Option<f64> {
 /// flight.
 pub(super) fn wait_now_ms(signals: &OriginSignals) -> f64 {
     // At least one answer over the window: a stalled origin's wait is long, not infinite.
-    let answered = (signals.requests as f64 * (1.0 - signals.error_rate)).max(1.0);
-    signals.in_flight as f64 / (answered / window_secs(signals)) * 1e3
+    let answered = answered_per_sec(signals).max(1.0 / window_secs(signals));
+    signals.in_flight as f64 / answered * 1e3
 }
 
 /// The share of the requests sent in the window that the origin answered without error

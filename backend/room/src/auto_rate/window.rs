@@ -215,7 +215,7 @@ fn merged_window_secs(signals: &[OriginSignals]) -> Option<u64> {
     let requests: u64 = signals.iter().map(|s| s.requests).sum();
     let per_sec: f64 = signals
         .iter()
-        .map(|s| s.requests as f64 / s.window_secs.unwrap_or(1).max(1) as f64)
+        .map(|s| s.requests as f64 / super::signals::window_secs(s))
         .sum();
     if requests == 0 {
         return Some(longest);
